@@ -1,0 +1,48 @@
+"""Turn ``DATABASE_URL`` into a Django ``DATABASES`` entry.
+
+Only the two backends the project is tested on are understood; anything else is a
+clear error at start-up rather than a surprise later.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+
+class DatabaseURLError(ValueError):
+    pass
+
+
+def database_from_url(url: str | None, *, default_sqlite: Path) -> dict[str, Any]:
+    if not url:
+        return _sqlite(str(default_sqlite))
+    parts = urlsplit(url)
+    if parts.scheme == "sqlite":
+        # sqlite:///relative.db, sqlite:////absolute.db, sqlite:///:memory:
+        path = unquote(parts.path[1:]) if parts.path.startswith("/") else unquote(parts.path)
+        return _sqlite(path or str(default_sqlite))
+    if parts.scheme in {"postgres", "postgresql", "pgsql"}:
+        options = dict(parse_qsl(parts.query))
+        return {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": unquote(parts.path.lstrip("/")) or "postgres",
+            "USER": unquote(parts.username or ""),
+            "PASSWORD": unquote(parts.password or ""),
+            "HOST": parts.hostname or "",
+            "PORT": str(parts.port or ""),
+            "OPTIONS": options,
+        }
+    raise DatabaseURLError(f"DATABASE_URL scheme {parts.scheme!r} is not supported (sqlite, postgres)")
+
+
+def _sqlite(name: str) -> dict[str, Any]:
+    return {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": name,
+        # IMMEDIATE takes the write lock when a transaction starts, so concurrent writers
+        # wait (up to `timeout` seconds) instead of failing with "database is locked"
+        # when a reader tries to upgrade. See docs/durable-executions.md.
+        "OPTIONS": {"transaction_mode": "IMMEDIATE", "timeout": 20},
+    }

@@ -1,0 +1,1 @@
+"""Invocation rows and invoke handlers (see issue: invocations)."""

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class InvocationsConfig(AppConfig):
+    name = "invocations"
+    default_auto_field = "django.db.models.BigAutoField"

@@ -1,0 +1,1 @@
+"""Durable W3C SCXML statecharts for Django."""

@@ -1,0 +1,379 @@
+"""Compile a validated document into the interned :class:`~statecharts.core.model.Chart`."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from lxml import etree
+
+from statecharts.core.delays import parse_delay
+from statecharts.core.errors import ChartError, Problem, ResolveError
+from statecharts.core.events import split_descriptor
+from statecharts.core.model import (
+    Action,
+    Assign,
+    Block,
+    Cancel,
+    Chart,
+    Content,
+    Data,
+    DoneData,
+    Expr,
+    Foreach,
+    If,
+    Invoke,
+    Kind,
+    Log,
+    Param,
+    Raise,
+    Script,
+    Send,
+    StateNode,
+    Transition,
+)
+from statecharts.core.parse import ParsedDocument, local_name, namespace, parse_document
+from statecharts.core.resolve import Resolver, default_resolver
+from statecharts.core.validate import STATE_LIKE, validate
+from statecharts.core.values import body_value, text_value
+
+_KINDS = {"state": Kind.ATOMIC, "parallel": Kind.PARALLEL, "final": Kind.FINAL}
+
+
+class _Compiler:
+    def __init__(self, document: ParsedDocument, resolver: Resolver, base_path: str | None):
+        self.document = document
+        self.ns = namespace(document.root)
+        self.resolver = resolver
+        self.base_path = base_path
+        self.states: list[StateNode] = []
+        self.elements: list[etree._Element] = []
+        self.expressions: list[Expr] = []
+        self.transitions: list[Transition] = []
+        self.invokes: list[Invoke] = []
+        self.content_counter = 0
+        self.problems: list[Problem] = []
+        self.ids: dict[str, int] = {}
+
+    # -- small helpers ---------------------------------------------------------------------
+
+    def pos(self, element: etree._Element) -> tuple[int, int]:
+        return self.document.position(element)
+
+    def expr(self, element: etree._Element, attribute: str) -> Expr | None:
+        source = element.get(attribute)
+        if source is None:
+            return None
+        return self.make_expr(source, element)
+
+    def make_expr(self, source: str, element: etree._Element) -> Expr:
+        line, column = self.pos(element)
+        expression = Expr(len(self.expressions), source, line, column)
+        self.expressions.append(expression)
+        return expression
+
+    def kids(self, element: etree._Element, *names: str) -> list[etree._Element]:
+        return [
+            c for c in element
+            if isinstance(c.tag, str) and namespace(c) == self.ns
+            and (not names or local_name(c) in names)
+        ]
+
+    def resolve(self, uri: str, element: etree._Element, *, fatal: bool) -> str | None:
+        """Fetch ``uri``. A failed ``<script src>`` refuses the document (spec 5.8); a failed
+        ``<data src>`` is a warning here and ``error.execution`` when the data is bound."""
+        try:
+            return self.resolver(uri, self.base_path)
+        except ResolveError as exc:
+            line, column = self.pos(element)
+            self.problems.append(Problem(line, column, str(exc), "error" if fatal else "warning"))
+            return None
+
+    # -- structure -------------------------------------------------------------------------
+
+    def compile(self) -> tuple[list[StateNode], Block | None]:
+        root = self.document.root
+        self._number(root, -1, 0)
+        for index, element in enumerate(self.elements):
+            self._fill(self.states[index], element)
+        scripts = self.kids(root, "script")
+        script = Block("script", tuple(self._action(s) for s in scripts)) if scripts else None
+        return self.states, script
+
+    def _number(self, element: etree._Element, parent: int, depth: int) -> None:
+        index = len(self.states)
+        name = local_name(element)
+        if index == 0:
+            kind = Kind.ROOT
+        elif name == "history":
+            kind = Kind.HISTORY_DEEP if element.get("type") == "deep" else Kind.HISTORY_SHALLOW
+        else:
+            kind = _KINDS[name]
+        state_id = element.get("id") or f"__generated_{name}_{index}"
+        line, column = self.pos(element)
+        node = StateNode(index=index, id=state_id, kind=kind, parent=parent, line=line,
+                         column=column, depth=depth)
+        self.states.append(node)
+        self.elements.append(element)
+        if index != 0:
+            self.ids[state_id] = index
+        children = []
+        for child in self.kids(element, *STATE_LIKE):
+            children.append(len(self.states))
+            self._number(child, index, depth + 1)
+        node.children = tuple(children)
+        if kind == Kind.ATOMIC and any(self.states[c].kind != Kind.HISTORY_SHALLOW
+                                       and self.states[c].kind != Kind.HISTORY_DEEP
+                                       for c in children):
+            node.kind = Kind.COMPOUND
+        node.history = tuple(c for c in children if self.states[c].is_history)
+        ancestors = []
+        p = parent
+        while p != -1:
+            ancestors.append(p)
+            p = self.states[p].parent
+        node.ancestors = tuple(ancestors)
+        for a in ancestors:
+            anc = self.states[a]
+            anc.descendants = anc.descendants | {index}
+
+    def _fill(self, node: StateNode, element: etree._Element) -> None:
+        node.transitions = tuple(
+            self._transition(t, node.index) for t in self.kids(element, "transition")
+        )
+        node.onentry = tuple(
+            self._block(b, f"onentry:{node.id}:{i}") for i, b in enumerate(self.kids(element, "onentry"))
+        )
+        node.onexit = tuple(
+            self._block(b, f"onexit:{node.id}:{i}") for i, b in enumerate(self.kids(element, "onexit"))
+        )
+        node.datas = tuple(
+            self._data(d) for dm in self.kids(element, "datamodel") for d in self.kids(dm, "data")
+        )
+        node.invokes = tuple(self._invoke(i, node) for i in self.kids(element, "invoke"))
+        for dd in self.kids(element, "donedata"):
+            node.donedata = DoneData(self._content(dd), self._params(dd))
+        if node.is_history:
+            defaults = self.kids(element, "transition")
+            if defaults:
+                node.initial = self._transition(defaults[0], node.index, register=False)
+        elif node.kind in (Kind.COMPOUND, Kind.ROOT):
+            node.initial = self._initial(node, element)
+
+    def _initial(self, node: StateNode, element: etree._Element) -> Transition | None:
+        initial_attr = element.get("initial")
+        if initial_attr:
+            targets = tuple(self.ids[t] for t in initial_attr.split() if t in self.ids)
+            return self._synthetic(node.index, targets, element)
+        initial_elements = self.kids(element, "initial")
+        if initial_elements:
+            transitions = self.kids(initial_elements[0], "transition")
+            if transitions:
+                return self._transition(transitions[0], node.index, register=False)
+        for child in node.children:
+            if not self.states[child].is_history:
+                return self._synthetic(node.index, (child,), element)
+        return None
+
+    def _synthetic(self, source: int, targets: tuple[int, ...], element: etree._Element) -> Transition:
+        line, _ = self.pos(element)
+        return Transition(index=-1, source=source, events=(), event_text=None, cond=None,
+                          targets=targets, internal=False, body=Block("initial", ()), line=line)
+
+    def _transition(self, element: etree._Element, source: int, *, register: bool = True) -> Transition:
+        event_text = element.get("event")
+        events = tuple(split_descriptor(t) for t in event_text.split()) if event_text else ()
+        targets = tuple(self.ids[t] for t in (element.get("target") or "").split() if t in self.ids)
+        index = len(self.transitions) if register else -1
+        line, _ = self.pos(element)
+        transition = Transition(
+            index=index,
+            source=source,
+            events=events,
+            event_text=event_text if event_text and event_text.split() else None,
+            cond=self.expr(element, "cond"),
+            targets=targets,
+            internal=element.get("type") == "internal",
+            body=self._block(element, f"transition:{index}" if register else
+                             f"initial:{self.states[source].id}"),
+            line=line,
+        )
+        if register:
+            self.transitions.append(transition)
+        return transition
+
+    def _data(self, element: etree._Element) -> Data:
+        line, _ = self.pos(element)
+        src = element.get("src")
+        if src is not None:
+            text = self.resolve(src, element, fatal=False)
+            if text is None:
+                return Data(element.get("id", ""), None, src=src, line=line)
+            return Data(element.get("id", ""), None, text_value(text), True, src=src, line=line)
+        has_body, body = body_value(element)
+        return Data(element.get("id", ""), self.expr(element, "expr"), body, has_body, line=line)
+
+    def _invoke(self, element: etree._Element, node: StateNode) -> Invoke:
+        line, _ = self.pos(element)
+        finalizes = self.kids(element, "finalize")
+        finalize = (self._block(finalizes[0], f"finalize:{node.id}:{len(self.invokes)}")
+                    if finalizes else Block("finalize", ()))
+        invoke = Invoke(
+            index=len(self.invokes),
+            state=node.index,
+            type=element.get("type"),
+            typeexpr=self.expr(element, "typeexpr"),
+            src=element.get("src"),
+            srcexpr=self.expr(element, "srcexpr"),
+            id=element.get("id"),
+            idlocation=self.expr(element, "idlocation"),
+            namelist=self._namelist(element),
+            params=self._params(element),
+            content=self._content(element),
+            autoforward=element.get("autoforward") == "true",
+            finalize=finalize,
+            line=line,
+        )
+        self.invokes.append(invoke)
+        return invoke
+
+    # -- executable content ----------------------------------------------------------------
+
+    def _block(self, element: etree._Element, owner: str) -> Block:
+        return Block(owner, self._actions(element))
+
+    def _actions(self, element: etree._Element) -> tuple[Action, ...]:
+        return tuple(
+            self._action(c) for c in self.kids(element)
+            if local_name(c) not in ("elseif", "else")
+        )
+
+    def _action(self, element: etree._Element) -> Action:
+        name = local_name(element)
+        index = self.content_counter
+        self.content_counter += 1
+        line, _ = self.pos(element)
+        if name == "raise":
+            return Raise(index, line, element.get("event", ""))
+        if name == "log":
+            return Log(index, line, element.get("label"), self.expr(element, "expr"))
+        if name == "assign":
+            location = self.expr(element, "location")
+            assert location is not None
+            has_body, body = body_value(element)
+            return Assign(index, line, location, self.expr(element, "expr"), body, has_body)
+        if name == "script":
+            src = element.get("src")
+            text = (self.resolve(src, element, fatal=True) or "") if src is not None else (element.text or "")
+            return Script(index, line, self.make_expr(text, element))
+        if name == "if":
+            branches: list[tuple[Expr | None, tuple[Action, ...]]] = []
+            cond: Expr | None = self.expr(element, "cond")
+            current: list[Action] = []
+            for child in self.kids(element):
+                child_name = local_name(child)
+                if child_name in ("elseif", "else"):
+                    branches.append((cond, tuple(current)))
+                    cond = self.expr(child, "cond") if child_name == "elseif" else None
+                    current = []
+                else:
+                    current.append(self._action(child))
+            branches.append((cond, tuple(current)))
+            return If(index, line, tuple(branches))
+        if name == "foreach":
+            array = self.expr(element, "array")
+            item = self.expr(element, "item")
+            assert array is not None and item is not None
+            return Foreach(index, line, array, item, self.expr(element, "index"),
+                           self._actions(element))
+        if name == "send":
+            delay = element.get("delay")
+            return Send(
+                index, line,
+                event=element.get("event"),
+                eventexpr=self.expr(element, "eventexpr"),
+                target=element.get("target"),
+                targetexpr=self.expr(element, "targetexpr"),
+                type=element.get("type"),
+                typeexpr=self.expr(element, "typeexpr"),
+                id=element.get("id"),
+                idlocation=self.expr(element, "idlocation"),
+                delay_ms=parse_delay(delay) if delay is not None else None,
+                delayexpr=self.expr(element, "delayexpr"),
+                namelist=self._namelist(element),
+                params=self._params(element),
+                content=self._content(element),
+            )
+        if name == "cancel":
+            return Cancel(index, line, element.get("sendid"), self.expr(element, "sendidexpr"))
+        raise AssertionError(f"validated documents have no executable <{name}>")
+
+    def _namelist(self, element: etree._Element) -> tuple[Expr, ...]:
+        return tuple(self.make_expr(n, element) for n in (element.get("namelist") or "").split())
+
+    def _params(self, element: etree._Element) -> tuple[Param, ...]:
+        return tuple(
+            Param(p.get("name", ""), self.expr(p, "expr"), self.expr(p, "location"))
+            for p in self.kids(element, "param")
+        )
+
+    def _content(self, element: etree._Element) -> Content | None:
+        contents = self.kids(element, "content")
+        if not contents:
+            return None
+        content = contents[0]
+        has_body, body = body_value(content)
+        return Content(self.expr(content, "expr"), body, has_body)
+
+
+def compile_document(
+    document: ParsedDocument,
+    *,
+    resolver: Resolver = default_resolver,
+    base_path: str | None = None,
+    source_name: str | None = None,
+) -> Chart:
+    problems = validate(document)
+    if any(p.severity == "error" for p in problems):
+        raise ChartError(problems, source_name=source_name)
+    compiler = _Compiler(document, resolver, base_path)
+    states, script = compiler.compile()
+    if any(p.severity == "error" for p in compiler.problems):
+        raise ChartError(problems + compiler.problems, source_name=source_name)
+    root = document.root
+    return Chart(
+        name=root.get("name"),
+        datamodel=root.get("datamodel", "null"),
+        binding=root.get("binding", "early"),
+        states=tuple(states),
+        transitions=tuple(compiler.transitions),
+        expressions=tuple(compiler.expressions),
+        invokes=tuple(compiler.invokes),
+        script=script,
+        ids=compiler.ids,
+        source_hash=hashlib.sha256(document.source).hexdigest(),
+        base_path=base_path,
+        warnings=tuple(problems) + tuple(compiler.problems),
+    )
+
+
+def load_chart(
+    source: str | bytes,
+    *,
+    base_path: str | Path | None = None,
+    resolver: Resolver = default_resolver,
+    source_name: str | None = None,
+) -> Chart:
+    """Parse, validate and compile ``source``. Raises ChartError listing every problem."""
+    document = parse_document(source)
+    return compile_document(
+        document,
+        resolver=resolver,
+        base_path=str(base_path) if base_path is not None else None,
+        source_name=source_name,
+    )
+
+
+def load_chart_file(path: str | Path, *, resolver: Resolver = default_resolver) -> Chart:
+    path = Path(path)
+    return load_chart(path.read_bytes(), base_path=path.parent, resolver=resolver,
+                      source_name=str(path))

@@ -1,0 +1,19 @@
+"""Datamodels: ``null`` and ``ecmascript`` (sandboxed QuickJS)."""
+
+from __future__ import annotations
+
+from statecharts.core.datamodel.base import Datamodel, Limits, plain, tagged
+from statecharts.core.datamodel.null import NullDatamodel
+
+
+def create_datamodel(name: str, limits: Limits | None = None) -> Datamodel:
+    if name == "ecmascript":
+        from statecharts.core.datamodel.ecmascript import EcmascriptDatamodel
+
+        return EcmascriptDatamodel(limits)
+    if name == "null":
+        return NullDatamodel()
+    raise ValueError(f"unknown datamodel {name!r}")
+
+
+__all__ = ["Datamodel", "Limits", "NullDatamodel", "create_datamodel", "plain", "tagged"]

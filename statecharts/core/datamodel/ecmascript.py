@@ -1,0 +1,236 @@
+"""The ECMAScript datamodel (spec B.2) in a sandboxed QuickJS context.
+
+One QuickJS context per live interpreter. Every call into it runs under a time limit and
+the context under a memory cap: ``while(true){}`` or a memory bomb raises DatamodelError
+(hence ``error.execution``) and the context stays usable. Expressions are compiled to JS
+functions once per context and cached by expression index.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from importlib import resources
+from typing import Any
+
+import quickjs
+from lxml import etree
+
+from statecharts.core.datamodel.base import TAG, Datamodel, Limits, tagged
+from statecharts.core.errors import DatamodelError
+from statecharts.core.model import Data, Expr
+
+_PRELUDE = resources.files("statecharts.core.datamodel").joinpath("sandbox.js").read_text()
+_JS_ERRORS = (quickjs.JSException, quickjs.StackOverflow)
+
+
+def xml_tree(markup: str) -> dict[str, Any]:
+    """Markup into the JSON tree the sandbox's XmlNode is built from (a document node)."""
+    parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False)
+    try:
+        root = etree.fromstring(f"<__sc_root>{markup}</__sc_root>".encode(), parser)
+    except etree.XMLSyntaxError as exc:
+        raise DatamodelError(f"not well-formed XML content: {exc}") from None
+
+    def node(element: etree._Element) -> Any:
+        children: list[Any] = []
+        if element.text:
+            children.append(element.text)
+        for child in element:
+            if isinstance(child.tag, str):
+                children.append(node(child))
+            if child.tail:
+                children.append(child.tail)
+        qname = etree.QName(element)
+        return {
+            "tag": qname.localname if not element.prefix else f"{element.prefix}:{qname.localname}",
+            "local": qname.localname,
+            "ns": qname.namespace,
+            "attrs": {etree.QName(k).localname: v for k, v in element.attrib.items()},
+            "children": children,
+            "markup": etree.tostring(element, encoding="unicode", with_tail=False),
+        }
+
+    document = node(root)
+    document["document"] = True
+    document["markup"] = markup
+    return document
+
+
+class EcmascriptDatamodel(Datamodel):
+    name = "ecmascript"
+
+    def __init__(self, limits: Limits | None = None) -> None:
+        self.limits = limits or Limits()
+        self.context = quickjs.Context()
+        self.context.set_memory_limit(self.limits.memory_bytes)
+        self.context.set_max_stack_size(self.limits.stack_bytes)
+        self.context.set_time_limit(self.limits.time_ms / 1000)
+        self.context.add_callable("__sc_parseXml", lambda markup: json.dumps(xml_tree(markup)))
+        self._call_js("prelude", lambda: self.context.eval(_PRELUDE))
+        self.context.eval("__sc.parseXml = function (m) { return JSON.parse(__sc_parseXml(m)); };")
+        self._values: dict[int, Any] = {}
+        self._conds: dict[int, Any] = {}
+        self._assigns: dict[tuple[int, int], Any] = {}
+        self._setters: dict[int, Any] = {}
+        self._sc = self.context.get("__sc")
+        self._set_event = self.context.eval("(function (t) { __sc.setEvent(t); })")
+        self._declare = self.context.eval("(function (n, t) { __sc.declare(n, t); })")
+        self._loop_begin = self.context.eval("(function (f) { return __sc.loopBegin(f()); })")
+        self._loop_end = self.context.eval("(function () { __sc.loopEnd(); })")
+        self._snapshot = self.context.eval("(function () { return __sc.snapshot(); })")
+        self._restore = self.context.eval("(function (t) { __sc.restore(t); })")
+        self._is_identifier = self.context.eval("(function (n) { return __sc.isIdentifier(n); })")
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    def _call_js(self, what: str, call: Callable[[], Any]) -> Any:
+        try:
+            return call()
+        except _JS_ERRORS as exc:
+            message = str(exc).split("\n", 1)[0]
+            if "interrupted" in message:
+                message = f"evaluation exceeded the {self.limits.time_ms} ms time limit"
+            elif "out of memory" in message:
+                message = f"evaluation exceeded the {self.limits.memory_bytes} byte memory cap"
+            raise DatamodelError(f"{what}: {message}") from None
+
+    def _compile(self, cache: dict[Any, Any], key: Any, code: str, what: str) -> Any:
+        function = cache.get(key)
+        if function is None:
+            function = self._call_js(what, lambda: self.context.eval(code))
+            cache[key] = function
+        return function
+
+    def _from_js(self, result: Any) -> Any:
+        if isinstance(result, quickjs.Object):
+            return json.loads(json.loads(result.json())[0])
+        return result
+
+    # -- interface -------------------------------------------------------------------------
+
+    def bind_system(self, session_id: str, name: str | None, ioprocessors: dict[str, Any],
+                    in_state: Callable[[str], bool]) -> None:
+        self.context.add_callable("__sc_In", lambda state_id: bool(in_state(str(state_id))))
+        install = self.context.eval(
+            """(function (sid, name, io) {
+                const g = globalThis;
+                const ro = (k, v) => Object.defineProperty(g, k, {value: v, writable: false,
+                                                           enumerable: false, configurable: false});
+                ro("_sessionid", sid);
+                ro("_name", name);
+                ro("_ioprocessors", Object.freeze(JSON.parse(io)));
+                ro("In", function In(id) { return __sc_In(String(id)); });
+                __sc.baseline = new Set(Object.keys(g));
+            })"""
+        )
+        install(session_id, name, json.dumps(ioprocessors))
+
+    def declare(self, data: Data, *, bind: bool) -> None:
+        self._declare(data.id, None)
+        if bind:
+            self.bind(data)
+
+    def declare_value(self, name: str, value: Any) -> None:
+        self._declare(name, json.dumps(value))
+
+    def bind(self, data: Data) -> None:
+        if data.expr is not None:
+            value_fn = self._compile(
+                self._values, ("data", data.expr.index),
+                f"(function () {{ globalThis[{json.dumps(data.id)}] = ({data.expr.source}\n); }})",
+                f"<data id={data.id!r}>",
+            )
+            self._call_js(f"<data id={data.id!r}>", value_fn)
+        elif data.has_body:
+            self._declare(data.id, json.dumps(tagged(data.body)))
+        elif data.src is not None:
+            raise DatamodelError(f"<data id={data.id!r}> could not load {data.src!r}")
+
+    def set_event(self, event: dict[str, Any]) -> None:
+        self._set_event(json.dumps(event))
+
+    def evaluate(self, expr: Expr) -> Any:
+        function = self._compile(
+            self._values, expr.index,
+            f"(function () {{ const r = ({expr.source}\n); return (r === null || typeof r === "
+            f"'string' || typeof r === 'boolean' || (typeof r === 'number' && isFinite(r))) ? r "
+            f": [__sc.encodeValue(r)]; }})",
+            f"expression {expr.source!r}",
+        )
+        return self._from_js(self._call_js(f"expression {expr.source!r}", function))
+
+    def evaluate_cond(self, expr: Expr) -> bool:
+        function = self._compile(
+            self._conds, expr.index, f"(function () {{ return !!({expr.source}\n); }})",
+            f"condition {expr.source!r}",
+        )
+        return bool(self._call_js(f"condition {expr.source!r}", function))
+
+    def assign(self, location: Expr, expr: Expr) -> None:
+        self._check_location(location)
+        function = self._compile(
+            self._assigns, (location.index, expr.index),
+            f'(function () {{ "use strict"; {location.source} = ({expr.source}\n); }})',
+            f"<assign location={location.source!r}>",
+        )
+        self._call_js(f"<assign location={location.source!r}>", function)
+
+    def assign_value(self, location: Expr, value: Any) -> None:
+        self._check_location(location)
+        function = self._compile(
+            self._setters, location.index,
+            f'(function (t) {{ "use strict"; {location.source} = __sc.decodeValue(t); }})',
+            f"location {location.source!r}",
+        )
+        self._call_js(f"location {location.source!r}", lambda: function(json.dumps(value)))
+
+    def _check_location(self, location: Expr) -> None:
+        source = location.source.strip()
+        head = source.split(".", 1)[0].split("[", 1)[0]
+        if head in ("_event", "_sessionid", "_name", "_ioprocessors", "In", "__sc"):
+            raise DatamodelError(f"{source!r} is a read-only system variable")
+
+    def run_script(self, script: Expr) -> None:
+        self._call_js("<script>", lambda: self.context.eval(script.source))
+
+    def foreach(self, array: Expr, item: Expr, index: Expr | None,
+                body: Callable[[], bool]) -> None:
+        for name in (item, index):
+            if name is not None and not self._is_identifier(name.source):
+                raise DatamodelError(f"<foreach> {name.source!r} is not a legal variable name")
+        array_fn = self._compile(self._values, ("array", array.index),
+                                 f"(function () {{ return ({array.source}\n); }})",
+                                 f"<foreach array={array.source!r}>")
+        count = self._call_js(f"<foreach array={array.source!r}>",
+                              lambda: self._loop_begin(array_fn))
+        setter = self._compile(
+            self._setters, ("loop", item.index, index.index if index else -1),
+            "(function (i) { globalThis[%s] = __sc.loopItem(i); %s })" % (
+                json.dumps(item.source),
+                f"globalThis[{json.dumps(index.source)}] = i;" if index else ""),
+            "<foreach>",
+        )
+        try:
+            for i in range(int(count)):
+                setter(i)
+                if not body():
+                    break
+        finally:
+            self._loop_end()
+
+    def snapshot(self) -> str:
+        return str(self._call_js("snapshot", self._snapshot))
+
+    def restore(self, snapshot: str) -> None:
+        self._call_js("restore", lambda: self._restore(snapshot))
+
+    def close(self) -> None:
+        self._values.clear()
+        self._conds.clear()
+        self._assigns.clear()
+        self._setters.clear()
+
+
+def is_tagged(value: Any) -> bool:
+    return isinstance(value, dict) and TAG in value

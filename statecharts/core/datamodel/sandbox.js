@@ -1,0 +1,224 @@
+// Runs once in every fresh QuickJS context before any chart code.
+// It removes what would make the fold nondeterministic (clock, randomness), and installs
+// the helpers the Python side calls (namespace __sc), then records the baseline globals so
+// snapshots hold only what the chart itself created.
+(function (g) {
+  "use strict";
+  const refuse = (what) => function () {
+    throw new TypeError(what + " is not available inside a statechart (charts are deterministic)");
+  };
+  delete g.performance;
+  const RealDate = g.Date;
+  const SafeDate = new Proxy(RealDate, {
+    construct(target, args, newTarget) {
+      if (args.length === 0) refuse("new Date() without arguments")();
+      return Reflect.construct(target, args, newTarget);
+    },
+    apply: refuse("Date()"),
+  });
+  RealDate.now = refuse("Date.now()");
+  g.Date = SafeDate;
+  Math.random = refuse("Math.random()");
+
+  // ---- a minimal read-only XML DOM for XML values (spec B.2: XML content becomes a DOM) ----
+  class XmlNode {
+    constructor(tree, parent) {
+      this.parentNode = parent || null;
+      if (typeof tree === "string") {
+        this.nodeType = 3; this.nodeName = "#text"; this.nodeValue = tree; this.childNodes = [];
+        return;
+      }
+      this.nodeType = tree.document ? 9 : 1;
+      this.nodeName = tree.document ? "#document" : tree.tag;
+      this.tagName = tree.tag; this.localName = tree.local; this.namespaceURI = tree.ns || null;
+      this.attributes = tree.attrs || {};
+      this.childNodes = (tree.children || []).map((c) => new XmlNode(c, this));
+      this.markup = tree.markup;
+    }
+    get firstChild() { return this.childNodes[0] || null; }
+    get documentElement() { return this.childNodes.find((c) => c.nodeType === 1) || null; }
+    get textContent() {
+      return this.nodeType === 3 ? this.nodeValue : this.childNodes.map((c) => c.textContent).join("");
+    }
+    getAttribute(name) { return Object.prototype.hasOwnProperty.call(this.attributes, name) ? this.attributes[name] : null; }
+    hasAttribute(name) { return Object.prototype.hasOwnProperty.call(this.attributes, name); }
+    getElementsByTagName(name) {
+      const found = [];
+      const walk = (node) => {
+        for (const c of node.childNodes) {
+          if (c.nodeType === 1 && (name === "*" || c.tagName === name || c.localName === name)) found.push(c);
+          walk(c);
+        }
+      };
+      walk(this);
+      return found;
+    }
+    toString() { return this.markup || this.textContent; }
+  }
+
+  // ---- tagged encoding: JSON plus the JS values JSON cannot hold ---------------------------
+  const TAG = "$sc";
+  const isPlain = (o) => { const p = Object.getPrototypeOf(o); return p === Object.prototype || p === null; };
+
+  function encode(value, path, seen) {
+    switch (typeof value) {
+      case "undefined": return { [TAG]: "undefined" };
+      case "number":
+        if (Number.isFinite(value)) return value;
+        return { [TAG]: "number", v: String(value) };
+      case "string": case "boolean": return value;
+      case "bigint": return { [TAG]: "bigint", v: value.toString() };
+      case "symbol": return { [TAG]: "undefined" };
+      case "function": {
+        const source = Function.prototype.toString.call(value);
+        if (/\{\s*\[native code\]\s*\}$/.test(source)) return { [TAG]: "undefined" };
+        return { [TAG]: "function", source: source };
+      }
+    }
+    if (value === null) return null;
+    if (seen.has(value)) return { [TAG]: "ref", path: seen.get(value) };
+    seen.set(value, path);
+    if (value instanceof XmlNode) return { [TAG]: "xml", v: value.markup || value.textContent };
+    if (value instanceof RealDate) return { [TAG]: "date", v: value.getTime() };
+    if (value instanceof RegExp) return { [TAG]: "regexp", source: value.source, flags: value.flags };
+    if (Array.isArray(value)) {
+      const out = new Array(value.length);
+      for (let i = 0; i < value.length; i++) out[i] = encode(value[i], path.concat([i]), seen);
+      return out;
+    }
+    if (value instanceof Map) {
+      return { [TAG]: "map", v: Array.from(value.entries()).map(([k, v], i) =>
+        [encode(k, path.concat(["#k" + i]), seen), encode(v, path.concat(["#v" + i]), seen)]) };
+    }
+    if (value instanceof Set) {
+      return { [TAG]: "set", v: Array.from(value.values()).map((v, i) => encode(v, path.concat(["#v" + i]), seen)) };
+    }
+    const out = {};
+    for (const key of Object.keys(value)) out[key] = encode(value[key], path.concat([key]), seen);
+    if (Object.prototype.hasOwnProperty.call(value, TAG) || !isPlain(value) && false) {
+      return { [TAG]: "object", v: out };
+    }
+    return out;
+  }
+
+  function decode(value, path, byPath, refs) {
+    if (value === null || typeof value !== "object") return value;
+    if (Array.isArray(value)) {
+      const out = [];
+      byPath.set(JSON.stringify(path), out);
+      for (let i = 0; i < value.length; i++) out.push(decode(value[i], path.concat([i]), byPath, refs));
+      return out;
+    }
+    const tag = value[TAG];
+    if (tag !== undefined) {
+      switch (tag) {
+        case "undefined": return undefined;
+        case "number": return Number(value.v);
+        case "bigint": return BigInt(value.v);
+        case "function": return (0, eval)("(" + value.source + ")");
+        case "date": { const d = new RealDate(value.v); byPath.set(JSON.stringify(path), d); return d; }
+        case "regexp": return new RegExp(value.source, value.flags);
+        case "xml": return __sc.xmlFromTree(__sc.parseXml(value.v));
+        case "ref": {
+          const holder = { target: undefined };
+          refs.push([holder, value.path]);
+          return holder;
+        }
+        case "map": {
+          const m = new Map();
+          byPath.set(JSON.stringify(path), m);
+          value.v.forEach(([k, v], i) => m.set(decode(k, path.concat(["#k" + i]), byPath, refs),
+                                              decode(v, path.concat(["#v" + i]), byPath, refs)));
+          return m;
+        }
+        case "set": {
+          const s = new Set();
+          byPath.set(JSON.stringify(path), s);
+          value.v.forEach((v, i) => s.add(decode(v, path.concat(["#v" + i]), byPath, refs)));
+          return s;
+        }
+        case "object": {
+          const o = {};
+          byPath.set(JSON.stringify(path), o);
+          for (const key of Object.keys(value.v)) o[key] = decode(value.v[key], path.concat([key]), byPath, refs);
+          return o;
+        }
+      }
+    }
+    const out = {};
+    byPath.set(JSON.stringify(path), out);
+    for (const key of Object.keys(value)) out[key] = decode(value[key], path.concat([key]), byPath, refs);
+    return out;
+  }
+
+  // Replace reference placeholders (objects shared or cyclic at snapshot time).
+  function link(root, refs, byPath) {
+    if (!refs.length) return root;
+    const holders = new Map(refs.map(([h, p]) => [h, byPath.get(JSON.stringify(p))]));
+    const fix = (node, seen) => {
+      if (node === null || typeof node !== "object" || seen.has(node)) return node;
+      seen.add(node);
+      if (holders.has(node)) return holders.get(node);
+      if (node instanceof Map) { for (const [k, v] of node) node.set(k, fix(v, seen)); return node; }
+      for (const key of Object.keys(node)) node[key] = fix(node[key], seen);
+      return node;
+    };
+    return fix(root, new Set());
+  }
+
+  const SYSTEM = new Set(["_event", "_sessionid", "_name", "_ioprocessors", "__sc", "In"]);
+  let currentEvent;
+  const loops = [];
+
+  const sc = {
+    XmlNode,
+    baseline: null,
+    xmlFromTree(tree) { return new XmlNode(tree, null); },
+    parseXml: null, // installed from Python
+    encodeValue(v) { return JSON.stringify(encode(v, [], new Map())); },
+    decodeValue(text) {
+      const byPath = new Map(); const refs = [];
+      return link(decode(JSON.parse(text), [], byPath, refs), refs, byPath);
+    },
+    snapshot() {
+      const out = {};
+      const seen = new Map();
+      for (const key of Object.keys(g)) {
+        if (SYSTEM.has(key) || sc.baseline.has(key)) continue;
+        out[key] = encode(g[key], [key], seen);
+      }
+      return JSON.stringify(out);
+    },
+    restore(text) {
+      const byPath = new Map(); const refs = [];
+      const raw = JSON.parse(text);
+      const decoded = {};
+      for (const key of Object.keys(raw)) decoded[key] = decode(raw[key], [key], byPath, refs);
+      link(decoded, refs, byPath);
+      for (const key of Object.keys(decoded)) g[key] = decoded[key];
+    },
+    declare(name, text) { g[name] = text == null ? undefined : sc.decodeValue(text); },
+    setEvent(text) { currentEvent = sc.decodeValue(text); },
+    isIdentifier(name) {
+      if (!/^[A-Za-z_$][\w$]*$/.test(name)) return false;
+      try { (0, eval)("(function(){ var " + name + "; })"); return true; } catch (e) { return false; }
+    },
+    loopBegin(collection) {
+      if (collection === null || typeof collection !== "object") {
+        throw new TypeError("<foreach> array is not a collection: " + String(collection));
+      }
+      const items = Array.isArray(collection) ? collection.slice() : Object.values(collection);
+      loops.push(items);
+      return items.length;
+    },
+    loopItem(i) { return loops[loops.length - 1][i]; },
+    loopEnd() { loops.pop(); },
+    output(v) {
+      // Values leaving the sandbox: JSON values pass as they are, the rest as tagged JSON text.
+      return sc.encodeValue(v);
+    },
+  };
+
+  Object.defineProperty(g, "_event", { get() { return currentEvent; }, enumerable: false, configurable: false });
+  Object.defineProperty(g, "__sc", { value: sc, writable: false, enumerable: false, configurable: false });
+})(globalThis);

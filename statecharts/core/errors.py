@@ -1,0 +1,47 @@
+"""Errors raised by the core. Every one names what went wrong and where."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing wrong with a chart document, with its position (1-based line and column)."""
+
+    line: int
+    column: int
+    message: str
+    severity: str = "error"  # "error" refuses the chart; "warning" is reported only
+
+    def __str__(self) -> str:
+        return f"{self.line}:{self.column}: {self.message}"
+
+
+class StatechartError(Exception):
+    """Base class of every error the core raises on purpose."""
+
+
+class ChartError(StatechartError):
+    """A chart document was refused. ``problems`` holds every problem found, not only the first."""
+
+    def __init__(self, problems: list[Problem], *, source_name: str | None = None) -> None:
+        self.problems = [p for p in problems if p.severity == "error"]
+        self.warnings = [p for p in problems if p.severity != "error"]
+        self.source_name = source_name
+        where = f"{source_name}: " if source_name else ""
+        lines = "\n".join(f"  {where}{p}" for p in self.problems)
+        count = len(self.problems)
+        super().__init__(f"invalid SCXML ({count} problem{'s' if count != 1 else ''}):\n{lines}")
+
+
+class NotRunningError(StatechartError):
+    """An event was given to a chart that has already reached a top-level final state or stopped."""
+
+
+class DatamodelError(StatechartError):
+    """An expression, assignment or script failed. The interpreter turns it into error.execution."""
+
+
+class ResolveError(StatechartError):
+    """A ``src`` URI (invoke, data) could not be resolved by the host's resolver."""

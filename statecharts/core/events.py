@@ -1,0 +1,73 @@
+"""SCXML events (spec 5.10.1, the ``_event`` variable) as plain, immutable data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+PLATFORM = "platform"
+INTERNAL = "internal"
+EXTERNAL = "external"
+
+SCXML_PROCESSOR = "http://www.w3.org/TR/scxml/#SCXMLEventProcessor"
+SCXML_PROCESSOR_SHORT = "scxml"
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    name: str
+    type: str = EXTERNAL
+    data: Any = None
+    sendid: str | None = None
+    origin: str | None = None
+    origintype: str | None = None
+    invokeid: str | None = None
+    # Parts of ``name`` split on ".", computed once for descriptor matching.
+    parts: tuple[str, ...] = field(default=(), compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.parts:
+            object.__setattr__(self, "parts", tuple(self.name.split(".")))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "type": self.type,
+            "data": self.data,
+            "sendid": self.sendid,
+            "origin": self.origin,
+            "origintype": self.origintype,
+            "invokeid": self.invokeid,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Event:
+        return cls(
+            name=raw["name"],
+            type=raw.get("type", EXTERNAL),
+            data=raw.get("data"),
+            sendid=raw.get("sendid"),
+            origin=raw.get("origin"),
+            origintype=raw.get("origintype"),
+            invokeid=raw.get("invokeid"),
+        )
+
+
+def descriptor_matches(descriptor: tuple[str, ...], event_parts: tuple[str, ...]) -> bool:
+    """Spec 3.12.1: a descriptor matches if it is a prefix of the event name, token by token.
+
+    ``descriptor`` is pre-split with a trailing ``*`` token removed; ``("*",)`` was turned
+    into ``()`` which matches every event.
+    """
+    n = len(descriptor)
+    return n <= len(event_parts) and event_parts[:n] == descriptor
+
+
+def split_descriptor(text: str) -> tuple[str, ...]:
+    """``"a.b.*"`` and ``"a.b."`` and ``"a.b"`` all become ``("a", "b")``; ``"*"`` becomes ``()``."""
+    if text == "*":
+        return ()
+    parts = [p for p in text.split(".")]
+    while parts and parts[-1] in ("*", ""):
+        parts.pop()
+    return tuple(parts)

@@ -1,0 +1,955 @@
+"""The SCXML interpreter: W3C SCXML 1.0 Appendix D, function by function.
+
+Functions keep the spec's names (``enterStates``, ``computeExitSet``, ...) so the code can be
+held against the spec. The interpreter is a fold: each entry point takes a :class:`State`
+and returns a :class:`Step` (the new state and the effects, as data). It owns no clock,
+thread, randomness or I/O. For speed it keeps the datamodel engine of the last state it
+produced alive; given any other state it rebuilds the engine from that state's snapshot,
+so results never depend on which states were seen before.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from statecharts.core import effects as fx
+from statecharts.core.datamodel import Datamodel, Limits, create_datamodel, plain, tagged
+from statecharts.core.delays import parse_delay
+from statecharts.core.effects import Effect
+from statecharts.core.errors import DatamodelError, NotRunningError
+from statecharts.core.events import (
+    EXTERNAL,
+    INTERNAL,
+    PLATFORM,
+    SCXML_PROCESSOR,
+    SCXML_PROCESSOR_SHORT,
+    Event,
+    descriptor_matches,
+)
+from statecharts.core.model import (
+    Action,
+    Assign,
+    Block,
+    Cancel,
+    Chart,
+    Content,
+    Foreach,
+    If,
+    Invoke,
+    Kind,
+    Log,
+    Param,
+    Raise,
+    Script,
+    Send,
+    StateNode,
+    Transition,
+)
+from statecharts.core.state import Counters, Invocation, State
+
+DEFAULT_ROUND_BUDGET = 10_000
+SCXML_TYPES = frozenset({SCXML_PROCESSOR, SCXML_PROCESSOR_SHORT})
+INVOKE_SCXML_TYPES = frozenset({"scxml", "http://www.w3.org/TR/scxml/",
+                                "http://www.w3.org/TR/scxml"})
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What one entry point produced: the new state and the effects, in spec order."""
+
+    state: State
+    effects: tuple[Effect, ...]
+
+
+class _Stop(Exception):
+    """An element of executable content failed; the rest of its block is skipped."""
+
+
+def ioprocessors(session_id: str) -> dict[str, Any]:
+    location = {"location": f"#_scxml_{session_id}"}
+    return {SCXML_PROCESSOR_SHORT: location, SCXML_PROCESSOR: location}
+
+
+class Interpreter:
+    """Steps one chart. Create one per session you drive; share the Chart between them."""
+
+    def __init__(
+        self,
+        chart: Chart,
+        *,
+        tracing: bool = False,
+        round_budget: int = DEFAULT_ROUND_BUDGET,
+        limits: Limits | None = None,
+        is_reachable: Callable[[str], bool] | None = None,
+    ) -> None:
+        self.chart = chart
+        self.states = chart.states
+        self.tracing = tracing
+        self.round_budget = round_budget
+        self.limits = limits
+        # The one synchronous question the core may ask its host: can a session be reached
+        # by <send target="#_scxml_<id>">? It must answer from the host's own records.
+        self.is_reachable = is_reachable or (lambda _session_id: False)
+        self._live: State | None = None
+        self._dm: Datamodel | None = None
+        self._select_cache: dict[str, dict[int, tuple[Transition, ...]]] = {}
+        self._eventless: dict[int, tuple[Transition, ...]] = {}
+        self._domain_cache: dict[int, int | None] = {}
+
+    # ==== entry points =========================================================================
+
+    def initialize(
+        self,
+        session_id: str,
+        *,
+        data: dict[str, Any] | None = None,
+        parent_session_id: str | None = None,
+        invokeid: str | None = None,
+    ) -> Step:
+        """Start the chart: datamodel, global script, initial entry, first macrostep.
+
+        ``data`` overrides top-level ``<data>`` values by id (spec: invoke params/namelist).
+        """
+        self._begin_fresh(session_id, parent_session_id, invokeid)
+        chart = self.chart
+        self.counters = Counters(macrostep=1)
+        if chart.binding == "early":
+            for node in self.states:
+                self._initialize_data(node, bind=True, overrides=data if node.index == 0 else None)
+            self.bound = set(range(len(self.states)))
+        else:
+            for node in self.states:
+                self._initialize_data(node, bind=node.index == 0,
+                                      overrides=data if node.index == 0 else None)
+            self.bound = {0}
+        self.running = True
+        if chart.script is not None:
+            self.executeContent(chart.script)
+        root = self.states[0]
+        if root.initial is not None:
+            self.enterStates([root.initial])
+        return self._finish_macrostep(initial=True)
+
+    def handle_event(self, state: State, event: Event) -> Step:
+        """Process one external event to quiescence (one macrostep)."""
+        if not state.running:
+            raise NotRunningError(f"session {state.session_id} is no longer running")
+        self._begin(state)
+        if event.invokeid is not None and not event.name.startswith("done.invoke") and not any(
+            inv.invokeid == event.invokeid for inv in self.invocations
+        ):
+            # Events from an invocation that was cancelled are ignored (spec 6.4.3).
+            return self._finish_macrostep(dequeued=False)
+        self._trace(fx.TRACE_EVENT, event=event.to_dict())
+        self._set_event(event)
+        for invocation in list(self.invocations):
+            if invocation.state not in self.configuration:
+                continue
+            inv = self.chart.invokes[invocation.invoke]
+            if invocation.invokeid == event.invokeid:
+                self.applyFinalize(inv, event)
+            if invocation.autoforward:
+                self._emit(fx.AUTOFORWARD, invokeid=invocation.invokeid, event=event.to_dict())
+        enabled = self.selectTransitions(event)
+        if enabled:
+            self.microstep(enabled)
+        return self._finish_macrostep()
+
+    def deliver_internal(self, state: State, event: Event) -> Step:
+        """Put ``event`` on the internal queue and run a macrostep (a delayed ``#_internal`` send)."""
+        if not state.running:
+            raise NotRunningError(f"session {state.session_id} is no longer running")
+        self._begin(state)
+        self.internal_queue.append(event.to_dict())
+        return self._finish_macrostep()
+
+    def cancel(self, state: State, *, reason: str = "cancelled") -> Step:
+        """Stop the chart from outside: onexit runs for every active state, then ``done``."""
+        if not state.running:
+            raise NotRunningError(f"session {state.session_id} is no longer running")
+        self._begin(state)
+        self.running = False
+        self.outcome = reason
+        return self._finish_macrostep(stopping=True)
+
+    def macrostep(self, state: State, event: Event | None = None) -> Step:
+        """Fold to quiescence: with an event, ``handle_event``; without, drain the internal queue."""
+        if event is not None:
+            return self.handle_event(state, event)
+        if not state.running:
+            raise NotRunningError(f"session {state.session_id} is no longer running")
+        self._begin(state)
+        return self._finish_macrostep()
+
+    def microstep_once(self, state: State) -> tuple[Step, bool]:
+        """One round (for a step debugger): an eventless microstep, or one internal event.
+
+        Returns the step and whether anything happened. Does not run invocations or the
+        end-of-macrostep work; call :meth:`macrostep` to finish.
+        """
+        if not state.running:
+            raise NotRunningError(f"session {state.session_id} is no longer running")
+        self._begin(state)
+        progressed = self._one_round()
+        return self._snapshot_step(), progressed
+
+    # ==== working state ========================================================================
+
+    def _begin_fresh(self, session_id: str, parent: str | None, invokeid: str | None) -> None:
+        self._discard_live()
+        self.session_id = session_id
+        self.name = self.chart.name
+        self.parent_session_id = parent
+        self.invokeid = invokeid
+        self.configuration: set[int] = set()
+        self.statesToInvoke: set[int] = set()
+        self.internal_queue: list[dict[str, Any]] = []
+        self.historyValue: dict[int, tuple[int, ...]] = {}
+        self.invocations: list[Invocation] = []
+        self.running = False
+        self.outcome: str | None = None
+        self.effects: list[Effect] = []
+        self.rounds_this_macrostep = 0
+        self._previous_snapshot = "{}"
+        self.dm = self._new_datamodel()
+
+    def _begin(self, state: State) -> None:
+        if state is self._live and self._dm is not None:
+            dm = self._dm
+        else:
+            self._discard_live()
+            self.session_id = state.session_id
+            self.parent_session_id = state.parent_session_id
+            self.invokeid = state.invokeid
+            dm = self._new_datamodel(name=state.name)
+            dm.restore(state.datamodel_json)
+        self._live = None  # until this step finishes, no state is "live"
+        self._dm = None
+        self.dm = dm
+        self.session_id = state.session_id
+        self.name = state.name
+        self.parent_session_id = state.parent_session_id
+        self.invokeid = state.invokeid
+        self.configuration = set(state.configuration)
+        self.statesToInvoke = set()
+        self.internal_queue = list(state.internal_queue)
+        self.historyValue = dict(state.history)
+        self.invocations = list(state.invocations)
+        self.running = state.running
+        self.outcome = state.outcome
+        self.bound = set(state.bound)
+        c = state.counters
+        self.counters = Counters(c.send, c.invoke, c.ordinal, c.macrostep + 1, c.microstep, c.round)
+        self.effects = []
+        self.rounds_this_macrostep = 0
+        self._previous_snapshot = state.datamodel_json
+
+    def _new_datamodel(self, name: str | None = None) -> Datamodel:
+        dm = create_datamodel(self.chart.datamodel, self.limits)
+        dm.bind_system(self.session_id, name if name is not None else self.chart.name,
+                       ioprocessors(self.session_id), self._in_state)
+        return dm
+
+    def _discard_live(self) -> None:
+        if self._dm is not None:
+            self._dm.close()
+        self._dm = None
+        self._live = None
+
+    def _in_state(self, state_id: str) -> bool:
+        index = self.chart.ids.get(state_id)
+        return index is not None and index in self.configuration
+
+    def _bump(self, **deltas: int) -> Counters:
+        c = self.counters
+        self.counters = Counters(
+            c.send + deltas.get("send", 0),
+            c.invoke + deltas.get("invoke", 0),
+            c.ordinal + deltas.get("ordinal", 0),
+            c.macrostep,
+            c.microstep + deltas.get("microstep", 0),
+            c.round + deltas.get("round", 0),
+        )
+        return self.counters
+
+    def _emit(self, kind: str, **data: Any) -> None:
+        c = self.counters
+        self.effects.append(Effect(kind, data, c.macrostep, c.microstep, c.round))
+
+    def _trace(self, kind: str, **data: Any) -> None:
+        if self.tracing:
+            self._emit(kind, **data)
+
+    def _ids(self, indexes: Iterable[int]) -> list[str]:
+        return [self.states[i].id for i in indexes]
+
+    def _set_event(self, event: Event) -> None:
+        self.dm.set_event({
+            "name": event.name,
+            "type": event.type,
+            "sendid": event.sendid if event.sendid is not None else tagged_undefined(),
+            "origin": event.origin if event.origin is not None else tagged_undefined(),
+            "origintype": event.origintype if event.origintype is not None else tagged_undefined(),
+            "invokeid": event.invokeid if event.invokeid is not None else tagged_undefined(),
+            "data": tagged(event.data) if event.data is not None else tagged_undefined(),
+        })
+
+    def _raise_error(self, name: str, message: str, sendid: str | None = None) -> None:
+        self.internal_queue.append(Event(name, PLATFORM, {"message": message},
+                                         sendid=sendid).to_dict())
+
+    # ==== the main loop (spec: mainEventLoop), split at the external-queue wait ===============
+
+    def _one_round(self) -> bool:
+        """One iteration of the inner macrostep loop. Returns False when the macrostep is done."""
+        enabled = self.selectEventlessTransitions()
+        if not enabled:
+            if not self.internal_queue:
+                return False
+            event = Event.from_dict(self.internal_queue.pop(0))
+            self._trace(fx.TRACE_EVENT, event=event.to_dict())
+            self._set_event(event)
+            enabled = self.selectTransitions(event)
+        self._bump(round=1)
+        self.rounds_this_macrostep += 1
+        if enabled:
+            self.microstep(enabled)
+        return True
+
+    def _finish_macrostep(self, *, initial: bool = False, stopping: bool = False,
+                          dequeued: bool = True) -> Step:
+        while self.running:
+            while self.running and self._one_round():
+                if self.rounds_this_macrostep >= self.round_budget:
+                    return self._exhausted()
+            if not self.running:
+                break
+            for s in sorted(self.statesToInvoke):
+                for inv in self.states[s].invokes:
+                    self.invoke(inv)
+            self.statesToInvoke.clear()
+            if self.internal_queue:
+                continue
+            break
+        if not self.running:
+            self.exitInterpreter()
+        return self._snapshot_step()
+
+    def _exhausted(self) -> Step:
+        self._emit(fx.BUDGET_EXHAUSTED, rounds=self.rounds_this_macrostep, budget=self.round_budget)
+        self.running = False
+        self.outcome = "budget_exhausted"
+        self.internal_queue.clear()
+        return self._snapshot_step()
+
+    def _snapshot_step(self) -> Step:
+        snapshot = self.dm.snapshot()
+        if snapshot != self._previous_snapshot:
+            self._emit(fx.DATAMODEL_CHANGE, datamodel=json.loads(snapshot))
+        if self.running:
+            self._trace(fx.TRACE_STABLE, configuration=self._ids(sorted(self.configuration)))
+        state = State(
+            session_id=self.session_id,
+            name=self.name,
+            configuration=tuple(sorted(self.configuration)),
+            internal_queue=tuple(self.internal_queue),
+            history=dict(self.historyValue),
+            datamodel_json=snapshot,
+            invocations=tuple(self.invocations),
+            running=self.running,
+            bound=tuple(sorted(self.bound)),
+            counters=self.counters,
+            parent_session_id=self.parent_session_id,
+            invokeid=self.invokeid,
+            outcome=self.outcome,
+        )
+        if state.running:
+            self._live = state
+            self._dm = self.dm
+        else:
+            self.dm.close()
+        return Step(state, tuple(self.effects))
+
+    # ==== spec functions =======================================================================
+
+    def exitInterpreter(self) -> None:
+        statesToExit = sorted(self.configuration, reverse=True)
+        final_child: StateNode | None = None
+        for s in statesToExit:
+            node = self.states[s]
+            for block in node.onexit:
+                self.executeContent(block)
+            for inv in node.invokes:
+                self.cancelInvoke(inv)
+            self.configuration.discard(s)
+            if node.kind == Kind.FINAL and node.parent == 0:
+                final_child = node
+        self.internal_queue.clear()
+        if final_child is not None:
+            self.outcome = self.outcome or "final"
+            self.returnDoneEvent(final_child)
+        else:
+            self.outcome = self.outcome or "cancelled"
+            self._emit(fx.DONE, final=None, donedata=None, donedata_error=False,
+                       reason=self.outcome)
+
+    def returnDoneEvent(self, final: StateNode) -> None:
+        donedata, failed = self._donedata(final)
+        self._emit(fx.DONE, final=final.id, donedata=donedata, donedata_error=failed,
+                   reason=self.outcome)
+
+    def selectEventlessTransitions(self) -> list[Transition]:
+        enabled: list[Transition] = []
+        eventless = self._eventless
+        for state in sorted(self.configuration):
+            node = self.states[state]
+            if not node.is_atomic:
+                continue
+            candidates = eventless.get(state)
+            if candidates is None:
+                candidates = eventless[state] = tuple(
+                    t for s in (state, *node.ancestors) for t in self.states[s].transitions
+                    if t.eventless
+                )
+            for t in candidates:
+                if t not in enabled and self.conditionMatch(t):
+                    enabled.append(t)
+                    break
+                if t in enabled:
+                    break
+        return self.removeConflictingTransitions(enabled)
+
+    def selectTransitions(self, event: Event) -> list[Transition]:
+        enabled: list[Transition] = []
+        per_state = self._select_cache.get(event.name)
+        if per_state is None:
+            per_state = self._select_cache[event.name] = {}
+        for state in sorted(self.configuration):
+            node = self.states[state]
+            if not node.is_atomic:
+                continue
+            candidates = per_state.get(state)
+            if candidates is None:
+                candidates = per_state[state] = tuple(
+                    t for s in (state, *node.ancestors) for t in self.states[s].transitions
+                    if not t.eventless and self.nameMatch(t, event)
+                )
+            for t in candidates:
+                if t in enabled:
+                    break
+                if self.conditionMatch(t):
+                    enabled.append(t)
+                    break
+        return self.removeConflictingTransitions(enabled)
+
+    @staticmethod
+    def nameMatch(t: Transition, event: Event) -> bool:
+        return any(descriptor_matches(d, event.parts) for d in t.events)
+
+    def conditionMatch(self, t: Transition) -> bool:
+        if t.cond is None:
+            return True
+        try:
+            return self.dm.evaluate_cond(t.cond)
+        except DatamodelError as exc:
+            self._raise_error("error.execution", str(exc))
+            return False
+
+    def removeConflictingTransitions(self, enabled: list[Transition]) -> list[Transition]:
+        if len(enabled) < 2:
+            return enabled
+        filtered: list[Transition] = []
+        exit_sets: dict[int, set[int]] = {}
+
+        def exit_set(t: Transition) -> set[int]:
+            key = id(t)
+            found = exit_sets.get(key)
+            if found is None:
+                found = exit_sets[key] = self.computeExitSet([t])
+            return found
+
+        for t1 in enabled:
+            t1Preempted = False
+            transitionsToRemove = []
+            for t2 in filtered:
+                if exit_set(t1) & exit_set(t2):
+                    if self.isDescendant(t1.source, t2.source):
+                        transitionsToRemove.append(t2)
+                    else:
+                        t1Preempted = True
+                        break
+            if not t1Preempted:
+                for t3 in transitionsToRemove:
+                    filtered.remove(t3)
+                filtered.append(t1)
+        return filtered
+
+    def microstep(self, enabled: list[Transition]) -> None:
+        self._bump(microstep=1)
+        self._trace(fx.TRACE_TRANSITIONS, transitions=[
+            {"index": t.index, "source": self.states[t.source].id, "event": t.event_text,
+             "targets": self._ids(t.targets)} for t in enabled])
+        self.exitStates(enabled)
+        self.executeTransitionContent(enabled)
+        self.enterStates(enabled)
+
+    def exitStates(self, enabled: list[Transition]) -> None:
+        statesToExit = self.computeExitSet(enabled)
+        for s in statesToExit:
+            self.statesToInvoke.discard(s)
+        ordered = sorted(statesToExit, reverse=True)
+        self._trace(fx.TRACE_EXIT, states=self._ids(ordered))
+        for s in ordered:
+            node = self.states[s]
+            for h in node.history:
+                hnode = self.states[h]
+                if hnode.kind == Kind.HISTORY_DEEP:
+                    remembered = tuple(sorted(
+                        s0 for s0 in self.configuration
+                        if self.states[s0].is_atomic and s0 in node.descendants))
+                else:
+                    remembered = tuple(sorted(
+                        s0 for s0 in self.configuration if self.states[s0].parent == s))
+                self.historyValue[h] = remembered
+        for s in ordered:
+            node = self.states[s]
+            for block in node.onexit:
+                self.executeContent(block)
+            for inv in node.invokes:
+                self.cancelInvoke(inv)
+            self.configuration.discard(s)
+
+    def computeExitSet(self, transitions: list[Transition]) -> set[int]:
+        statesToExit: set[int] = set()
+        for t in transitions:
+            if t.targets:
+                domain = self.getTransitionDomain(t)
+                if domain is None:
+                    continue
+                descendants = self.states[domain].descendants
+                for s in self.configuration:
+                    if s in descendants:
+                        statesToExit.add(s)
+        return statesToExit
+
+    def executeTransitionContent(self, enabled: list[Transition]) -> None:
+        for t in enabled:
+            self.executeContent(t.body)
+
+    def enterStates(self, enabled: list[Transition]) -> None:
+        statesToEnter: set[int] = set()
+        statesForDefaultEntry: set[int] = set()
+        defaultHistoryContent: dict[int, Block] = {}
+        self.computeEntrySet(enabled, statesToEnter, statesForDefaultEntry, defaultHistoryContent)
+        ordered = sorted(statesToEnter)
+        self._trace(fx.TRACE_ENTRY, states=self._ids(ordered))
+        for s in ordered:
+            node = self.states[s]
+            self.configuration.add(s)
+            self.statesToInvoke.add(s)
+            if s not in self.bound:
+                self.bound.add(s)
+                self._bind_data(node)
+            for block in node.onentry:
+                self.executeContent(block)
+            if s in statesForDefaultEntry and node.initial is not None:
+                self.executeContent(node.initial.body)
+            if s in defaultHistoryContent:
+                self.executeContent(defaultHistoryContent[s])
+            if node.kind == Kind.FINAL:
+                if node.parent == 0:
+                    self.running = False
+                else:
+                    parent = self.states[node.parent]
+                    self.internal_queue.append(Event(
+                        "done.state." + parent.id, INTERNAL, self._donedata(node)[0]
+                    ).to_dict())
+                    if parent.parent >= 0:
+                        grandparent = self.states[parent.parent]
+                        if grandparent.kind == Kind.PARALLEL and all(
+                            self.isInFinalState(c) for c in self.getChildStates(grandparent)
+                        ):
+                            self.internal_queue.append(
+                                Event("done.state." + grandparent.id, INTERNAL).to_dict())
+
+    def computeEntrySet(self, transitions: list[Transition], statesToEnter: set[int],
+                        statesForDefaultEntry: set[int],
+                        defaultHistoryContent: dict[int, Block]) -> None:
+        for t in transitions:
+            for s in t.targets:
+                self.addDescendantStatesToEnter(s, statesToEnter, statesForDefaultEntry,
+                                                defaultHistoryContent)
+            ancestor = self.getTransitionDomain(t)
+            for s in self.getEffectiveTargetStates(t):
+                self.addAncestorStatesToEnter(s, ancestor, statesToEnter, statesForDefaultEntry,
+                                              defaultHistoryContent)
+
+    def addDescendantStatesToEnter(self, state: int, statesToEnter: set[int],
+                                   statesForDefaultEntry: set[int],
+                                   defaultHistoryContent: dict[int, Block]) -> None:
+        node = self.states[state]
+        if node.is_history:
+            remembered = self.historyValue.get(state)
+            if remembered:
+                for s in remembered:
+                    self.addDescendantStatesToEnter(s, statesToEnter, statesForDefaultEntry,
+                                                    defaultHistoryContent)
+                for s in remembered:
+                    self.addAncestorStatesToEnter(s, node.parent, statesToEnter,
+                                                  statesForDefaultEntry, defaultHistoryContent)
+            else:
+                default = node.initial
+                if default is None:
+                    return
+                defaultHistoryContent[node.parent] = default.body
+                for s in default.targets:
+                    self.addDescendantStatesToEnter(s, statesToEnter, statesForDefaultEntry,
+                                                    defaultHistoryContent)
+                for s in default.targets:
+                    self.addAncestorStatesToEnter(s, node.parent, statesToEnter,
+                                                  statesForDefaultEntry, defaultHistoryContent)
+        else:
+            statesToEnter.add(state)
+            if node.kind == Kind.COMPOUND:
+                statesForDefaultEntry.add(state)
+                assert node.initial is not None
+                for s in node.initial.targets:
+                    self.addDescendantStatesToEnter(s, statesToEnter, statesForDefaultEntry,
+                                                    defaultHistoryContent)
+                for s in node.initial.targets:
+                    self.addAncestorStatesToEnter(s, state, statesToEnter, statesForDefaultEntry,
+                                                  defaultHistoryContent)
+            elif node.kind == Kind.PARALLEL:
+                for child in self.getChildStates(node):
+                    if not any(self.isDescendant(s, child) for s in statesToEnter):
+                        self.addDescendantStatesToEnter(child, statesToEnter,
+                                                        statesForDefaultEntry,
+                                                        defaultHistoryContent)
+
+    def addAncestorStatesToEnter(self, state: int, ancestor: int | None, statesToEnter: set[int],
+                                 statesForDefaultEntry: set[int],
+                                 defaultHistoryContent: dict[int, Block]) -> None:
+        for anc in self.getProperAncestors(state, ancestor):
+            statesToEnter.add(anc)
+            node = self.states[anc]
+            if node.kind == Kind.PARALLEL:
+                for child in self.getChildStates(node):
+                    if not any(self.isDescendant(s, child) for s in statesToEnter):
+                        self.addDescendantStatesToEnter(child, statesToEnter,
+                                                        statesForDefaultEntry,
+                                                        defaultHistoryContent)
+
+    def isInFinalState(self, s: int) -> bool:
+        node = self.states[s]
+        if node.kind == Kind.COMPOUND:
+            return any(self.states[c].kind == Kind.FINAL and c in self.configuration
+                       for c in self.getChildStates(node))
+        if node.kind == Kind.PARALLEL:
+            return all(self.isInFinalState(c) for c in self.getChildStates(node))
+        return False
+
+    def getTransitionDomain(self, t: Transition) -> int | None:
+        cacheable = not any(self.states[s].is_history for s in t.targets)
+        if cacheable and t.index >= 0 and t.index in self._domain_cache:
+            return self._domain_cache[t.index]
+        tstates = self.getEffectiveTargetStates(t)
+        if not tstates:
+            domain = None
+        elif (t.internal and self.states[t.source].kind == Kind.COMPOUND
+              and all(self.isDescendant(s, t.source) for s in tstates)):
+            domain = t.source
+        else:
+            domain = self.findLCCA([t.source, *tstates])
+        if cacheable and t.index >= 0:
+            self._domain_cache[t.index] = domain
+        return domain
+
+    def findLCCA(self, stateList: list[int]) -> int:
+        head, tail = stateList[0], stateList[1:]
+        for anc in self.getProperAncestors(head, None):
+            if self.states[anc].is_compound and all(self.isDescendant(s, anc) for s in tail):
+                return anc
+        return 0
+
+    def getEffectiveTargetStates(self, t: Transition) -> list[int]:
+        targets: list[int] = []
+        for s in t.targets:
+            node = self.states[s]
+            if node.is_history:
+                remembered = self.historyValue.get(s)
+                if remembered:
+                    extra: Iterable[int] = remembered
+                elif node.initial is not None:
+                    extra = self.getEffectiveTargetStates(node.initial)
+                else:
+                    extra = ()
+                for e in extra:
+                    if e not in targets:
+                        targets.append(e)
+            elif s not in targets:
+                targets.append(s)
+        return targets
+
+    def getProperAncestors(self, state1: int, state2: int | None) -> list[int]:
+        result = []
+        for anc in self.states[state1].ancestors:
+            if anc == state2:
+                break
+            result.append(anc)
+        return result
+
+    def isDescendant(self, state1: int, state2: int) -> bool:
+        return state1 in self.states[state2].descendants
+
+    def getChildStates(self, node: StateNode) -> list[int]:
+        return [c for c in node.children if not self.states[c].is_history]
+
+    # ==== datamodel initialisation, donedata ==================================================
+
+    def _initialize_data(self, node: StateNode, *, bind: bool,
+                         overrides: dict[str, Any] | None) -> None:
+        for data in node.datas:
+            try:
+                if overrides and data.id in overrides:
+                    self.dm.declare_value(data.id, tagged(overrides[data.id]))
+                else:
+                    self.dm.declare(data, bind=bind)
+            except DatamodelError as exc:
+                self._raise_error("error.execution", str(exc))
+
+    def _bind_data(self, node: StateNode) -> None:
+        for data in node.datas:
+            try:
+                self.dm.bind(data)
+            except DatamodelError as exc:
+                self._raise_error("error.execution", str(exc))
+
+    def _donedata(self, final: StateNode) -> tuple[Any, bool]:
+        dd = final.donedata
+        if dd is None:
+            return None, False
+        try:
+            if dd.content is not None:
+                return self._content_value(dd.content), False
+            return self._params_value(dd.params, ()), False
+        except DatamodelError as exc:
+            self._raise_error("error.execution", str(exc))
+            return None, True
+
+    def _content_value(self, content: Content) -> Any:
+        if content.expr is not None:
+            return self.dm.evaluate(content.expr)
+        return tagged(content.body) if content.has_body else None
+
+    def _params_value(self, params: tuple[Param, ...], namelist: tuple[Any, ...]) -> Any:
+        if not params and not namelist:
+            return None
+        values: dict[str, Any] = {}
+        for expr in namelist:
+            values[expr.source] = self.dm.evaluate(expr)
+        for p in params:
+            source = p.expr if p.expr is not None else p.location
+            assert source is not None
+            values[p.name] = self.dm.evaluate(source)
+        return values
+
+    # ==== executable content ===================================================================
+
+    def executeContent(self, block: Block) -> None:
+        try:
+            self._run_actions(block.actions, block)
+        except _Stop:
+            pass
+
+    def _run_actions(self, actions: tuple[Action, ...], block: Block) -> None:
+        for action in actions:
+            self._run_action(action, block)
+
+    def _run_action(self, action: Action, block: Block) -> None:
+        try:
+            kind = type(action)
+            if kind is Raise:
+                assert isinstance(action, Raise)
+                self.internal_queue.append(Event(action.event, INTERNAL).to_dict())
+            elif kind is Assign:
+                assert isinstance(action, Assign)
+                if action.expr is not None:
+                    self.dm.assign(action.location, action.expr)
+                else:
+                    self.dm.assign_value(action.location, tagged(action.body))
+            elif kind is Log:
+                assert isinstance(action, Log)
+                value = self.dm.evaluate(action.expr) if action.expr is not None else None
+                self._emit(fx.LOG, label=action.label, value=plain(value))
+            elif kind is If:
+                assert isinstance(action, If)
+                for cond, branch in action.branches:
+                    if cond is None or self.dm.evaluate_cond(cond):
+                        self._run_actions(branch, block)
+                        break
+            elif kind is Send:
+                assert isinstance(action, Send)
+                self.send(action, block)
+            elif kind is Cancel:
+                assert isinstance(action, Cancel)
+                sendid = (action.sendid if action.sendid is not None
+                          else self._string(action.sendidexpr))
+                counters = self._bump(ordinal=1)
+                self._emit(fx.CANCEL, send_id=sendid, ordinal=counters.ordinal)
+            elif kind is Script:
+                assert isinstance(action, Script)
+                self.dm.run_script(action.script)
+            elif kind is Foreach:
+                assert isinstance(action, Foreach)
+                failed: list[_Stop] = []
+
+                def body() -> bool:
+                    try:
+                        self._run_actions(action.actions, block)
+                    except _Stop as stop:
+                        failed.append(stop)
+                        return False
+                    return True
+
+                self.dm.foreach(action.array, action.item, action.index, body)
+                if failed:
+                    raise failed[0]
+        except DatamodelError as exc:
+            self._raise_error("error.execution", str(exc))
+            raise _Stop() from None
+
+    def _string(self, expr: Any) -> str:
+        value = self.dm.evaluate(expr)
+        return value if isinstance(value, str) else json.dumps(plain(value))
+
+    # ==== <send> (spec 6.2) ====================================================================
+
+    def send(self, action: Send, block: Block) -> None:
+        dm = self.dm
+        # Evaluate everything first: a failure sends nothing (spec 6.2, test 553).
+        name = action.event if action.event is not None else (
+            self._string(action.eventexpr) if action.eventexpr is not None else None)
+        target = action.target if action.target is not None else (
+            self._string(action.targetexpr) if action.targetexpr is not None else None)
+        send_type = action.type if action.type is not None else (
+            self._string(action.typeexpr) if action.typeexpr is not None else None)
+        if action.delayexpr is not None:
+            delay_text = self._string(action.delayexpr)
+            delay_ms = parse_delay(delay_text)
+            if delay_ms is None:
+                raise DatamodelError(f"<send> delayexpr gave a malformed delay {delay_text!r}")
+        else:
+            delay_ms = action.delay_ms or 0
+        if action.content is not None:
+            data = self._content_value(action.content)
+        else:
+            data = self._params_value(action.params, action.namelist)
+        counters = self._bump(send=1)
+        send_id = action.id if action.id is not None else f"send_{counters.send}"
+        if action.idlocation is not None:
+            dm.assign_value(action.idlocation, send_id)
+        author_id = action.id is not None or action.idlocation is not None
+        if send_type is not None and send_type not in SCXML_TYPES:
+            raise DatamodelError(f"<send> type {send_type!r} is not supported")
+        if name is None:
+            name = ""
+        origin = f"#_scxml_{self.session_id}"
+        event = Event(name, EXTERNAL, data, sendid=send_id if author_id else None,
+                      origin=origin, origintype=SCXML_PROCESSOR)
+        resolved = self._resolve_target(target, send_id)
+        if resolved is None:
+            return
+        if resolved["kind"] == "internal" and delay_ms <= 0:
+            self.internal_queue.append(Event(name, INTERNAL, data, sendid=event.sendid,
+                                             origin=origin,
+                                             origintype=SCXML_PROCESSOR).to_dict())
+            return
+        if resolved["kind"] == "parent":
+            event = Event(name, EXTERNAL, data, sendid=event.sendid, origin=origin,
+                          origintype=SCXML_PROCESSOR, invokeid=self.invokeid)
+        if delay_ms > 0:
+            counters = self._bump(ordinal=1)
+            self._emit(fx.SEND_DELAYED, target=resolved, event=event.to_dict(), send_id=send_id,
+                       delay_ms=delay_ms, ordinal=counters.ordinal,
+                       content_index=action.content_index, owner=block.owner,
+                       id_from_author=action.id is not None)
+        else:
+            self._emit(fx.SEND, target=resolved, event=event.to_dict(), send_id=send_id)
+
+    def _resolve_target(self, target: str | None, send_id: str) -> dict[str, Any] | None:
+        """Where a send goes, as data; None (with an error event raised) when it cannot go."""
+        if target is None or target == "":
+            return {"kind": "self", "session_id": self.session_id}
+        if target == "#_internal":
+            return {"kind": "internal", "session_id": self.session_id}
+        if target == "#_parent":
+            if self.parent_session_id is None:
+                self._raise_error("error.communication", "#_parent: this session has no parent",
+                                  send_id)
+                return None
+            return {"kind": "parent", "session_id": self.parent_session_id}
+        if target.startswith("#_scxml_"):
+            session_id = target[len("#_scxml_"):]
+            if session_id == self.session_id:
+                return {"kind": "self", "session_id": session_id}
+            if session_id == self.parent_session_id:
+                return {"kind": "parent", "session_id": session_id}
+            if not self.is_reachable(session_id):
+                self._raise_error("error.communication", f"session {session_id!r} is unreachable",
+                                  send_id)
+                return None
+            return {"kind": "session", "session_id": session_id}
+        if target.startswith("#_") and len(target) > 2:
+            invokeid = target[2:]
+            if any(inv.invokeid == invokeid for inv in self.invocations):
+                return {"kind": "invoke", "invokeid": invokeid}
+            self._raise_error("error.communication", f"no active invocation {invokeid!r}", send_id)
+            return None
+        raise DatamodelError(f"<send> target {target!r} is not a valid SCXML target")
+
+    # ==== <invoke> (spec 6.4) ==================================================================
+
+    def invoke(self, inv: Invoke) -> None:
+        node = self.states[inv.state]
+        try:
+            invoke_type = inv.type if inv.type is not None else (
+                self._string(inv.typeexpr) if inv.typeexpr is not None else "scxml")
+            if invoke_type not in INVOKE_SCXML_TYPES:
+                raise DatamodelError(f"<invoke> type {invoke_type!r} is not supported")
+            src = inv.src if inv.src is not None else (
+                self._string(inv.srcexpr) if inv.srcexpr is not None else None)
+            if inv.id is not None:
+                invokeid = inv.id
+            else:
+                counters = self._bump(invoke=1)
+                invokeid = f"{node.id}.{counters.invoke}"
+                if inv.idlocation is not None:
+                    self.dm.assign_value(inv.idlocation, invokeid)
+            content = self._content_value(inv.content) if inv.content is not None else None
+            data = self._params_value(inv.params, inv.namelist)
+        except DatamodelError as exc:
+            self._raise_error("error.execution", str(exc))
+            return
+        self.invocations.append(Invocation(invokeid, inv.state, inv.index, inv.autoforward))
+        if isinstance(content, dict) and content.get("$sc") == "xml":
+            content = content["v"]
+        self._emit(fx.INVOKE, invokeid=invokeid, type="scxml", src=src, content=content,
+                   data=data, autoforward=inv.autoforward, state=node.id,
+                   base_path=self.chart.base_path)
+
+    def cancelInvoke(self, inv: Invoke) -> None:
+        for invocation in list(self.invocations):
+            if invocation.invoke == inv.index and invocation.state == inv.state:
+                self.invocations.remove(invocation)
+                self._emit(fx.CANCEL_INVOKE, invokeid=invocation.invokeid)
+
+    def applyFinalize(self, inv: Invoke, event: Event) -> None:
+        if inv.finalize.actions:
+            self.executeContent(inv.finalize)
+
+
+def tagged_undefined() -> dict[str, str]:
+    return {"$sc": "undefined"}

@@ -1,0 +1,251 @@
+"""The compiled, interned form of a chart.
+
+States are numbered in document order (the ``<scxml>`` root is 0), so "document order" and
+"entry order" are integer comparisons, and every ancestor/descendant question is a
+precomputed tuple or set lookup. Nothing here changes after compilation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+
+class Kind(IntEnum):
+    ROOT = 0
+    ATOMIC = 1
+    COMPOUND = 2
+    PARALLEL = 3
+    FINAL = 4
+    HISTORY_SHALLOW = 5
+    HISTORY_DEEP = 6
+
+
+@dataclass(frozen=True, slots=True)
+class Expr:
+    """An expression or script in the datamodel's language, numbered for per-engine caching."""
+
+    index: int
+    source: str
+    line: int
+    column: int
+
+
+# ---- executable content -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    name: str
+    expr: Expr | None
+    location: Expr | None
+
+
+@dataclass(frozen=True, slots=True)
+class Content:
+    """``<content>``: either an expression or a literal body already parsed to a value."""
+
+    expr: Expr | None
+    body: Any = None  # JSON value, str, or an XmlValue
+    has_body: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class XmlValue:
+    """Inline XML content (e.g. ``<content><books .../></content>``): kept as markup text."""
+
+    markup: str
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """Base of executable content. ``content_index`` numbers every element in the document."""
+
+    content_index: int
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class Raise(Action):
+    event: str
+
+
+@dataclass(frozen=True, slots=True)
+class Log(Action):
+    label: str | None
+    expr: Expr | None
+
+
+@dataclass(frozen=True, slots=True)
+class Assign(Action):
+    location: Expr
+    expr: Expr | None
+    body: Any = None
+    has_body: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Script(Action):
+    script: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class If(Action):
+    # (cond or None for <else>, actions) in document order
+    branches: tuple[tuple[Expr | None, tuple[Action, ...]], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Foreach(Action):
+    array: Expr
+    item: Expr
+    index: Expr | None
+    actions: tuple[Action, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Send(Action):
+    event: str | None
+    eventexpr: Expr | None
+    target: str | None
+    targetexpr: Expr | None
+    type: str | None
+    typeexpr: Expr | None
+    id: str | None
+    idlocation: Expr | None
+    delay_ms: int | None
+    delayexpr: Expr | None
+    namelist: tuple[Expr, ...]
+    params: tuple[Param, ...]
+    content: Content | None
+
+
+@dataclass(frozen=True, slots=True)
+class Cancel(Action):
+    sendid: str | None
+    sendidexpr: Expr | None
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """One ``<onentry>``, ``<onexit>``, transition body or ``<finalize>``: run until an error."""
+
+    owner: str  # e.g. "onentry:s1:0", "transition:4", "finalize:s2:0"
+    actions: tuple[Action, ...]
+
+
+# ---- structure -----------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Transition:
+    index: int  # document order over the whole chart
+    source: int
+    events: tuple[tuple[str, ...], ...]  # split descriptors; () matches any event
+    event_text: str | None
+    cond: Expr | None
+    targets: tuple[int, ...]
+    internal: bool
+    body: Block
+    line: int = 0
+
+    @property
+    def eventless(self) -> bool:
+        return self.event_text is None
+
+
+@dataclass(frozen=True, slots=True)
+class Data:
+    id: str
+    expr: Expr | None
+    body: Any = None
+    has_body: bool = False
+    src: str | None = None
+    line: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class DoneData:
+    content: Content | None
+    params: tuple[Param, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Invoke:
+    index: int  # position among all invokes of the chart, document order
+    state: int
+    type: str | None
+    typeexpr: Expr | None
+    src: str | None
+    srcexpr: Expr | None
+    id: str | None
+    idlocation: Expr | None
+    namelist: tuple[Expr, ...]
+    params: tuple[Param, ...]
+    content: Content | None
+    autoforward: bool
+    finalize: Block
+    line: int = 0
+
+
+@dataclass(slots=True)
+class StateNode:
+    index: int
+    id: str
+    kind: Kind
+    parent: int  # -1 for the root
+    line: int = 0
+    column: int = 0
+    children: tuple[int, ...] = ()  # child states (history pseudo-states included), doc order
+    transitions: tuple[Transition, ...] = ()
+    initial: Transition | None = None  # compound states and history defaults
+    onentry: tuple[Block, ...] = ()
+    onexit: tuple[Block, ...] = ()
+    invokes: tuple[Invoke, ...] = ()
+    datas: tuple[Data, ...] = ()
+    donedata: DoneData | None = None
+    ancestors: tuple[int, ...] = ()  # parent first, root last
+    descendants: frozenset[int] = frozenset()
+    history: tuple[int, ...] = ()  # history children
+    depth: int = 0
+
+    @property
+    def is_atomic(self) -> bool:
+        return self.kind in (Kind.ATOMIC, Kind.FINAL)
+
+    @property
+    def is_compound(self) -> bool:
+        return self.kind in (Kind.COMPOUND, Kind.ROOT)
+
+    @property
+    def is_history(self) -> bool:
+        return self.kind in (Kind.HISTORY_SHALLOW, Kind.HISTORY_DEEP)
+
+
+@dataclass(slots=True)
+class Chart:
+    """A validated, compiled chart. Share it freely: it is never mutated after compile."""
+
+    name: str | None
+    datamodel: str  # "null" or "ecmascript"
+    binding: str  # "early" or "late"
+    states: tuple[StateNode, ...]
+    transitions: tuple[Transition, ...]
+    expressions: tuple[Expr, ...]
+    invokes: tuple[Invoke, ...]
+    script: Block | None  # top-level <script>
+    ids: dict[str, int]
+    source_hash: str  # sha256 of the source bytes: the chart's identity
+    base_path: str | None = None  # folder used to resolve relative ``file:`` URIs
+    warnings: tuple[Any, ...] = ()
+    # Per event-name cache of candidate transitions per state is built lazily by the
+    # interpreter; it lives here so every interpreter of this chart shares it.
+    _event_cache: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def root(self) -> StateNode:
+        return self.states[0]
+
+    def state(self, state_id: str) -> StateNode:
+        return self.states[self.ids[state_id]]

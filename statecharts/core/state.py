@@ -1,0 +1,96 @@
+"""The interpreter state: one plain value holding everything needed to resume a chart.
+
+It is JSON-compatible through :meth:`State.to_dict` / :meth:`State.from_dict` (the position
+blob of the durable layer wraps this), and never mutated once returned by the interpreter.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Counters:
+    send: int = 0  # send ids are "send_<n>"
+    invoke: int = 0  # generated invoke ids are "<state id>.<n>"
+    ordinal: int = 0  # advances on every delayed send and every cancel (timer dedup key)
+    macrostep: int = 0
+    microstep: int = 0
+    round: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Invocation:
+    invokeid: str
+    state: int  # index of the invoking state
+    invoke: int  # index of the <invoke> in Chart.invokes
+    autoforward: bool
+
+
+@dataclass(frozen=True, slots=True)
+class State:
+    session_id: str
+    name: str | None
+    configuration: tuple[int, ...]  # state indexes, document order
+    internal_queue: tuple[dict[str, Any], ...]
+    history: dict[int, tuple[int, ...]]  # history state index -> remembered states
+    datamodel_json: str  # tagged JSON text of the datamodel
+    invocations: tuple[Invocation, ...]
+    running: bool
+    bound: tuple[int, ...]  # late binding: states whose <data> have been bound
+    counters: Counters = field(default_factory=Counters)
+    parent_session_id: str | None = None  # set when this session was invoked
+    invokeid: str | None = None  # the id our parent knows us by
+    outcome: str | None = None  # why it stopped: "final", "cancelled", "budget_exhausted"
+
+    @property
+    def datamodel(self) -> dict[str, Any]:
+        """The datamodel as a dict (tagged encoding; see docs/embedding.md)."""
+        result: dict[str, Any] = json.loads(self.datamodel_json)
+        return result
+
+    @property
+    def quiescent(self) -> bool:
+        return not self.internal_queue
+
+    def to_dict(self) -> dict[str, Any]:
+        c = self.counters
+        return {
+            "session_id": self.session_id,
+            "name": self.name,
+            "configuration": list(self.configuration),
+            "internal_queue": list(self.internal_queue),
+            "history": {str(k): list(v) for k, v in sorted(self.history.items())},
+            "datamodel": self.datamodel,
+            "invocations": [[i.invokeid, i.state, i.invoke, i.autoforward]
+                            for i in self.invocations],
+            "running": self.running,
+            "bound": list(self.bound),
+            "counters": [c.send, c.invoke, c.ordinal, c.macrostep, c.microstep, c.round],
+            "parent_session_id": self.parent_session_id,
+            "invokeid": self.invokeid,
+            "outcome": self.outcome,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> State:
+        return cls(
+            session_id=raw["session_id"],
+            name=raw.get("name"),
+            configuration=tuple(raw["configuration"]),
+            internal_queue=tuple(raw["internal_queue"]),
+            history={int(k): tuple(v) for k, v in raw["history"].items()},
+            datamodel_json=json.dumps(raw["datamodel"], separators=(",", ":"), ensure_ascii=False),
+            invocations=tuple(Invocation(a, b, c, d) for a, b, c, d in raw["invocations"]),
+            running=raw["running"],
+            bound=tuple(raw["bound"]),
+            counters=Counters(*raw["counters"]),
+            parent_session_id=raw.get("parent_session_id"),
+            invokeid=raw.get("invokeid"),
+            outcome=raw.get("outcome"),
+        )
+
+    def evolve(self, **changes: Any) -> State:
+        return replace(self, **changes)

@@ -1,0 +1,427 @@
+"""Validation of a parsed SCXML document: every problem at once, each with line:column."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from lxml import etree
+
+from statecharts.core.delays import parse_delay
+from statecharts.core.errors import Problem
+from statecharts.core.parse import SCXML_NS, ParsedDocument, local_name, namespace
+
+DATAMODELS = ("null", "ecmascript")
+
+EXECUTABLE = frozenset({"raise", "if", "elseif", "else", "foreach", "log", "assign", "script",
+                        "send", "cancel"})
+STATE_LIKE = frozenset({"state", "parallel", "final", "history"})
+
+# element -> (allowed attributes, required attributes, allowed SCXML children or None=executable)
+_SCHEMA: dict[str, tuple[frozenset[str], frozenset[str], frozenset[str] | None]] = {
+    "scxml": (frozenset({"initial", "name", "version", "datamodel", "binding", "exmode"}),
+              frozenset(), frozenset({"state", "parallel", "final", "datamodel", "script"})),
+    "state": (frozenset({"id", "initial"}), frozenset(),
+              frozenset({"onentry", "onexit", "transition", "initial", "state", "parallel",
+                         "final", "history", "datamodel", "invoke"})),
+    "parallel": (frozenset({"id"}), frozenset(),
+                 frozenset({"onentry", "onexit", "transition", "state", "parallel", "history",
+                            "datamodel", "invoke"})),
+    "final": (frozenset({"id"}), frozenset(), frozenset({"onentry", "onexit", "donedata"})),
+    "initial": (frozenset(), frozenset(), frozenset({"transition"})),
+    "history": (frozenset({"id", "type"}), frozenset(), frozenset({"transition"})),
+    "transition": (frozenset({"event", "cond", "target", "type"}), frozenset(), None),
+    "onentry": (frozenset(), frozenset(), None),
+    "onexit": (frozenset(), frozenset(), None),
+    "finalize": (frozenset(), frozenset(), None),
+    "datamodel": (frozenset(), frozenset(), frozenset({"data"})),
+    "data": (frozenset({"id", "src", "expr"}), frozenset({"id"}), frozenset()),
+    "donedata": (frozenset(), frozenset(), frozenset({"content", "param"})),
+    "content": (frozenset({"expr"}), frozenset(), frozenset()),
+    "param": (frozenset({"name", "expr", "location"}), frozenset({"name"}), frozenset()),
+    "invoke": (frozenset({"type", "typeexpr", "src", "srcexpr", "id", "idlocation", "namelist",
+                          "autoforward"}), frozenset(),
+               frozenset({"param", "finalize", "content"})),
+    "raise": (frozenset({"event"}), frozenset({"event"}), frozenset()),
+    "if": (frozenset({"cond"}), frozenset({"cond"}), None),
+    "elseif": (frozenset({"cond"}), frozenset({"cond"}), frozenset()),
+    "else": (frozenset(), frozenset(), frozenset()),
+    "foreach": (frozenset({"array", "item", "index"}), frozenset({"array", "item"}), None),
+    "log": (frozenset({"label", "expr"}), frozenset(), frozenset()),
+    "assign": (frozenset({"location", "expr"}), frozenset({"location"}), frozenset()),
+    "script": (frozenset({"src"}), frozenset(), frozenset()),
+    "send": (frozenset({"event", "eventexpr", "target", "targetexpr", "type", "typeexpr", "id",
+                        "idlocation", "delay", "delayexpr", "namelist"}), frozenset(),
+             frozenset({"param", "content"})),
+    "cancel": (frozenset({"sendid", "sendidexpr"}), frozenset(), frozenset()),
+}
+
+_EXCLUSIVE = {
+    "send": [("event", "eventexpr"), ("target", "targetexpr"), ("type", "typeexpr"),
+             ("id", "idlocation"), ("delay", "delayexpr")],
+    "invoke": [("type", "typeexpr"), ("src", "srcexpr"), ("id", "idlocation")],
+    "cancel": [("sendid", "sendidexpr")],
+    "param": [("expr", "location")],
+    "data": [("src", "expr")],
+}
+
+_ID = re.compile(r"^[A-Za-z_][-\w.:]*$")
+_EVENT_TOKEN = re.compile(r"^[^\s]+$")
+
+
+class Validator:
+    def __init__(self, document: ParsedDocument) -> None:
+        self.document = document
+        self.problems: list[Problem] = []
+        self.root = document.root
+        self.scxml_ns: str | None = namespace(self.root)
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def error(self, element: etree._Element, message: str) -> None:
+        line, column = self.document.position(element)
+        self.problems.append(Problem(line, column, message))
+
+    def warning(self, element: etree._Element, message: str) -> None:
+        line, column = self.document.position(element)
+        self.problems.append(Problem(line, column, message, severity="warning"))
+
+    def is_scxml(self, element: etree._Element) -> bool:
+        return isinstance(element.tag, str) and namespace(element) == self.scxml_ns
+
+    def children(self, element: etree._Element) -> Iterator[etree._Element]:
+        for child in element:
+            if isinstance(child.tag, str):
+                yield child
+
+    # -- entry -----------------------------------------------------------------------------
+
+    def run(self) -> list[Problem]:
+        root = self.root
+        if local_name(root) != "scxml":
+            self.error(root, f"the root element must be <scxml>, not <{local_name(root)}>")
+            return self.problems
+        if self.scxml_ns is None:
+            self.warning(root, f'<scxml> has no namespace; expected xmlns="{SCXML_NS}"')
+        elif self.scxml_ns != SCXML_NS:
+            self.error(root, f"<scxml> is in namespace {self.scxml_ns!r}, expected {SCXML_NS!r}")
+            return self.problems
+        version = root.get("version")
+        if version is not None and version != "1.0":
+            self.error(root, f'version="{version}" is not supported (only "1.0")')
+        datamodel = root.get("datamodel", "null")
+        if datamodel not in DATAMODELS:
+            self.error(root, f'unknown datamodel "{datamodel}" (supported: {", ".join(DATAMODELS)})')
+        binding = root.get("binding", "early")
+        if binding not in ("early", "late"):
+            self.error(root, f'binding must be "early" or "late", not "{binding}"')
+        self.check_element(root, "scxml", datamodel)
+        self.check_ids_and_targets()
+        return self.problems
+
+    def check_element(self, element: etree._Element, parent_name: str, datamodel: str) -> None:
+        name = local_name(element)
+        allowed_attrs, required, allowed_children = _SCHEMA[name]
+        for attr in element.attrib:
+            if attr.startswith("{"):
+                continue  # attributes in other namespaces are extensions; ignore them
+            if attr not in allowed_attrs:
+                self.warning(element, f"<{name}> has no attribute '{attr}'; it is ignored")
+        for attr in required:
+            if element.get(attr) is None:
+                self.error(element, f"<{name}> requires the attribute '{attr}'")
+        for a, b in _EXCLUSIVE.get(name, ()):
+            if element.get(a) is not None and element.get(b) is not None:
+                self.error(element, f"<{name}> may not have both '{a}' and '{b}'")
+        getattr(self, f"check_{name}", lambda e, d: None)(element, datamodel)
+        if name in ("content", "data") or (name == "assign" and len(element)):
+            return  # free-form content: any markup is a value, not SCXML structure
+        for child in self.children(element):
+            child_name = local_name(child)
+            if not self.is_scxml(child):
+                self.warning(child, f"<{child_name}> is not an SCXML element; it is ignored")
+                continue
+            if child_name not in _SCHEMA:
+                self.error(child, f"unknown SCXML element <{child_name}>")
+                continue
+            if allowed_children is None:
+                if child_name not in EXECUTABLE:
+                    self.error(child, f"<{child_name}> is not executable content and cannot "
+                                      f"appear inside <{name}>")
+                    continue
+                if child_name in ("elseif", "else") and name != "if":
+                    self.error(child, f"<{child_name}> may only appear inside <if>")
+                    continue
+            elif child_name not in allowed_children:
+                if child_name in EXECUTABLE:
+                    self.error(child, f"executable content <{child_name}> is not allowed inside "
+                                      f"<{name}>; put it in <onentry>, <onexit> or a <transition>")
+                else:
+                    self.error(child, f"<{child_name}> is not allowed inside <{name}>")
+                continue
+            self.check_element(child, name, datamodel)
+
+    # -- per element checks ----------------------------------------------------------------
+
+    def check_state(self, element: etree._Element, datamodel: str) -> None:
+        initial_attr = element.get("initial")
+        initial_elements = [c for c in self.children(element) if local_name(c) == "initial"]
+        if initial_attr is not None and initial_elements:
+            self.error(element, "a state may not have both an 'initial' attribute and <initial>")
+        if len(initial_elements) > 1:
+            self.error(initial_elements[1], "a state may have at most one <initial>")
+        substates = [c for c in self.children(element) if local_name(c) in STATE_LIKE - {"history"}]
+        if (initial_attr is not None or initial_elements) and not substates:
+            self.error(element, "an atomic state cannot have an initial state")
+
+    def check_initial(self, element: etree._Element, datamodel: str) -> None:
+        self._single_transition(element, "initial")
+
+    def check_history(self, element: etree._Element, datamodel: str) -> None:
+        kind = element.get("type", "shallow")
+        if kind not in ("shallow", "deep"):
+            self.error(element, f'history type must be "shallow" or "deep", not "{kind}"')
+        transitions = [c for c in self.children(element) if local_name(c) == "transition"]
+        if len(transitions) > 1:
+            self.error(transitions[1], "<history> may have at most one default <transition>")
+        for t in transitions:
+            if t.get("event") is not None or t.get("cond") is not None:
+                self.error(t, "a history default transition may not have 'event' or 'cond'")
+            if not t.get("target"):
+                self.error(t, "a history default transition needs a target")
+
+    def _single_transition(self, element: etree._Element, what: str) -> None:
+        transitions = [c for c in self.children(element) if local_name(c) == "transition"]
+        if len(transitions) != 1:
+            self.error(element, f"<{what}> must contain exactly one <transition>")
+            return
+        t = transitions[0]
+        if t.get("event") is not None or t.get("cond") is not None:
+            self.error(t, f"the <transition> of <{what}> may not have 'event' or 'cond'")
+        if not t.get("target"):
+            self.error(t, f"the <transition> of <{what}> needs a target")
+
+    def check_transition(self, element: etree._Element, datamodel: str) -> None:
+        kind = element.get("type", "external")
+        if kind not in ("internal", "external"):
+            self.error(element, f'transition type must be "internal" or "external", not "{kind}"')
+        event = element.get("event")
+        if event is not None:
+            tokens = event.split()
+            if not tokens:
+                self.error(element, "the 'event' attribute is empty")
+            for token in tokens:
+                if token != "*" and (token.startswith(".") or ".." in token
+                                     or "*" in token.rstrip("*").rstrip(".")):
+                    self.error(element, f"'{token}' is not a valid event descriptor")
+        if element.get("cond") is not None and datamodel == "null":
+            self._null_cond(element, element.get("cond") or "")
+
+    def _null_cond(self, element: etree._Element, cond: str) -> None:
+        from statecharts.core.datamodel.null import parse_in_predicate
+
+        if parse_in_predicate(cond) is None:
+            self.error(element, f"the null datamodel only understands In('stateid'), not {cond!r}")
+
+    def check_send(self, element: etree._Element, datamodel: str) -> None:
+        if element.get("event") is None and element.get("eventexpr") is None:
+            has_content = any(local_name(c) == "content" for c in self.children(element))
+            if not has_content:
+                self.error(element, "<send> needs 'event', 'eventexpr' or a <content> child")
+        delay = element.get("delay")
+        if delay is not None and parse_delay(delay) is None:
+            self.error(element, f"malformed delay {delay!r} (use e.g. 500ms, 2s, 1.5s, 5m, 3h, 3d)")
+        self._content_params(element, "send")
+        self._namelist_with_content(element, "send")
+
+    def check_invoke(self, element: etree._Element, datamodel: str) -> None:
+        autoforward = element.get("autoforward", "false")
+        if autoforward not in ("true", "false"):
+            self.error(element, f'autoforward must be "true" or "false", not "{autoforward}"')
+        kind = element.get("type")
+        if kind is not None and kind not in ("scxml", "http://www.w3.org/TR/scxml/",
+                                             "http://www.w3.org/TR/scxml"):
+            self.warning(element, f"invoke type {kind!r} needs a host-registered invoke handler")
+        contents = [c for c in self.children(element) if local_name(c) == "content"]
+        if contents and (element.get("src") is not None or element.get("srcexpr") is not None):
+            self.error(element, "<invoke> may not have both 'src'/'srcexpr' and <content>")
+        if len(contents) > 1:
+            self.error(contents[1], "<invoke> may have at most one <content>")
+        finalizes = [c for c in self.children(element) if local_name(c) == "finalize"]
+        if len(finalizes) > 1:
+            self.error(finalizes[1], "<invoke> may have at most one <finalize>")
+        for f in finalizes:
+            for c in self.children(f):
+                if local_name(c) in ("raise", "send"):
+                    self.error(c, f"<{local_name(c)}> is not allowed inside <finalize>")
+        self._namelist_with_content(element, "invoke")
+
+    def check_donedata(self, element: etree._Element, datamodel: str) -> None:
+        self._content_params(element, "donedata")
+
+    def _content_params(self, element: etree._Element, name: str) -> None:
+        kids = [local_name(c) for c in self.children(element) if self.is_scxml(c)]
+        if "content" in kids and "param" in kids:
+            self.error(element, f"<{name}> may not have both <content> and <param>")
+        if kids.count("content") > 1:
+            self.error(element, f"<{name}> may have at most one <content>")
+
+    def _namelist_with_content(self, element: etree._Element, name: str) -> None:
+        if element.get("namelist") is not None and any(
+            local_name(c) == "content" for c in self.children(element)
+        ):
+            self.error(element, f"<{name}> may not have both 'namelist' and <content>")
+
+    def check_content(self, element: etree._Element, datamodel: str) -> None:
+        has_body = len(element) > 0 or (element.text or "").strip()
+        if element.get("expr") is not None and has_body:
+            self.error(element, "<content> may not have both 'expr' and a body")
+
+    def check_param(self, element: etree._Element, datamodel: str) -> None:
+        if element.get("expr") is None and element.get("location") is None:
+            self.error(element, "<param> needs 'expr' or 'location'")
+
+    def check_data(self, element: etree._Element, datamodel: str) -> None:
+        has_body = len(element) > 0 or (element.text or "").strip()
+        if has_body and (element.get("expr") is not None or element.get("src") is not None):
+            self.error(element, "<data> may have only one of 'expr', 'src' and a body")
+        data_id = element.get("id")
+        if data_id is not None and datamodel == "ecmascript" and not re.match(
+            r"^[A-Za-z_$][\w$]*$", data_id
+        ):
+            self.error(element, f"data id {data_id!r} is not a valid ECMAScript identifier")
+        if datamodel == "null":
+            self.error(element, "the null datamodel has no <data>")
+
+    def check_assign(self, element: etree._Element, datamodel: str) -> None:
+        has_body = len(element) > 0 or (element.text or "").strip()
+        if element.get("expr") is not None and has_body:
+            self.error(element, "<assign> may not have both 'expr' and a body")
+        if element.get("expr") is None and not has_body:
+            self.error(element, "<assign> needs 'expr' or a body")
+        if datamodel == "null":
+            self.error(element, "the null datamodel has no locations to <assign> to")
+
+    def check_script(self, element: etree._Element, datamodel: str) -> None:
+        if element.get("src") is not None and (element.text or "").strip():
+            self.error(element, "<script> may not have both 'src' and a body")
+        if datamodel == "null":
+            self.error(element, "the null datamodel cannot run <script>")
+
+    def check_if(self, element: etree._Element, datamodel: str) -> None:
+        seen_else = False
+        for child in self.children(element):
+            child_name = local_name(child)
+            if child_name == "else":
+                if seen_else:
+                    self.error(child, "<if> may have only one <else>")
+                seen_else = True
+            elif child_name == "elseif" and seen_else:
+                self.error(child, "<elseif> may not follow <else>")
+        if datamodel == "null" and element.get("cond") is not None:
+            self._null_cond(element, element.get("cond") or "")
+
+    def check_foreach(self, element: etree._Element, datamodel: str) -> None:
+        if datamodel == "null":
+            self.error(element, "the null datamodel cannot iterate with <foreach>")
+
+    def check_raise(self, element: etree._Element, datamodel: str) -> None:
+        event = element.get("event")
+        if event is not None and not _EVENT_TOKEN.match(event):
+            self.error(element, f"'{event}' is not a valid event name")
+
+    # -- whole-document checks -------------------------------------------------------------
+
+    def check_ids_and_targets(self) -> None:
+        ns = self.scxml_ns
+        ids: dict[str, etree._Element] = {}
+        states = [e for e in self._states(self.root)]
+        for element in states:
+            state_id = element.get("id")
+            if state_id is None:
+                continue
+            if not _ID.match(state_id):
+                self.error(element, f"'{state_id}' is not a valid id")
+            if state_id in ids:
+                line, column = self.document.position(ids[state_id])
+                self.error(element, f"duplicate id '{state_id}' (first defined at {line}:{column})")
+            else:
+                ids[state_id] = element
+
+        def descendants(element: etree._Element) -> set[str]:
+            return {d.get("id") for d in self._states(element) if d is not element and d.get("id")}
+
+        root_initial = self.root.get("initial")
+        if root_initial is not None:
+            for token in root_initial.split():
+                if token not in ids:
+                    self.error(self.root, f"initial state '{token}' does not exist")
+        for element in states:
+            name = local_name(element)
+            if name == "state" and element.get("initial") is not None:
+                inside = descendants(element)
+                for token in element.get("initial", "").split():
+                    if token not in ids:
+                        self.error(element, f"initial state '{token}' does not exist")
+                    elif token not in inside:
+                        self.error(element, f"initial state '{token}' is not a descendant of "
+                                            f"'{element.get('id')}'")
+            for child in self.children(element):
+                if local_name(child) == "initial" and namespace(child) == ns:
+                    inside = descendants(element)
+                    for t in self.children(child):
+                        for token in (t.get("target") or "").split():
+                            if token not in ids:
+                                self.error(t, f"transition target '{token}' does not exist")
+                            elif token not in inside:
+                                self.error(t, f"<initial> target '{token}' is not a descendant "
+                                              f"of '{element.get('id')}'")
+            if name == "history":
+                parent = element.getparent()
+                inside = descendants(parent) if parent is not None else set()
+                deep = element.get("type", "shallow") == "deep"
+                direct = {c.get("id") for c in self.children(parent) if c.get("id")}
+                for t in self.children(element):
+                    for token in (t.get("target") or "").split():
+                        if token not in ids:
+                            self.error(t, f"transition target '{token}' does not exist")
+                        elif token not in (inside if deep else direct):
+                            kind = "descendant" if deep else "child"
+                            self.error(t, f"history default '{token}' must be a {kind} of the "
+                                          f"history's parent state")
+        for element in self._structure(self.root):
+            if local_name(element) == "transition":
+                parent = element.getparent()
+                if parent is not None and local_name(parent) in ("initial", "history"):
+                    continue
+                for token in (element.get("target") or "").split():
+                    if token not in ids:
+                        self.error(element, f"transition target '{token}' does not exist")
+
+    def _structure(self, element: etree._Element) -> Iterator[etree._Element]:
+        """SCXML elements below ``element``, not entering free-form bodies such as <content>."""
+        for child in self.children(element):
+            if not self.is_scxml(child):
+                continue
+            yield child
+            if local_name(child) not in ("content", "data", "assign"):
+                yield from self._structure(child)
+
+    def _states(self, element: etree._Element) -> Iterator[etree._Element]:
+        """``element`` (if a state) and every state-like SCXML element below it, doc order."""
+        stack = [element]
+        while stack:
+            current = stack.pop()
+            if self.is_scxml(current) and (local_name(current) in STATE_LIKE or current is element):
+                if local_name(current) in STATE_LIKE:
+                    yield current
+                stack.extend(
+                    reversed([c for c in self.children(current)
+                              if self.is_scxml(c) and local_name(c) in STATE_LIKE])
+                )
+
+
+def validate(document: ParsedDocument) -> list[Problem]:
+    """Every problem found in ``document`` (errors and warnings), in document order."""
+    problems = Validator(document).run()
+    return sorted(problems, key=lambda p: (p.line, p.column))

@@ -1,0 +1,1 @@
+"""Drivers: hosts that perform the effects the core computes (in memory, durable)."""

@@ -1,0 +1,1 @@
+"""Durable timers: delayed sends that outlive every process (see issue: timers)."""
