@@ -65,7 +65,7 @@ def descriptor_matches(descriptor: tuple[str, ...], event_parts: tuple[str, ...]
 
 def split_descriptor(text: str) -> tuple[str, ...]:
     """``"a.b.*"`` and ``"a.b."`` and ``"a.b"`` all become ``("a", "b")``; ``"*"`` becomes ``()``."""
-    if text == "*":
+    if text in ("*", ".*"):
         return ()
     parts = [p for p in text.split(".")]
     while parts and parts[-1] in ("*", ""):

@@ -138,11 +138,6 @@ class Interpreter:
         if not state.running:
             raise NotRunningError(f"session {state.session_id} is no longer running")
         self._begin(state)
-        if event.invokeid is not None and not event.name.startswith("done.invoke") and not any(
-            inv.invokeid == event.invokeid for inv in self.invocations
-        ):
-            # Events from an invocation that was cancelled are ignored (spec 6.4.3).
-            return self._finish_macrostep(dequeued=False)
         self._trace(fx.TRACE_EVENT, event=event.to_dict())
         self._set_event(event)
         for invocation in list(self.invocations):
@@ -234,6 +229,7 @@ class Interpreter:
         self.parent_session_id = state.parent_session_id
         self.invokeid = state.invokeid
         self.configuration = set(state.configuration)
+        dm.configuration_changed()
         self.statesToInvoke = set()
         self.internal_queue = list(state.internal_queue)
         self.historyValue = dict(state.history)
@@ -250,7 +246,7 @@ class Interpreter:
     def _new_datamodel(self, name: str | None = None) -> Datamodel:
         dm = create_datamodel(self.chart.datamodel, self.limits)
         dm.bind_system(self.session_id, name if name is not None else self.chart.name,
-                       ioprocessors(self.session_id), self._in_state)
+                       ioprocessors(self.session_id), self._in_state, self._active_ids)
         return dm
 
     def _discard_live(self) -> None:
@@ -258,6 +254,9 @@ class Interpreter:
             self._dm.close()
         self._dm = None
         self._live = None
+
+    def _active_ids(self) -> list[str]:
+        return [self.states[i].id for i in self.configuration]
 
     def _in_state(self, state_id: str) -> bool:
         index = self.chart.ids.get(state_id)
@@ -385,6 +384,7 @@ class Interpreter:
             for inv in node.invokes:
                 self.cancelInvoke(inv)
             self.configuration.discard(s)
+            self.dm.configuration_changed()
             if node.kind == Kind.FINAL and node.parent == 0:
                 final_child = node
         self.internal_queue.clear()
@@ -521,6 +521,7 @@ class Interpreter:
             for inv in node.invokes:
                 self.cancelInvoke(inv)
             self.configuration.discard(s)
+            self.dm.configuration_changed()
 
     def computeExitSet(self, transitions: list[Transition]) -> set[int]:
         statesToExit: set[int] = set()
@@ -549,6 +550,7 @@ class Interpreter:
         for s in ordered:
             node = self.states[s]
             self.configuration.add(s)
+            self.dm.configuration_changed()
             self.statesToInvoke.add(s)
             if s not in self.bound:
                 self.bound.add(s)
@@ -853,7 +855,9 @@ class Interpreter:
             dm.assign_value(action.idlocation, send_id)
         author_id = action.id is not None or action.idlocation is not None
         if send_type is not None and send_type not in SCXML_TYPES:
-            raise DatamodelError(f"<send> type {send_type!r} is not supported")
+            self._raise_error("error.execution", f"<send> type {send_type!r} is not supported",
+                              send_id)
+            raise _Stop()
         if name is None:
             name = ""
         origin = f"#_scxml_{self.session_id}"
@@ -908,7 +912,9 @@ class Interpreter:
                 return {"kind": "invoke", "invokeid": invokeid}
             self._raise_error("error.communication", f"no active invocation {invokeid!r}", send_id)
             return None
-        raise DatamodelError(f"<send> target {target!r} is not a valid SCXML target")
+        self._raise_error("error.execution", f"<send> target {target!r} is not a valid SCXML target",
+                          send_id)
+        raise _Stop()
 
     # ==== <invoke> (spec 6.4) ==================================================================
 

@@ -53,9 +53,11 @@ class Content:
 
 @dataclass(frozen=True, slots=True)
 class XmlValue:
-    """Inline XML content (e.g. ``<content><books .../></content>``): kept as markup text."""
+    """Inline XML content (e.g. ``<content><books .../></content>``): markup, and its tree
+    (the JSON form the ECMAScript sandbox builds a DOM from)."""
 
     markup: str
+    tree: Any = field(default=None, compare=False, hash=False)
 
 
 @dataclass(frozen=True, slots=True)

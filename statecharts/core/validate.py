@@ -211,8 +211,10 @@ class Validator:
             if not tokens:
                 self.error(element, "the 'event' attribute is empty")
             for token in tokens:
-                if token != "*" and (token.startswith(".") or ".." in token
-                                     or "*" in token.rstrip("*").rstrip(".")):
+                if token == ".*":
+                    self.warning(element, "'.*' is read as '*' (any event)")
+                elif token != "*" and (token.startswith(".") or ".." in token
+                                       or "*" in token.rstrip("*").rstrip(".")):
                     self.error(element, f"'{token}' is not a valid event descriptor")
         if element.get("cond") is not None and datamodel == "null":
             self._null_cond(element, element.get("cond") or "")
@@ -254,7 +256,6 @@ class Validator:
             for c in self.children(f):
                 if local_name(c) in ("raise", "send"):
                     self.error(c, f"<{local_name(c)}> is not allowed inside <finalize>")
-        self._namelist_with_content(element, "invoke")
 
     def check_donedata(self, element: etree._Element, datamodel: str) -> None:
         self._content_params(element, "donedata")

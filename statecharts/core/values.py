@@ -21,7 +21,7 @@ def body_value(element: etree._Element) -> tuple[bool, Any]:
         markup = "".join(
             etree.tostring(c, encoding="unicode", with_tail=False) for c in children
         )
-        return True, XmlValue(markup)
+        return True, XmlValue(markup, xml_tree(markup))
     text = element.text or ""
     if not text.strip():
         return False, None
@@ -38,7 +38,37 @@ def text_value(text: str) -> Any:
         try:
             etree.fromstring(stripped.encode(), etree.XMLParser(resolve_entities=False,
                                                                 no_network=True, load_dtd=False))
-            return XmlValue(stripped)
+            return XmlValue(stripped, xml_tree(stripped))
         except etree.XMLSyntaxError:
             pass
     return " ".join(stripped.split())
+
+
+def xml_tree(markup: str) -> dict[str, Any]:
+    """Markup as the JSON tree the ECMAScript sandbox builds its DOM from (a document node)."""
+    parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False)
+    root = etree.fromstring(f"<__sc_root>{markup}</__sc_root>".encode(), parser)
+
+    def node(element: etree._Element) -> Any:
+        children: list[Any] = []
+        if element.text:
+            children.append(element.text)
+        for child in element:
+            if isinstance(child.tag, str):
+                children.append(node(child))
+            if child.tail:
+                children.append(child.tail)
+        qname = etree.QName(element)
+        return {
+            "tag": f"{element.prefix}:{qname.localname}" if element.prefix else qname.localname,
+            "local": qname.localname,
+            "ns": qname.namespace,
+            "attrs": {etree.QName(k).localname: v for k, v in element.attrib.items()},
+            "children": children,
+            "markup": etree.tostring(element, encoding="unicode", with_tail=False),
+        }
+
+    document = node(root)
+    document["document"] = True
+    document["markup"] = markup
+    return document

@@ -30,7 +30,7 @@ class Limits:
 def tagged(value: Any) -> Any:
     """Literal values from the document (XmlValue) into the tagged encoding."""
     if isinstance(value, XmlValue):
-        return {TAG: "xml", "v": value.markup}
+        return {TAG: "xml", "v": value.markup, "tree": value.tree}
     return value
 
 
@@ -63,7 +63,11 @@ class Datamodel(ABC):
 
     @abstractmethod
     def bind_system(self, session_id: str, name: str | None, ioprocessors: dict[str, Any],
-                    in_state: Callable[[str], bool]) -> None: ...
+                    in_state: Callable[[str], bool],
+                    active_ids: Callable[[], list[str]]) -> None: ...
+
+    def configuration_changed(self) -> None:  # noqa: B027 - optional hook
+        """The interpreter entered or exited a state (In() must see the new configuration)."""
 
     @abstractmethod
     def declare(self, data: Data, *, bind: bool) -> None:

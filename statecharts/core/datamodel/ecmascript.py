@@ -14,47 +14,13 @@ from importlib import resources
 from typing import Any
 
 import quickjs
-from lxml import etree
 
-from statecharts.core.datamodel.base import TAG, Datamodel, Limits, tagged
+from statecharts.core.datamodel.base import Datamodel, Limits, tagged
 from statecharts.core.errors import DatamodelError
 from statecharts.core.model import Data, Expr
 
 _PRELUDE = resources.files("statecharts.core.datamodel").joinpath("sandbox.js").read_text()
 _JS_ERRORS = (quickjs.JSException, quickjs.StackOverflow)
-
-
-def xml_tree(markup: str) -> dict[str, Any]:
-    """Markup into the JSON tree the sandbox's XmlNode is built from (a document node)."""
-    parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False)
-    try:
-        root = etree.fromstring(f"<__sc_root>{markup}</__sc_root>".encode(), parser)
-    except etree.XMLSyntaxError as exc:
-        raise DatamodelError(f"not well-formed XML content: {exc}") from None
-
-    def node(element: etree._Element) -> Any:
-        children: list[Any] = []
-        if element.text:
-            children.append(element.text)
-        for child in element:
-            if isinstance(child.tag, str):
-                children.append(node(child))
-            if child.tail:
-                children.append(child.tail)
-        qname = etree.QName(element)
-        return {
-            "tag": qname.localname if not element.prefix else f"{element.prefix}:{qname.localname}",
-            "local": qname.localname,
-            "ns": qname.namespace,
-            "attrs": {etree.QName(k).localname: v for k, v in element.attrib.items()},
-            "children": children,
-            "markup": etree.tostring(element, encoding="unicode", with_tail=False),
-        }
-
-    document = node(root)
-    document["document"] = True
-    document["markup"] = markup
-    return document
 
 
 class EcmascriptDatamodel(Datamodel):
@@ -66,9 +32,13 @@ class EcmascriptDatamodel(Datamodel):
         self.context.set_memory_limit(self.limits.memory_bytes)
         self.context.set_max_stack_size(self.limits.stack_bytes)
         self.context.set_time_limit(self.limits.time_ms / 1000)
-        self.context.add_callable("__sc_parseXml", lambda markup: json.dumps(xml_tree(markup)))
+        # The binding refuses calls from JS into Python while a time limit is set, so
+        # nothing the sandbox needs lives in Python: In() reads a copy of the configuration
+        # pushed before each evaluation, and XML arrives already parsed.
+        self._active_ids: Callable[[], list[str]] = list
+        self._set_configuration: Any = None
+        self._configuration_dirty = True
         self._call_js("prelude", lambda: self.context.eval(_PRELUDE))
-        self.context.eval("__sc.parseXml = function (m) { return JSON.parse(__sc_parseXml(m)); };")
         self._values: dict[int, Any] = {}
         self._conds: dict[int, Any] = {}
         self._assigns: dict[tuple[int, int], Any] = {}
@@ -84,7 +54,13 @@ class EcmascriptDatamodel(Datamodel):
 
     # -- plumbing --------------------------------------------------------------------------
 
+    def configuration_changed(self) -> None:
+        self._configuration_dirty = True
+
     def _call_js(self, what: str, call: Callable[[], Any]) -> Any:
+        if self._configuration_dirty and self._set_configuration is not None:
+            self._configuration_dirty = False
+            self._set_configuration(" ".join(self._active_ids()))
         try:
             return call()
         except _JS_ERRORS as exc:
@@ -110,8 +86,10 @@ class EcmascriptDatamodel(Datamodel):
     # -- interface -------------------------------------------------------------------------
 
     def bind_system(self, session_id: str, name: str | None, ioprocessors: dict[str, Any],
-                    in_state: Callable[[str], bool]) -> None:
-        self.context.add_callable("__sc_In", lambda state_id: bool(in_state(str(state_id))))
+                    in_state: Callable[[str], bool],
+                    active_ids: Callable[[], list[str]]) -> None:
+        self._active_ids = active_ids
+        self._set_configuration = self.context.eval("(function (t) { __sc.setConfiguration(t); })")
         install = self.context.eval(
             """(function (sid, name, io) {
                 const g = globalThis;
@@ -120,7 +98,7 @@ class EcmascriptDatamodel(Datamodel):
                 ro("_sessionid", sid);
                 ro("_name", name);
                 ro("_ioprocessors", Object.freeze(JSON.parse(io)));
-                ro("In", function In(id) { return __sc_In(String(id)); });
+                ro("In", function In(id) { return __sc.isActive(id); });
                 __sc.baseline = new Set(Object.keys(g));
             })"""
         )
@@ -138,7 +116,7 @@ class EcmascriptDatamodel(Datamodel):
         if data.expr is not None:
             value_fn = self._compile(
                 self._values, ("data", data.expr.index),
-                f"(function () {{ globalThis[{json.dumps(data.id)}] = ({data.expr.source}\n); }})",
+                f"(function () {{ globalThis[{json.dumps(data.id)}] = ({_js(data.expr)}\n); }})",
                 f"<data id={data.id!r}>",
             )
             self._call_js(f"<data id={data.id!r}>", value_fn)
@@ -153,7 +131,7 @@ class EcmascriptDatamodel(Datamodel):
     def evaluate(self, expr: Expr) -> Any:
         function = self._compile(
             self._values, expr.index,
-            f"(function () {{ const r = ({expr.source}\n); return (r === null || typeof r === "
+            f"(function () {{ const r = ({_js(expr)}\n); return (r === null || typeof r === "
             f"'string' || typeof r === 'boolean' || (typeof r === 'number' && isFinite(r))) ? r "
             f": [__sc.encodeValue(r)]; }})",
             f"expression {expr.source!r}",
@@ -162,7 +140,7 @@ class EcmascriptDatamodel(Datamodel):
 
     def evaluate_cond(self, expr: Expr) -> bool:
         function = self._compile(
-            self._conds, expr.index, f"(function () {{ return !!({expr.source}\n); }})",
+            self._conds, expr.index, f"(function () {{ return !!({_js(expr)}\n); }})",
             f"condition {expr.source!r}",
         )
         return bool(self._call_js(f"condition {expr.source!r}", function))
@@ -171,7 +149,7 @@ class EcmascriptDatamodel(Datamodel):
         self._check_location(location)
         function = self._compile(
             self._assigns, (location.index, expr.index),
-            f'(function () {{ "use strict"; {location.source} = ({expr.source}\n); }})',
+            f'(function () {{ "use strict"; {location.source} = ({_js(expr)}\n); }})',
             f"<assign location={location.source!r}>",
         )
         self._call_js(f"<assign location={location.source!r}>", function)
@@ -200,7 +178,7 @@ class EcmascriptDatamodel(Datamodel):
             if name is not None and not self._is_identifier(name.source):
                 raise DatamodelError(f"<foreach> {name.source!r} is not a legal variable name")
         array_fn = self._compile(self._values, ("array", array.index),
-                                 f"(function () {{ return ({array.source}\n); }})",
+                                 f"(function () {{ return ({_js(array)}\n); }})",
                                  f"<foreach array={array.source!r}>")
         count = self._call_js(f"<foreach array={array.source!r}>",
                               lambda: self._loop_begin(array_fn))
@@ -232,5 +210,6 @@ class EcmascriptDatamodel(Datamodel):
         self._setters.clear()
 
 
-def is_tagged(value: Any) -> bool:
-    return isinstance(value, dict) and TAG in value
+def _js(expr: Expr) -> str:
+    """An expression as written, minus trailing semicolons (``expr="new Foo();"`` is common)."""
+    return expr.source.strip().rstrip(";").rstrip()

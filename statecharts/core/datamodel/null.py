@@ -28,7 +28,8 @@ class NullDatamodel(Datamodel):
         self._conds: dict[int, str | None] = {}
 
     def bind_system(self, session_id: str, name: str | None, ioprocessors: dict[str, Any],
-                    in_state: Callable[[str], bool]) -> None:
+                    in_state: Callable[[str], bool],
+                    active_ids: Callable[[], list[str]]) -> None:
         self._in_state = in_state
 
     def declare(self, data: Data, *, bind: bool) -> None:

@@ -34,6 +34,7 @@
       this.attributes = tree.attrs || {};
       this.childNodes = (tree.children || []).map((c) => new XmlNode(c, this));
       this.markup = tree.markup;
+      if (!parent) Object.defineProperty(this, "tree", { value: tree, enumerable: false });
     }
     get firstChild() { return this.childNodes[0] || null; }
     get documentElement() { return this.childNodes.find((c) => c.nodeType === 1) || null; }
@@ -78,7 +79,9 @@
     if (value === null) return null;
     if (seen.has(value)) return { [TAG]: "ref", path: seen.get(value) };
     seen.set(value, path);
-    if (value instanceof XmlNode) return { [TAG]: "xml", v: value.markup || value.textContent };
+    if (value instanceof XmlNode) {
+      return { [TAG]: "xml", v: value.markup || value.textContent, tree: value.tree || null };
+    }
     if (value instanceof RealDate) return { [TAG]: "date", v: value.getTime() };
     if (value instanceof RegExp) return { [TAG]: "regexp", source: value.source, flags: value.flags };
     if (Array.isArray(value)) {
@@ -118,7 +121,7 @@
         case "function": return (0, eval)("(" + value.source + ")");
         case "date": { const d = new RealDate(value.v); byPath.set(JSON.stringify(path), d); return d; }
         case "regexp": return new RegExp(value.source, value.flags);
-        case "xml": return __sc.xmlFromTree(__sc.parseXml(value.v));
+        case "xml": return value.tree ? new XmlNode(value.tree, null) : String(value.v);
         case "ref": {
           const holder = { target: undefined };
           refs.push([holder, value.path]);
@@ -168,13 +171,13 @@
 
   const SYSTEM = new Set(["_event", "_sessionid", "_name", "_ioprocessors", "__sc", "In"]);
   let currentEvent;
+  let configuration = new Set();
   const loops = [];
 
   const sc = {
     XmlNode,
     baseline: null,
     xmlFromTree(tree) { return new XmlNode(tree, null); },
-    parseXml: null, // installed from Python
     encodeValue(v) { return JSON.stringify(encode(v, [], new Map())); },
     decodeValue(text) {
       const byPath = new Map(); const refs = [];
@@ -199,6 +202,8 @@
     },
     declare(name, text) { g[name] = text == null ? undefined : sc.decodeValue(text); },
     setEvent(text) { currentEvent = sc.decodeValue(text); },
+    setConfiguration(ids) { configuration = new Set(ids.split(" ")); },
+    isActive(id) { return configuration.has(String(id)); },
     isIdentifier(name) {
       if (!/^[A-Za-z_$][\w$]*$/.test(name)) return false;
       try { (0, eval)("(function(){ var " + name + "; })"); return true; } catch (e) { return false; }
