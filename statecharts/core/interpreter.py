@@ -98,6 +98,11 @@ class Interpreter:
         self._select_cache: dict[str, dict[int, tuple[Transition, ...]]] = {}
         self._eventless: dict[int, tuple[Transition, ...]] = {}
         self._domain_cache: dict[int, int | None] = {}
+        self._is_atomic = [node.is_atomic for node in chart.states]
+        self._atomics: list[int] | None = None  # atomic active states, doc order; None = stale
+        # _event is only pushed into the datamodel when some code of the chart mentions it.
+        self._uses_event = chart.datamodel != "null" and any(
+            "_event" in e.source for e in chart.expressions)
 
     # ==== entry points =========================================================================
 
@@ -115,7 +120,8 @@ class Interpreter:
         """
         self._begin_fresh(session_id, parent_session_id, invokeid)
         chart = self.chart
-        self.counters = Counters(macrostep=1)
+        self.n_send = self.n_invoke = self.n_ordinal = self.n_microstep = self.n_round = 0
+        self.n_macrostep = 1
         if chart.binding == "early":
             for node in self.states:
                 self._initialize_data(node, bind=True, overrides=data if node.index == 0 else None)
@@ -138,7 +144,8 @@ class Interpreter:
         if not state.running:
             raise NotRunningError(f"session {state.session_id} is no longer running")
         self._begin(state)
-        self._trace(fx.TRACE_EVENT, event=event.to_dict())
+        if self.tracing:
+            self._emit(fx.TRACE_EVENT, event=event.to_dict())
         self._set_event(event)
         for invocation in list(self.invocations):
             if invocation.state not in self.configuration:
@@ -158,7 +165,7 @@ class Interpreter:
         if not state.running:
             raise NotRunningError(f"session {state.session_id} is no longer running")
         self._begin(state)
-        self.internal_queue.append(event.to_dict())
+        self.internal_queue.append(event)
         return self._finish_macrostep()
 
     def cancel(self, state: State, *, reason: str = "cancelled") -> Step:
@@ -200,8 +207,9 @@ class Interpreter:
         self.parent_session_id = parent
         self.invokeid = invokeid
         self.configuration: set[int] = set()
+        self._atomics = None
         self.statesToInvoke: set[int] = set()
-        self.internal_queue: list[dict[str, Any]] = []
+        self.internal_queue: list[Event] = []
         self.historyValue: dict[int, tuple[int, ...]] = {}
         self.invocations: list[Invocation] = []
         self.running = False
@@ -229,16 +237,18 @@ class Interpreter:
         self.parent_session_id = state.parent_session_id
         self.invokeid = state.invokeid
         self.configuration = set(state.configuration)
+        self._atomics = None
         dm.configuration_changed()
         self.statesToInvoke = set()
-        self.internal_queue = list(state.internal_queue)
+        self.internal_queue = [Event.from_dict(e) for e in state.internal_queue]
         self.historyValue = dict(state.history)
         self.invocations = list(state.invocations)
         self.running = state.running
         self.outcome = state.outcome
         self.bound = set(state.bound)
         c = state.counters
-        self.counters = Counters(c.send, c.invoke, c.ordinal, c.macrostep + 1, c.microstep, c.round)
+        self.n_send, self.n_invoke, self.n_ordinal = c.send, c.invoke, c.ordinal
+        self.n_macrostep, self.n_microstep, self.n_round = c.macrostep + 1, c.microstep, c.round
         self.effects = []
         self.rounds_this_macrostep = 0
         self._previous_snapshot = state.datamodel_json
@@ -262,43 +272,28 @@ class Interpreter:
         index = self.chart.ids.get(state_id)
         return index is not None and index in self.configuration
 
-    def _bump(self, **deltas: int) -> Counters:
-        c = self.counters
-        self.counters = Counters(
-            c.send + deltas.get("send", 0),
-            c.invoke + deltas.get("invoke", 0),
-            c.ordinal + deltas.get("ordinal", 0),
-            c.macrostep,
-            c.microstep + deltas.get("microstep", 0),
-            c.round + deltas.get("round", 0),
-        )
-        return self.counters
-
     def _emit(self, kind: str, **data: Any) -> None:
-        c = self.counters
-        self.effects.append(Effect(kind, data, c.macrostep, c.microstep, c.round))
-
-    def _trace(self, kind: str, **data: Any) -> None:
-        if self.tracing:
-            self._emit(kind, **data)
+        self.effects.append(Effect(kind, data, self.n_macrostep, self.n_microstep, self.n_round))
 
     def _ids(self, indexes: Iterable[int]) -> list[str]:
         return [self.states[i].id for i in indexes]
 
     def _set_event(self, event: Event) -> None:
+        if not self._uses_event:
+            return
         self.dm.set_event({
             "name": event.name,
             "type": event.type,
-            "sendid": event.sendid if event.sendid is not None else tagged_undefined(),
-            "origin": event.origin if event.origin is not None else tagged_undefined(),
-            "origintype": event.origintype if event.origintype is not None else tagged_undefined(),
-            "invokeid": event.invokeid if event.invokeid is not None else tagged_undefined(),
-            "data": tagged(event.data) if event.data is not None else tagged_undefined(),
+            "sendid": event.sendid,
+            "origin": event.origin,
+            "origintype": event.origintype,
+            "invokeid": event.invokeid,
+            "data": tagged(event.data),
         })
 
     def _raise_error(self, name: str, message: str, sendid: str | None = None) -> None:
         self.internal_queue.append(Event(name, PLATFORM, {"message": message},
-                                         sendid=sendid).to_dict())
+                                         sendid=sendid))
 
     # ==== the main loop (spec: mainEventLoop), split at the external-queue wait ===============
 
@@ -308,11 +303,12 @@ class Interpreter:
         if not enabled:
             if not self.internal_queue:
                 return False
-            event = Event.from_dict(self.internal_queue.pop(0))
-            self._trace(fx.TRACE_EVENT, event=event.to_dict())
+            event = self.internal_queue.pop(0)
+            if self.tracing:
+                self._emit(fx.TRACE_EVENT, event=event.to_dict())
             self._set_event(event)
             enabled = self.selectTransitions(event)
-        self._bump(round=1)
+        self.n_round += 1
         self.rounds_this_macrostep += 1
         if enabled:
             self.microstep(enabled)
@@ -348,19 +344,20 @@ class Interpreter:
         snapshot = self.dm.snapshot()
         if snapshot != self._previous_snapshot:
             self._emit(fx.DATAMODEL_CHANGE, datamodel=json.loads(snapshot))
-        if self.running:
-            self._trace(fx.TRACE_STABLE, configuration=self._ids(sorted(self.configuration)))
+        if self.running and self.tracing:
+            self._emit(fx.TRACE_STABLE, configuration=self._ids(sorted(self.configuration)))
         state = State(
             session_id=self.session_id,
             name=self.name,
             configuration=tuple(sorted(self.configuration)),
-            internal_queue=tuple(self.internal_queue),
+            internal_queue=tuple(e.to_dict() for e in self.internal_queue),
             history=dict(self.historyValue),
             datamodel_json=snapshot,
             invocations=tuple(self.invocations),
             running=self.running,
             bound=tuple(sorted(self.bound)),
-            counters=self.counters,
+            counters=Counters(self.n_send, self.n_invoke, self.n_ordinal, self.n_macrostep,
+                              self.n_microstep, self.n_round),
             parent_session_id=self.parent_session_id,
             invokeid=self.invokeid,
             outcome=self.outcome,
@@ -384,6 +381,7 @@ class Interpreter:
             for inv in node.invokes:
                 self.cancelInvoke(inv)
             self.configuration.discard(s)
+            self._atomics = None
             self.dm.configuration_changed()
             if node.kind == Kind.FINAL and node.parent == 0:
                 final_child = node
@@ -401,15 +399,20 @@ class Interpreter:
         self._emit(fx.DONE, final=final.id, donedata=donedata, donedata_error=failed,
                    reason=self.outcome)
 
+    def _atomic_states(self) -> list[int]:
+        atomics = self._atomics
+        if atomics is None:
+            is_atomic = self._is_atomic
+            atomics = self._atomics = sorted(s for s in self.configuration if is_atomic[s])
+        return atomics
+
     def selectEventlessTransitions(self) -> list[Transition]:
         enabled: list[Transition] = []
         eventless = self._eventless
-        for state in sorted(self.configuration):
-            node = self.states[state]
-            if not node.is_atomic:
-                continue
+        for state in self._atomic_states():
             candidates = eventless.get(state)
             if candidates is None:
+                node = self.states[state]
                 candidates = eventless[state] = tuple(
                     t for s in (state, *node.ancestors) for t in self.states[s].transitions
                     if t.eventless
@@ -427,12 +430,10 @@ class Interpreter:
         per_state = self._select_cache.get(event.name)
         if per_state is None:
             per_state = self._select_cache[event.name] = {}
-        for state in sorted(self.configuration):
-            node = self.states[state]
-            if not node.is_atomic:
-                continue
+        for state in self._atomic_states():
             candidates = per_state.get(state)
             if candidates is None:
+                node = self.states[state]
                 candidates = per_state[state] = tuple(
                     t for s in (state, *node.ancestors) for t in self.states[s].transitions
                     if not t.eventless and self.nameMatch(t, event)
@@ -488,10 +489,11 @@ class Interpreter:
         return filtered
 
     def microstep(self, enabled: list[Transition]) -> None:
-        self._bump(microstep=1)
-        self._trace(fx.TRACE_TRANSITIONS, transitions=[
-            {"index": t.index, "source": self.states[t.source].id, "event": t.event_text,
-             "targets": self._ids(t.targets)} for t in enabled])
+        self.n_microstep += 1
+        if self.tracing:
+            self._emit(fx.TRACE_TRANSITIONS, transitions=[
+                {"index": t.index, "source": self.states[t.source].id, "event": t.event_text,
+                 "targets": self._ids(t.targets)} for t in enabled])
         self.exitStates(enabled)
         self.executeTransitionContent(enabled)
         self.enterStates(enabled)
@@ -501,7 +503,8 @@ class Interpreter:
         for s in statesToExit:
             self.statesToInvoke.discard(s)
         ordered = sorted(statesToExit, reverse=True)
-        self._trace(fx.TRACE_EXIT, states=self._ids(ordered))
+        if self.tracing:
+            self._emit(fx.TRACE_EXIT, states=self._ids(ordered))
         for s in ordered:
             node = self.states[s]
             for h in node.history:
@@ -521,6 +524,7 @@ class Interpreter:
             for inv in node.invokes:
                 self.cancelInvoke(inv)
             self.configuration.discard(s)
+            self._atomics = None
             self.dm.configuration_changed()
 
     def computeExitSet(self, transitions: list[Transition]) -> set[int]:
@@ -546,10 +550,12 @@ class Interpreter:
         defaultHistoryContent: dict[int, Block] = {}
         self.computeEntrySet(enabled, statesToEnter, statesForDefaultEntry, defaultHistoryContent)
         ordered = sorted(statesToEnter)
-        self._trace(fx.TRACE_ENTRY, states=self._ids(ordered))
+        if self.tracing:
+            self._emit(fx.TRACE_ENTRY, states=self._ids(ordered))
         for s in ordered:
             node = self.states[s]
             self.configuration.add(s)
+            self._atomics = None
             self.dm.configuration_changed()
             self.statesToInvoke.add(s)
             if s not in self.bound:
@@ -568,14 +574,14 @@ class Interpreter:
                     parent = self.states[node.parent]
                     self.internal_queue.append(Event(
                         "done.state." + parent.id, INTERNAL, self._donedata(node)[0]
-                    ).to_dict())
+                    ))
                     if parent.parent >= 0:
                         grandparent = self.states[parent.parent]
                         if grandparent.kind == Kind.PARALLEL and all(
                             self.isInFinalState(c) for c in self.getChildStates(grandparent)
                         ):
                             self.internal_queue.append(
-                                Event("done.state." + grandparent.id, INTERNAL).to_dict())
+                                Event("done.state." + grandparent.id, INTERNAL))
 
     def computeEntrySet(self, transitions: list[Transition], statesToEnter: set[int],
                         statesForDefaultEntry: set[int],
@@ -775,7 +781,7 @@ class Interpreter:
             kind = type(action)
             if kind is Raise:
                 assert isinstance(action, Raise)
-                self.internal_queue.append(Event(action.event, INTERNAL).to_dict())
+                self.internal_queue.append(Event(action.event, INTERNAL))
             elif kind is Assign:
                 assert isinstance(action, Assign)
                 if action.expr is not None:
@@ -799,8 +805,8 @@ class Interpreter:
                 assert isinstance(action, Cancel)
                 sendid = (action.sendid if action.sendid is not None
                           else self._string(action.sendidexpr))
-                counters = self._bump(ordinal=1)
-                self._emit(fx.CANCEL, send_id=sendid, ordinal=counters.ordinal)
+                self.n_ordinal += 1
+                self._emit(fx.CANCEL, send_id=sendid, ordinal=self.n_ordinal)
             elif kind is Script:
                 assert isinstance(action, Script)
                 self.dm.run_script(action.script)
@@ -849,8 +855,8 @@ class Interpreter:
             data = self._content_value(action.content)
         else:
             data = self._params_value(action.params, action.namelist)
-        counters = self._bump(send=1)
-        send_id = action.id if action.id is not None else f"send_{counters.send}"
+        self.n_send += 1
+        send_id = action.id if action.id is not None else f"send_{self.n_send}"
         if action.idlocation is not None:
             dm.assign_value(action.idlocation, send_id)
         author_id = action.id is not None or action.idlocation is not None
@@ -869,15 +875,15 @@ class Interpreter:
         if resolved["kind"] == "internal" and delay_ms <= 0:
             self.internal_queue.append(Event(name, INTERNAL, data, sendid=event.sendid,
                                              origin=origin,
-                                             origintype=SCXML_PROCESSOR).to_dict())
+                                             origintype=SCXML_PROCESSOR))
             return
         if resolved["kind"] == "parent":
             event = Event(name, EXTERNAL, data, sendid=event.sendid, origin=origin,
                           origintype=SCXML_PROCESSOR, invokeid=self.invokeid)
         if delay_ms > 0:
-            counters = self._bump(ordinal=1)
+            self.n_ordinal += 1
             self._emit(fx.SEND_DELAYED, target=resolved, event=event.to_dict(), send_id=send_id,
-                       delay_ms=delay_ms, ordinal=counters.ordinal,
+                       delay_ms=delay_ms, ordinal=self.n_ordinal,
                        content_index=action.content_index, owner=block.owner,
                        id_from_author=action.id is not None)
         else:
@@ -930,8 +936,8 @@ class Interpreter:
             if inv.id is not None:
                 invokeid = inv.id
             else:
-                counters = self._bump(invoke=1)
-                invokeid = f"{node.id}.{counters.invoke}"
+                self.n_invoke += 1
+                invokeid = f"{node.id}.{self.n_invoke}"
                 if inv.idlocation is not None:
                     self.dm.assign_value(inv.idlocation, invokeid)
             content = self._content_value(inv.content) if inv.content is not None else None
@@ -956,6 +962,3 @@ class Interpreter:
         if inv.finalize.actions:
             self.executeContent(inv.finalize)
 
-
-def tagged_undefined() -> dict[str, str]:
-    return {"$sc": "undefined"}

@@ -140,7 +140,7 @@ class Block:
 # ---- structure -----------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class Transition:
     index: int  # document order over the whole chart
     source: int
@@ -191,7 +191,7 @@ class Invoke:
     line: int = 0
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class StateNode:
     index: int
     id: str
@@ -225,7 +225,7 @@ class StateNode:
         return self.kind in (Kind.HISTORY_SHALLOW, Kind.HISTORY_DEEP)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class Chart:
     """A validated, compiled chart. Share it freely: it is never mutated after compile."""
 

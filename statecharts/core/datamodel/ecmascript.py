@@ -9,6 +9,7 @@ functions once per context and cached by expression index.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from importlib import resources
 from typing import Any
@@ -21,6 +22,14 @@ from statecharts.core.model import Data, Expr
 
 _PRELUDE = resources.files("statecharts.core.datamodel").joinpath("sandbox.js").read_text()
 _JS_ERRORS = (quickjs.JSException, quickjs.StackOverflow)
+
+# An expression that cannot change the datamodel: no assignment, ++/--, delete, new, or call
+# other than In(). Evaluating one leaves the last snapshot valid, so it need not be retaken.
+_IMPURE = re.compile(r"(?<![=!<>])=(?!=)|\+\+|--|\bdelete\b|\bnew\b|(?<!\bIn)\s*\(")
+
+
+def _is_pure(source: str) -> bool:
+    return _IMPURE.search(source) is None
 
 
 class EcmascriptDatamodel(Datamodel):
@@ -38,17 +47,23 @@ class EcmascriptDatamodel(Datamodel):
         self._active_ids: Callable[[], list[str]] = list
         self._set_configuration: Any = None
         self._configuration_dirty = True
+        self._pending_event: tuple[Any, ...] | None = None
+        self._dirty = True  # the datamodel may differ from self._last_snapshot
+        self._keys_dirty = True  # a new global may exist: the snapshot must look for it
+        self._last_snapshot = "{}"
+        self._pure: dict[int, bool] = {}
         self._call_js("prelude", lambda: self.context.eval(_PRELUDE))
         self._values: dict[int, Any] = {}
         self._conds: dict[int, Any] = {}
         self._assigns: dict[tuple[int, int], Any] = {}
         self._setters: dict[int, Any] = {}
         self._sc = self.context.get("__sc")
-        self._set_event = self.context.eval("(function (t) { __sc.setEvent(t); })")
+        self._set_event = self.context.eval(
+            "(function (n, t, s, o, ot, i, d) { __sc.setEvent(n, t, s, o, ot, i, d); })")
         self._declare = self.context.eval("(function (n, t) { __sc.declare(n, t); })")
         self._loop_begin = self.context.eval("(function (f) { return __sc.loopBegin(f()); })")
         self._loop_end = self.context.eval("(function () { __sc.loopEnd(); })")
-        self._snapshot = self.context.eval("(function () { return __sc.snapshot(); })")
+        self._snapshot = self.context.eval("(function (r) { return __sc.snapshot(r); })")
         self._restore = self.context.eval("(function (t) { __sc.restore(t); })")
         self._is_identifier = self.context.eval("(function (n) { return __sc.isIdentifier(n); })")
 
@@ -61,6 +76,9 @@ class EcmascriptDatamodel(Datamodel):
         if self._configuration_dirty and self._set_configuration is not None:
             self._configuration_dirty = False
             self._set_configuration(" ".join(self._active_ids()))
+        if self._pending_event is not None:
+            pending, self._pending_event = self._pending_event, None
+            self._set_event(*pending)
         try:
             return call()
         except _JS_ERRORS as exc:
@@ -105,14 +123,17 @@ class EcmascriptDatamodel(Datamodel):
         install(session_id, name, json.dumps(ioprocessors))
 
     def declare(self, data: Data, *, bind: bool) -> None:
+        self._dirty = self._keys_dirty = True
         self._declare(data.id, None)
         if bind:
             self.bind(data)
 
     def declare_value(self, name: str, value: Any) -> None:
+        self._dirty = self._keys_dirty = True
         self._declare(name, json.dumps(value))
 
     def bind(self, data: Data) -> None:
+        self._dirty = self._keys_dirty = True
         if data.expr is not None:
             value_fn = self._compile(
                 self._values, ("data", data.expr.index),
@@ -126,9 +147,23 @@ class EcmascriptDatamodel(Datamodel):
             raise DatamodelError(f"<data id={data.id!r}> could not load {data.src!r}")
 
     def set_event(self, event: dict[str, Any]) -> None:
-        self._set_event(json.dumps(event))
+        # Pushed into the sandbox lazily, just before the next evaluation that could read it.
+        data = event["data"]
+        self._pending_event = (
+            event["name"], event["type"], event["sendid"], event["origin"],
+            event["origintype"], event["invokeid"],
+            None if data is None else json.dumps(data),
+        )
+
+    def _mark(self, expr: Expr) -> None:
+        pure = self._pure.get(expr.index)
+        if pure is None:
+            pure = self._pure[expr.index] = _is_pure(expr.source)
+        if not pure:
+            self._dirty = self._keys_dirty = True
 
     def evaluate(self, expr: Expr) -> Any:
+        self._mark(expr)
         function = self._compile(
             self._values, expr.index,
             f"(function () {{ const r = ({_js(expr)}\n); return (r === null || typeof r === "
@@ -139,6 +174,7 @@ class EcmascriptDatamodel(Datamodel):
         return self._from_js(self._call_js(f"expression {expr.source!r}", function))
 
     def evaluate_cond(self, expr: Expr) -> bool:
+        self._mark(expr)
         function = self._compile(
             self._conds, expr.index, f"(function () {{ return !!({_js(expr)}\n); }})",
             f"condition {expr.source!r}",
@@ -146,6 +182,7 @@ class EcmascriptDatamodel(Datamodel):
         return bool(self._call_js(f"condition {expr.source!r}", function))
 
     def assign(self, location: Expr, expr: Expr) -> None:
+        self._dirty = True
         self._check_location(location)
         function = self._compile(
             self._assigns, (location.index, expr.index),
@@ -155,6 +192,7 @@ class EcmascriptDatamodel(Datamodel):
         self._call_js(f"<assign location={location.source!r}>", function)
 
     def assign_value(self, location: Expr, value: Any) -> None:
+        self._dirty = True
         self._check_location(location)
         function = self._compile(
             self._setters, location.index,
@@ -170,10 +208,12 @@ class EcmascriptDatamodel(Datamodel):
             raise DatamodelError(f"{source!r} is a read-only system variable")
 
     def run_script(self, script: Expr) -> None:
+        self._dirty = self._keys_dirty = True
         self._call_js("<script>", lambda: self.context.eval(script.source))
 
     def foreach(self, array: Expr, item: Expr, index: Expr | None,
                 body: Callable[[], bool]) -> None:
+        self._dirty = self._keys_dirty = True
         for name in (item, index):
             if name is not None and not self._is_identifier(name.source):
                 raise DatamodelError(f"<foreach> {name.source!r} is not a legal variable name")
@@ -198,10 +238,17 @@ class EcmascriptDatamodel(Datamodel):
             self._loop_end()
 
     def snapshot(self) -> str:
-        return str(self._call_js("snapshot", self._snapshot))
+        if self._dirty:
+            refresh, self._keys_dirty = self._keys_dirty, False
+            self._last_snapshot = str(self._call_js("snapshot", lambda: self._snapshot(refresh)))
+            self._dirty = False
+        return self._last_snapshot
 
     def restore(self, snapshot: str) -> None:
         self._call_js("restore", lambda: self._restore(snapshot))
+        self._last_snapshot = snapshot
+        self._dirty = False
+        self._keys_dirty = True
 
     def close(self) -> None:
         self._values.clear()

@@ -183,12 +183,37 @@
       const byPath = new Map(); const refs = [];
       return link(decode(JSON.parse(text), [], byPath, refs), refs, byPath);
     },
-    snapshot() {
+    userKeys: [],
+    snapshot(refreshKeys) {
+      // Object.keys(globalThis) is slow in QuickJS; the Python side asks for a refresh only
+      // after something that can create a global (a script, a sloppy expression, a declare).
+      if (refreshKeys) sc.userKeys = Object.keys(g).filter((k) => !SYSTEM.has(k) && !sc.baseline.has(k));
+      const keys = sc.userKeys;
+      // Fast path: plain JSON trees (no undefined, functions, NaN, cycles or sharing).
+      const seen = new Set();
+      let plain = true;
+      const check = (v) => {
+        switch (typeof v) {
+          case "string": case "boolean": return true;
+          case "number": return Number.isFinite(v);
+          case "object":
+            if (v === null) return true;
+            if (seen.has(v)) return false;
+            seen.add(v);
+            if (Array.isArray(v)) { for (let i = 0; i < v.length; i++) if (!(i in v) || !check(v[i])) return false; return true; }
+            if (!isPlain(v) || Object.prototype.hasOwnProperty.call(v, TAG)) return false;
+            for (const k in v) if (!check(v[k])) return false;
+            return true;
+          default: return false;
+        }
+      };
+      for (const key of keys) if (!check(g[key])) { plain = false; break; }
       const out = {};
-      const seen = new Map();
-      for (const key of Object.keys(g)) {
-        if (SYSTEM.has(key) || sc.baseline.has(key)) continue;
-        out[key] = encode(g[key], [key], seen);
+      if (plain) {
+        for (const key of keys) out[key] = g[key];
+      } else {
+        const encoded = new Map();
+        for (const key of keys) out[key] = encode(g[key], [key], encoded);
       }
       return JSON.stringify(out);
     },
@@ -201,7 +226,14 @@
       for (const key of Object.keys(decoded)) g[key] = decoded[key];
     },
     declare(name, text) { g[name] = text == null ? undefined : sc.decodeValue(text); },
-    setEvent(text) { currentEvent = sc.decodeValue(text); },
+    setEvent(name, type, sendid, origin, origintype, invokeid, data) {
+      const field = (v) => (v === null ? undefined : v);
+      currentEvent = {
+        name: name, type: type, sendid: field(sendid), origin: field(origin),
+        origintype: field(origintype), invokeid: field(invokeid),
+        data: data === null ? undefined : sc.decodeValue(data),
+      };
+    },
     setConfiguration(ids) { configuration = new Set(ids.split(" ")); },
     isActive(id) { return configuration.has(String(id)); },
     isIdentifier(name) {
