@@ -34,7 +34,9 @@ def database_from_url(url: str | None, *, default_sqlite: Path) -> dict[str, Any
             "PORT": str(parts.port or ""),
             "OPTIONS": options,
         }
-    raise DatabaseURLError(f"DATABASE_URL scheme {parts.scheme!r} is not supported (sqlite, postgres)")
+    raise DatabaseURLError(
+        f"DATABASE_URL scheme {parts.scheme!r} is not supported (sqlite, postgres)"
+    )
 
 
 def _sqlite(name: str) -> dict[str, Any]:

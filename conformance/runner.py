@@ -24,9 +24,32 @@ from statecharts.drivers.memory import MemoryDriver
 DEFAULT_SUITE = Path(__file__).resolve().parent.parent.parent / "shared" / "w3c"
 # Optional tests that need the Basic HTTP Event I/O Processor: a later issue; reported as
 # pending. (Mandatory tests in this numeric range, e.g. 525 or 530, do not need it and run.)
-HTTP_TESTS = frozenset({"201", "509", "510", "518", "519", "520", "521", "522", "523", "524",
-                        "525", "526", "527", "528", "529", "530", "531", "532", "533", "534",
-                        "567", "577"})
+HTTP_TESTS = frozenset(
+    {
+        "201",
+        "509",
+        "510",
+        "518",
+        "519",
+        "520",
+        "521",
+        "522",
+        "523",
+        "524",
+        "525",
+        "526",
+        "527",
+        "528",
+        "529",
+        "530",
+        "531",
+        "532",
+        "533",
+        "534",
+        "567",
+        "577",
+    }
+)
 MAX_VIRTUAL_MS = 10 * 60 * 1000  # documents wait at most 30 s of document time
 
 
@@ -70,8 +93,14 @@ def load_cases(suite: Path) -> tuple[list[Case], list[str]]:
         for start in test.iter("start"):
             uri = start.get("uri", "")
             stem = Path(uri).stem  # test403a
-            cases.append(Case(stem.removeprefix("test"), test_id, test.get("conformance", ""),
-                              suite / "scxml" / f"{stem}.scxml"))
+            cases.append(
+                Case(
+                    stem.removeprefix("test"),
+                    test_id,
+                    test.get("conformance", ""),
+                    suite / "scxml" / f"{stem}.scxml",
+                )
+            )
     return cases, pending
 
 
@@ -90,8 +119,9 @@ def run_case(case: Case) -> Outcome:
     except StatechartError as exc:
         return Outcome(case, False, f"{type(exc).__name__}: {exc}", time.perf_counter() - started)
     except Exception as exc:  # a crash is a failure of this test, reported, not fatal
-        return Outcome(case, False, f"crash: {type(exc).__name__}: {exc}",
-                       time.perf_counter() - started)
+        return Outcome(
+            case, False, f"crash: {type(exc).__name__}: {exc}", time.perf_counter() - started
+        )
     seconds = time.perf_counter() - started
     if session.final == "pass":
         return Outcome(case, True, "pass", seconds)
@@ -114,12 +144,16 @@ def report(outcomes: list[Outcome], pending: list[str]) -> dict[str, object]:
         chosen = [o for o in outcomes if o.case.conformance == level]
         result[level] = {
             "passed": sorted((o.case.test_id for o in chosen if o.passed), key=_key),
-            "failed": {o.case.test_id: o.reason
-                       for o in sorted(chosen, key=lambda o: _key(o.case.test_id))
-                       if not o.passed},
+            "failed": {
+                o.case.test_id: o.reason
+                for o in sorted(chosen, key=lambda o: _key(o.case.test_id))
+                if not o.passed
+            },
         }
-    result["pending"] = {"reason": "needs the Basic HTTP Event I/O Processor (later issue)",
-                         "tests": sorted(pending, key=_key)}
+    result["pending"] = {
+        "reason": "needs the Basic HTTP Event I/O Processor (later issue)",
+        "tests": sorted(pending, key=_key),
+    }
     return result
 
 

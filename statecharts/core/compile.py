@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+
 from lxml import etree
 
 from statecharts.core.delays import parse_delay
@@ -73,8 +74,10 @@ class _Compiler:
 
     def kids(self, element: etree._Element, *names: str) -> list[etree._Element]:
         return [
-            c for c in element
-            if isinstance(c.tag, str) and namespace(c) == self.ns
+            c
+            for c in element
+            if isinstance(c.tag, str)
+            and namespace(c) == self.ns
             and (not names or local_name(c) in names)
         ]
 
@@ -110,8 +113,15 @@ class _Compiler:
             kind = _KINDS[name]
         state_id = element.get("id") or f"__generated_{name}_{index}"
         line, column = self.pos(element)
-        node = StateNode(index=index, id=state_id, kind=kind, parent=parent, line=line,
-                         column=column, depth=depth)
+        node = StateNode(
+            index=index,
+            id=state_id,
+            kind=kind,
+            parent=parent,
+            line=line,
+            column=column,
+            depth=depth,
+        )
         self.states.append(node)
         self.elements.append(element)
         if index != 0:
@@ -121,9 +131,10 @@ class _Compiler:
             children.append(len(self.states))
             self._number(child, index, depth + 1)
         node.children = tuple(children)
-        if kind == Kind.ATOMIC and any(self.states[c].kind != Kind.HISTORY_SHALLOW
-                                       and self.states[c].kind != Kind.HISTORY_DEEP
-                                       for c in children):
+        if kind == Kind.ATOMIC and any(
+            self.states[c].kind != Kind.HISTORY_SHALLOW and self.states[c].kind != Kind.HISTORY_DEEP
+            for c in children
+        ):
             node.kind = Kind.COMPOUND
         node.history = tuple(c for c in children if self.states[c].is_history)
         ancestors = []
@@ -141,10 +152,12 @@ class _Compiler:
             self._transition(t, node.index) for t in self.kids(element, "transition")
         )
         node.onentry = tuple(
-            self._block(b, f"onentry:{node.id}:{i}") for i, b in enumerate(self.kids(element, "onentry"))
+            self._block(b, f"onentry:{node.id}:{i}")
+            for i, b in enumerate(self.kids(element, "onentry"))
         )
         node.onexit = tuple(
-            self._block(b, f"onexit:{node.id}:{i}") for i, b in enumerate(self.kids(element, "onexit"))
+            self._block(b, f"onexit:{node.id}:{i}")
+            for i, b in enumerate(self.kids(element, "onexit"))
         )
         node.datas = tuple(
             self._data(d) for dm in self.kids(element, "datamodel") for d in self.kids(dm, "data")
@@ -174,12 +187,25 @@ class _Compiler:
                 return self._synthetic(node.index, (child,), element)
         return None
 
-    def _synthetic(self, source: int, targets: tuple[int, ...], element: etree._Element) -> Transition:
+    def _synthetic(
+        self, source: int, targets: tuple[int, ...], element: etree._Element
+    ) -> Transition:
         line, _ = self.pos(element)
-        return Transition(index=-1, source=source, events=(), event_text=None, cond=None,
-                          targets=targets, internal=False, body=Block("initial", ()), line=line)
+        return Transition(
+            index=-1,
+            source=source,
+            events=(),
+            event_text=None,
+            cond=None,
+            targets=targets,
+            internal=False,
+            body=Block("initial", ()),
+            line=line,
+        )
 
-    def _transition(self, element: etree._Element, source: int, *, register: bool = True) -> Transition:
+    def _transition(
+        self, element: etree._Element, source: int, *, register: bool = True
+    ) -> Transition:
         event_text = element.get("event")
         events = tuple(split_descriptor(t) for t in event_text.split()) if event_text else ()
         targets = tuple(self.ids[t] for t in (element.get("target") or "").split() if t in self.ids)
@@ -193,8 +219,9 @@ class _Compiler:
             cond=self.expr(element, "cond"),
             targets=targets,
             internal=element.get("type") == "internal",
-            body=self._block(element, f"transition:{index}" if register else
-                             f"initial:{self.states[source].id}"),
+            body=self._block(
+                element, f"transition:{index}" if register else f"initial:{self.states[source].id}"
+            ),
             line=line,
         )
         if register:
@@ -215,8 +242,11 @@ class _Compiler:
     def _invoke(self, element: etree._Element, node: StateNode) -> Invoke:
         line, _ = self.pos(element)
         finalizes = self.kids(element, "finalize")
-        finalize = (self._block(finalizes[0], f"finalize:{node.id}:{len(self.invokes)}")
-                    if finalizes else Block("finalize", ()))
+        finalize = (
+            self._block(finalizes[0], f"finalize:{node.id}:{len(self.invokes)}")
+            if finalizes
+            else Block("finalize", ())
+        )
         invoke = Invoke(
             index=len(self.invokes),
             state=node.index,
@@ -243,8 +273,7 @@ class _Compiler:
 
     def _actions(self, element: etree._Element) -> tuple[Action, ...]:
         return tuple(
-            self._action(c) for c in self.kids(element)
-            if local_name(c) not in ("elseif", "else")
+            self._action(c) for c in self.kids(element) if local_name(c) not in ("elseif", "else")
         )
 
     def _action(self, element: etree._Element) -> Action:
@@ -263,7 +292,11 @@ class _Compiler:
             return Assign(index, line, location, self.expr(element, "expr"), body, has_body)
         if name == "script":
             src = element.get("src")
-            text = (self.resolve(src, element, fatal=True) or "") if src is not None else (element.text or "")
+            text = (
+                (self.resolve(src, element, fatal=True) or "")
+                if src is not None
+                else (element.text or "")
+            )
             return Script(index, line, self.make_expr(text, element))
         if name == "if":
             branches: list[tuple[Expr | None, tuple[Action, ...]]] = []
@@ -283,12 +316,14 @@ class _Compiler:
             array = self.expr(element, "array")
             item = self.expr(element, "item")
             assert array is not None and item is not None
-            return Foreach(index, line, array, item, self.expr(element, "index"),
-                           self._actions(element))
+            return Foreach(
+                index, line, array, item, self.expr(element, "index"), self._actions(element)
+            )
         if name == "send":
             delay = element.get("delay")
             return Send(
-                index, line,
+                index,
+                line,
                 event=element.get("event"),
                 eventexpr=self.expr(element, "eventexpr"),
                 target=element.get("target"),
@@ -375,5 +410,6 @@ def load_chart(
 
 def load_chart_file(path: str | Path, *, resolver: Resolver = default_resolver) -> Chart:
     path = Path(path)
-    return load_chart(path.read_bytes(), base_path=path.parent, resolver=resolver,
-                      source_name=str(path))
+    return load_chart(
+        path.read_bytes(), base_path=path.parent, resolver=resolver, source_name=str(path)
+    )

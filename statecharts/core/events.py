@@ -64,7 +64,7 @@ def descriptor_matches(descriptor: tuple[str, ...], event_parts: tuple[str, ...]
 
 
 def split_descriptor(text: str) -> tuple[str, ...]:
-    """``"a.b.*"`` and ``"a.b."`` and ``"a.b"`` all become ``("a", "b")``; ``"*"`` becomes ``()``."""
+    """``"a.b.*"``, ``"a.b."`` and ``"a.b"`` become ``("a", "b")``; ``"*"`` becomes ``()``."""
     if text in ("*", ".*"):
         return ()
     parts = [p for p in text.split(".")]

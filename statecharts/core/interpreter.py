@@ -10,6 +10,7 @@ so results never depend on which states were seen before.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -52,8 +53,9 @@ from statecharts.core.state import Counters, Invocation, State
 
 DEFAULT_ROUND_BUDGET = 10_000
 SCXML_TYPES = frozenset({SCXML_PROCESSOR, SCXML_PROCESSOR_SHORT})
-INVOKE_SCXML_TYPES = frozenset({"scxml", "http://www.w3.org/TR/scxml/",
-                                "http://www.w3.org/TR/scxml"})
+INVOKE_SCXML_TYPES = frozenset(
+    {"scxml", "http://www.w3.org/TR/scxml/", "http://www.w3.org/TR/scxml"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +104,8 @@ class Interpreter:
         self._atomics: list[int] | None = None  # atomic active states, doc order; None = stale
         # _event is only pushed into the datamodel when some code of the chart mentions it.
         self._uses_event = chart.datamodel != "null" and any(
-            "_event" in e.source for e in chart.expressions)
+            "_event" in e.source for e in chart.expressions
+        )
 
     # ==== entry points =========================================================================
 
@@ -128,8 +131,9 @@ class Interpreter:
             self.bound = set(range(len(self.states)))
         else:
             for node in self.states:
-                self._initialize_data(node, bind=node.index == 0,
-                                      overrides=data if node.index == 0 else None)
+                self._initialize_data(
+                    node, bind=node.index == 0, overrides=data if node.index == 0 else None
+                )
             self.bound = {0}
         self.running = True
         if chart.script is not None:
@@ -161,7 +165,7 @@ class Interpreter:
         return self._finish_macrostep()
 
     def deliver_internal(self, state: State, event: Event) -> Step:
-        """Put ``event`` on the internal queue and run a macrostep (a delayed ``#_internal`` send)."""
+        """Put ``event`` on the internal queue and run a macrostep (delayed ``#_internal``)."""
         if not state.running:
             raise NotRunningError(f"session {state.session_id} is no longer running")
         self._begin(state)
@@ -178,7 +182,7 @@ class Interpreter:
         return self._finish_macrostep(stopping=True)
 
     def macrostep(self, state: State, event: Event | None = None) -> Step:
-        """Fold to quiescence: with an event, ``handle_event``; without, drain the internal queue."""
+        """Fold to quiescence: with an event, ``handle_event``; else drain the internal queue."""
         if event is not None:
             return self.handle_event(state, event)
         if not state.running:
@@ -255,8 +259,13 @@ class Interpreter:
 
     def _new_datamodel(self, name: str | None = None) -> Datamodel:
         dm = create_datamodel(self.chart.datamodel, self.limits)
-        dm.bind_system(self.session_id, name if name is not None else self.chart.name,
-                       ioprocessors(self.session_id), self._in_state, self._active_ids)
+        dm.bind_system(
+            self.session_id,
+            name if name is not None else self.chart.name,
+            ioprocessors(self.session_id),
+            self._in_state,
+            self._active_ids,
+        )
         return dm
 
     def _discard_live(self) -> None:
@@ -281,19 +290,20 @@ class Interpreter:
     def _set_event(self, event: Event) -> None:
         if not self._uses_event:
             return
-        self.dm.set_event({
-            "name": event.name,
-            "type": event.type,
-            "sendid": event.sendid,
-            "origin": event.origin,
-            "origintype": event.origintype,
-            "invokeid": event.invokeid,
-            "data": tagged(event.data),
-        })
+        self.dm.set_event(
+            {
+                "name": event.name,
+                "type": event.type,
+                "sendid": event.sendid,
+                "origin": event.origin,
+                "origintype": event.origintype,
+                "invokeid": event.invokeid,
+                "data": tagged(event.data),
+            }
+        )
 
     def _raise_error(self, name: str, message: str, sendid: str | None = None) -> None:
-        self.internal_queue.append(Event(name, PLATFORM, {"message": message},
-                                         sendid=sendid))
+        self.internal_queue.append(Event(name, PLATFORM, {"message": message}, sendid=sendid))
 
     # ==== the main loop (spec: mainEventLoop), split at the external-queue wait ===============
 
@@ -314,8 +324,9 @@ class Interpreter:
             self.microstep(enabled)
         return True
 
-    def _finish_macrostep(self, *, initial: bool = False, stopping: bool = False,
-                          dequeued: bool = True) -> Step:
+    def _finish_macrostep(
+        self, *, initial: bool = False, stopping: bool = False, dequeued: bool = True
+    ) -> Step:
         while self.running:
             while self.running and self._one_round():
                 if self.rounds_this_macrostep >= self.round_budget:
@@ -356,8 +367,14 @@ class Interpreter:
             invocations=tuple(self.invocations),
             running=self.running,
             bound=tuple(sorted(self.bound)),
-            counters=Counters(self.n_send, self.n_invoke, self.n_ordinal, self.n_macrostep,
-                              self.n_microstep, self.n_round),
+            counters=Counters(
+                self.n_send,
+                self.n_invoke,
+                self.n_ordinal,
+                self.n_macrostep,
+                self.n_microstep,
+                self.n_round,
+            ),
             parent_session_id=self.parent_session_id,
             invokeid=self.invokeid,
             outcome=self.outcome,
@@ -391,13 +408,15 @@ class Interpreter:
             self.returnDoneEvent(final_child)
         else:
             self.outcome = self.outcome or "cancelled"
-            self._emit(fx.DONE, final=None, donedata=None, donedata_error=False,
-                       reason=self.outcome)
+            self._emit(
+                fx.DONE, final=None, donedata=None, donedata_error=False, reason=self.outcome
+            )
 
     def returnDoneEvent(self, final: StateNode) -> None:
         donedata, failed = self._donedata(final)
-        self._emit(fx.DONE, final=final.id, donedata=donedata, donedata_error=failed,
-                   reason=self.outcome)
+        self._emit(
+            fx.DONE, final=final.id, donedata=donedata, donedata_error=failed, reason=self.outcome
+        )
 
     def _atomic_states(self) -> list[int]:
         atomics = self._atomics
@@ -414,7 +433,9 @@ class Interpreter:
             if candidates is None:
                 node = self.states[state]
                 candidates = eventless[state] = tuple(
-                    t for s in (state, *node.ancestors) for t in self.states[s].transitions
+                    t
+                    for s in (state, *node.ancestors)
+                    for t in self.states[s].transitions
                     if t.eventless
                 )
             for t in candidates:
@@ -435,7 +456,9 @@ class Interpreter:
             if candidates is None:
                 node = self.states[state]
                 candidates = per_state[state] = tuple(
-                    t for s in (state, *node.ancestors) for t in self.states[s].transitions
+                    t
+                    for s in (state, *node.ancestors)
+                    for t in self.states[s].transitions
                     if not t.eventless and self.nameMatch(t, event)
                 )
             for t in candidates:
@@ -491,9 +514,18 @@ class Interpreter:
     def microstep(self, enabled: list[Transition]) -> None:
         self.n_microstep += 1
         if self.tracing:
-            self._emit(fx.TRACE_TRANSITIONS, transitions=[
-                {"index": t.index, "source": self.states[t.source].id, "event": t.event_text,
-                 "targets": self._ids(t.targets)} for t in enabled])
+            self._emit(
+                fx.TRACE_TRANSITIONS,
+                transitions=[
+                    {
+                        "index": t.index,
+                        "source": self.states[t.source].id,
+                        "event": t.event_text,
+                        "targets": self._ids(t.targets),
+                    }
+                    for t in enabled
+                ],
+            )
         self.exitStates(enabled)
         self.executeTransitionContent(enabled)
         self.enterStates(enabled)
@@ -510,12 +542,17 @@ class Interpreter:
             for h in node.history:
                 hnode = self.states[h]
                 if hnode.kind == Kind.HISTORY_DEEP:
-                    remembered = tuple(sorted(
-                        s0 for s0 in self.configuration
-                        if self.states[s0].is_atomic and s0 in node.descendants))
+                    remembered = tuple(
+                        sorted(
+                            s0
+                            for s0 in self.configuration
+                            if self.states[s0].is_atomic and s0 in node.descendants
+                        )
+                    )
                 else:
-                    remembered = tuple(sorted(
-                        s0 for s0 in self.configuration if self.states[s0].parent == s))
+                    remembered = tuple(
+                        sorted(s0 for s0 in self.configuration if self.states[s0].parent == s)
+                    )
                 self.historyValue[h] = remembered
         for s in ordered:
             node = self.states[s]
@@ -572,89 +609,113 @@ class Interpreter:
                     self.running = False
                 else:
                     parent = self.states[node.parent]
-                    self.internal_queue.append(Event(
-                        "done.state." + parent.id, INTERNAL, self._donedata(node)[0]
-                    ))
+                    self.internal_queue.append(
+                        Event("done.state." + parent.id, INTERNAL, self._donedata(node)[0])
+                    )
                     if parent.parent >= 0:
                         grandparent = self.states[parent.parent]
                         if grandparent.kind == Kind.PARALLEL and all(
                             self.isInFinalState(c) for c in self.getChildStates(grandparent)
                         ):
                             self.internal_queue.append(
-                                Event("done.state." + grandparent.id, INTERNAL))
+                                Event("done.state." + grandparent.id, INTERNAL)
+                            )
 
-    def computeEntrySet(self, transitions: list[Transition], statesToEnter: set[int],
-                        statesForDefaultEntry: set[int],
-                        defaultHistoryContent: dict[int, Block]) -> None:
+    def computeEntrySet(
+        self,
+        transitions: list[Transition],
+        statesToEnter: set[int],
+        statesForDefaultEntry: set[int],
+        defaultHistoryContent: dict[int, Block],
+    ) -> None:
         for t in transitions:
             for s in t.targets:
-                self.addDescendantStatesToEnter(s, statesToEnter, statesForDefaultEntry,
-                                                defaultHistoryContent)
+                self.addDescendantStatesToEnter(
+                    s, statesToEnter, statesForDefaultEntry, defaultHistoryContent
+                )
             ancestor = self.getTransitionDomain(t)
             for s in self.getEffectiveTargetStates(t):
-                self.addAncestorStatesToEnter(s, ancestor, statesToEnter, statesForDefaultEntry,
-                                              defaultHistoryContent)
+                self.addAncestorStatesToEnter(
+                    s, ancestor, statesToEnter, statesForDefaultEntry, defaultHistoryContent
+                )
 
-    def addDescendantStatesToEnter(self, state: int, statesToEnter: set[int],
-                                   statesForDefaultEntry: set[int],
-                                   defaultHistoryContent: dict[int, Block]) -> None:
+    def addDescendantStatesToEnter(
+        self,
+        state: int,
+        statesToEnter: set[int],
+        statesForDefaultEntry: set[int],
+        defaultHistoryContent: dict[int, Block],
+    ) -> None:
         node = self.states[state]
         if node.is_history:
             remembered = self.historyValue.get(state)
             if remembered:
                 for s in remembered:
-                    self.addDescendantStatesToEnter(s, statesToEnter, statesForDefaultEntry,
-                                                    defaultHistoryContent)
+                    self.addDescendantStatesToEnter(
+                        s, statesToEnter, statesForDefaultEntry, defaultHistoryContent
+                    )
                 for s in remembered:
-                    self.addAncestorStatesToEnter(s, node.parent, statesToEnter,
-                                                  statesForDefaultEntry, defaultHistoryContent)
+                    self.addAncestorStatesToEnter(
+                        s, node.parent, statesToEnter, statesForDefaultEntry, defaultHistoryContent
+                    )
             else:
                 default = node.initial
                 if default is None:
                     return
                 defaultHistoryContent[node.parent] = default.body
                 for s in default.targets:
-                    self.addDescendantStatesToEnter(s, statesToEnter, statesForDefaultEntry,
-                                                    defaultHistoryContent)
+                    self.addDescendantStatesToEnter(
+                        s, statesToEnter, statesForDefaultEntry, defaultHistoryContent
+                    )
                 for s in default.targets:
-                    self.addAncestorStatesToEnter(s, node.parent, statesToEnter,
-                                                  statesForDefaultEntry, defaultHistoryContent)
+                    self.addAncestorStatesToEnter(
+                        s, node.parent, statesToEnter, statesForDefaultEntry, defaultHistoryContent
+                    )
         else:
             statesToEnter.add(state)
             if node.kind == Kind.COMPOUND:
                 statesForDefaultEntry.add(state)
                 assert node.initial is not None
                 for s in node.initial.targets:
-                    self.addDescendantStatesToEnter(s, statesToEnter, statesForDefaultEntry,
-                                                    defaultHistoryContent)
+                    self.addDescendantStatesToEnter(
+                        s, statesToEnter, statesForDefaultEntry, defaultHistoryContent
+                    )
                 for s in node.initial.targets:
-                    self.addAncestorStatesToEnter(s, state, statesToEnter, statesForDefaultEntry,
-                                                  defaultHistoryContent)
+                    self.addAncestorStatesToEnter(
+                        s, state, statesToEnter, statesForDefaultEntry, defaultHistoryContent
+                    )
             elif node.kind == Kind.PARALLEL:
                 for child in self.getChildStates(node):
                     if not any(self.isDescendant(s, child) for s in statesToEnter):
-                        self.addDescendantStatesToEnter(child, statesToEnter,
-                                                        statesForDefaultEntry,
-                                                        defaultHistoryContent)
+                        self.addDescendantStatesToEnter(
+                            child, statesToEnter, statesForDefaultEntry, defaultHistoryContent
+                        )
 
-    def addAncestorStatesToEnter(self, state: int, ancestor: int | None, statesToEnter: set[int],
-                                 statesForDefaultEntry: set[int],
-                                 defaultHistoryContent: dict[int, Block]) -> None:
+    def addAncestorStatesToEnter(
+        self,
+        state: int,
+        ancestor: int | None,
+        statesToEnter: set[int],
+        statesForDefaultEntry: set[int],
+        defaultHistoryContent: dict[int, Block],
+    ) -> None:
         for anc in self.getProperAncestors(state, ancestor):
             statesToEnter.add(anc)
             node = self.states[anc]
             if node.kind == Kind.PARALLEL:
                 for child in self.getChildStates(node):
                     if not any(self.isDescendant(s, child) for s in statesToEnter):
-                        self.addDescendantStatesToEnter(child, statesToEnter,
-                                                        statesForDefaultEntry,
-                                                        defaultHistoryContent)
+                        self.addDescendantStatesToEnter(
+                            child, statesToEnter, statesForDefaultEntry, defaultHistoryContent
+                        )
 
     def isInFinalState(self, s: int) -> bool:
         node = self.states[s]
         if node.kind == Kind.COMPOUND:
-            return any(self.states[c].kind == Kind.FINAL and c in self.configuration
-                       for c in self.getChildStates(node))
+            return any(
+                self.states[c].kind == Kind.FINAL and c in self.configuration
+                for c in self.getChildStates(node)
+            )
         if node.kind == Kind.PARALLEL:
             return all(self.isInFinalState(c) for c in self.getChildStates(node))
         return False
@@ -666,8 +727,11 @@ class Interpreter:
         tstates = self.getEffectiveTargetStates(t)
         if not tstates:
             domain = None
-        elif (t.internal and self.states[t.source].kind == Kind.COMPOUND
-              and all(self.isDescendant(s, t.source) for s in tstates)):
+        elif (
+            t.internal
+            and self.states[t.source].kind == Kind.COMPOUND
+            and all(self.isDescendant(s, t.source) for s in tstates)
+        ):
             domain = t.source
         else:
             domain = self.findLCCA([t.source, *tstates])
@@ -717,8 +781,9 @@ class Interpreter:
 
     # ==== datamodel initialisation, donedata ==================================================
 
-    def _initialize_data(self, node: StateNode, *, bind: bool,
-                         overrides: dict[str, Any] | None) -> None:
+    def _initialize_data(
+        self, node: StateNode, *, bind: bool, overrides: dict[str, Any] | None
+    ) -> None:
         for data in node.datas:
             try:
                 if overrides and data.id in overrides:
@@ -767,10 +832,8 @@ class Interpreter:
     # ==== executable content ===================================================================
 
     def executeContent(self, block: Block) -> None:
-        try:
+        with contextlib.suppress(_Stop):
             self._run_actions(block.actions, block)
-        except _Stop:
-            pass
 
     def _run_actions(self, actions: tuple[Action, ...], block: Block) -> None:
         for action in actions:
@@ -803,8 +866,9 @@ class Interpreter:
                 self.send(action, block)
             elif kind is Cancel:
                 assert isinstance(action, Cancel)
-                sendid = (action.sendid if action.sendid is not None
-                          else self._string(action.sendidexpr))
+                sendid = (
+                    action.sendid if action.sendid is not None else self._string(action.sendidexpr)
+                )
                 self.n_ordinal += 1
                 self._emit(fx.CANCEL, send_id=sendid, ordinal=self.n_ordinal)
             elif kind is Script:
@@ -838,12 +902,21 @@ class Interpreter:
     def send(self, action: Send, block: Block) -> None:
         dm = self.dm
         # Evaluate everything first: a failure sends nothing (spec 6.2, test 553).
-        name = action.event if action.event is not None else (
-            self._string(action.eventexpr) if action.eventexpr is not None else None)
-        target = action.target if action.target is not None else (
-            self._string(action.targetexpr) if action.targetexpr is not None else None)
-        send_type = action.type if action.type is not None else (
-            self._string(action.typeexpr) if action.typeexpr is not None else None)
+        name = (
+            action.event
+            if action.event is not None
+            else (self._string(action.eventexpr) if action.eventexpr is not None else None)
+        )
+        target = (
+            action.target
+            if action.target is not None
+            else (self._string(action.targetexpr) if action.targetexpr is not None else None)
+        )
+        send_type = (
+            action.type
+            if action.type is not None
+            else (self._string(action.typeexpr) if action.typeexpr is not None else None)
+        )
         if action.delayexpr is not None:
             delay_text = self._string(action.delayexpr)
             delay_ms = parse_delay(delay_text)
@@ -861,31 +934,59 @@ class Interpreter:
             dm.assign_value(action.idlocation, send_id)
         author_id = action.id is not None or action.idlocation is not None
         if send_type is not None and send_type not in SCXML_TYPES:
-            self._raise_error("error.execution", f"<send> type {send_type!r} is not supported",
-                              send_id)
+            self._raise_error(
+                "error.execution", f"<send> type {send_type!r} is not supported", send_id
+            )
             raise _Stop()
         if name is None:
             name = ""
         origin = f"#_scxml_{self.session_id}"
-        event = Event(name, EXTERNAL, data, sendid=send_id if author_id else None,
-                      origin=origin, origintype=SCXML_PROCESSOR)
+        event = Event(
+            name,
+            EXTERNAL,
+            data,
+            sendid=send_id if author_id else None,
+            origin=origin,
+            origintype=SCXML_PROCESSOR,
+        )
         resolved = self._resolve_target(target, send_id)
         if resolved is None:
             return
         if resolved["kind"] == "internal" and delay_ms <= 0:
-            self.internal_queue.append(Event(name, INTERNAL, data, sendid=event.sendid,
-                                             origin=origin,
-                                             origintype=SCXML_PROCESSOR))
+            self.internal_queue.append(
+                Event(
+                    name,
+                    INTERNAL,
+                    data,
+                    sendid=event.sendid,
+                    origin=origin,
+                    origintype=SCXML_PROCESSOR,
+                )
+            )
             return
         if resolved["kind"] == "parent":
-            event = Event(name, EXTERNAL, data, sendid=event.sendid, origin=origin,
-                          origintype=SCXML_PROCESSOR, invokeid=self.invokeid)
+            event = Event(
+                name,
+                EXTERNAL,
+                data,
+                sendid=event.sendid,
+                origin=origin,
+                origintype=SCXML_PROCESSOR,
+                invokeid=self.invokeid,
+            )
         if delay_ms > 0:
             self.n_ordinal += 1
-            self._emit(fx.SEND_DELAYED, target=resolved, event=event.to_dict(), send_id=send_id,
-                       delay_ms=delay_ms, ordinal=self.n_ordinal,
-                       content_index=action.content_index, owner=block.owner,
-                       id_from_author=action.id is not None)
+            self._emit(
+                fx.SEND_DELAYED,
+                target=resolved,
+                event=event.to_dict(),
+                send_id=send_id,
+                delay_ms=delay_ms,
+                ordinal=self.n_ordinal,
+                content_index=action.content_index,
+                owner=block.owner,
+                id_from_author=action.id is not None,
+            )
         else:
             self._emit(fx.SEND, target=resolved, event=event.to_dict(), send_id=send_id)
 
@@ -897,19 +998,21 @@ class Interpreter:
             return {"kind": "internal", "session_id": self.session_id}
         if target == "#_parent":
             if self.parent_session_id is None:
-                self._raise_error("error.communication", "#_parent: this session has no parent",
-                                  send_id)
+                self._raise_error(
+                    "error.communication", "#_parent: this session has no parent", send_id
+                )
                 return None
             return {"kind": "parent", "session_id": self.parent_session_id}
         if target.startswith("#_scxml_"):
-            session_id = target[len("#_scxml_"):]
+            session_id = target[len("#_scxml_") :]
             if session_id == self.session_id:
                 return {"kind": "self", "session_id": session_id}
             if session_id == self.parent_session_id:
                 return {"kind": "parent", "session_id": session_id}
             if not self.is_reachable(session_id):
-                self._raise_error("error.communication", f"session {session_id!r} is unreachable",
-                                  send_id)
+                self._raise_error(
+                    "error.communication", f"session {session_id!r} is unreachable", send_id
+                )
                 return None
             return {"kind": "session", "session_id": session_id}
         if target.startswith("#_") and len(target) > 2:
@@ -918,8 +1021,9 @@ class Interpreter:
                 return {"kind": "invoke", "invokeid": invokeid}
             self._raise_error("error.communication", f"no active invocation {invokeid!r}", send_id)
             return None
-        self._raise_error("error.execution", f"<send> target {target!r} is not a valid SCXML target",
-                          send_id)
+        self._raise_error(
+            "error.execution", f"<send> target {target!r} is not a valid SCXML target", send_id
+        )
         raise _Stop()
 
     # ==== <invoke> (spec 6.4) ==================================================================
@@ -927,12 +1031,18 @@ class Interpreter:
     def invoke(self, inv: Invoke) -> None:
         node = self.states[inv.state]
         try:
-            invoke_type = inv.type if inv.type is not None else (
-                self._string(inv.typeexpr) if inv.typeexpr is not None else "scxml")
+            invoke_type = (
+                inv.type
+                if inv.type is not None
+                else (self._string(inv.typeexpr) if inv.typeexpr is not None else "scxml")
+            )
             if invoke_type not in INVOKE_SCXML_TYPES:
                 raise DatamodelError(f"<invoke> type {invoke_type!r} is not supported")
-            src = inv.src if inv.src is not None else (
-                self._string(inv.srcexpr) if inv.srcexpr is not None else None)
+            src = (
+                inv.src
+                if inv.src is not None
+                else (self._string(inv.srcexpr) if inv.srcexpr is not None else None)
+            )
             if inv.id is not None:
                 invokeid = inv.id
             else:
@@ -948,9 +1058,17 @@ class Interpreter:
         self.invocations.append(Invocation(invokeid, inv.state, inv.index, inv.autoforward))
         if isinstance(content, dict) and content.get("$sc") == "xml":
             content = content["v"]
-        self._emit(fx.INVOKE, invokeid=invokeid, type="scxml", src=src, content=content,
-                   data=data, autoforward=inv.autoforward, state=node.id,
-                   base_path=self.chart.base_path)
+        self._emit(
+            fx.INVOKE,
+            invokeid=invokeid,
+            type="scxml",
+            src=src,
+            content=content,
+            data=data,
+            autoforward=inv.autoforward,
+            state=node.id,
+            base_path=self.chart.base_path,
+        )
 
     def cancelInvoke(self, inv: Invoke) -> None:
         for invocation in list(self.invocations):
@@ -961,4 +1079,3 @@ class Interpreter:
     def applyFinalize(self, inv: Invoke, event: Event) -> None:
         if inv.finalize.actions:
             self.executeContent(inv.finalize)
-

@@ -60,7 +60,9 @@ def parse_document(
         # An encoding declaration would contradict the bytes we just produced.
         data = re.sub(rb"^\s*<\?xml[^>]*\?>", b"", data, count=1)
     if len(data) > max_bytes:
-        raise ChartError([Problem(1, 1, f"document is {len(data)} bytes; the limit is {max_bytes}")])
+        raise ChartError(
+            [Problem(1, 1, f"document is {len(data)} bytes; the limit is {max_bytes}")]
+        )
     if re.search(rb"<!DOCTYPE", data):
         line = data[: data.index(b"<!DOCTYPE")].count(b"\n") + 1
         raise ChartError(
@@ -71,7 +73,9 @@ def parse_document(
     except etree.XMLSyntaxError as exc:
         line, column = exc.position if exc.position else (exc.lineno or 0, 1)
         message = exc.msg or str(exc)
-        raise ChartError([Problem(line or 0, column or 1, f"not well-formed XML: {message}")]) from None
+        raise ChartError(
+            [Problem(line or 0, column or 1, f"not well-formed XML: {message}")]
+        ) from None
     depth = _depth(root, max_depth)
     if depth > max_depth:
         raise ChartError([Problem(1, 1, f"document nesting exceeds the limit of {max_depth}")])

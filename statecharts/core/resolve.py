@@ -18,7 +18,7 @@ Resolver = Callable[[str, "str | None"], str]
 def default_resolver(uri: str, base_path: str | None) -> str:
     if not uri.startswith("file:"):
         raise ResolveError(f"cannot resolve {uri!r}: only relative file: URIs are allowed")
-    relative = uri[len("file:"):]
+    relative = uri[len("file:") :]
     if relative.startswith("//") or relative.startswith("/") or ":" in relative:
         raise ResolveError(f"cannot resolve {uri!r}: only relative file: URIs are allowed")
     if base_path is None:

@@ -64,8 +64,9 @@ class State:
             "internal_queue": list(self.internal_queue),
             "history": {str(k): list(v) for k, v in sorted(self.history.items())},
             "datamodel": self.datamodel,
-            "invocations": [[i.invokeid, i.state, i.invoke, i.autoforward]
-                            for i in self.invocations],
+            "invocations": [
+                [i.invokeid, i.state, i.invoke, i.autoforward] for i in self.invocations
+            ],
             "running": self.running,
             "bound": list(self.bound),
             "counters": [c.send, c.invoke, c.ordinal, c.macrostep, c.microstep, c.round],

@@ -13,20 +13,52 @@ from statecharts.core.parse import SCXML_NS, ParsedDocument, local_name, namespa
 
 DATAMODELS = ("null", "ecmascript")
 
-EXECUTABLE = frozenset({"raise", "if", "elseif", "else", "foreach", "log", "assign", "script",
-                        "send", "cancel"})
+EXECUTABLE = frozenset(
+    {"raise", "if", "elseif", "else", "foreach", "log", "assign", "script", "send", "cancel"}
+)
 STATE_LIKE = frozenset({"state", "parallel", "final", "history"})
 
 # element -> (allowed attributes, required attributes, allowed SCXML children or None=executable)
 _SCHEMA: dict[str, tuple[frozenset[str], frozenset[str], frozenset[str] | None]] = {
-    "scxml": (frozenset({"initial", "name", "version", "datamodel", "binding", "exmode"}),
-              frozenset(), frozenset({"state", "parallel", "final", "datamodel", "script"})),
-    "state": (frozenset({"id", "initial"}), frozenset(),
-              frozenset({"onentry", "onexit", "transition", "initial", "state", "parallel",
-                         "final", "history", "datamodel", "invoke"})),
-    "parallel": (frozenset({"id"}), frozenset(),
-                 frozenset({"onentry", "onexit", "transition", "state", "parallel", "history",
-                            "datamodel", "invoke"})),
+    "scxml": (
+        frozenset({"initial", "name", "version", "datamodel", "binding", "exmode"}),
+        frozenset(),
+        frozenset({"state", "parallel", "final", "datamodel", "script"}),
+    ),
+    "state": (
+        frozenset({"id", "initial"}),
+        frozenset(),
+        frozenset(
+            {
+                "onentry",
+                "onexit",
+                "transition",
+                "initial",
+                "state",
+                "parallel",
+                "final",
+                "history",
+                "datamodel",
+                "invoke",
+            }
+        ),
+    ),
+    "parallel": (
+        frozenset({"id"}),
+        frozenset(),
+        frozenset(
+            {
+                "onentry",
+                "onexit",
+                "transition",
+                "state",
+                "parallel",
+                "history",
+                "datamodel",
+                "invoke",
+            }
+        ),
+    ),
     "final": (frozenset({"id"}), frozenset(), frozenset({"onentry", "onexit", "donedata"})),
     "initial": (frozenset(), frozenset(), frozenset({"transition"})),
     "history": (frozenset({"id", "type"}), frozenset(), frozenset({"transition"})),
@@ -39,9 +71,13 @@ _SCHEMA: dict[str, tuple[frozenset[str], frozenset[str], frozenset[str] | None]]
     "donedata": (frozenset(), frozenset(), frozenset({"content", "param"})),
     "content": (frozenset({"expr"}), frozenset(), frozenset()),
     "param": (frozenset({"name", "expr", "location"}), frozenset({"name"}), frozenset()),
-    "invoke": (frozenset({"type", "typeexpr", "src", "srcexpr", "id", "idlocation", "namelist",
-                          "autoforward"}), frozenset(),
-               frozenset({"param", "finalize", "content"})),
+    "invoke": (
+        frozenset(
+            {"type", "typeexpr", "src", "srcexpr", "id", "idlocation", "namelist", "autoforward"}
+        ),
+        frozenset(),
+        frozenset({"param", "finalize", "content"}),
+    ),
     "raise": (frozenset({"event"}), frozenset({"event"}), frozenset()),
     "if": (frozenset({"cond"}), frozenset({"cond"}), None),
     "elseif": (frozenset({"cond"}), frozenset({"cond"}), frozenset()),
@@ -50,15 +86,36 @@ _SCHEMA: dict[str, tuple[frozenset[str], frozenset[str], frozenset[str] | None]]
     "log": (frozenset({"label", "expr"}), frozenset(), frozenset()),
     "assign": (frozenset({"location", "expr"}), frozenset({"location"}), frozenset()),
     "script": (frozenset({"src"}), frozenset(), frozenset()),
-    "send": (frozenset({"event", "eventexpr", "target", "targetexpr", "type", "typeexpr", "id",
-                        "idlocation", "delay", "delayexpr", "namelist"}), frozenset(),
-             frozenset({"param", "content"})),
+    "send": (
+        frozenset(
+            {
+                "event",
+                "eventexpr",
+                "target",
+                "targetexpr",
+                "type",
+                "typeexpr",
+                "id",
+                "idlocation",
+                "delay",
+                "delayexpr",
+                "namelist",
+            }
+        ),
+        frozenset(),
+        frozenset({"param", "content"}),
+    ),
     "cancel": (frozenset({"sendid", "sendidexpr"}), frozenset(), frozenset()),
 }
 
 _EXCLUSIVE = {
-    "send": [("event", "eventexpr"), ("target", "targetexpr"), ("type", "typeexpr"),
-             ("id", "idlocation"), ("delay", "delayexpr")],
+    "send": [
+        ("event", "eventexpr"),
+        ("target", "targetexpr"),
+        ("type", "typeexpr"),
+        ("id", "idlocation"),
+        ("delay", "delayexpr"),
+    ],
     "invoke": [("type", "typeexpr"), ("src", "srcexpr"), ("id", "idlocation")],
     "cancel": [("sendid", "sendidexpr")],
     "param": [("expr", "location")],
@@ -111,7 +168,9 @@ class Validator:
             self.error(root, f'version="{version}" is not supported (only "1.0")')
         datamodel = root.get("datamodel", "null")
         if datamodel not in DATAMODELS:
-            self.error(root, f'unknown datamodel "{datamodel}" (supported: {", ".join(DATAMODELS)})')
+            self.error(
+                root, f'unknown datamodel "{datamodel}" (supported: {", ".join(DATAMODELS)})'
+            )
         binding = root.get("binding", "early")
         if binding not in ("early", "late"):
             self.error(root, f'binding must be "early" or "late", not "{binding}"')
@@ -146,16 +205,22 @@ class Validator:
                 continue
             if allowed_children is None:
                 if child_name not in EXECUTABLE:
-                    self.error(child, f"<{child_name}> is not executable content and cannot "
-                                      f"appear inside <{name}>")
+                    self.error(
+                        child,
+                        f"<{child_name}> is not executable content and cannot "
+                        f"appear inside <{name}>",
+                    )
                     continue
                 if child_name in ("elseif", "else") and name != "if":
                     self.error(child, f"<{child_name}> may only appear inside <if>")
                     continue
             elif child_name not in allowed_children:
                 if child_name in EXECUTABLE:
-                    self.error(child, f"executable content <{child_name}> is not allowed inside "
-                                      f"<{name}>; put it in <onentry>, <onexit> or a <transition>")
+                    self.error(
+                        child,
+                        f"executable content <{child_name}> is not allowed inside "
+                        f"<{name}>; put it in <onentry>, <onexit> or a <transition>",
+                    )
                 else:
                     self.error(child, f"<{child_name}> is not allowed inside <{name}>")
                 continue
@@ -213,8 +278,9 @@ class Validator:
             for token in tokens:
                 if token == ".*":
                     self.warning(element, "'.*' is read as '*' (any event)")
-                elif token != "*" and (token.startswith(".") or ".." in token
-                                       or "*" in token.rstrip("*").rstrip(".")):
+                elif token != "*" and (
+                    token.startswith(".") or ".." in token or "*" in token.rstrip("*").rstrip(".")
+                ):
                     self.error(element, f"'{token}' is not a valid event descriptor")
         if element.get("cond") is not None and datamodel == "null":
             self._null_cond(element, element.get("cond") or "")
@@ -241,8 +307,11 @@ class Validator:
         if autoforward not in ("true", "false"):
             self.error(element, f'autoforward must be "true" or "false", not "{autoforward}"')
         kind = element.get("type")
-        if kind is not None and kind not in ("scxml", "http://www.w3.org/TR/scxml/",
-                                             "http://www.w3.org/TR/scxml"):
+        if kind is not None and kind not in (
+            "scxml",
+            "http://www.w3.org/TR/scxml/",
+            "http://www.w3.org/TR/scxml",
+        ):
             self.warning(element, f"invoke type {kind!r} needs a host-registered invoke handler")
         contents = [c for c in self.children(element) if local_name(c) == "content"]
         if contents and (element.get("src") is not None or element.get("srcexpr") is not None):
@@ -287,8 +356,10 @@ class Validator:
         if has_body and (element.get("expr") is not None or element.get("src") is not None):
             self.error(element, "<data> may have only one of 'expr', 'src' and a body")
         data_id = element.get("id")
-        if data_id is not None and datamodel == "ecmascript" and not re.match(
-            r"^[A-Za-z_$][\w$]*$", data_id
+        if (
+            data_id is not None
+            and datamodel == "ecmascript"
+            and not re.match(r"^[A-Za-z_$][\w$]*$", data_id)
         ):
             self.error(element, f"data id {data_id!r} is not a valid ECMAScript identifier")
         if datamodel == "null":
@@ -365,8 +436,10 @@ class Validator:
                     if token not in ids:
                         self.error(element, f"initial state '{token}' does not exist")
                     elif token not in inside:
-                        self.error(element, f"initial state '{token}' is not a descendant of "
-                                            f"'{element.get('id')}'")
+                        self.error(
+                            element,
+                            f"initial state '{token}' is not a descendant of '{element.get('id')}'",
+                        )
             for child in self.children(element):
                 if local_name(child) == "initial" and namespace(child) == ns:
                     inside = descendants(element)
@@ -375,8 +448,11 @@ class Validator:
                             if token not in ids:
                                 self.error(t, f"transition target '{token}' does not exist")
                             elif token not in inside:
-                                self.error(t, f"<initial> target '{token}' is not a descendant "
-                                              f"of '{element.get('id')}'")
+                                self.error(
+                                    t,
+                                    f"<initial> target '{token}' is not a descendant "
+                                    f"of '{element.get('id')}'",
+                                )
             if name == "history":
                 parent = element.getparent()
                 inside = descendants(parent) if parent is not None else set()
@@ -388,8 +464,11 @@ class Validator:
                             self.error(t, f"transition target '{token}' does not exist")
                         elif token not in (inside if deep else direct):
                             kind = "descendant" if deep else "child"
-                            self.error(t, f"history default '{token}' must be a {kind} of the "
-                                          f"history's parent state")
+                            self.error(
+                                t,
+                                f"history default '{token}' must be a {kind} of the "
+                                f"history's parent state",
+                            )
         for element in self._structure(self.root):
             if local_name(element) == "transition":
                 parent = element.getparent()
@@ -417,8 +496,13 @@ class Validator:
                 if local_name(current) in STATE_LIKE:
                     yield current
                 stack.extend(
-                    reversed([c for c in self.children(current)
-                              if self.is_scxml(c) and local_name(c) in STATE_LIKE])
+                    reversed(
+                        [
+                            c
+                            for c in self.children(current)
+                            if self.is_scxml(c) and local_name(c) in STATE_LIKE
+                        ]
+                    )
                 )
 
 

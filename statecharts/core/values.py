@@ -18,9 +18,7 @@ def body_value(element: etree._Element) -> tuple[bool, Any]:
     """(has_body, value) for the children/text of ``element``."""
     children = [c for c in element if isinstance(c.tag, str)]
     if children:
-        markup = "".join(
-            etree.tostring(c, encoding="unicode", with_tail=False) for c in children
-        )
+        markup = "".join(etree.tostring(c, encoding="unicode", with_tail=False) for c in children)
         return True, XmlValue(markup, xml_tree(markup))
     text = element.text or ""
     if not text.strip():
@@ -36,8 +34,10 @@ def text_value(text: str) -> Any:
         pass
     if stripped.startswith("<"):
         try:
-            etree.fromstring(stripped.encode(), etree.XMLParser(resolve_entities=False,
-                                                                no_network=True, load_dtd=False))
+            etree.fromstring(
+                stripped.encode(),
+                etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False),
+            )
             return XmlValue(stripped, xml_tree(stripped))
         except etree.XMLSyntaxError:
             pass

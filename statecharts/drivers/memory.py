@@ -201,7 +201,10 @@ class MemoryDriver:
         if session_id in self.sessions:
             raise ValueError(f"session id {session_id!r} is already in use")
         interpreter = Interpreter(
-            chart, tracing=self.tracing, round_budget=self.round_budget, limits=self.limits,
+            chart,
+            tracing=self.tracing,
+            round_budget=self.round_budget,
+            limits=self.limits,
             is_reachable=self._is_reachable,
         )
         session = MemorySession(self, session_id, chart, interpreter)
@@ -228,13 +231,16 @@ class MemoryDriver:
         if kind == fx.SEND:
             self._deliver(session, data["target"], Event.from_dict(data["event"]))
         elif kind == fx.SEND_DELAYED:
-            timer = _Timer(self.now_ms + data["delay_ms"], next(self._seq), session.session_id,
-                           effect)
+            timer = _Timer(
+                self.now_ms + data["delay_ms"], next(self._seq), session.session_id, effect
+            )
             heapq.heappush(self._timers, timer)
         elif kind == fx.CANCEL:
             for timer in self._timers:
-                if timer.session_id == session.session_id and \
-                        timer.effect.data["send_id"] == data["send_id"]:
+                if (
+                    timer.session_id == session.session_id
+                    and timer.effect.data["send_id"] == data["send_id"]
+                ):
                     timer.cancelled = True
         elif kind == fx.LOG:
             session.logs.append((data["label"], data["value"]))
@@ -257,8 +263,15 @@ class MemoryDriver:
             session.outcome = data["reason"]
             parent = session.parent
             if parent is not None and not session.cancelled_by_parent and parent.running:
-                self._enqueue(parent, Event(f"done.invoke.{session.invokeid}", EXTERNAL,
-                                            data["donedata"], invokeid=session.invokeid))
+                self._enqueue(
+                    parent,
+                    Event(
+                        f"done.invoke.{session.invokeid}",
+                        EXTERNAL,
+                        data["donedata"],
+                        invokeid=session.invokeid,
+                    ),
+                )
         elif kind == fx.BUDGET_EXHAUSTED:
             session.outcome = "budget_exhausted"
 
@@ -303,8 +316,9 @@ class MemoryDriver:
         try:
             if data["content"] is not None:
                 content = data["content"]
-                chart = self._chart(content if isinstance(content, str) else str(content),
-                                    data.get("base_path"))
+                chart = self._chart(
+                    content if isinstance(content, str) else str(content), data.get("base_path")
+                )
             elif data["src"] is not None:
                 text = self.resolver(data["src"], data.get("base_path"))
                 chart = self._chart(text, data.get("base_path"))
@@ -324,14 +338,21 @@ class MemoryDriver:
         child.invokeid = data["invokeid"]
         parent.children[data["invokeid"]] = child
         overrides = data["data"] if isinstance(data["data"], dict) else None
-        self._apply(child, child.interpreter.initialize(
-            child.session_id, data=overrides, parent_session_id=parent.session_id,
-            invokeid=data["invokeid"]))
+        self._apply(
+            child,
+            child.interpreter.initialize(
+                child.session_id,
+                data=overrides,
+                parent_session_id=parent.session_id,
+                invokeid=data["invokeid"],
+            ),
+        )
 
     def _chart(self, source: str, base_path: str | None) -> Chart:
         key = f"{base_path}\0{source}"
         chart = self._chart_cache.get(key)
         if chart is None:
-            chart = self._chart_cache[key] = load_chart(source, base_path=base_path,
-                                                        resolver=self.resolver)
+            chart = self._chart_cache[key] = load_chart(
+                source, base_path=base_path, resolver=self.resolver
+            )
         return chart

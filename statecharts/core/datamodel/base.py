@@ -62,9 +62,14 @@ class Datamodel(ABC):
     name: str
 
     @abstractmethod
-    def bind_system(self, session_id: str, name: str | None, ioprocessors: dict[str, Any],
-                    in_state: Callable[[str], bool],
-                    active_ids: Callable[[], list[str]]) -> None: ...
+    def bind_system(
+        self,
+        session_id: str,
+        name: str | None,
+        ioprocessors: dict[str, Any],
+        in_state: Callable[[str], bool],
+        active_ids: Callable[[], list[str]],
+    ) -> None: ...
 
     def configuration_changed(self) -> None:  # noqa: B027 - optional hook
         """The interpreter entered or exited a state (In() must see the new configuration)."""
@@ -101,8 +106,9 @@ class Datamodel(ABC):
     def run_script(self, script: Expr) -> None: ...
 
     @abstractmethod
-    def foreach(self, array: Expr, item: Expr, index: Expr | None,
-                body: Callable[[], bool]) -> None:
+    def foreach(
+        self, array: Expr, item: Expr, index: Expr | None, body: Callable[[], bool]
+    ) -> None:
         """Iterate a shallow copy of ``array``; ``body`` returns False to stop (on error)."""
 
     @abstractmethod

@@ -59,7 +59,8 @@ class EcmascriptDatamodel(Datamodel):
         self._setters: dict[int, Any] = {}
         self._sc = self.context.get("__sc")
         self._set_event = self.context.eval(
-            "(function (n, t, s, o, ot, i, d) { __sc.setEvent(n, t, s, o, ot, i, d); })")
+            "(function (n, t, s, o, ot, i, d) { __sc.setEvent(n, t, s, o, ot, i, d); })"
+        )
         self._declare = self.context.eval("(function (n, t) { __sc.declare(n, t); })")
         self._loop_begin = self.context.eval("(function (f) { return __sc.loopBegin(f()); })")
         self._loop_end = self.context.eval("(function () { __sc.loopEnd(); })")
@@ -103,9 +104,14 @@ class EcmascriptDatamodel(Datamodel):
 
     # -- interface -------------------------------------------------------------------------
 
-    def bind_system(self, session_id: str, name: str | None, ioprocessors: dict[str, Any],
-                    in_state: Callable[[str], bool],
-                    active_ids: Callable[[], list[str]]) -> None:
+    def bind_system(
+        self,
+        session_id: str,
+        name: str | None,
+        ioprocessors: dict[str, Any],
+        in_state: Callable[[str], bool],
+        active_ids: Callable[[], list[str]],
+    ) -> None:
         self._active_ids = active_ids
         self._set_configuration = self.context.eval("(function (t) { __sc.setConfiguration(t); })")
         install = self.context.eval(
@@ -136,7 +142,8 @@ class EcmascriptDatamodel(Datamodel):
         self._dirty = self._keys_dirty = True
         if data.expr is not None:
             value_fn = self._compile(
-                self._values, ("data", data.expr.index),
+                self._values,
+                ("data", data.expr.index),
                 f"(function () {{ globalThis[{json.dumps(data.id)}] = ({_js(data.expr)}\n); }})",
                 f"<data id={data.id!r}>",
             )
@@ -150,8 +157,12 @@ class EcmascriptDatamodel(Datamodel):
         # Pushed into the sandbox lazily, just before the next evaluation that could read it.
         data = event["data"]
         self._pending_event = (
-            event["name"], event["type"], event["sendid"], event["origin"],
-            event["origintype"], event["invokeid"],
+            event["name"],
+            event["type"],
+            event["sendid"],
+            event["origin"],
+            event["origintype"],
+            event["invokeid"],
             None if data is None else json.dumps(data),
         )
 
@@ -165,7 +176,8 @@ class EcmascriptDatamodel(Datamodel):
     def evaluate(self, expr: Expr) -> Any:
         self._mark(expr)
         function = self._compile(
-            self._values, expr.index,
+            self._values,
+            expr.index,
             f"(function () {{ const r = ({_js(expr)}\n); return (r === null || typeof r === "
             f"'string' || typeof r === 'boolean' || (typeof r === 'number' && isFinite(r))) ? r "
             f": [__sc.encodeValue(r)]; }})",
@@ -176,7 +188,9 @@ class EcmascriptDatamodel(Datamodel):
     def evaluate_cond(self, expr: Expr) -> bool:
         self._mark(expr)
         function = self._compile(
-            self._conds, expr.index, f"(function () {{ return !!({_js(expr)}\n); }})",
+            self._conds,
+            expr.index,
+            f"(function () {{ return !!({_js(expr)}\n); }})",
             f"condition {expr.source!r}",
         )
         return bool(self._call_js(f"condition {expr.source!r}", function))
@@ -185,7 +199,8 @@ class EcmascriptDatamodel(Datamodel):
         self._dirty = True
         self._check_location(location)
         function = self._compile(
-            self._assigns, (location.index, expr.index),
+            self._assigns,
+            (location.index, expr.index),
             f'(function () {{ "use strict"; {location.source} = ({_js(expr)}\n); }})',
             f"<assign location={location.source!r}>",
         )
@@ -195,7 +210,8 @@ class EcmascriptDatamodel(Datamodel):
         self._dirty = True
         self._check_location(location)
         function = self._compile(
-            self._setters, location.index,
+            self._setters,
+            location.index,
             f'(function (t) {{ "use strict"; {location.source} = __sc.decodeValue(t); }})',
             f"location {location.source!r}",
         )
@@ -211,22 +227,28 @@ class EcmascriptDatamodel(Datamodel):
         self._dirty = self._keys_dirty = True
         self._call_js("<script>", lambda: self.context.eval(script.source))
 
-    def foreach(self, array: Expr, item: Expr, index: Expr | None,
-                body: Callable[[], bool]) -> None:
+    def foreach(
+        self, array: Expr, item: Expr, index: Expr | None, body: Callable[[], bool]
+    ) -> None:
         self._dirty = self._keys_dirty = True
         for name in (item, index):
             if name is not None and not self._is_identifier(name.source):
                 raise DatamodelError(f"<foreach> {name.source!r} is not a legal variable name")
-        array_fn = self._compile(self._values, ("array", array.index),
-                                 f"(function () {{ return ({_js(array)}\n); }})",
-                                 f"<foreach array={array.source!r}>")
-        count = self._call_js(f"<foreach array={array.source!r}>",
-                              lambda: self._loop_begin(array_fn))
+        array_fn = self._compile(
+            self._values,
+            ("array", array.index),
+            f"(function () {{ return ({_js(array)}\n); }})",
+            f"<foreach array={array.source!r}>",
+        )
+        count = self._call_js(
+            f"<foreach array={array.source!r}>", lambda: self._loop_begin(array_fn)
+        )
         setter = self._compile(
-            self._setters, ("loop", item.index, index.index if index else -1),
-            "(function (i) { globalThis[%s] = __sc.loopItem(i); %s })" % (
-                json.dumps(item.source),
-                f"globalThis[{json.dumps(index.source)}] = i;" if index else ""),
+            self._setters,
+            ("loop", item.index, index.index if index else -1),
+            f"(function (i) {{ globalThis[{json.dumps(item.source)}] = __sc.loopItem(i); "
+            + (f"globalThis[{json.dumps(index.source)}] = i;" if index else "")
+            + " })",
             "<foreach>",
         )
         try:

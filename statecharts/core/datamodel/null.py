@@ -27,9 +27,14 @@ class NullDatamodel(Datamodel):
         self._in_state: Callable[[str], bool] = lambda _id: False
         self._conds: dict[int, str | None] = {}
 
-    def bind_system(self, session_id: str, name: str | None, ioprocessors: dict[str, Any],
-                    in_state: Callable[[str], bool],
-                    active_ids: Callable[[], list[str]]) -> None:
+    def bind_system(
+        self,
+        session_id: str,
+        name: str | None,
+        ioprocessors: dict[str, Any],
+        in_state: Callable[[str], bool],
+        active_ids: Callable[[], list[str]],
+    ) -> None:
         self._in_state = in_state
 
     def declare(self, data: Data, *, bind: bool) -> None:
@@ -52,7 +57,9 @@ class NullDatamodel(Datamodel):
         if state_id == "":
             state_id = self._conds[expr.index] = parse_in_predicate(expr.source)
         if state_id is None:
-            raise DatamodelError(f"the null datamodel only understands In('id'), not {expr.source!r}")
+            raise DatamodelError(
+                f"the null datamodel only understands In('id'), not {expr.source!r}"
+            )
         return self._in_state(state_id)
 
     def assign(self, location: Expr, expr: Expr) -> None:
@@ -64,8 +71,9 @@ class NullDatamodel(Datamodel):
     def run_script(self, script: Expr) -> None:
         raise DatamodelError("the null datamodel cannot run scripts")
 
-    def foreach(self, array: Expr, item: Expr, index: Expr | None,
-                body: Callable[[], bool]) -> None:
+    def foreach(
+        self, array: Expr, item: Expr, index: Expr | None, body: Callable[[], bool]
+    ) -> None:
         raise DatamodelError("the null datamodel cannot iterate")
 
     def snapshot(self) -> str:

@@ -1,0 +1,98 @@
+"""The README's main job, for now: run an example chart through the core and print its trace.
+
+    python -m statecharts.demo [path/to/chart.scxml]
+
+It uses the in-memory driver on a virtual clock, so "1 day later" happens instantly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from statecharts.core import ChartError, Effect
+from statecharts.drivers.memory import MemoryDriver, MemorySession
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "docs" / "examples" / "order.scxml"
+DAY_MS = 86_400_000
+
+
+def describe(effect: Effect) -> str | None:
+    data = effect.data
+    kind = effect.kind
+    if kind == "trace.event_dequeued":
+        event = data["event"]
+        payload = f" {json.dumps(event['data'])}" if event["data"] is not None else ""
+        return f"event    {event['name']}{payload}"
+    if kind == "trace.transitions_selected":
+        parts = [
+            f"{t['source']} -> {', '.join(t['targets']) or '(stays)'}" for t in data["transitions"]
+        ]
+        return "take     " + "; ".join(parts)
+    if kind == "trace.exit_set" and data["states"]:
+        return "exit     " + ", ".join(data["states"])
+    if kind == "trace.entry_set" and data["states"]:
+        return "enter    " + ", ".join(data["states"])
+    if kind == "send_delayed":
+        return (
+            f"schedule {data['event']['name']} in {data['delay_ms'] / DAY_MS:g} day(s) "
+            f"(send id {data['send_id']})"
+        )
+    if kind == "cancel":
+        return f"cancel   {data['send_id']}"
+    if kind == "log":
+        return f"log      {data['label']}: {data['value']}"
+    if kind == "done":
+        return f"done     final={data['final']} donedata={json.dumps(data['donedata'])}"
+    return None
+
+
+def show(title: str, session: MemorySession, since: int) -> int:
+    print(f"\n== {title}")
+    for effect in session.effects[since:]:
+        line = describe(effect)
+        if line:
+            print(f"   {line}")
+    print(f"   active: {', '.join(sorted(session.atomic_configuration)) or '(none)'}")
+    return len(session.effects)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Run an example statechart and print its trace.")
+    parser.add_argument("chart", nargs="?", default=str(EXAMPLE))
+    args = parser.parse_args(argv)
+    driver = MemoryDriver(tracing=True)
+    try:
+        chart = driver.load_file(args.chart)
+    except ChartError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"cannot read {args.chart}: {exc.strerror}", file=sys.stderr)
+        return 1
+    print(
+        f"chart {chart.name or Path(args.chart).name} ({len(chart.states) - 1} states, "
+        f"datamodel {chart.datamodel}, identity sha256:{chart.source_hash[:12]})"
+    )
+    session = driver.start(chart)
+    seen = show("start", session, 0)
+    if args.chart == str(EXAMPLE):
+        driver.advance(DAY_MS)
+        seen = show("one day later (virtual clock)", session, seen)
+        session.send("payment.received", {"amount": 99.5})
+        seen = show("payment.received {amount: 99.5}", session, seen)
+        session.send("packed")
+        seen = show("packed", session, seen)
+        session.send("invoice.sent")
+        seen = show("invoice.sent", session, seen)
+        print(
+            f"\nfinished: {session.done}, donedata: {json.dumps(session.donedata)}, "
+            f"pending timers: {len(driver.pending_timers())}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

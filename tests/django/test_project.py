@@ -1,0 +1,48 @@
+"""The Django project boots on the configured database and its settings parse DATABASE_URL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+
+from config.database import DatabaseURLError, database_from_url
+
+
+def test_system_checks_pass() -> None:
+    call_command("check", fail_level="WARNING")
+
+
+@pytest.mark.django_db
+def test_database_round_trip() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+        assert cursor.fetchone() == (1,)
+
+
+def test_database_url_postgres() -> None:
+    db = database_from_url(
+        "postgres://u:p%40ss@db.example:5433/app?sslmode=require", default_sqlite=Path("x.db")
+    )
+    assert db["ENGINE"] == "django.db.backends.postgresql"
+    assert (db["USER"], db["PASSWORD"], db["HOST"], db["PORT"], db["NAME"]) == (
+        "u",
+        "p@ss",
+        "db.example",
+        "5433",
+        "app",
+    )
+    assert db["OPTIONS"] == {"sslmode": "require"}
+
+
+def test_database_url_default_is_sqlite_with_waiting_writers() -> None:
+    db = database_from_url(None, default_sqlite=Path("/tmp/x.db"))
+    assert db["ENGINE"] == "django.db.backends.sqlite3"
+    assert db["OPTIONS"]["transaction_mode"] == "IMMEDIATE"
+
+
+def test_database_url_unknown_scheme_is_refused() -> None:
+    with pytest.raises(DatabaseURLError, match="mysql"):
+        database_from_url("mysql://root@localhost/x", default_sqlite=Path("x.db"))
