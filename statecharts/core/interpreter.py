@@ -101,6 +101,10 @@ class Interpreter:
         self._eventless: dict[int, tuple[Transition, ...]] = {}
         self._domain_cache: dict[int, int | None] = {}
         self._is_atomic = [node.is_atomic for node in chart.states]
+        self._is_history = [node.is_history for node in chart.states]
+        # Entry sets of single transitions whose computation met no history state: they
+        # depend on the transition alone (spec computeEntrySet), so they are computed once.
+        self._entry_cache: dict[int, tuple[list[int], frozenset[int]]] = {}
         self._atomics: list[int] | None = None  # atomic active states, doc order; None = stale
         # _event is only pushed into the datamodel when some code of the chart mentions it.
         self._uses_event = chart.datamodel != "null" and any(
@@ -571,10 +575,7 @@ class Interpreter:
                 domain = self.getTransitionDomain(t)
                 if domain is None:
                     continue
-                descendants = self.states[domain].descendants
-                for s in self.configuration:
-                    if s in descendants:
-                        statesToExit.add(s)
+                statesToExit |= self.configuration & self.states[domain].descendants
         return statesToExit
 
     def executeTransitionContent(self, enabled: list[Transition]) -> None:
@@ -582,11 +583,19 @@ class Interpreter:
             self.executeContent(t.body)
 
     def enterStates(self, enabled: list[Transition]) -> None:
-        statesToEnter: set[int] = set()
-        statesForDefaultEntry: set[int] = set()
         defaultHistoryContent: dict[int, Block] = {}
-        self.computeEntrySet(enabled, statesToEnter, statesForDefaultEntry, defaultHistoryContent)
-        ordered = sorted(statesToEnter)
+        cached = self._entry_cache.get(enabled[0].index) if len(enabled) == 1 else None
+        if cached is not None:
+            ordered, statesForDefaultEntry = cached
+        else:
+            statesToEnter: set[int] = set()
+            defaults: set[int] = set()
+            self._history_seen = False
+            self.computeEntrySet(enabled, statesToEnter, defaults, defaultHistoryContent)
+            ordered = sorted(statesToEnter)
+            statesForDefaultEntry = frozenset(defaults)
+            if len(enabled) == 1 and enabled[0].index >= 0 and not self._history_seen:
+                self._entry_cache[enabled[0].index] = (ordered, statesForDefaultEntry)
         if self.tracing:
             self._emit(fx.TRACE_ENTRY, states=self._ids(ordered))
         for s in ordered:
@@ -648,6 +657,7 @@ class Interpreter:
     ) -> None:
         node = self.states[state]
         if node.is_history:
+            self._history_seen = True
             remembered = self.historyValue.get(state)
             if remembered:
                 for s in remembered:
@@ -721,8 +731,9 @@ class Interpreter:
         return False
 
     def getTransitionDomain(self, t: Transition) -> int | None:
-        cacheable = not any(self.states[s].is_history for s in t.targets)
-        if cacheable and t.index >= 0 and t.index in self._domain_cache:
+        # Without a history target the domain is a function of the transition alone: cache it.
+        cacheable = t.index >= 0 and not any(self._is_history[s] for s in t.targets)
+        if cacheable and t.index in self._domain_cache:
             return self._domain_cache[t.index]
         tstates = self.getEffectiveTargetStates(t)
         if not tstates:
@@ -735,7 +746,7 @@ class Interpreter:
             domain = t.source
         else:
             domain = self.findLCCA([t.source, *tstates])
-        if cacheable and t.index >= 0:
+        if cacheable:
             self._domain_cache[t.index] = domain
         return domain
 
@@ -751,6 +762,7 @@ class Interpreter:
         for s in t.targets:
             node = self.states[s]
             if node.is_history:
+                self._history_seen = True
                 remembered = self.historyValue.get(s)
                 if remembered:
                     extra: Iterable[int] = remembered
