@@ -228,24 +228,21 @@ class Interpreter:
         self.dm = self._new_datamodel()
 
     def _begin(self, state: State) -> None:
-        if state is self._live and self._dm is not None:
-            dm = self._dm
-        else:
-            self._discard_live()
-            self.session_id = state.session_id
-            self.parent_session_id = state.parent_session_id
-            self.invokeid = state.invokeid
-            dm = self._new_datamodel(name=state.name)
-            dm.restore(state.datamodel_json)
-        self._live = None  # until this step finishes, no state is "live"
-        self._dm = None
-        self.dm = dm
         self.session_id = state.session_id
         self.name = state.name
         self.parent_session_id = state.parent_session_id
         self.invokeid = state.invokeid
         self.configuration = set(state.configuration)
         self._atomics = None
+        if state is self._live and self._dm is not None:
+            dm = self._dm
+        else:
+            self._discard_live()
+            dm = self._new_datamodel(name=state.name)
+            dm.restore(state.datamodel_json)
+        self._live = None  # until this step finishes, no state is "live"
+        self._dm = None
+        self.dm = dm
         dm.configuration_changed()
         self.statesToInvoke = set()
         self.internal_queue = [Event.from_dict(e) for e in state.internal_queue]
@@ -356,7 +353,18 @@ class Interpreter:
         return self._snapshot_step()
 
     def _snapshot_step(self) -> Step:
-        snapshot = self.dm.snapshot()
+        try:
+            snapshot = self.dm.snapshot()
+        except DatamodelError as exc:
+            # The datamodel can no longer be captured (e.g. a value kept past the memory cap):
+            # the session cannot be resumed, so it stops here, with the last good datamodel.
+            snapshot = self._previous_snapshot
+            if self.running:
+                self.running = False
+                self.outcome = "datamodel_error"
+                self.internal_queue.clear()
+                self._emit(fx.DONE, final=None, donedata=None, donedata_error=False,
+                           reason="datamodel_error", error=str(exc))
         if snapshot != self._previous_snapshot:
             self._emit(fx.DATAMODEL_CHANGE, datamodel=json.loads(snapshot))
         if self.running and self.tracing:
@@ -976,6 +984,9 @@ class Interpreter:
                 )
             )
             return
+        if resolved["kind"] == "internal":
+            event = Event(name, INTERNAL, data, sendid=event.sendid, origin=origin,
+                          origintype=SCXML_PROCESSOR)
         if resolved["kind"] == "parent":
             event = Event(
                 name,

@@ -19,7 +19,7 @@ MAX_DOCUMENT_BYTES = 2 * 1024 * 1024
 MAX_DEPTH = 128
 
 _TOKENS = re.compile(
-    rb"<!--.*?-->|<!\[CDATA\[.*?\]\]>|<\?.*?\?>|<!DOCTYPE|<([A-Za-z_][-\w.:]*)", re.DOTALL
+    rb"<!--.*?-->|<!\[CDATA\[.*?\]\]>|<\?.*?\?>|<!DOCTYPE|<([^\s/>!?][^\s/>]*)", re.DOTALL
 )
 
 
@@ -63,8 +63,9 @@ def parse_document(
         raise ChartError(
             [Problem(1, 1, f"document is {len(data)} bytes; the limit is {max_bytes}")]
         )
-    if re.search(rb"<!DOCTYPE", data):
-        line = data[: data.index(b"<!DOCTYPE")].count(b"\n") + 1
+    scan = _text_for_scan(data)
+    if "<!DOCTYPE" in scan:
+        line = scan[: scan.index("<!DOCTYPE")].count("\n") + 1
         raise ChartError(
             [Problem(line, 1, "a DOCTYPE is not allowed (no DTDs or entities are processed)")]
         )
@@ -76,10 +77,29 @@ def parse_document(
         raise ChartError(
             [Problem(line or 0, column or 1, f"not well-formed XML: {message}")]
         ) from None
+    docinfo = root.getroottree().docinfo
+    if docinfo.doctype or docinfo.internalDTD is not None:
+        # Caught here too: a DOCTYPE in UTF-16 hides from the byte search above.
+        raise ChartError(
+            [Problem(1, 1, "a DOCTYPE is not allowed (no DTDs or entities are processed)")]
+        )
     depth = _depth(root, max_depth)
     if depth > max_depth:
         raise ChartError([Problem(1, 1, f"document nesting exceeds the limit of {max_depth}")])
     return ParsedDocument(root=root, positions=_positions(root, data), source=data)
+
+
+def _text_for_scan(data: bytes) -> str:
+    """The document as text, whatever its encoding, only to look for a DOCTYPE."""
+    for bom, codec in ((b"\xff\xfe\x00\x00", "utf-32"), (b"\x00\x00\xfe\xff", "utf-32"),
+                       (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16")):
+        if data.startswith(bom):
+            return data.decode(codec, errors="replace")
+    if data[:2] == b"<\x00":
+        return data.decode("utf-16-le", errors="replace")
+    if data[:2] == b"\x00<":
+        return data.decode("utf-16-be", errors="replace")
+    return data.decode("latin-1")
 
 
 def _depth(root: etree._Element, limit: int) -> int:
@@ -106,7 +126,8 @@ def _positions(root: etree._Element, data: bytes) -> dict[etree._Element, tuple[
     for element, offset in zip(elements, offsets, strict=True):
         line_index = bisect.bisect_right(line_starts, offset) - 1
         line = line_index + 1
-        if element.sourceline is not None and element.sourceline != line:
+        # lxml's sourceline is where the start tag ends; it can only be at or after ours.
+        if element.sourceline is not None and element.sourceline < line:
             return {}
         prefix = data[line_starts[line_index] : offset]
         column = len(prefix.decode("utf-8", errors="replace")) + 1

@@ -457,7 +457,10 @@ class Validator:
                 parent = element.getparent()
                 inside = descendants(parent) if parent is not None else set()
                 deep = element.get("type", "shallow") == "deep"
-                direct = {c.get("id") for c in self.children(parent) if c.get("id")}
+                direct = {
+                    c.get("id") for c in self.children(parent)
+                    if c.get("id") and local_name(c) in STATE_LIKE
+                }
                 for t in self.children(element):
                     for token in (t.get("target") or "").split():
                         if token not in ids:

@@ -24,8 +24,9 @@ _PRELUDE = resources.files("statecharts.core.datamodel").joinpath("sandbox.js").
 _JS_ERRORS = (quickjs.JSException, quickjs.StackOverflow)
 
 # An expression that cannot change the datamodel: no assignment, ++/--, delete, new, or call
-# other than In(). Evaluating one leaves the last snapshot valid, so it need not be retaken.
-_IMPURE = re.compile(r"(?<![=!<>])=(?!=)|\+\+|--|\bdelete\b|\bnew\b|(?<!\bIn)\s*\(")
+# other than In(), no tagged template. Evaluating one leaves the last snapshot valid, so it
+# is not retaken. (A getter or valueOf with side effects defeats this: see docs/embedding.md.)
+_IMPURE = re.compile(r"(?<![=!<>])=(?!=)|\+\+|--|\bdelete\b|\bnew\b|`|(?<!\bIn)\s*\(")
 
 
 def _is_pure(source: str) -> bool:
@@ -121,7 +122,9 @@ class EcmascriptDatamodel(Datamodel):
                                                            enumerable: false, configurable: false});
                 ro("_sessionid", sid);
                 ro("_name", name);
-                ro("_ioprocessors", Object.freeze(JSON.parse(io)));
+                const deepFreeze = (o) => { Object.values(o).forEach((v) => {
+                    if (v && typeof v === "object") deepFreeze(v); }); return Object.freeze(o); };
+                ro("_ioprocessors", deepFreeze(JSON.parse(io)));
                 ro("In", function In(id) { return __sc.isActive(id); });
                 __sc.baseline = new Set(Object.keys(g));
             })"""

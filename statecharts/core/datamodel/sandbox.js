@@ -17,6 +17,7 @@
     apply: refuse("Date()"),
   });
   RealDate.now = refuse("Date.now()");
+  RealDate.prototype.constructor = SafeDate;
   g.Date = SafeDate;
   Math.random = refuse("Math.random()");
 
@@ -118,7 +119,13 @@
         case "undefined": return undefined;
         case "number": return Number(value.v);
         case "bigint": return BigInt(value.v);
-        case "function": return (0, eval)("(" + value.source + ")");
+        case "function": {
+          try { return (0, eval)("(" + value.source + ")"); } catch (e) {
+            // Method shorthand (`m() {...}`) is only valid inside an object literal.
+            const holder = (0, eval)("({" + value.source + "})");
+            return holder[Object.keys(holder)[0]];
+          }
+        }
         case "date": { const d = new RealDate(value.v); byPath.set(JSON.stringify(path), d); return d; }
         case "regexp": return new RegExp(value.source, value.flags);
         case "xml": return value.tree ? new XmlNode(value.tree, null) : String(value.v);
@@ -162,7 +169,18 @@
       if (node === null || typeof node !== "object" || seen.has(node)) return node;
       seen.add(node);
       if (holders.has(node)) return holders.get(node);
-      if (node instanceof Map) { for (const [k, v] of node) node.set(k, fix(v, seen)); return node; }
+      if (node instanceof Map) {
+        const entries = Array.from(node.entries());
+        node.clear();
+        for (const [k, v] of entries) node.set(fix(k, seen), fix(v, seen));
+        return node;
+      }
+      if (node instanceof Set) {
+        const members = Array.from(node.values());
+        node.clear();
+        for (const v of members) node.add(fix(v, seen));
+        return node;
+      }
       for (const key of Object.keys(node)) node[key] = fix(node[key], seen);
       return node;
     };
