@@ -50,7 +50,7 @@ HTTP_TESTS = frozenset(
         "577",
     }
 )
-MAX_VIRTUAL_MS = 10 * 60 * 1000  # documents wait at most 30 s of document time
+MAX_VIRTUAL_MS = 10 * 60 * 1000  # suite documents wait at most 30 s; give up at 10 min
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,32 @@
+"""The Python examples in the README and docs/ run as written (docs are part of done)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCUMENTS = [ROOT / "README.md", ROOT / "docs" / "embedding.md"]
+
+
+def python_blocks(path: Path) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", path.read_text(), re.DOTALL)
+
+
+@pytest.mark.parametrize("path", DOCUMENTS, ids=lambda p: p.name)
+def test_python_examples_run(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    blocks = python_blocks(path)
+    assert blocks, f"{path.name} has no python example"
+    for number, block in enumerate(blocks, 1):
+        exec(compile(block, f"{path.name} example {number}", "exec"), {})
+
+
+def test_demo_runs_the_example_to_completion(capsys: pytest.CaptureFixture[str]) -> None:
+    from statecharts.demo import main
+
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    assert "reminder sent: order 42, reminder #1" in out
+    assert 'donedata: {"total": 99.5}' in out
