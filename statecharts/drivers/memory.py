@@ -136,13 +136,21 @@ class MemoryDriver:
 
     # -- public API ------------------------------------------------------------------------
 
-    def load(self, source: str | bytes, *, base_path: str | Path | None = None) -> Chart:
+    def load(
+        self,
+        source: str | bytes,
+        *,
+        base_path: str | Path | None = None,
+        source_name: str | None = None,
+    ) -> Chart:
         """Compile a chart from a string (ChartError lists every problem)."""
-        return load_chart(source, base_path=base_path, resolver=self.resolver)
+        return load_chart(
+            source, base_path=base_path, resolver=self.resolver, source_name=source_name
+        )
 
     def load_file(self, path: str | Path) -> Chart:
         path = Path(path)
-        return self.load(path.read_bytes(), base_path=path.parent)
+        return self.load(path.read_bytes(), base_path=path.parent, source_name=str(path))
 
     def start(
         self,
@@ -257,6 +265,9 @@ class MemoryDriver:
             if child is not None and child.running:
                 self._enqueue(child, Event.from_dict(data["event"]))
         elif kind == fx.DONE:
+            for timer in self._timers:  # a finished session's delayed sends never fire
+                if timer.session_id == session.session_id:
+                    timer.cancelled = True
             session.done = True
             session.donedata = data["donedata"]
             session.final = data["final"]

@@ -409,3 +409,34 @@ def test_delayed_events_of_a_finished_session_are_discarded() -> None:
     driver.advance(5_000)
     assert session.final == "end"
     assert driver.next_due_ms() is None
+
+
+def test_a_finished_sessions_delayed_sends_are_dropped() -> None:
+    from statecharts.drivers.memory import MemoryDriver
+
+    driver = MemoryDriver()
+    session = driver.start(
+        '<scxml xmlns="http://www.w3.org/2005/07/scxml" version="1.0">'
+        '<state id="a"><onentry><send event="later" delay="5s"/></onentry>'
+        '<transition event="stop" target="end"/></state><final id="end"/></scxml>'
+    )
+    assert driver.next_due_ms() == 5000
+    session.send("stop")
+    assert session.done
+    assert driver.pending_timers() == []
+    assert driver.next_due_ms() is None
+
+
+def test_load_file_names_the_file_in_errors(tmp_path) -> None:
+    from statecharts.core import ChartError
+    from statecharts.drivers.memory import MemoryDriver
+
+    bad = tmp_path / "bad.scxml"
+    bad.write_text('<scxml xmlns="http://www.w3.org/2005/07/scxml">\n'
+                   '<state id="a"><transition target="zz"/></state></scxml>')
+    try:
+        MemoryDriver().load_file(bad)
+    except ChartError as exc:
+        assert f"{bad}: 2:15: transition target 'zz' does not exist" in str(exc)
+    else:
+        raise AssertionError("the chart was accepted")
