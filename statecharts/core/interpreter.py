@@ -105,6 +105,7 @@ class Interpreter:
         # Entry sets of single transitions whose computation met no history state: they
         # depend on the transition alone (spec computeEntrySet), so they are computed once.
         self._entry_cache: dict[int, tuple[list[int], frozenset[int]]] = {}
+        self._bound_cache: tuple[int, ...] = ()  # sorted self.bound (it only ever grows)
         self._atomics: list[int] | None = None  # atomic active states, doc order; None = stale
         # _event is only pushed into the datamodel when some code of the chart mentions it.
         self._uses_event = chart.datamodel != "null" and any(
@@ -352,6 +353,11 @@ class Interpreter:
         self.internal_queue.clear()
         return self._snapshot_step()
 
+    def _bound_tuple(self) -> tuple[int, ...]:
+        if len(self.bound) != len(self._bound_cache):
+            self._bound_cache = tuple(sorted(self.bound))
+        return self._bound_cache
+
     def _snapshot_step(self) -> Step:
         try:
             snapshot = self.dm.snapshot()
@@ -378,7 +384,7 @@ class Interpreter:
             datamodel_json=snapshot,
             invocations=tuple(self.invocations),
             running=self.running,
-            bound=tuple(sorted(self.bound)),
+            bound=self._bound_tuple(),
             counters=Counters(
                 self.n_send,
                 self.n_invoke,
@@ -852,6 +858,8 @@ class Interpreter:
     # ==== executable content ===================================================================
 
     def executeContent(self, block: Block) -> None:
+        if not block.actions:
+            return
         with contextlib.suppress(_Stop):
             self._run_actions(block.actions, block)
 
