@@ -7,11 +7,13 @@ anything else becomes a space-normalized string.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from lxml import etree
 
 from statecharts.core.model import XmlValue
+from statecharts.core.parse import hardened_parser
 
 
 def body_value(element: etree._Element) -> tuple[bool, Any]:
@@ -33,12 +35,9 @@ def text_value(text: str) -> Any:
     except ValueError:
         pass
     if stripped.startswith("<"):
+        markup = re.sub(r"^<\?xml[^>]*\?>\s*", "", stripped)
         try:
-            etree.fromstring(
-                stripped.encode(),
-                etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False),
-            )
-            return XmlValue(stripped, xml_tree(stripped))
+            return XmlValue(markup, xml_tree(markup))
         except etree.XMLSyntaxError:
             pass
     return " ".join(stripped.split())
@@ -46,8 +45,7 @@ def text_value(text: str) -> Any:
 
 def xml_tree(markup: str) -> dict[str, Any]:
     """Markup as the JSON tree the ECMAScript sandbox builds its DOM from (a document node)."""
-    parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False)
-    root = etree.fromstring(f"<__sc_root>{markup}</__sc_root>".encode(), parser)
+    root = etree.fromstring(f"<__sc_root>{markup}</__sc_root>".encode(), hardened_parser())
 
     def node(element: etree._Element) -> Any:
         children: list[Any] = []
