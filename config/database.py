@@ -47,4 +47,14 @@ def _sqlite(name: str) -> dict[str, Any]:
         # wait (up to `timeout` seconds) instead of failing with "database is locked"
         # when a reader tries to upgrade. See docs/durable-executions.md.
         "OPTIONS": {"transaction_mode": "IMMEDIATE", "timeout": 20},
+        # A file, not the in-memory default: crash and concurrency tests step the test
+        # database from other processes and threads.
+        "TEST": {"NAME": _test_name(name)},
     }
+
+
+def _test_name(name: str) -> str:
+    if name == ":memory:" or name.startswith("file:"):
+        return name
+    path = Path(name)
+    return str(path.with_name(f"test_{path.stem}{path.suffix or '.sqlite3'}"))

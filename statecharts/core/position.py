@@ -1,0 +1,150 @@
+"""The position blob: a versioned, self-describing encoding of where an execution is.
+
+A durable host stores one blob per execution and hands it back on the next step. The blob is
+compact UTF-8 JSON (never pickle: decoding runs no code) of this shape::
+
+    {"format": "scxml-position", "version": 1,
+     "chart": {"sha256": "...", "name": "order", "version": "3"},
+     "state": {...}}                       # State.to_dict()
+
+Decoding refuses, with a typed error for each case, anything it cannot resume safely: bytes
+that are not a position blob, a format version it does not know, a blob written for another
+chart, a state caught between two microsteps (internal queue not empty) and, when asked to
+advance it, a state that is no longer running.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from statecharts.core.errors import StatechartError
+from statecharts.core.model import Chart
+from statecharts.core.state import State
+
+FORMAT = "scxml-position"
+VERSION = 1
+
+
+class PositionError(StatechartError):
+    """A position blob was refused. Subclasses say why; none of them changes anything."""
+
+
+class NotAPositionError(PositionError):
+    """The bytes are not a position blob (not JSON, wrong marker, or a malformed state)."""
+
+
+class UnsupportedVersionError(PositionError):
+    """The blob was written in a format version this code does not read (a newer release)."""
+
+    def __init__(self, version: object) -> None:
+        self.version = version
+        super().__init__(
+            f"position format version {version!r} is not supported "
+            f"(this release reads versions 1..{VERSION})"
+        )
+
+
+class ChartMismatchError(PositionError):
+    """The blob belongs to another chart (or to an earlier source of this one)."""
+
+    def __init__(self, expected: str, found: str) -> None:
+        self.expected = expected
+        self.found = found
+        super().__init__(
+            f"position was written for chart sha256 {found[:12]}..., "
+            f"but the chart given has sha256 {expected[:12]}..."
+        )
+
+
+class NotQuiescentError(PositionError):
+    """The state has internal events pending: it was captured mid-macrostep."""
+
+
+class NotRunningPositionError(PositionError):
+    """The state has stopped (final state reached, cancelled or failed): it cannot advance."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChartIdentity:
+    sha256: str
+    name: str | None = None
+    version: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"sha256": self.sha256, "name": self.name, "version": self.version}
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    chart: ChartIdentity
+    state: State
+
+
+# Readers of older format versions upgrade their payload to the current shape. Version 1 is
+# the first format, so the table is empty; a future version 2 adds ``1: upgrade_from_1``.
+_UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+
+def encode(state: State, chart: ChartIdentity | Chart) -> bytes:
+    """The blob for ``state``. Refuses a state that is not quiescent: it could not be resumed."""
+    if not state.quiescent:
+        raise NotQuiescentError(
+            f"session {state.session_id}: {len(state.internal_queue)} internal event(s) pending"
+        )
+    identity = chart if isinstance(chart, ChartIdentity) else ChartIdentity(chart.source_hash)
+    payload = {
+        "format": FORMAT,
+        "version": VERSION,
+        "chart": identity.to_dict(),
+        "state": state.to_dict(),
+    }
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def decode(
+    blob: bytes | str | memoryview,
+    *,
+    chart: Chart | str | None = None,
+    require_running: bool = False,
+) -> Position:
+    """Read a blob back. ``chart`` (a Chart or its sha256) is checked against the identity."""
+    if isinstance(blob, memoryview):
+        blob = blob.tobytes()
+    try:
+        payload = json.loads(blob)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise NotAPositionError(f"not a position blob: {exc}") from None
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        raise NotAPositionError(f"not a position blob (no {FORMAT!r} marker)")
+    version = payload.get("version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise UnsupportedVersionError(version)
+    if version > VERSION or version < 1:
+        raise UnsupportedVersionError(version)
+    while version < VERSION:
+        payload = _UPGRADES[version](payload)
+        version += 1
+    try:
+        raw_chart = payload["chart"]
+        identity = ChartIdentity(
+            str(raw_chart["sha256"]), raw_chart.get("name"), raw_chart.get("version")
+        )
+        state = State.from_dict(payload["state"])
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise NotAPositionError(f"malformed position blob: {exc!r}") from None
+    if chart is not None:
+        expected = chart if isinstance(chart, str) else chart.source_hash
+        if identity.sha256 != expected:
+            raise ChartMismatchError(expected, identity.sha256)
+    if not state.quiescent:
+        raise NotQuiescentError(
+            f"session {state.session_id}: {len(state.internal_queue)} internal event(s) pending"
+        )
+    if require_running and not state.running:
+        raise NotRunningPositionError(
+            f"session {state.session_id} has stopped ({state.outcome or 'not running'})"
+        )
+    return Position(identity, state)

@@ -1,0 +1,161 @@
+"""The computation of one durable step, with no database: input in, new state and effects out.
+
+The Django stepper (``statecharts.stepper``) wraps this in a transaction; replay calls it on a
+fresh interpreter and must get byte-identical positions. Everything a step depends on is an
+argument: the state, the input, and the answers to the one question the core may ask its host
+(is a session reachable?), which the stepper records so replay can give the same answers.
+
+Sends to the session itself are drained here, inside the step, up to ``send_budget`` events:
+they never leave the process, so they need no outbox. Every other effect is returned for the
+host to perform.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from statecharts.core import effects as fx
+from statecharts.core.effects import Effect
+from statecharts.core.events import EXTERNAL, Event
+from statecharts.core.interpreter import Interpreter
+from statecharts.core.state import State
+
+START = "start"
+EVENT = "event"  # an external event (from a caller, another execution, a timer, a child)
+INTERNAL = "internal"  # an event for the internal queue (delayed #_internal, platform errors)
+CANCEL = "cancel"
+INPUT_KINDS = frozenset({START, EVENT, INTERNAL, CANCEL})
+
+DEFAULT_SEND_BUDGET = 1_000
+SEND_BUDGET_EXHAUSTED = "send_budget_exhausted"
+
+# Outcomes that end an execution as failed rather than completed or cancelled.
+FAILED_OUTCOMES = frozenset({"budget_exhausted", "datamodel_error", SEND_BUDGET_EXHAUSTED})
+
+
+@dataclass(frozen=True, slots=True)
+class Input:
+    """One input fed to an execution: what the history records and replay re-feeds."""
+
+    kind: str
+    event: Event | None = None
+    data: dict[str, Any] | None = None  # start: overrides of top-level <data>
+    session_id: str | None = None  # start: the _sessionid the chart sees
+
+    def __post_init__(self) -> None:
+        if self.kind not in INPUT_KINDS:
+            raise ValueError(f"unknown input kind {self.kind!r}")
+        if self.kind in (EVENT, INTERNAL) and self.event is None:
+            raise ValueError(f"a {self.kind!r} input needs an event")
+        if self.kind == START and not self.session_id:
+            raise ValueError("a start input needs a session id")
+
+    @classmethod
+    def start(cls, session_id: str, data: dict[str, Any] | None = None) -> Input:
+        return cls(START, data=data, session_id=session_id)
+
+    @classmethod
+    def external(cls, event: Event) -> Input:
+        return cls(EVENT, event=event)
+
+    @classmethod
+    def internal(cls, event: Event) -> Input:
+        return cls(INTERNAL, event=event)
+
+    @classmethod
+    def cancel(cls) -> Input:
+        return cls(CANCEL)
+
+    def to_dict(self) -> dict[str, Any]:
+        raw: dict[str, Any] = {"kind": self.kind}
+        if self.event is not None:
+            raw["event"] = self.event.to_dict()
+        if self.kind == START:
+            raw["session_id"] = self.session_id
+            raw["data"] = self.data
+        return raw
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Input:
+        event = Event.from_dict(raw["event"]) if raw.get("event") is not None else None
+        return cls(raw["kind"], event=event, data=raw.get("data"), session_id=raw.get("session_id"))
+
+
+@dataclass(slots=True)
+class Advance:
+    """What one step produced."""
+
+    state: State
+    effects: list[Effect] = field(default_factory=list)  # every effect, in order
+    outgoing: list[Effect] = field(default_factory=list)  # effects left for the host
+    self_events: int = 0  # self-sends drained inside the step
+
+
+def advance(
+    interpreter: Interpreter,
+    state: State | None,
+    step_input: Input,
+    *,
+    send_budget: int = DEFAULT_SEND_BUDGET,
+) -> Advance:
+    """Apply ``step_input`` to ``state`` and drain self-sends until quiescent (bounded).
+
+    ``state`` is None only for a start input. Raises NotRunningError when the state has
+    stopped (the stepper checks the execution's status first, so it never sees that).
+    """
+    if step_input.kind == START:
+        assert step_input.session_id is not None
+        step = interpreter.initialize(step_input.session_id, data=step_input.data)
+    else:
+        if state is None:
+            raise ValueError(f"a {step_input.kind!r} input needs a state")
+        if step_input.kind == EVENT:
+            assert step_input.event is not None
+            step = interpreter.handle_event(state, step_input.event)
+        elif step_input.kind == INTERNAL:
+            assert step_input.event is not None
+            step = interpreter.deliver_internal(state, step_input.event)
+        else:
+            step = interpreter.cancel(state)
+    result = Advance(step.state)
+    pending: deque[Event] = deque()
+    _collect(result, step.effects, pending)
+    while pending and result.state.running:
+        if result.self_events >= send_budget:
+            # A chart that keeps sending to itself would hold the row lock forever.
+            step = interpreter.cancel(result.state, reason=SEND_BUDGET_EXHAUSTED)
+            pending.clear()
+            _collect(result, step.effects, pending)
+            result.state = step.state
+            break
+        result.self_events += 1
+        step = interpreter.handle_event(result.state, pending.popleft())
+        result.state = step.state
+        _collect(result, step.effects, pending)
+    return result
+
+
+def _collect(result: Advance, effects: tuple[Effect, ...], pending: deque[Event]) -> None:
+    for effect in effects:
+        result.effects.append(effect)
+        if effect.kind == fx.SEND and effect.data["target"]["kind"] == "self":
+            pending.append(Event.from_dict(effect.data["event"]))
+        else:
+            result.outgoing.append(effect)
+
+
+def status_of(state: State) -> str:
+    """The execution status a state maps to."""
+    if state.running:
+        return "active"
+    if state.outcome == "cancelled":
+        return "cancelled"
+    if state.outcome in FAILED_OUTCOMES:
+        return "failed"
+    return "completed"
+
+
+def external_event(name: str, data: Any = None, **fields: Any) -> Event:
+    return Event(name, EXTERNAL, data, **fields)

@@ -1,0 +1,15 @@
+"""Errors the Django layer raises on purpose (the core's are in statecharts.core.errors)."""
+
+from __future__ import annotations
+
+from statecharts.core.errors import StatechartError
+
+
+class StepRefused(StatechartError):
+    """The stepper would not apply an input; nothing about the execution changed except the
+    history row recording the refusal (and, for a chart mismatch, the status)."""
+
+
+class NeedsMigration(StepRefused):
+    """The execution's position does not belong to its chart's current source: a person has
+    to migrate it. Its status is ``needs_migration`` and inputs are refused until then."""

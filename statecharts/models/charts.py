@@ -1,0 +1,82 @@
+"""A chart: an SCXML document stored once, identified by the sha256 of its source."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from django.db import IntegrityError, models, transaction
+
+from statecharts.core import load_chart
+from statecharts.core.model import Chart as CompiledChart
+
+
+def source_hash(source: str) -> str:
+    """The chart identity: sha256 of the UTF-8 source (the core hashes the same bytes)."""
+    return hashlib.sha256(source.encode("utf-8")).hexdigest()
+
+
+def _as_text(source: str | bytes) -> str:
+    if isinstance(source, str):
+        return source
+    try:
+        return source.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"a stored chart must be UTF-8 text: {exc}") from None
+
+
+class ChartManager(models.Manager["Chart"]):
+    def load(
+        self, source: str | bytes, *, name: str = "", version: str = ""
+    ) -> Chart:
+        """Validate ``source`` and store it, or return the chart already stored with it.
+
+        Raises ``ChartError`` (every problem, with line:column) for an invalid document.
+        """
+        from statecharts.runtime import compile_source
+
+        text = _as_text(source)
+        compiled = compile_source(text)
+        digest = compiled.source_hash
+        existing = self.filter(content_hash=digest).first()
+        if existing is not None:
+            return existing
+        try:
+            with transaction.atomic():
+                return self.create(
+                    source=text,
+                    content_hash=digest,
+                    name=name or compiled.name or "",
+                    version=version,
+                )
+        except IntegrityError:  # loaded concurrently by someone else: theirs is ours
+            return self.get(content_hash=digest)
+
+
+class Chart(models.Model):
+    source = models.TextField(help_text="The SCXML document, as loaded.")
+    content_hash = models.CharField(
+        max_length=64, unique=True, editable=False, help_text="sha256 of the source."
+    )
+    name = models.CharField(max_length=200, blank=True)
+    version = models.CharField(max_length=100, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    objects = ChartManager()
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        indexes = [models.Index(fields=["name", "version"])]
+
+    def __str__(self) -> str:
+        label = self.name or self.content_hash[:12]
+        return f"{label} v{self.version}" if self.version else label
+
+    def compiled(self) -> CompiledChart:
+        """The compiled chart (cached per process), checked against the stored hash."""
+        from statecharts.runtime import compiled_chart
+
+        return compiled_chart(self)
+
+    def identity(self) -> dict[str, Any]:
+        return {"sha256": self.content_hash, "name": self.name, "version": self.version}

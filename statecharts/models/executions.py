@@ -1,0 +1,114 @@
+"""An execution: one running instance of a chart, its position stored as a blob in its row."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from django.db import models
+
+if TYPE_CHECKING:
+    from statecharts.stepper import StepResult
+
+
+class ExecutionStatus(models.TextChoices):
+    ACTIVE = "active", "active"
+    COMPLETED = "completed", "completed"
+    FAILED = "failed", "failed"
+    CANCELLED = "cancelled", "cancelled"
+    NEEDS_MIGRATION = "needs_migration", "needs migration"
+
+
+TERMINAL_STATUSES = frozenset(
+    {ExecutionStatus.COMPLETED, ExecutionStatus.FAILED, ExecutionStatus.CANCELLED}
+)
+
+
+class ExecutionQuerySet(models.QuerySet["Execution"]):
+    def active(self) -> ExecutionQuerySet:
+        return self.filter(status=ExecutionStatus.ACTIVE)
+
+    def finished(self) -> ExecutionQuerySet:
+        return self.filter(status__in=TERMINAL_STATUSES)
+
+    def for_key(self, chart: Any, business_key: str) -> ExecutionQuerySet:
+        return self.filter(chart=chart, business_key=business_key)
+
+
+class ExecutionManager(models.Manager["Execution"]):
+    def get_queryset(self) -> ExecutionQuerySet:
+        return ExecutionQuerySet(self.model, using=self._db)
+
+    def active(self) -> ExecutionQuerySet:
+        return self.get_queryset().active()
+
+    def start(
+        self,
+        chart: Any,
+        *,
+        data: dict[str, Any] | None = None,
+        business_key: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Execution:
+        """Create an execution of ``chart`` and run it to its first stable configuration."""
+        from statecharts import stepper
+
+        return stepper.start(chart, data=data, business_key=business_key, metadata=metadata)
+
+
+class Execution(models.Model):
+    chart = models.ForeignKey("statecharts.Chart", on_delete=models.PROTECT, related_name="executions")
+    status = models.CharField(
+        max_length=20, choices=ExecutionStatus.choices, default=ExecutionStatus.ACTIVE, db_index=True
+    )
+    session_id = models.CharField(
+        max_length=64, unique=True, help_text="What the chart sees as _sessionid."
+    )
+    position = models.BinaryField(help_text="The interpreter state (statecharts.core.position).")
+    configuration = models.JSONField(
+        default=list, help_text="Active atomic states after the last step (for reading only)."
+    )
+    steps = models.PositiveIntegerField(default=0, help_text="Inputs recorded in the history.")
+    donedata = models.JSONField(null=True, blank=True)
+    outcome = models.CharField(max_length=40, blank=True)
+    failure_reason = models.TextField(blank=True)
+    business_key = models.CharField(max_length=200, null=True, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    created = models.DateTimeField()
+    updated = models.DateTimeField()
+    ended = models.DateTimeField(null=True, blank=True)
+
+    objects = ExecutionManager()
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["chart", "business_key"],
+                condition=models.Q(business_key__isnull=False),
+                name="statecharts_execution_unique_business_key",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id} ({self.status})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+    def send(self, name: str, data: Any = None, **fields: Any) -> StepResult:
+        """Feed one external event; see ``statecharts.stepper.send``."""
+        from statecharts import stepper
+
+        result = stepper.send(self.pk, name, data, **fields)
+        self.refresh_from_db()
+        return result
+
+    step = send
+
+    def cancel(self) -> StepResult:
+        from statecharts import stepper
+
+        result = stepper.cancel(self.pk)
+        self.refresh_from_db()
+        return result

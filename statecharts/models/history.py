@@ -1,0 +1,41 @@
+"""The input history: one append-only row per input fed to an execution (the audit trail)."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class Disposition(models.TextChoices):
+    APPLIED = "applied", "applied"
+    DISCARDED = "discarded", "discarded (execution finished)"
+    REFUSED = "refused", "refused (needs migration)"
+
+
+class HistoryEntry(models.Model):
+    execution = models.ForeignKey(
+        "statecharts.Execution", on_delete=models.CASCADE, related_name="history"
+    )
+    seq = models.PositiveIntegerField(help_text="1 for the start, then one per input.")
+    input = models.JSONField(help_text="The input: kind, event (name, data, ...), start data.")
+    disposition = models.CharField(max_length=20, choices=Disposition.choices)
+    status_after = models.CharField(max_length=20)
+    configuration_after = models.JSONField(default=list)
+    effects = models.JSONField(default=list, help_text="A summary of what the step produced.")
+    reachability = models.JSONField(
+        default=dict, help_text="Answers the host gave to 'is session X reachable?' (for replay)."
+    )
+    position_sha256 = models.CharField(max_length=64, blank=True)
+    created = models.DateTimeField()
+
+    class Meta:
+        ordering = ["execution", "seq"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["execution", "seq"], name="statecharts_history_unique_seq"
+            )
+        ]
+        verbose_name_plural = "history entries"
+
+    def __str__(self) -> str:
+        event = self.input.get("event") or {}
+        return f"#{self.seq} {self.input.get('kind')} {event.get('name', '')}".strip()

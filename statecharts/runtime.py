@@ -1,0 +1,84 @@
+"""Per-process caches between stored charts and the core: compiled charts and interpreters.
+
+A compiled chart is immutable and shared by every thread. An interpreter keeps the datamodel
+engine of the last state it produced, and embedded engines must stay on their thread, so
+interpreters are cached per thread (one per chart).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import TYPE_CHECKING
+
+from statecharts.conf import statecharts_settings
+from statecharts.core import Interpreter, load_chart
+from statecharts.core.datamodel import Limits
+from statecharts.core.model import Chart as CompiledChart
+from statecharts.core.position import ChartMismatchError
+
+if TYPE_CHECKING:
+    from statecharts.models import Chart
+
+_CACHE_SIZE = 256
+_compiled: OrderedDict[str, CompiledChart] = OrderedDict()
+_compiled_lock = threading.Lock()
+_local = threading.local()
+
+
+def _resolver():  # type: ignore[no-untyped-def]
+    from django.utils.module_loading import import_string
+
+    resolver = statecharts_settings.RESOLVER
+    return import_string(resolver) if isinstance(resolver, str) else resolver
+
+
+def compile_source(source: str) -> CompiledChart:
+    """Compile (or fetch from the cache) the chart whose source is ``source``."""
+    with _compiled_lock:
+        found = _compiled.get(source)
+        if found is not None:
+            _compiled.move_to_end(source)
+            return found
+    compiled = load_chart(source, resolver=_resolver())
+    with _compiled_lock:
+        _compiled[source] = compiled
+        while len(_compiled) > _CACHE_SIZE:
+            _compiled.popitem(last=False)
+    return compiled
+
+
+def compiled_chart(chart: Chart) -> CompiledChart:
+    """The compiled form of a stored chart; refuses a row whose source no longer has its hash."""
+    compiled = compile_source(chart.source)
+    if compiled.source_hash != chart.content_hash:
+        raise ChartMismatchError(chart.content_hash, compiled.source_hash)
+    return compiled
+
+
+def limits() -> Limits:
+    return Limits(
+        time_ms=statecharts_settings.TIME_LIMIT_MS,
+        memory_bytes=statecharts_settings.MEMORY_LIMIT_BYTES,
+    )
+
+
+def interpreter_for(compiled: CompiledChart) -> Interpreter:
+    """This thread's interpreter for ``compiled`` (settings are read when it is created)."""
+    cache: dict[str, Interpreter] | None = getattr(_local, "interpreters", None)
+    if cache is None:
+        cache = _local.interpreters = {}
+    key = f"{compiled.source_hash}:{statecharts_settings.ROUND_BUDGET}:{limits()}"
+    interpreter = cache.get(key)
+    if interpreter is None or interpreter.chart is not compiled:
+        if len(cache) >= _CACHE_SIZE:
+            cache.clear()
+        interpreter = cache[key] = Interpreter(
+            compiled, round_budget=statecharts_settings.ROUND_BUDGET, limits=limits()
+        )
+    return interpreter
+
+
+def fresh_interpreter(compiled: CompiledChart) -> Interpreter:
+    """An interpreter that shares nothing with the cached ones (for replay)."""
+    return Interpreter(compiled, round_budget=statecharts_settings.ROUND_BUDGET, limits=limits())
