@@ -48,5 +48,7 @@ def effect_handler(kind: str) -> EffectHandler | None:
     configured = statecharts_settings.EFFECT_HANDLERS.get(kind)
     if configured is None:
         return None
-    handler: EffectHandler = import_string(configured) if isinstance(configured, str) else configured
+    handler: EffectHandler = (
+        import_string(configured) if isinstance(configured, str) else configured
+    )
     return handler

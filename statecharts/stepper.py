@@ -118,7 +118,11 @@ def start(
 
 
 def send(
-    execution: Execution | int, name: str, data: Any = None, *, now: datetime | None = None,
+    execution: Execution | int,
+    name: str,
+    data: Any = None,
+    *,
+    now: datetime | None = None,
     **fields: Any,
 ) -> StepResult:
     """Feed one external event named ``name`` (fields: sendid, origin, origintype, invokeid)."""
@@ -350,8 +354,9 @@ def _perform(context: EffectContext, outcome: Advance, outbox: list[int]) -> lis
         elif kind == fx.LOG:
             if chart_log is None:
                 chart_log = logging.getLogger(f"statecharts.chart.{_logger_name(execution)}")
-            chart_log.info("%s: %s", data["label"], data["value"],
-                           extra={"session_id": execution.session_id})
+            chart_log.info(
+                "%s: %s", data["label"], data["value"], extra={"session_id": execution.session_id}
+            )
         if kind in HANDLED_KINDS:
             handler = effect_handler(kind)
             if handler is not None:

@@ -7,7 +7,6 @@ from typing import Any
 
 from django.db import IntegrityError, models, transaction
 
-from statecharts.core import load_chart
 from statecharts.core.model import Chart as CompiledChart
 
 
@@ -26,9 +25,7 @@ def _as_text(source: str | bytes) -> str:
 
 
 class ChartManager(models.Manager["Chart"]):
-    def load(
-        self, source: str | bytes, *, name: str = "", version: str = ""
-    ) -> Chart:
+    def load(self, source: str | bytes, *, name: str = "", version: str = "") -> Chart:
         """Validate ``source`` and store it, or return the chart already stored with it.
 
         Raises ``ChartError`` (every problem, with line:column) for an invalid document.

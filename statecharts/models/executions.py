@@ -56,9 +56,14 @@ class ExecutionManager(models.Manager["Execution"]):
 
 
 class Execution(models.Model):
-    chart = models.ForeignKey("statecharts.Chart", on_delete=models.PROTECT, related_name="executions")
+    chart = models.ForeignKey(
+        "statecharts.Chart", on_delete=models.PROTECT, related_name="executions"
+    )
     status = models.CharField(
-        max_length=20, choices=ExecutionStatus.choices, default=ExecutionStatus.ACTIVE, db_index=True
+        max_length=20,
+        choices=ExecutionStatus.choices,
+        default=ExecutionStatus.ACTIVE,
+        db_index=True,
     )
     session_id = models.CharField(
         max_length=64, unique=True, help_text="What the chart sees as _sessionid."
