@@ -6,6 +6,7 @@ clear error at start-up rather than a surprise later.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -33,6 +34,8 @@ def database_from_url(url: str | None, *, default_sqlite: Path) -> dict[str, Any
             "HOST": parts.hostname or "",
             "PORT": str(parts.port or ""),
             "OPTIONS": options,
+            # Lets two test runs share one server without fighting over test_<NAME>.
+            "TEST": {"NAME": os.environ.get("DATABASE_TEST_NAME") or None},
         }
     raise DatabaseURLError(
         f"DATABASE_URL scheme {parts.scheme!r} is not supported (sqlite, postgres)"

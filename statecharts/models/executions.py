@@ -34,13 +34,7 @@ class ExecutionQuerySet(models.QuerySet["Execution"]):
         return self.filter(chart=chart, business_key=business_key)
 
 
-class ExecutionManager(models.Manager["Execution"]):
-    def get_queryset(self) -> ExecutionQuerySet:
-        return ExecutionQuerySet(self.model, using=self._db)
-
-    def active(self) -> ExecutionQuerySet:
-        return self.get_queryset().active()
-
+class ExecutionManager(models.Manager.from_queryset(ExecutionQuerySet)):  # type: ignore[misc]
     def start(
         self,
         chart: Any,

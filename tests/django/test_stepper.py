@@ -1,0 +1,417 @@
+"""The durable stepper: each input is one transaction that loads, advances, performs, persists."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from django.test import override_settings
+
+from statecharts import signals, stepper
+from statecharts.core import ChartError
+from statecharts.core.effects import Effect
+from statecharts.core.position import ChartMismatchError, NotAPositionError, decode
+from statecharts.exceptions import NeedsMigration
+from statecharts.handlers import EffectContext
+from statecharts.models import Chart, Execution, HistoryEntry, OutboxMessage
+from statecharts.replay import replay
+
+pytestmark = pytest.mark.django_db
+
+NS = 'xmlns="http://www.w3.org/2005/07/scxml" version="1.0"'
+
+ORDER = f"""<scxml {NS} name="order" datamodel="ecmascript" initial="cart">
+  <datamodel><data id="items" expr="[]"/><data id="sid" expr="_sessionid"/></datamodel>
+  <state id="cart">
+    <transition event="add"><assign location="items" expr="items.concat([_event.data])"/>
+    </transition>
+    <transition event="checkout" target="paying"/>
+    <onexit><log label="leaving cart" expr="items.length"/></onexit>
+  </state>
+  <state id="paying">
+    <onentry><send event="reminder" delay="1d" id="remind"/></onentry>
+    <transition event="paid" target="shipped"/>
+  </state>
+  <final id="shipped"><donedata><param name="count" expr="items.length"/></donedata></final>
+</scxml>"""
+
+PING = f"""<scxml {NS} datamodel="ecmascript" initial="idle">
+  <datamodel><data id="peer" expr="''"/></datamodel>
+  <state id="idle">
+    <transition event="go" target="waiting">
+      <assign location="peer" expr="_event.data.peer"/>
+    </transition>
+  </state>
+  <state id="waiting">
+    <onentry><send event="ping" targetexpr="'#_scxml_' + peer"/></onentry>
+    <transition event="pong" target="ok"/>
+    <transition event="error.communication" target="lost"/>
+  </state>
+  <final id="ok"/><final id="lost"/>
+</scxml>"""
+
+PONG = f"""<scxml {NS} datamodel="ecmascript" initial="w">
+  <datamodel><data id="pings" expr="0"/></datamodel>
+  <state id="w">
+    <transition event="ping" target="w">
+      <assign location="pings" expr="pings + 1"/>
+      <send event="pong" targetexpr="_event.origin"/>
+    </transition>
+    <transition event="stop" target="end"/>
+  </state>
+  <final id="end"/>
+</scxml>"""
+
+
+def load(source: str) -> Chart:
+    return Chart.objects.load(source)
+
+
+def datamodel(execution: Execution) -> dict[str, Any]:
+    execution.refresh_from_db()
+    state = decode(bytes(execution.position)).state
+    return state.datamodel
+
+
+# ---- charts ------------------------------------------------------------------------------------
+
+
+def test_loading_the_same_source_twice_returns_the_same_chart() -> None:
+    first = Chart.objects.load(ORDER, version="1")
+    assert Chart.objects.load(ORDER.encode()) == first
+    assert Chart.objects.count() == 1
+    assert first.name == "order"  # taken from <scxml name> when not given
+    assert first.content_hash == first.compiled().source_hash
+
+
+def test_an_invalid_chart_is_refused_with_every_problem_and_nothing_stored() -> None:
+    bad = f"""<scxml {NS} initial="nowhere">
+      <state id="a"><transition target="b"/></state>
+    </scxml>"""
+    with pytest.raises(ChartError) as caught:
+        Chart.objects.load(bad)
+    assert len(caught.value.problems) == 2
+    assert all(p.line >= 1 and p.column >= 1 for p in caught.value.problems)
+    assert Chart.objects.count() == 0
+
+
+def test_a_chart_that_is_not_utf8_is_refused() -> None:
+    with pytest.raises(ValueError, match="UTF-8"):
+        Chart.objects.load(b"<scxml \xff/>")
+
+
+# ---- the life of an execution -------------------------------------------------------------------
+
+
+def test_start_runs_to_the_first_stable_configuration_and_records_it() -> None:
+    execution = Execution.objects.start(load(ORDER), business_key="order-42")
+    assert execution.status == "active"
+    assert execution.configuration == ["cart"]
+    assert execution.steps == 1
+    assert datamodel(execution)["sid"] == execution.session_id  # _sessionid is the row's
+    (entry,) = execution.history.all()
+    assert (entry.seq, entry.input["kind"], entry.disposition) == (1, "start", "applied")
+    assert entry.configuration_after == ["cart"]
+    assert Execution.objects.for_key(execution.chart, "order-42").get() == execution
+
+
+def test_events_advance_the_execution_until_it_completes_with_donedata() -> None:
+    execution = Execution.objects.start(load(ORDER))
+    finished: list[Execution] = []
+
+    def on_finished(sender: Any, execution: Execution, **kwargs: Any) -> None:
+        finished.append(execution)
+
+    signals.execution_finished.connect(on_finished)
+    try:
+        execution.send("add", {"sku": "A"})
+        execution.send("add", {"sku": "B"})
+        result = execution.send("checkout")
+        assert result.applied and execution.configuration == ["paying"]
+        execution.send("paid")
+    finally:
+        signals.execution_finished.disconnect(on_finished)
+    assert execution.status == "completed"
+    assert execution.donedata == {"count": 2}
+    assert execution.outcome == "final"
+    assert execution.configuration == ["shipped"]
+    assert execution.ended is not None
+    assert [e.pk for e in finished] == [execution.pk]
+    assert list(execution.history.values_list("seq", flat=True)) == [1, 2, 3, 4, 5]
+
+
+def test_an_input_to_a_finished_execution_is_discarded_and_recorded() -> None:
+    execution = Execution.objects.start(load(ORDER))
+    execution.send("checkout")
+    execution.send("paid")
+    position = bytes(execution.position)
+    discarded: list[HistoryEntry] = []
+
+    def on_discarded(sender: Any, entry: HistoryEntry, **kwargs: Any) -> None:
+        discarded.append(entry)
+
+    signals.input_discarded.connect(on_discarded)
+    try:
+        result = execution.send("add", {"sku": "late"})
+    finally:
+        signals.input_discarded.disconnect(on_discarded)
+    assert result.disposition == "discarded" and not result.applied
+    assert bytes(execution.position) == position
+    assert execution.status == "completed"
+    assert [e.input["event"]["name"] for e in discarded] == ["add"]
+
+
+def test_cancel_runs_onexit_and_ends_cancelled(caplog: pytest.LogCaptureFixture) -> None:
+    execution = Execution.objects.start(load(ORDER))
+    execution.send("add", {"sku": "A"})
+    with caplog.at_level(logging.INFO, logger="statecharts.chart.order"):
+        result = execution.cancel()
+    assert execution.status == "cancelled"
+    assert execution.outcome == "cancelled"
+    logs = [e for e in result.effects if e.kind == "log"]
+    assert [(e.data["label"], e.data["value"]) for e in logs] == [("leaving cart", 1)]
+    assert any("leaving cart: 1" in r.getMessage() for r in caplog.records)
+
+
+def test_step_finished_carries_the_effects() -> None:
+    execution = Execution.objects.start(load(ORDER))
+    seen: list[tuple[int, tuple[Effect, ...]]] = []
+
+    def on_step(sender: Any, entry: HistoryEntry, effects: tuple[Effect, ...], **kw: Any) -> None:
+        seen.append((entry.seq, effects))
+
+    signals.step_finished.connect(on_step)
+    try:
+        execution.send("checkout")
+    finally:
+        signals.step_finished.disconnect(on_step)
+    ((seq, effects),) = seen
+    assert seq == 2
+    assert "send_delayed" in [e.kind for e in effects]
+
+
+def test_the_injected_clock_stamps_every_row() -> None:
+    fixed = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
+    with override_settings(STATECHARTS={"CLOCK": lambda: fixed}):
+        execution = Execution.objects.start(load(ORDER))
+        execution.send("checkout")
+    assert execution.created == execution.updated == fixed
+    assert {e.created for e in execution.history.all()} == {fixed}
+
+
+# ---- effects handed to other apps ----------------------------------------------------------------
+
+
+def test_an_effect_without_handler_is_recorded_as_unhandled_never_dropped() -> None:
+    execution = Execution.objects.start(load(ORDER))
+    result = execution.send("checkout")
+    (delayed,) = [e for e in result.entry.effects if e["kind"] == "send_delayed"]
+    assert delayed["unhandled"] is True
+    assert delayed["send_id"] == "remind" and delayed["delay_ms"] == 86_400_000
+
+
+def test_an_effect_handler_runs_inside_the_step_with_its_context() -> None:
+    calls: list[tuple[EffectContext, Effect]] = []
+
+    def handler(context: EffectContext, effect: Effect) -> None:
+        calls.append((context, effect))
+
+    execution = Execution.objects.start(load(ORDER))
+    with override_settings(STATECHARTS={"EFFECT_HANDLERS": {"send_delayed": handler}}):
+        result = execution.send("checkout")
+    ((context, effect),) = calls
+    assert context.execution.pk == execution.pk and context.seq == 2
+    assert effect.data["event"]["name"] == "reminder"
+    (delayed,) = [e for e in result.entry.effects if e["kind"] == "send_delayed"]
+    assert "unhandled" not in delayed
+
+
+def test_a_handler_that_raises_rolls_the_whole_step_back() -> None:
+    def broken(context: EffectContext, effect: Effect) -> None:
+        raise RuntimeError("timer table is on fire")
+
+    execution = Execution.objects.start(load(ORDER))
+    before = (bytes(execution.position), execution.steps, execution.status)
+    with (
+        override_settings(STATECHARTS={"EFFECT_HANDLERS": {"send_delayed": broken}}),
+        pytest.raises(RuntimeError, match="on fire"),
+    ):
+        stepper.send(execution.pk, "checkout")
+    execution.refresh_from_db()
+    assert (bytes(execution.position), execution.steps, execution.status) == before
+    assert execution.history.count() == 1
+
+
+# ---- failures --------------------------------------------------------------------------------
+
+
+def test_a_runaway_chart_fails_with_a_reason() -> None:
+    loop = f"""<scxml {NS} initial="a">
+      <state id="a"><transition event="go" target="b"/></state>
+      <state id="b"><transition target="c"/></state>
+      <state id="c"><transition target="b"/></state>
+    </scxml>"""
+    with override_settings(STATECHARTS={"ROUND_BUDGET": 50}):
+        execution = Execution.objects.start(load(loop))
+        execution.send("go")
+    assert execution.status == "failed"
+    assert execution.outcome == "budget_exhausted"
+    assert "50" in execution.failure_reason
+
+
+def test_a_chart_that_keeps_sending_to_itself_fails_instead_of_holding_the_lock() -> None:
+    chatter = f"""<scxml {NS} initial="a">
+      <state id="a"><transition event="tick"><send event="tick"/></transition></state>
+    </scxml>"""
+    with override_settings(STATECHARTS={"SEND_BUDGET": 20}):
+        execution = Execution.objects.start(load(chatter))
+        execution.send("tick")
+    assert execution.status == "failed"
+    assert "more than 20 events" in execution.failure_reason
+
+
+def test_self_sends_are_drained_inside_the_same_step() -> None:
+    chart = f"""<scxml {NS} initial="a">
+      <state id="a"><transition event="go" target="b"><send event="next"/></transition></state>
+      <state id="b"><transition event="next" target="c"/></state>
+      <state id="c"/>
+    </scxml>"""
+    execution = Execution.objects.start(load(chart))
+    execution.send("go")
+    assert execution.configuration == ["c"]
+    assert execution.steps == 2  # the self-send is part of the "go" step, not an input
+
+
+# ---- identity and refusals --------------------------------------------------------------------
+
+
+def test_an_execution_whose_chart_source_changed_is_refused_not_stepped() -> None:
+    execution = Execution.objects.start(load(ORDER))
+    position = bytes(execution.position)
+    edited = ORDER.replace('target="paying"', 'target="shipped"')
+    Chart.objects.filter(pk=execution.chart_id).update(source=edited)
+    with pytest.raises(NeedsMigration) as caught:
+        stepper.send(execution.pk, "checkout")
+    assert isinstance(caught.value.__cause__, ChartMismatchError)
+    execution.refresh_from_db()
+    assert execution.status == "needs_migration"
+    assert bytes(execution.position) == position
+    assert list(execution.history.values_list("disposition", flat=True)) == ["applied", "refused"]
+    with pytest.raises(NeedsMigration):  # and it stays refused
+        stepper.send(execution.pk, "checkout")
+
+
+def test_a_position_that_is_not_a_blob_is_refused_with_the_typed_error() -> None:
+    execution = Execution.objects.start(load(ORDER))
+    Execution.objects.filter(pk=execution.pk).update(position=b"\x80\x04pickle?")
+    with pytest.raises(NeedsMigration) as caught:
+        stepper.send(execution.pk, "checkout")
+    assert isinstance(caught.value.__cause__, NotAPositionError)
+
+
+def test_a_business_key_is_unique_per_chart() -> None:
+    chart = load(ORDER)
+    Execution.objects.start(chart, business_key="42")
+    with pytest.raises(stepper.BusinessKeyInUse):
+        Execution.objects.start(chart, business_key="42")
+    other = load(PONG)
+    assert Execution.objects.start(other, business_key="42").business_key == "42"
+    assert Execution.objects.start(chart).business_key is None  # no key: no constraint
+
+
+# ---- sends between executions ------------------------------------------------------------------
+
+
+def test_a_send_to_another_execution_goes_through_the_outbox_exactly_once() -> None:
+    pong = Execution.objects.start(load(PONG))
+    ping = Execution.objects.start(load(PING))
+    ping.send("go", {"peer": pong.session_id})
+    assert ping.status == "completed" and ping.configuration == ["ok"]
+    assert datamodel(pong)["pings"] == 1
+    assert set(OutboxMessage.objects.values_list("status", flat=True)) == {"delivered"}
+    entry = ping.history.get(seq=2)
+    assert entry.reachability == {pong.session_id: True}
+    assert stepper.deliver_pending() == 0
+
+
+def test_an_outbox_left_pending_by_a_dead_process_is_delivered_by_the_sweeper() -> None:
+    pong = Execution.objects.start(load(PONG))
+    ping = Execution.objects.start(load(PING))
+
+    def die_after_commit(phase: str) -> None:
+        if phase == "committed":
+            raise SystemExit("process died between commit and delivery")
+
+    stepper.fault_hook = die_after_commit
+    try:
+        with pytest.raises(SystemExit):
+            stepper.send(ping.pk, "go", {"peer": pong.session_id})
+    finally:
+        stepper.fault_hook = None
+    assert OutboxMessage.objects.pending().count() == 1
+    assert datamodel(pong)["pings"] == 0
+    assert stepper.deliver_pending() == 2  # the ping, then the pong it caused
+    assert stepper.deliver_pending() == 0
+    assert datamodel(pong)["pings"] == 1
+    ping.refresh_from_db()
+    assert ping.configuration == ["ok"]
+
+
+def test_a_send_to_a_finished_execution_tells_the_sender() -> None:
+    pong = Execution.objects.start(load(PONG))
+    ping = Execution.objects.start(load(PING))
+    stepper.fault_hook = lambda phase: (_ for _ in ()).throw(SystemExit()) if (
+        phase == "committed"
+    ) else None
+    try:
+        with pytest.raises(SystemExit):
+            stepper.send(ping.pk, "go", {"peer": pong.session_id})
+    finally:
+        stepper.fault_hook = None
+    pong.send("stop")  # the target finishes before the message is delivered
+    assert stepper.deliver_pending() == 0
+    message = OutboxMessage.objects.get()
+    assert message.status == "undeliverable" and "completed" in message.reason
+    ping.refresh_from_db()
+    assert ping.configuration == ["lost"]  # error.communication reached the sender
+
+
+def test_an_unknown_session_target_raises_error_communication_at_once() -> None:
+    ping = Execution.objects.start(load(PING))
+    ping.send("go", {"peer": "nobody"})
+    assert ping.configuration == ["lost"]
+    assert OutboxMessage.objects.count() == 0
+    assert ping.history.get(seq=2).reachability == {"nobody": False}
+
+
+# ---- replay ------------------------------------------------------------------------------------
+
+
+def test_replay_reproduces_every_recorded_position() -> None:
+    pong = Execution.objects.start(load(PONG))
+    ping = Execution.objects.start(load(PING))
+    ping.send("go", {"peer": pong.session_id})
+    order = Execution.objects.start(load(ORDER))
+    for sku in "ABC":
+        order.send("add", {"sku": sku})
+    order.send("checkout")
+    for execution in (pong, ping, order):
+        report = replay(execution.pk)
+        assert report.ok, str(report)
+        assert report.steps_replayed == execution.history.count()
+
+
+def test_replay_reports_the_first_step_that_differs() -> None:
+    order = Execution.objects.start(load(ORDER))
+    for sku in "ABC":
+        order.send("add", {"sku": sku})
+    order.send("checkout")
+    entry = order.history.get(seq=3)
+    entry.input = {**entry.input, "event": {**entry.input["event"], "name": "checkout"}}
+    entry.save()
+    report = replay(order.pk)
+    assert not report.ok
+    assert report.mismatch is not None and report.mismatch.seq == 3
+    assert "configuration recorded ['cart'], replayed ['paying']" in str(report)
