@@ -46,3 +46,22 @@ def test_database_url_default_is_sqlite_with_waiting_writers() -> None:
 def test_database_url_unknown_scheme_is_refused() -> None:
     with pytest.raises(DatabaseURLError, match="mysql"):
         database_from_url("mysql://root@localhost/x", default_sqlite=Path("x.db"))
+
+
+def test_a_misconfigured_statecharts_setting_is_a_system_check_error() -> None:
+    from django.core.checks import run_checks
+    from django.test import override_settings
+
+    bad = {
+        "SEND_BUDGET": 0,
+        "EFFECT_HANDLERS": {"send_delayed": "no.such.module.handler", "teleport": print},
+        "TYPO": 1,
+    }
+    with override_settings(STATECHARTS=bad):
+        ids = sorted(message.id for message in run_checks())
+    assert ids == [
+        "statecharts.E002",  # TYPO
+        "statecharts.E003",  # SEND_BUDGET
+        "statecharts.E004",  # teleport
+        "statecharts.E005",  # unimportable handler
+    ]
