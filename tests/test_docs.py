@@ -23,6 +23,18 @@ def test_python_examples_run(path: Path, capsys: pytest.CaptureFixture[str]) -> 
         exec(compile(block, f"{path.name} example {number}", "exec"), {})
 
 
+@pytest.mark.django_db
+def test_durable_executions_examples_run_in_order() -> None:
+    namespace: dict[str, object] = {}
+    path = ROOT / "docs" / "durable-executions.md"
+    blocks = python_blocks(path)
+    assert len(blocks) >= 2
+    for number, block in enumerate(blocks, 1):
+        if "STATECHARTS = {" in block:
+            continue  # a settings excerpt, not a runnable example
+        exec(compile(block, f"{path.name} example {number}", "exec"), namespace)
+
+
 def test_demo_runs_the_example_to_completion(capsys: pytest.CaptureFixture[str]) -> None:
     from statecharts.demo import main
 
