@@ -35,10 +35,24 @@ def test_durable_executions_examples_run_in_order() -> None:
         exec(compile(block, f"{path.name} example {number}", "exec"), namespace)
 
 
-def test_demo_runs_the_example_to_completion(capsys: pytest.CaptureFixture[str]) -> None:
-    from statecharts.demo import main
+@pytest.mark.django_db(transaction=True)
+def test_durable_demo_runs_the_example_across_two_processes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from statecharts.demo import durable
 
-    assert main([]) == 0
+    assert durable.run(durable.EXAMPLE) == 0
+    out = capsys.readouterr().out
+    assert "payment.received {amount: 99.5}, sent by another process" in out
+    assert "active, in packing, drafting" in out
+    assert "replay: replayed 4 step(s): every position matches" in out
+    assert 'finished: completed, donedata: {"total": 99.5}' in out
+
+
+def test_memory_demo_runs_the_example_to_completion(capsys: pytest.CaptureFixture[str]) -> None:
+    from statecharts.demo.__main__ import main
+
+    assert main(["--memory"]) == 0
     out = capsys.readouterr().out
     assert "reminder sent: order 42, reminder #1" in out
     assert 'donedata: {"total": 99.5}' in out

@@ -1,8 +1,8 @@
-"""The README's main job, for now: run an example chart through the core and print its trace.
+"""Run a chart through the core with the in-memory driver and print its trace.
 
-    python -m statecharts.demo [path/to/chart.scxml]
+    python -m statecharts.demo --memory [path/to/chart.scxml]
 
-It uses the in-memory driver on a virtual clock, so "1 day later" happens instantly.
+A virtual clock, so "1 day later" happens instantly; no database.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 from statecharts.core import ChartError, Effect
 from statecharts.drivers.memory import MemoryDriver, MemorySession
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "docs" / "examples" / "order.scxml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "order.scxml"
 DAY_MS = 86_400_000
 
 
@@ -63,6 +63,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run an example statechart and print its trace.")
     parser.add_argument("chart", nargs="?", default=str(EXAMPLE))
     args = parser.parse_args(argv)
+    return run(args.chart)
+
+
+def run(chart_path: str) -> int:
+    args = argparse.Namespace(chart=chart_path)
     driver = MemoryDriver(tracing=True)
     try:
         chart = driver.load_file(args.chart)
@@ -92,7 +97,3 @@ def main(argv: list[str] | None = None) -> int:
             f"pending timers: {len(driver.pending_timers())}"
         )
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
