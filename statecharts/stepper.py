@@ -157,33 +157,13 @@ def _feed(
     *,
     consume: _Claim | None,
 ) -> StepResult | None:
-    refusal: StepRefused | None = None
     with transaction.atomic(durable=True):
-        execution = _lock(pk)
+        execution = lock(pk)
         _phase("locked")
         now = now or statecharts_settings.now()
         if consume is not None and not consume.claim(now):
             return None  # someone else settled this message already
-        if execution.status in TERMINAL_STATUSES:
-            result = _record_unapplied(execution, step_input, now, Disposition.DISCARDED)
-            signals.input_discarded.send(Execution, execution=execution, entry=result.entry)
-        elif execution.status == ExecutionStatus.NEEDS_MIGRATION:
-            result = _record_unapplied(execution, step_input, now, Disposition.REFUSED)
-            refusal = NeedsMigration(
-                f"execution {execution.session_id} needs migration: {execution.failure_reason}"
-            )
-        else:
-            try:
-                compiled = compiled_chart(execution.chart)
-                position = _load_position(execution, compiled)
-            except PositionError as exc:
-                execution.status = ExecutionStatus.NEEDS_MIGRATION
-                execution.failure_reason = str(exc)
-                result = _record_unapplied(execution, step_input, now, Disposition.REFUSED)
-                refusal = NeedsMigration(f"execution {execution.session_id} refused: {exc}")
-                refusal.__cause__ = exc
-            else:
-                result = _apply(execution, compiled, position, step_input, now, outbox)
+        result, refusal = step_locked(execution, step_input, now, outbox)
         _phase("before_commit")
     _phase("committed")
     if refusal is not None:
@@ -191,7 +171,41 @@ def _feed(
     return result
 
 
-def _lock(pk: int) -> Execution:
+def step_locked(
+    execution: Execution, step_input: Input, now: datetime, outbox: list[int]
+) -> tuple[StepResult, StepRefused | None]:
+    """Apply one input to an execution the caller locked (``lock``), in the caller's transaction.
+
+    For hosts that must do more in the same transaction (the timers app fires a timer and
+    marks it fired atomically). Returns the result and, when the input was refused, the error
+    to raise after the commit (the refusal itself is recorded). Outbox ids written by the step
+    are appended to ``outbox``: pass them to ``deliver`` after the commit.
+    """
+    if execution.status in TERMINAL_STATUSES:
+        result = _record_unapplied(execution, step_input, now, Disposition.DISCARDED)
+        signals.input_discarded.send(Execution, execution=execution, entry=result.entry)
+        return result, None
+    if execution.status == ExecutionStatus.NEEDS_MIGRATION:
+        result = _record_unapplied(execution, step_input, now, Disposition.REFUSED)
+        refusal = NeedsMigration(
+            f"execution {execution.session_id} needs migration: {execution.failure_reason}"
+        )
+        return result, refusal
+    try:
+        compiled = compiled_chart(execution.chart)
+        position = _load_position(execution, compiled)
+    except PositionError as exc:
+        execution.status = ExecutionStatus.NEEDS_MIGRATION
+        execution.failure_reason = str(exc)
+        result = _record_unapplied(execution, step_input, now, Disposition.REFUSED)
+        refusal = NeedsMigration(f"execution {execution.session_id} refused: {exc}")
+        refusal.__cause__ = exc
+        return result, refusal
+    return _apply(execution, compiled, position, step_input, now, outbox), None
+
+
+def lock(pk: int) -> Execution:
+    """Lock an execution row for the rest of the transaction (its chart is loaded too)."""
     queryset = Execution.objects.select_related("chart")
     if connection.features.has_select_for_update_of:
         queryset = queryset.select_for_update(of=("self",))

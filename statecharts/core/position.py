@@ -88,6 +88,72 @@ class Position:
 _UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
 
 
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_optional_str(value: object) -> bool:
+    return value is None or isinstance(value, str)
+
+
+def _state_problem(raw: object) -> str | None:
+    """Why ``raw`` is not a state ``State.from_dict`` can trust, or None."""
+    if not isinstance(raw, dict):
+        return "the state is not an object"
+    checks: list[tuple[str, bool]] = [
+        ("session_id", isinstance(raw.get("session_id"), str)),
+        ("name", _is_optional_str(raw.get("name"))),
+        (
+            "configuration",
+            isinstance(raw.get("configuration"), list)
+            and all(_is_int(i) for i in raw["configuration"]),
+        ),
+        (
+            "internal_queue",
+            isinstance(raw.get("internal_queue"), list)
+            and all(
+                isinstance(e, dict) and isinstance(e.get("name"), str)
+                for e in raw["internal_queue"]
+            ),
+        ),
+        (
+            "history",
+            isinstance(raw.get("history"), dict)
+            and all(
+                k.isdigit() and isinstance(v, list) and all(_is_int(i) for i in v)
+                for k, v in raw["history"].items()
+            ),
+        ),
+        ("datamodel", isinstance(raw.get("datamodel"), dict)),
+        (
+            "invocations",
+            isinstance(raw.get("invocations"), list)
+            and all(
+                isinstance(i, list)
+                and len(i) == 4
+                and isinstance(i[0], str)
+                and _is_int(i[1])
+                and _is_int(i[2])
+                and isinstance(i[3], bool)
+                for i in raw["invocations"]
+            ),
+        ),
+        ("running", isinstance(raw.get("running"), bool)),
+        ("bound", isinstance(raw.get("bound"), list) and all(_is_int(i) for i in raw["bound"])),
+        (
+            "counters",
+            isinstance(raw.get("counters"), list)
+            and len(raw["counters"]) == 6
+            and all(_is_int(i) for i in raw["counters"]),
+        ),
+        ("parent_session_id", _is_optional_str(raw.get("parent_session_id"))),
+        ("invokeid", _is_optional_str(raw.get("invokeid"))),
+        ("outcome", _is_optional_str(raw.get("outcome"))),
+    ]
+    wrong = [name for name, ok in checks if not ok]
+    return f"wrong or missing {', '.join(wrong)}" if wrong else None
+
+
 def encode(state: State, chart: ChartIdentity | Chart) -> bytes:
     """The blob for ``state``. Refuses a state that is not quiescent: it could not be resumed."""
     if not state.quiescent:
@@ -132,6 +198,9 @@ def decode(
         identity = ChartIdentity(
             str(raw_chart["sha256"]), raw_chart.get("name"), raw_chart.get("version")
         )
+        problem = _state_problem(payload["state"])
+        if problem is not None:
+            raise NotAPositionError(f"malformed position blob: {problem}")
         state = State.from_dict(payload["state"])
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise NotAPositionError(f"malformed position blob: {exc!r}") from None
@@ -139,6 +208,10 @@ def decode(
         expected = chart if isinstance(chart, str) else chart.source_hash
         if identity.sha256 != expected:
             raise ChartMismatchError(expected, identity.sha256)
+        if not isinstance(chart, str):
+            size = len(chart.states)
+            if any(i >= size for i in (*state.configuration, *state.bound, *state.history)):
+                raise NotAPositionError("malformed position blob: a state index is out of range")
     if not state.quiescent:
         raise NotQuiescentError(
             f"session {state.session_id}: {len(state.internal_queue)} internal event(s) pending"

@@ -377,7 +377,6 @@ def test_not_a_position_is_refused(case: str) -> None:
 # Wrong-typed state fields that State.from_dict turns into a State without complaint. The
 # module promises NotAPositionError for "a malformed state"; today these decode, and the
 # interpreter then fails on them (TypeError) or carries the bad value on.
-WRONG_TYPES_ACCEPTED = "decode() does not check state field types (position.py/State.from_dict)"
 WRONG_TYPED_STATES: dict[str, dict[str, Any]] = {
     "counters is a string": {"counters": "many"},
     "counters are strings": {"counters": ["1", "2", "3", "4", "5", "6"]},
@@ -386,15 +385,25 @@ WRONG_TYPED_STATES: dict[str, dict[str, Any]] = {
     "running is a string": {"running": "yes"},
     "session_id is a number": {"session_id": 5},
     "datamodel is a list": {"datamodel": [1, 2]},
+    "counters too short": {"counters": [1]},
+    "history key not a state index": {"history": {"x": [1]}},
+    "invocation malformed": {"invocations": [["id", "state", 0, False]]},
 }
 
 
-@pytest.mark.xfail(strict=True, raises=pytest.fail.Exception, reason=WRONG_TYPES_ACCEPTED)
 @pytest.mark.parametrize("case", list(WRONG_TYPED_STATES))
 def test_a_state_with_wrong_types_is_refused(case: str) -> None:
     blob = blob_of(with_state(valid_payload(), **WRONG_TYPED_STATES[case]))
     with pytest.raises(NotAPositionError):
         decode(blob)
+
+
+def test_a_state_index_outside_the_chart_is_refused_when_the_chart_is_given() -> None:
+    order, _state = order_state()
+    blob = blob_of(with_state(valid_payload(), configuration=[999]))
+    decode(blob)  # without the chart there is nothing to check the index against
+    with pytest.raises(NotAPositionError, match="out of range"):
+        decode(blob, chart=order)
 
 
 @pytest.mark.parametrize(
