@@ -1,6 +1,9 @@
 """The interface through which the stepper hands effects to other apps, in the same transaction.
 
-``STATECHARTS["EFFECT_HANDLERS"]`` maps an effect kind to a dotted path of a callable::
+Apps register a default handler for the kinds they own in ``AppConfig.ready()``
+(``register_default_handler``: the timers app takes ``send_delayed`` and ``cancel``).
+``STATECHARTS["EFFECT_HANDLERS"]`` overrides them per kind (``None`` disables one); each maps
+an effect kind to a dotted path of a callable, or the callable itself::
 
     def handle(context: EffectContext, effect: Effect) -> None: ...
 
@@ -17,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.utils.module_loading import import_string
 
@@ -39,13 +42,25 @@ class EffectContext:
     state: State  # the state after the step
     now: datetime  # the step's injected clock
     seq: int  # the history sequence number of the step
+    caller_context: dict[str, Any] | None = None  # opaque data the caller passed to the step
 
 
 EffectHandler = Callable[[EffectContext, Effect], None]
 
 
+_defaults: dict[str, str | EffectHandler] = {}
+
+
+def register_default_handler(kind: str, handler: str | EffectHandler) -> None:
+    """Make ``handler`` perform ``kind`` effects unless the settings say otherwise."""
+    if kind not in HANDLED_KINDS:
+        raise ValueError(f"{kind!r} is not an effect kind handed to other apps")
+    _defaults[kind] = handler
+
+
 def effect_handler(kind: str) -> EffectHandler | None:
-    configured = statecharts_settings.EFFECT_HANDLERS.get(kind)
+    overrides = statecharts_settings.EFFECT_HANDLERS
+    configured = overrides[kind] if kind in overrides else _defaults.get(kind)
     if configured is None:
         return None
     handler: EffectHandler = (

@@ -89,6 +89,7 @@ def start(
     metadata: dict[str, Any] | None = None,
     session_id: str | None = None,
     now: datetime | None = None,
+    caller_context: dict[str, Any] | None = None,
 ) -> Execution:
     """Create an execution of ``chart`` and run it to its first stable configuration."""
     compiled = compiled_chart(chart)
@@ -110,7 +111,8 @@ def start(
             metadata=metadata or {},
             created=now,
         )
-        result = _apply(execution, compiled, None, Input.start(session_id, data), now, outbox)
+        start_input = Input.start(session_id, data)
+        result = _apply(execution, compiled, None, start_input, now, outbox, caller_context)
         _phase("before_commit")
     _phase("committed")
     deliver(outbox)
@@ -123,24 +125,38 @@ def send(
     data: Any = None,
     *,
     now: datetime | None = None,
+    caller_context: dict[str, Any] | None = None,
     **fields: Any,
 ) -> StepResult:
-    """Feed one external event named ``name`` (fields: sendid, origin, origintype, invokeid)."""
-    return feed(execution, Input.external(Event(name, EXTERNAL, data, **fields)), now=now)
+    """Feed one external event named ``name`` (fields: sendid, origin, origintype, invokeid).
+
+    ``caller_context`` is opaque JSON handed to effect handlers (timer rows keep it).
+    """
+    event = Event(name, EXTERNAL, data, **fields)
+    return feed(execution, Input.external(event), now=now, caller_context=caller_context)
 
 
-def cancel(execution: Execution | int, *, now: datetime | None = None) -> StepResult:
+def cancel(
+    execution: Execution | int,
+    *,
+    now: datetime | None = None,
+    caller_context: dict[str, Any] | None = None,
+) -> StepResult:
     """Stop an execution from outside: its onexit handlers run, then it is ``cancelled``."""
-    return feed(execution, Input.cancel(), now=now)
+    return feed(execution, Input.cancel(), now=now, caller_context=caller_context)
 
 
 def feed(
-    execution: Execution | int, step_input: Input, *, now: datetime | None = None
+    execution: Execution | int,
+    step_input: Input,
+    *,
+    now: datetime | None = None,
+    caller_context: dict[str, Any] | None = None,
 ) -> StepResult:
     """Apply one input in one transaction, then deliver the outbox rows it wrote."""
     pk = execution.pk if isinstance(execution, Execution) else execution
     outbox: list[int] = []
-    result = _feed(pk, step_input, now, outbox, consume=None)
+    result = _feed(pk, step_input, now, outbox, consume=None, caller_context=caller_context)
     assert result is not None
     deliver(outbox)
     return result
@@ -156,6 +172,7 @@ def _feed(
     outbox: list[int],
     *,
     consume: _Claim | None,
+    caller_context: dict[str, Any] | None = None,
 ) -> StepResult | None:
     with transaction.atomic(durable=True):
         execution = lock(pk)
@@ -163,7 +180,7 @@ def _feed(
         now = now or statecharts_settings.now()
         if consume is not None and not consume.claim(now):
             return None  # someone else settled this message already
-        result, refusal = step_locked(execution, step_input, now, outbox)
+        result, refusal = step_locked(execution, step_input, now, outbox, caller_context)
         _phase("before_commit")
     _phase("committed")
     if refusal is not None:
@@ -172,7 +189,11 @@ def _feed(
 
 
 def step_locked(
-    execution: Execution, step_input: Input, now: datetime, outbox: list[int]
+    execution: Execution,
+    step_input: Input,
+    now: datetime,
+    outbox: list[int],
+    caller_context: dict[str, Any] | None = None,
 ) -> tuple[StepResult, StepRefused | None]:
     """Apply one input to an execution the caller locked (``lock``), in the caller's transaction.
 
@@ -201,7 +222,8 @@ def step_locked(
         refusal = NeedsMigration(f"execution {execution.session_id} refused: {exc}")
         refusal.__cause__ = exc
         return result, refusal
-    return _apply(execution, compiled, position, step_input, now, outbox), None
+    result = _apply(execution, compiled, position, step_input, now, outbox, caller_context)
+    return result, None
 
 
 def lock(pk: int) -> Execution:
@@ -246,6 +268,7 @@ def _apply(
     step_input: Input,
     now: datetime,
     outbox: list[int],
+    caller_context: dict[str, Any] | None = None,
 ) -> StepResult:
     interpreter = interpreter_for(compiled)
     answers: dict[str, bool] = {}
@@ -280,7 +303,7 @@ def _apply(
     finished = execution.status in TERMINAL_STATUSES
     _record_ending(execution, outcome, now)
     execution.save()
-    context = EffectContext(execution, state, now, execution.steps)
+    context = EffectContext(execution, state, now, execution.steps, caller_context)
     summary = _perform(context, outcome, outbox)
     entry = HistoryEntry.objects.create(
         execution=execution,
