@@ -28,7 +28,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                 id="statecharts.E002",
             )
         )
-    for name in ("ROUND_BUDGET", "SEND_BUDGET", "TIME_LIMIT_MS", "MEMORY_LIMIT_BYTES"):
+    positive = [name for name, value in DEFAULTS.items() if isinstance(value, int)]
+    for name in positive:
         value = configured.get(name, DEFAULTS[name])
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             problems.append(

@@ -11,7 +11,16 @@ works in tests. Defaults::
         "TIME_LIMIT_MS": 500,       # per ECMAScript evaluation
         "MEMORY_LIMIT_BYTES": 64 * 1024 * 1024,
         "OUTBOX_BATCH": 1_000,      # cross-execution deliveries done right after one step
-        "EFFECT_HANDLERS": {...},   # effect kind -> dotted path (see statecharts.handlers)
+        "EFFECT_HANDLERS": {},      # effect kind -> dotted path (see statecharts.handlers)
+        # Timers (the timers app; see docs/timers.md):
+        "TIMER_BATCH": 100,         # timers one firer claims at a time
+        "TIMER_LEASE_SECONDS": 60,  # a claim expires: a dead firer only delays its timers
+        "TIMER_MAX_ATTEMPTS": 5,    # deliveries that raise, before a timer is marked failed
+        "TIMER_RETRY_SECONDS": 5,   # backoff base: 5 s, 10 s, 20 s, ...
+        "TIMER_SNOOZE_SECONDS": 300,  # an execution that needs migration: try again later
+        "TIMER_POLL_MS": 200,       # how often a sweeper looks for due timers
+        "TIMER_SWEEP_SECONDS": 90,  # how long one sweeper task lives (a schedule restarts it)
+        "TIMER_RETENTION_DAYS": 30, # prune_timers keeps settled rows this long
     }
 """
 
@@ -35,6 +44,14 @@ DEFAULTS: dict[str, Any] = {
     # Kinds not listed here are recorded in the history and logged as unhandled; the timers
     # and invocations apps register theirs.
     "EFFECT_HANDLERS": {},
+    "TIMER_BATCH": 100,
+    "TIMER_LEASE_SECONDS": 60,
+    "TIMER_MAX_ATTEMPTS": 5,
+    "TIMER_RETRY_SECONDS": 5,
+    "TIMER_SNOOZE_SECONDS": 300,
+    "TIMER_POLL_MS": 200,
+    "TIMER_SWEEP_SECONDS": 90,
+    "TIMER_RETENTION_DAYS": 30,
 }
 
 

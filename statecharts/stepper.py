@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 
 from statecharts import signals
 from statecharts.conf import statecharts_settings
@@ -95,25 +95,33 @@ def start(
     compiled = compiled_chart(chart)
     session_id = session_id or uuid.uuid4().hex
     outbox: list[int] = []
-    with transaction.atomic(durable=True):
-        if (
-            business_key is not None
-            and Execution.objects.filter(chart=chart, business_key=business_key).exists()
+    try:
+        with transaction.atomic(durable=True):
+            if (
+                business_key is not None
+                and Execution.objects.filter(chart=chart, business_key=business_key).exists()
+            ):
+                raise IntegrityError("business key in use")
+            now = now or statecharts_settings.now()
+            execution = Execution(
+                chart=chart,
+                session_id=session_id,
+                business_key=business_key,
+                metadata=metadata or {},
+                created=now,
+            )
+            start_input = Input.start(session_id, data)
+            result = _apply(execution, compiled, None, start_input, now, outbox, caller_context)
+            _phase("before_commit")
+    except IntegrityError:
+        # Checked first for a clear error; the unique constraint settles a concurrent race.
+        if business_key is not None and (
+            Execution.objects.filter(chart=chart, business_key=business_key).exists()
         ):
             raise BusinessKeyInUse(
                 f"chart {chart} already has an execution with business key {business_key!r}"
-            )
-        now = now or statecharts_settings.now()
-        execution = Execution(
-            chart=chart,
-            session_id=session_id,
-            business_key=business_key,
-            metadata=metadata or {},
-            created=now,
-        )
-        start_input = Input.start(session_id, data)
-        result = _apply(execution, compiled, None, start_input, now, outbox, caller_context)
-        _phase("before_commit")
+            ) from None
+        raise
     _phase("committed")
     deliver(outbox)
     return result.execution

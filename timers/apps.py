@@ -3,4 +3,11 @@ from django.apps import AppConfig
 
 class TimersConfig(AppConfig):
     name = "timers"
+    verbose_name = "Timers"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from statecharts.handlers import register_default_handler
+
+        register_default_handler("send_delayed", "timers.scheduling.schedule")
+        register_default_handler("cancel", "timers.scheduling.cancel")

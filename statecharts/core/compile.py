@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 from lxml import etree
@@ -385,7 +384,7 @@ def compile_document(
         invokes=tuple(compiler.invokes),
         script=script,
         ids=compiler.ids,
-        source_hash=hashlib.sha256(document.source).hexdigest(),
+        source_hash=document.sha256,
         base_path=base_path,
         warnings=tuple(problems) + tuple(compiler.problems),
     )

@@ -6,6 +6,7 @@ text: start tags appear in the text in the same order as elements in the tree.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 
@@ -27,7 +28,8 @@ _TOKENS = re.compile(
 class ParsedDocument:
     root: etree._Element
     positions: dict[etree._Element, tuple[int, int]]  # element -> (line, column), 1-based
-    source: bytes
+    source: bytes  # what was parsed (a text source's encoding declaration removed)
+    sha256: str  # of the document as given (a text source: its UTF-8 bytes): its identity
 
     def position(self, element: etree._Element) -> tuple[int, int]:
         found = self.positions.get(element)
@@ -57,6 +59,7 @@ def parse_document(
 ) -> ParsedDocument:
     """Parse ``source`` or raise ChartError with the position of the problem."""
     data = source.encode("utf-8") if isinstance(source, str) else bytes(source)
+    digest = hashlib.sha256(data).hexdigest()
     if isinstance(source, str):
         # An encoding declaration would contradict the bytes we just produced.
         data = re.sub(rb"^\s*<\?xml[^>]*\?>", b"", data, count=1)
@@ -87,13 +90,17 @@ def parse_document(
     depth = _depth(root, max_depth)
     if depth > max_depth:
         raise ChartError([Problem(1, 1, f"document nesting exceeds the limit of {max_depth}")])
-    return ParsedDocument(root=root, positions=_positions(root, data), source=data)
+    return ParsedDocument(root=root, positions=_positions(root, data), source=data, sha256=digest)
 
 
 def _text_for_scan(data: bytes) -> str:
     """The document as text, whatever its encoding, only to look for a DOCTYPE."""
-    for bom, codec in ((b"\xff\xfe\x00\x00", "utf-32"), (b"\x00\x00\xfe\xff", "utf-32"),
-                       (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16")):
+    for bom, codec in (
+        (b"\xff\xfe\x00\x00", "utf-32"),
+        (b"\x00\x00\xfe\xff", "utf-32"),
+        (b"\xff\xfe", "utf-16"),
+        (b"\xfe\xff", "utf-16"),
+    ):
         if data.startswith(bom):
             return data.decode(codec, errors="replace")
     if data[:2] == b"<\x00":

@@ -206,7 +206,8 @@ def test_the_injected_clock_stamps_every_row() -> None:
 
 def test_an_effect_without_handler_is_recorded_as_unhandled_never_dropped() -> None:
     execution = Execution.objects.start(load(ORDER))
-    result = execution.send("checkout")
+    with override_settings(STATECHARTS={"EFFECT_HANDLERS": {"send_delayed": None}}):
+        result = execution.send("checkout")
     (delayed,) = [e for e in result.entry.effects if e["kind"] == "send_delayed"]
     assert delayed["unhandled"] is True
     assert delayed["send_id"] == "remind" and delayed["delay_ms"] == 86_400_000

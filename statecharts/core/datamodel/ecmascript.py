@@ -33,6 +33,9 @@ def _is_pure(source: str) -> bool:
     return _IMPURE.search(source) is None
 
 
+_MAX_SAFE_INT = 2**53 - 1
+
+
 class EcmascriptDatamodel(Datamodel):
     name = "ecmascript"
 
@@ -101,6 +104,10 @@ class EcmascriptDatamodel(Datamodel):
     def _from_js(self, result: Any) -> Any:
         if isinstance(result, quickjs.Object):
             return json.loads(json.loads(result.json())[0])
+        if isinstance(result, float) and result.is_integer() and abs(result) <= _MAX_SAFE_INT:
+            # JavaScript has one number type; an integral value reads back as int, as it
+            # does through JSON (JSON.stringify(3.0) is "3").
+            return int(result)
         return result
 
     # -- interface -------------------------------------------------------------------------

@@ -1,0 +1,242 @@
+"""Firing due timers: claim, lock (execution, then timer), check liveness, deliver, settle.
+
+``fire_due`` is what every firer runs: the ``fire_timers`` command, the django-q2 tasks and
+the tests. Correctness never depends on the claim: any firer may fire any pending timer, and
+the timer row is settled under the execution lock, so a fire and a cancel of one row (the
+cancel runs inside a step, which holds the same lock) can never both succeed, and two firers
+never deliver one timer twice. Claims only keep concurrent firers from doing the same work.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models import F
+
+from statecharts import stepper
+from statecharts.conf import statecharts_settings
+from statecharts.core.events import Event
+from statecharts.drivers.durable import Input
+from statecharts.handlers import EffectContext, effect_handler
+from statecharts.models import Execution, ExecutionStatus, OutboxMessage
+from statecharts.models.executions import TERMINAL_STATUSES
+from timers.models import Timer, TimerStatus
+
+log = logging.getLogger("timers")
+
+FIRED = "fired"
+DISCARDED = "discarded"
+SNOOZED = "snoozed"
+RETRYING = "retrying"
+FAILED = "failed"
+SKIPPED = "skipped"  # settled or taken by someone else meanwhile
+
+TARGET_KINDS = frozenset({"self", "internal", "session", "parent", "invoke"})
+
+
+class Undecodable(Exception):
+    """A timer row whose event or target cannot be read back."""
+
+
+@dataclass(slots=True)
+class FireReport:
+    outcomes: dict[str, int] = field(default_factory=dict)
+
+    def add(self, outcome: str) -> None:
+        self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+
+    @property
+    def fired(self) -> int:
+        return self.outcomes.get(FIRED, 0)
+
+    @property
+    def handled(self) -> int:
+        return sum(n for outcome, n in self.outcomes.items() if outcome != SKIPPED)
+
+    def __str__(self) -> str:
+        parts = [f"{n} {outcome}" for outcome, n in sorted(self.outcomes.items())]
+        return ", ".join(parts) or "nothing due"
+
+
+def claim(now: datetime, limit: int, *, lease: timedelta | None = None) -> list[int]:
+    """Claim up to ``limit`` due timers for this firer, never waiting for another firer.
+
+    On PostgreSQL rows another firer is claiming are skipped (SKIP LOCKED); claims last a
+    lease, so a firer that dies only delays its timers.
+    """
+    lease = lease or timedelta(seconds=statecharts_settings.TIMER_LEASE_SECONDS)
+    with transaction.atomic():
+        candidates = Timer.objects.claimable(now)
+        if connection.features.has_select_for_update_skip_locked:
+            candidates = candidates.select_for_update(skip_locked=True)
+        ids = list(candidates.values_list("pk", flat=True)[:limit])
+        if ids:
+            Timer.objects.filter(pk__in=ids).update(claimed_until=now + lease)
+    return ids
+
+
+def fire_due(*, now: datetime | None = None, limit: int | None = None) -> FireReport:
+    """Claim and fire one batch of due timers. Returns what happened to each."""
+    now = now or statecharts_settings.now()
+    limit = limit or statecharts_settings.TIMER_BATCH
+    report = FireReport()
+    for timer_id in claim(now, limit):
+        report.add(fire(timer_id, now=now))
+    return report
+
+
+def fire_all_due(*, now: datetime | None = None, batch: int | None = None) -> FireReport:
+    """Fire batches until nothing is due at ``now`` (``fire_timers --once``)."""
+    total = FireReport()
+    while True:
+        report = fire_due(now=now, limit=batch)
+        for outcome, n in report.outcomes.items():
+            total.outcomes[outcome] = total.outcomes.get(outcome, 0) + n
+        if not report.outcomes:
+            return total
+
+
+def fire(timer_id: int, *, now: datetime | None = None) -> str:
+    """Fire one timer if it is still pending and due; returns the outcome."""
+    outbox: list[int] = []
+    failure: Exception | None = None
+    with transaction.atomic(durable=True):
+        row = Timer.objects.filter(pk=timer_id).values_list("execution_id", "status").first()
+        if row is None or row[1] != TimerStatus.PENDING:
+            return SKIPPED
+        now = now or statecharts_settings.now()
+        execution_id = row[0]
+        # Lock order, as in every step: the execution, then the timer.
+        execution = _lock_execution(execution_id)
+        timer = Timer.objects.select_for_update().filter(pk=timer_id).first()
+        if timer is None or timer.status != TimerStatus.PENDING or timer.due > now:
+            return SKIPPED
+        if execution is None:
+            return _settle(timer, TimerStatus.DISCARDED, now, "execution missing")
+        if execution.status in TERMINAL_STATUSES:
+            reason = f"execution {execution.status} before the timer was due"
+            return _settle(timer, TimerStatus.DISCARDED, now, reason)
+        if execution.status == ExecutionStatus.NEEDS_MIGRATION:
+            return _snooze(timer, now)
+        try:
+            event, target = _decode(timer)
+        except Undecodable as exc:
+            return _settle(timer, TimerStatus.DISCARDED, now, f"undecodable: {exc}")
+        try:
+            with transaction.atomic():  # a delivery that raises rolls back to here
+                outcome = _deliver(execution, timer, event, target, now, outbox)
+        except Exception as exc:  # the delivery's own failure, recorded on the row
+            failure = exc
+            outcome = _retry_or_fail(timer, now, exc)
+    if failure is not None:
+        log.warning("timer %s: delivery failed (%s): %s", timer_id, outcome, failure)
+    stepper.deliver(outbox)
+    return outcome
+
+
+def _lock_execution(execution_id: int) -> Execution | None:
+    try:
+        return stepper.lock(execution_id)
+    except Execution.DoesNotExist:
+        return None
+
+
+def _decode(timer: Timer) -> tuple[Event, dict[str, Any]]:
+    try:
+        event = Event.from_dict(timer.event)
+        target = dict(timer.target)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise Undecodable(repr(exc)) from None
+    if not isinstance(event.name, str) or target.get("kind") not in TARGET_KINDS:
+        raise Undecodable(f"target {timer.target!r}")
+    return event, target
+
+
+def _deliver(
+    execution: Execution,
+    timer: Timer,
+    event: Event,
+    target: dict[str, Any],
+    now: datetime,
+    outbox: list[int],
+) -> str:
+    kind = target["kind"]
+    if kind in ("self", "internal"):
+        step_input = Input.internal(event) if kind == "internal" else Input.external(event)
+        _result, refusal = stepper.step_locked(execution, step_input, now, outbox, timer.context)
+        if refusal is not None:  # the position no longer matches its chart
+            return _snooze(timer, now)
+    elif kind in ("session", "parent"):
+        # Delivered to the other execution after the commit, exactly once, by the outbox.
+        message = OutboxMessage.objects.create(
+            sender=execution,
+            target_session_id=target["session_id"],
+            event=timer.event,
+            send_id=timer.send_id,
+            created=now,
+        )
+        outbox.append(message.pk)
+    else:  # "invoke": the invocations app knows where the child lives
+        handler = effect_handler("send:invoke")
+        if handler is None:
+            reason = "no handler for sends to invoked children (the invocations app)"
+            return _settle(timer, TimerStatus.DISCARDED, now, reason)
+        from statecharts.core.effects import SEND, Effect
+        from statecharts.core.position import decode
+
+        state = decode(bytes(execution.position)).state
+        context = EffectContext(execution, state, now, execution.steps, timer.context)
+        handler(
+            context,
+            Effect(
+                SEND,
+                {"target": target, "event": timer.event, "send_id": timer.send_id},
+                timer.macrostep,
+                timer.microstep,
+                timer.round,
+            ),
+        )
+    return _settle(timer, TimerStatus.FIRED, now, "")
+
+
+def _settle(timer: Timer, status: str, now: datetime, reason: str) -> str:
+    Timer.objects.filter(pk=timer.pk).update(
+        status=status, reason=reason[:300], settled=now, claimed_until=None
+    )
+    return {TimerStatus.FIRED: FIRED, TimerStatus.DISCARDED: DISCARDED}.get(status, status)
+
+
+def _snooze(timer: Timer, now: datetime) -> str:
+    """Try again later; no attempt is spent: nothing was tried."""
+    delay = timedelta(seconds=statecharts_settings.TIMER_SNOOZE_SECONDS)
+    Timer.objects.filter(pk=timer.pk).update(
+        due=now + delay, claimed_until=None, reason="execution needs migration: snoozed"
+    )
+    return SNOOZED
+
+
+def _retry_or_fail(timer: Timer, now: datetime, exc: Exception) -> str:
+    attempts = timer.attempts + 1
+    error = f"{type(exc).__name__}: {exc}"
+    if attempts >= statecharts_settings.TIMER_MAX_ATTEMPTS:
+        Timer.objects.filter(pk=timer.pk).update(
+            status=TimerStatus.FAILED,
+            attempts=F("attempts") + 1,
+            last_error=error,
+            reason=f"delivery failed {attempts} times",
+            settled=now,
+            claimed_until=None,
+        )
+        return FAILED
+    backoff = statecharts_settings.TIMER_RETRY_SECONDS * 2 ** (attempts - 1)
+    Timer.objects.filter(pk=timer.pk).update(
+        attempts=F("attempts") + 1,
+        last_error=error,
+        due=now + timedelta(seconds=backoff),
+        claimed_until=None,
+    )
+    return RETRYING

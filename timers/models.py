@@ -1,0 +1,102 @@
+"""Timer rows: one per delayed send, written in the transaction of the step that scheduled it.
+
+The timer table is the source of truth; django-q2 workers only read it (see timers.dispatch).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.db import models
+from django.db.models import Q
+
+
+class TimerStatus(models.TextChoices):
+    PENDING = "pending", "pending"
+    FIRED = "fired", "fired"
+    CANCELLED = "cancelled", "cancelled"
+    DISCARDED = "discarded", "discarded"
+    FAILED = "failed", "failed"
+
+
+TERMINAL_TIMER_STATUSES = frozenset(
+    {TimerStatus.FIRED, TimerStatus.CANCELLED, TimerStatus.DISCARDED, TimerStatus.FAILED}
+)
+
+
+class TimerQuerySet(models.QuerySet["Timer"]):
+    def pending(self) -> TimerQuerySet:
+        return self.filter(status=TimerStatus.PENDING)
+
+    def due(self, now: datetime) -> TimerQuerySet:
+        """Pending timers due at ``now`` or earlier, most overdue first (uses the due index)."""
+        return self.pending().filter(due__lte=now).order_by("due", "id")
+
+    def claimable(self, now: datetime) -> TimerQuerySet:
+        """Due timers no live firer has claimed (a claim expires: a dead firer delays only)."""
+        return self.due(now).filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now))
+
+    def for_execution(self, execution: Any) -> TimerQuerySet:
+        return self.filter(execution=execution)
+
+    def terminal(self) -> TimerQuerySet:
+        return self.filter(status__in=TERMINAL_TIMER_STATUSES)
+
+
+class Timer(models.Model):
+    # No database constraint: a timer outlives a deleted execution, and firing it then finds
+    # the execution missing and discards it (SCXML 6.2), instead of the row vanishing.
+    execution = models.ForeignKey(
+        "statecharts.Execution",
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="timers",
+    )
+    send_id = models.CharField(max_length=200, help_text="Cancellation key, with the execution.")
+    ordinal = models.PositiveIntegerField(help_text="Deduplication key, with the execution.")
+    event = models.JSONField(help_text="name, type, data, sendid, origin, origintype, invokeid")
+    target = models.JSONField(help_text="Resolved when scheduled: kind and session or invoke id.")
+    due = models.DateTimeField(help_text="Absolute, computed once from the scheduling step.")
+    macrostep = models.PositiveIntegerField()
+    microstep = models.PositiveIntegerField()
+    round = models.PositiveIntegerField()
+    content_index = models.IntegerField(null=True, blank=True)
+    owner = models.CharField(max_length=200, blank=True, help_text="The block that scheduled it.")
+    context = models.JSONField(
+        null=True, blank=True, help_text="Opaque caller context (row data, never a key)."
+    )
+    status = models.CharField(
+        max_length=12, choices=TimerStatus.choices, default=TimerStatus.PENDING
+    )
+    attempts = models.PositiveSmallIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+    reason = models.CharField(max_length=300, blank=True, help_text="Why it was settled so.")
+    claimed_until = models.DateTimeField(null=True, blank=True)
+    created = models.DateTimeField()
+    settled = models.DateTimeField(null=True, blank=True)
+
+    objects = TimerQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["due", "id"]
+        constraints = [
+            # Unique across every status, forever: a replayed step cannot schedule twice.
+            models.UniqueConstraint(fields=["execution", "ordinal"], name="timers_timer_dedup")
+        ]
+        indexes = [
+            models.Index(
+                fields=["due", "id"],
+                condition=Q(status="pending"),
+                name="timers_timer_due",
+            ),
+            models.Index(
+                fields=["execution", "send_id"],
+                condition=Q(status="pending"),
+                name="timers_timer_cancel",
+            ),
+            models.Index(fields=["settled"], name="timers_timer_settled"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.event.get('name')} due {self.due:%Y-%m-%d %H:%M:%S} ({self.status})"

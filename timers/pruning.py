@@ -1,0 +1,30 @@
+"""Pruning settled timer rows without weakening the deduplication guarantee."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from statecharts.conf import statecharts_settings
+from statecharts.models import Execution, ExecutionStatus
+from timers.models import Timer
+
+
+def prune(*, now: datetime | None = None, retention: timedelta | None = None) -> int:
+    """Delete settled timers older than the retention, of executions that can no longer step.
+
+    The (execution, ordinal) key must stay unique forever for an execution that may still
+    step: its rows are kept however old they are. A finished (or deleted) execution
+    schedules nothing again, so its settled rows can go. Returns how many were deleted.
+    """
+    now = now or statecharts_settings.now()
+    retention = retention or timedelta(days=statecharts_settings.TIMER_RETENTION_DAYS)
+    live = Execution.objects.filter(
+        status__in=[ExecutionStatus.ACTIVE, ExecutionStatus.NEEDS_MIGRATION]
+    ).values("pk")
+    deleted, _ = (
+        Timer.objects.terminal()
+        .filter(settled__lt=now - retention)
+        .exclude(execution_id__in=live)
+        .delete()
+    )
+    return deleted
