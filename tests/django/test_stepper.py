@@ -363,9 +363,9 @@ def test_an_outbox_left_pending_by_a_dead_process_is_delivered_by_the_sweeper() 
 def test_a_send_to_a_finished_execution_tells_the_sender() -> None:
     pong = Execution.objects.start(load(PONG))
     ping = Execution.objects.start(load(PING))
-    stepper.fault_hook = lambda phase: (_ for _ in ()).throw(SystemExit()) if (
-        phase == "committed"
-    ) else None
+    stepper.fault_hook = lambda phase: (
+        (_ for _ in ()).throw(SystemExit()) if (phase == "committed") else None
+    )
     try:
         with pytest.raises(SystemExit):
             stepper.send(ping.pk, "go", {"peer": pong.session_id})
