@@ -41,11 +41,14 @@ def test_durable_demo_runs_the_example_across_two_processes(
 ) -> None:
     from statecharts.demo import durable
 
-    assert durable.run(durable.EXAMPLE) == 0
+    # A 1 ms reminder: the test waits for the worker process, not for a timer's delay.
+    assert durable.run(durable.EXAMPLE, remind_after="1ms") == 0
     out = capsys.readouterr().out
+    assert "payment.reminder fired by the worker after" in out
     assert "payment.received {amount: 99.5}, sent by another process" in out
     assert "active, in packing, drafting" in out
-    assert "replay: replayed 4 step(s): every position matches" in out
+    assert "timeout   payment.timeout" in out and "cancelled by <cancel> in step 3" in out
+    assert "replay: replayed 5 step(s): every position matches" in out
     assert 'finished: completed, donedata: {"total": 99.5}' in out
 
 
