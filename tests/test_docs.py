@@ -15,6 +15,7 @@ def python_blocks(path: Path) -> list[str]:
     return re.findall(r"```python\n(.*?)```", path.read_text(), re.DOTALL)
 
 
+@pytest.mark.django_db
 @pytest.mark.parametrize("path", DOCUMENTS, ids=lambda p: p.name)
 def test_python_examples_run(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     blocks = python_blocks(path)
