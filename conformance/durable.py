@@ -1,0 +1,252 @@
+"""Run the W3C SCXML suite's send/cancel/delay subset through the durable stepper.
+
+Each selected document is stored with ``Chart.objects.load``, started with
+``statecharts.stepper.start`` and driven only by what the database holds: pending outbox rows
+are delivered (``deliver_pending``), then a fake clock jumps to the due time of the
+execution's next pending timer row and ``timers.firing.fire_all_due`` fires it. Nothing
+sleeps: the clock is injected both as ``now=`` and as ``STATECHARTS["CLOCK"]`` (outbox
+deliveries read the setting). A document passes, as in ``conformance.runner``, when the
+execution reaches its top-level ``<final id="pass">``.
+
+The subset: documents with a ``<send>`` that has ``delay``/``delayexpr`` or a ``<cancel>``
+("timers"), plus documents that only use undelayed ``<send>`` (to the external queue,
+``#_internal``, ``#_scxml_<id>`` or an unreachable target: "send"). Documents that use
+``<invoke>`` (durable invocations are a later issue) or need the Basic HTTP Event I/O
+Processor are reported as pending, with the reason, never run.
+
+    python -m conformance.durable [--suite ../shared/w3c] [--json report.json] [--only 208,210]
+        [--database-url URL]
+
+Without ``--database-url`` the command line migrates a fresh temporary SQLite database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lxml import etree
+
+from conformance.runner import MAX_VIRTUAL_MS, Case, Outcome, _key, find_suite, load_cases
+
+if TYPE_CHECKING:
+    from statecharts.models import Execution
+
+SCXML_NS = "{http://www.w3.org/2005/07/scxml}"
+TIMERS = "timers"  # delayed <send> or <cancel>: the timer rows are exercised
+SEND = "send"  # undelayed <send> only: self-sends, #_internal, #_scxml_, the outbox
+PENDING_INVOKE = "uses <invoke>: durable invocations are a later issue"
+PENDING_HTTP = "needs the Basic HTTP Event I/O Processor (later issue)"
+MAX_ROUNDS = 1_000  # deliver + fire rounds per document; suite documents need a handful
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
+GAP = timedelta(days=1)  # between documents, so one document's clock never overlaps another's
+
+
+class FakeClock:
+    """A settable clock: ``STATECHARTS["CLOCK"]`` calls it; the runner moves it forward."""
+
+    def __init__(self, start: datetime = T0) -> None:
+        self.now = start
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance_to(self, when: datetime) -> None:
+        if when > self.now:  # never backwards
+            self.now = when
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    cases: list[tuple[Case, str]]  # the documents to run, with their category
+    pending: dict[str, list[str]]  # reason -> test ids
+
+
+def classify(path: Path) -> tuple[str | None, bool]:
+    """(category or None when the document sends nothing, whether it uses ``<invoke>``)."""
+    tree = etree.parse(str(path))
+    sends = list(tree.iter(f"{SCXML_NS}send"))
+    delayed = any(s.get("delay") is not None or s.get("delayexpr") is not None for s in sends)
+    cancels = next(tree.iter(f"{SCXML_NS}cancel"), None) is not None
+    invokes = next(tree.iter(f"{SCXML_NS}invoke"), None) is not None
+    if delayed or cancels:
+        return TIMERS, invokes
+    if sends:
+        return SEND, invokes
+    return None, invokes
+
+
+def select(suite: Path, only: set[str] | None = None) -> Selection:
+    """The durable subset of the automated suite, and what is left pending and why."""
+    cases, http_pending = load_cases(suite)
+    chosen: list[tuple[Case, str]] = []
+    pending: dict[str, list[str]] = {PENDING_INVOKE: [], PENDING_HTTP: []}
+    for case in cases:
+        category, invokes = classify(case.path)
+        if category is None:
+            continue
+        if invokes:
+            pending[PENDING_INVOKE].append(case.test_id)
+        elif only is None or case.test_id in only or case.assertion in only:
+            chosen.append((case, category))
+    for test_id in http_pending:
+        path = suite / "scxml" / f"test{test_id}.scxml"
+        if path.is_file() and classify(path)[0] is not None:
+            pending[PENDING_HTTP].append(test_id)
+    return Selection(chosen, {k: sorted(v, key=_key) for k, v in pending.items()})
+
+
+def run_case(case: Case, clock: FakeClock) -> Outcome:
+    """Run one document durably on ``clock`` (which the caller installed as the CLOCK)."""
+    from statecharts import stepper
+    from statecharts.core.errors import StatechartError
+    from statecharts.models import Chart, ExecutionStatus
+    from timers.firing import fire_all_due
+    from timers.models import Timer
+
+    started = time.perf_counter()
+    began = clock()
+    cap = began + timedelta(milliseconds=MAX_VIRTUAL_MS)
+    try:
+        chart = Chart.objects.load(case.path.read_text(encoding="utf-8"))
+        execution = stepper.start(chart, now=clock())
+        for _round in range(MAX_ROUNDS):
+            stepper.deliver_pending()
+            execution.refresh_from_db()
+            if execution.status != ExecutionStatus.ACTIVE:
+                break
+            due = (
+                Timer.objects.pending()
+                .filter(execution=execution)
+                .order_by("due", "id")
+                .values_list("due", flat=True)
+                .first()
+            )
+            if due is None or due > cap:
+                break
+            clock.advance_to(due)
+            if not fire_all_due(now=clock()).handled:
+                break  # the due timer did not fire: nothing more can happen
+        else:
+            return Outcome(case, False, f"still running after {MAX_ROUNDS} rounds", _since(started))
+    except StatechartError as exc:
+        return Outcome(case, False, f"{type(exc).__name__}: {exc}", _since(started))
+    except Exception as exc:  # a crash is a failure of this test, reported, not fatal
+        return Outcome(case, False, f"crash: {type(exc).__name__}: {exc}", _since(started))
+    passed, reason = decide(execution)
+    return Outcome(case, passed, reason, _since(started))
+
+
+def decide(execution: Execution) -> tuple[bool, str]:
+    """Pass when the execution reached the top-level final ``pass`` (as conformance.runner)."""
+    from statecharts.models import ExecutionStatus
+
+    final = execution.configuration[0] if len(execution.configuration) == 1 else None
+    if execution.status == ExecutionStatus.COMPLETED and final == "pass":
+        return True, "pass"
+    if execution.status != ExecutionStatus.ACTIVE:
+        detail = f" ({execution.outcome})" if execution.outcome else ""
+        why = f": {execution.failure_reason}" if execution.failure_reason else ""
+        return False, f"reached final {final!r}{detail}, status {execution.status}{why}"
+    where = ",".join(sorted(execution.configuration))
+    return False, f"stuck in [{where}] with no timer left to fire"
+
+
+def _since(started: float) -> float:
+    return time.perf_counter() - started
+
+
+def run(
+    suite: Path, only: set[str] | None = None, *, start: datetime = T0
+) -> tuple[list[Outcome], Selection]:
+    """Run the durable subset against the configured database, on one fake clock.
+
+    Each document starts a day after the previous one's clock, so a finished document's
+    leftover timers fall due (and are discarded: their execution ended) before the next runs.
+    """
+    from django.conf import settings
+    from django.test import override_settings
+
+    selection = select(suite, only)
+    clock = FakeClock(start)
+    configured: dict[str, Any] = dict(getattr(settings, "STATECHARTS", {}) or {})
+    outcomes: list[Outcome] = []
+    with override_settings(STATECHARTS={**configured, "CLOCK": clock}):
+        for case, _category in selection.cases:
+            outcomes.append(run_case(case, clock))
+            clock.advance_to(clock() + GAP)
+    return outcomes, selection
+
+
+def report(outcomes: list[Outcome], selection: Selection) -> dict[str, Any]:
+    ordered = sorted(outcomes, key=lambda o: _key(o.case.test_id))
+    categories = {case.test_id: category for case, category in selection.cases}
+    return {
+        "subset": {
+            category: sorted((t for t, c in categories.items() if c == category), key=_key)
+            for category in (TIMERS, SEND)
+        },
+        "passed": [o.case.test_id for o in ordered if o.passed],
+        "failed": {o.case.test_id: o.reason for o in ordered if not o.passed},
+        "pending": [
+            {"reason": reason, "tests": tests} for reason, tests in selection.pending.items()
+        ],
+    }
+
+
+def setup_django(database_url: str) -> None:
+    """Configure Django for the command line on ``database_url`` and migrate it."""
+    os.environ["DATABASE_URL"] = database_url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0, interactive=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--suite", help="folder with manifest.xml (default ../shared/w3c)")
+    parser.add_argument("--json", help="write the JSON report here")
+    parser.add_argument("--only", help="comma-separated test ids")
+    parser.add_argument(
+        "--database-url", help="run against this database (migrated first) instead of a temp one"
+    )
+    args = parser.parse_args(argv)
+    suite = find_suite(args.suite)
+    only = set(args.only.split(",")) if args.only else None
+    if args.database_url:
+        return _run_cli(suite, only, args.database_url, args.json)
+    with tempfile.TemporaryDirectory(prefix="w3c-durable-") as folder:
+        return _run_cli(suite, only, f"sqlite:///{Path(folder) / 'durable.sqlite3'}", args.json)
+
+
+def _run_cli(suite: Path, only: set[str] | None, database_url: str, json_path: str | None) -> int:
+    setup_django(database_url)
+    started = time.perf_counter()
+    outcomes, selection = run(suite, only)
+    elapsed = time.perf_counter() - started
+    for o in sorted(outcomes, key=lambda o: _key(o.case.test_id)):
+        if not o.passed:
+            print(f"FAIL {o.case.test_id} ({o.case.conformance}): {o.reason}")
+    data = report(outcomes, selection)
+    if json_path:
+        Path(json_path).write_text(json.dumps(data, indent=1) + "\n")
+    for item in data["pending"]:
+        print(f"pending ({item['reason']}): {len(item['tests'])} tests")
+    passed = sum(o.passed for o in outcomes)
+    print(f"{passed} passed, {len(outcomes) - passed} failed, in {elapsed:.1f} s")
+    return 0 if passed == len(outcomes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""The W3C send/cancel/delay subset, run through the durable stepper and timers on a fake clock.
+
+Every document of the subset is stored, started and driven only through the database (timer
+rows, the outbox); ``conformance/durable_passing.json`` is the committed result and the run
+must reproduce it exactly. Documents that need ``<invoke>`` or the HTTP processor are listed
+there as pending, with the reason, and are not run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conformance.durable import PENDING_HTTP, PENDING_INVOKE, SEND, TIMERS, report, run, select
+from conformance.runner import find_suite
+from statecharts.models import Execution, ExecutionStatus
+from timers.models import Timer, TimerStatus
+
+ROOT = Path(__file__).resolve().parents[2]
+EXPECTED: dict[str, Any] = json.loads((ROOT / "conformance" / "durable_passing.json").read_text())
+IN_MEMORY: dict[str, Any] = json.loads((ROOT / "conformance" / "passing.json").read_text())
+# Documents whose pass depends on a timer row firing (a delayed event leads to pass) or on
+# <cancel> settling one (the cancelled event would lead to fail).
+NEEDS_FIRING = {"175", "185", "186", "208", "210", "409", "423", "553", "579"}
+NEEDS_CANCEL = {"208", "210"}
+
+pytestmark = pytest.mark.conformance
+
+
+def _suite() -> Path:
+    return find_suite(str(ROOT.parent / "shared" / "w3c"))
+
+
+@pytest.mark.django_db(transaction=True)  # real commits: every step is its own durable atomic
+def test_the_durable_subset_passes_exactly_as_committed() -> None:
+    outcomes, selection = run(_suite())
+    result = report(outcomes, selection)
+    assert result["failed"] == EXPECTED["failed"]
+    assert result["passed"] == EXPECTED["passed"]
+    # Every document ended: none was left waiting on a timer that never fired.
+    assert not Execution.objects.filter(status=ExecutionStatus.ACTIVE).exists()
+    # The timers were the durable ones: rows fired on the fake clock, and <cancel> settled some.
+    assert Timer.objects.filter(status=TimerStatus.FIRED).exists()
+    assert Timer.objects.filter(status=TimerStatus.CANCELLED).exists()
+
+
+@pytest.mark.django_db
+def test_timer_documents_fail_when_their_timer_rows_never_fire(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The pass of the delayed-send documents is due to fire_all_due, not to luck."""
+    from timers import firing
+
+    monkeypatch.setattr(firing, "fire_all_due", lambda **_: firing.FireReport())
+    outcomes, _ = run(_suite(), NEEDS_FIRING)
+    assert {o.case.test_id for o in outcomes} == NEEDS_FIRING
+    assert not any(o.passed for o in outcomes)
+
+
+@pytest.mark.django_db
+def test_cancel_documents_fail_when_cancel_settles_nothing(settings: Any) -> None:
+    settings.STATECHARTS = {"EFFECT_HANDLERS": {"cancel": None}}  # no handler: rows stay pending
+    outcomes, _ = run(_suite(), NEEDS_CANCEL)
+    assert {o.case.test_id: o.passed for o in outcomes} == dict.fromkeys(NEEDS_CANCEL, False)
+
+
+def test_the_pass_list_is_substantial() -> None:
+    passed = set(EXPECTED["passed"])
+    timers = set(EXPECTED["subset"][TIMERS])
+    assert len(passed) >= 60
+    assert len(passed & timers) >= 30
+    assert passed >= NEEDS_FIRING | NEEDS_CANCEL
+
+
+def test_the_selection_and_pending_lists_are_as_committed() -> None:
+    selection = select(_suite())
+    chosen: dict[str, list[str]] = {TIMERS: [], SEND: []}
+    for case, category in selection.cases:
+        chosen[category].append(case.test_id)
+    assert {k: sorted(v) for k, v in chosen.items()} == {
+        k: sorted(v) for k, v in EXPECTED["subset"].items()
+    }
+    committed = {item["reason"]: item["tests"] for item in EXPECTED["pending"]}
+    assert selection.pending == committed
+    # The pending documents really are the ones using <invoke>; none of them runs.
+    assert {"207", "215", "252"} <= set(committed[PENDING_INVOKE])
+    assert "201" in committed[PENDING_HTTP]
+    ran = set(chosen[TIMERS]) | set(chosen[SEND])
+    assert not ran & (set(committed[PENDING_INVOKE]) | set(committed[PENDING_HTTP]))
+
+
+def test_the_durable_pass_list_agrees_with_the_in_memory_one() -> None:
+    in_memory = set(IN_MEMORY["mandatory"]) | set(IN_MEMORY["optional"])
+    assert set(EXPECTED["passed"]) <= in_memory
