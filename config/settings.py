@@ -67,11 +67,22 @@ USE_TZ = True
 TIME_ZONE = "UTC"
 STATIC_URL = "static/"
 
+# django-q2 runs the timer sweepers and drains (see timers/dispatch.py).
 Q_CLUSTER = {
     "name": "statecharts",
-    "orm": "default",
-    "workers": 2,
-    "timeout": 60,
-    "retry": 120,
+    "orm": "default",  # the ORM broker: no Redis; tasks are rows in django_q_ormq
+    # A sweeper holds a worker for its whole life (TIMER_SWEEP_SECONDS, 90 s) and the
+    # every-minute schedule makes two overlap (plus any wake()): 4 usually leaves two workers
+    # free for drains (with 2, both are sweeping for ~30 s of every minute).
+    "workers": 4,
+    # Longer than a sweeper lives (90 s), or every sweeper would be killed as timed out.
+    "timeout": 120,
+    # Longer than timeout: the ORM broker re-delivers a task not acknowledged by then.
+    "retry": 180,
+    # Redelivery of a failed task (sweepers and drains are acked on failure anyway: the next
+    # sweeper covers them); a task that keeps failing is dropped after 3 tries, not retried forever.
+    "max_attempts": 3,
+    # How often an idle cluster polls the ORM broker: a drain starts within 0.1 s of being queued.
+    "poll": 0.1,
     "catch_up": False,
 }

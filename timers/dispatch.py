@@ -12,12 +12,28 @@ There is no django-q2 ``Schedule`` per timer (its scheduler looks at schedules o
 
 ``ensure_schedule()`` creates that schedule (the ``setup_timers`` command calls it) and
 ``wake()`` starts a sweeper right away.
+
+How this sits on django-q2 (checked against django-q2 1.11):
+
+- A task runs for at most the cluster's ``timeout`` (then the worker is killed) and the ORM
+  broker hands an unacknowledged task out again after ``retry`` seconds. A sweeper or drain
+  therefore lives at most ``task_budget()``: ``TIMER_SWEEP_SECONDS``, cut short to end before
+  either, whatever ``Q_CLUSTER`` says. A drain that runs out of budget with timers still due
+  just returns: the sweeper sees them and enqueues another drain.
+- Both are enqueued with ``ack_failure``: a sweeper or drain that raises is recorded as a
+  failed task and never re-delivered (the next sweeper covers what it missed), so a failing
+  drain cannot pile up redeliveries.
+- A successful drain is not saved (``save=False``; there can be many); sweepers are, so the
+  admin shows one result a minute (the number of drains it enqueued). Failures always are.
+- Each running sweeper occupies a worker for its lifetime, and scheduled sweepers overlap:
+  give the cluster more workers than that (``config/settings.py`` uses 4).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from statecharts.conf import statecharts_settings
 from timers.firing import FireReport, fire_due
@@ -26,6 +42,11 @@ from timers.models import Timer
 SCHEDULE_NAME = "statecharts timers: sweep"
 SWEEP = "timers.dispatch.sweep"
 DRAIN = "timers.dispatch.drain"
+
+# django-q2 task options for both tasks; see the module docstring.
+TASK_OPTIONS: dict[str, Any] = {"ack_failure": True}
+# How long before the cluster's timeout (or retry) a sweeper or drain ends, at most.
+MARGIN_SECONDS = 10.0
 
 
 def sweep(
@@ -37,9 +58,9 @@ def sweep(
 ) -> int:
     """Poll for due timers for ``seconds``; enqueue a drain whenever some are waiting.
 
-    Returns how many drains it enqueued.
+    ``seconds`` defaults to ``task_budget()``. Returns how many drains it enqueued.
     """
-    seconds = statecharts_settings.TIMER_SWEEP_SECONDS if seconds is None else seconds
+    seconds = task_budget() if seconds is None else seconds
     enqueue = enqueue or _enqueue
     poll = statecharts_settings.TIMER_POLL_MS / 1000
     deadline = monotonic() + seconds
@@ -52,20 +73,48 @@ def sweep(
     return enqueued
 
 
-def drain(max_batches: int = 1_000) -> int:
-    """Fire claimable timers, batch after batch, until none is left. Returns the count."""
+def drain(
+    max_batches: int = 1_000,
+    *,
+    seconds: float | None = None,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> int:
+    """Fire claimable timers, batch after batch, until none is left. Returns the count.
+
+    Stops early after ``max_batches`` batches or once ``seconds`` (default ``task_budget()``)
+    have passed; what is left is still claimable, and the next sweeper poll sees it.
+    """
+    deadline = monotonic() + (task_budget() if seconds is None else seconds)
     handled = 0
     for _ in range(max_batches):
         report: FireReport = fire_due()
         if not report.outcomes:
             break
         handled += report.handled
+        if monotonic() >= deadline:
+            break
     return handled
 
 
-def wake() -> None:
-    """Start a sweeper now (e.g. after deploying, or from a test)."""
-    _enqueue(SWEEP)
+def task_budget() -> float:
+    """Seconds a sweeper or drain may run: ``TIMER_SWEEP_SECONDS``, ending before the cluster's
+    ``timeout`` kills the task and before its ``retry`` hands it out again."""
+    from django_q.conf import Conf
+
+    seconds = float(statecharts_settings.TIMER_SWEEP_SECONDS)
+    for bound in (Conf.TIMEOUT, Conf.RETRY):
+        if bound and bound > 0:
+            seconds = min(seconds, bound - min(MARGIN_SECONDS, bound / 2))
+    return seconds
+
+
+def wake(seconds: float | None = None) -> str:
+    """Start a sweeper now (e.g. after deploying, or from a test); returns its task id.
+
+    ``seconds`` is how long it lives (default ``task_budget()``).
+    """
+    kwargs = {} if seconds is None else {"seconds": seconds}
+    return _enqueue(SWEEP, **kwargs)
 
 
 def ensure_schedule() -> None:
@@ -79,11 +128,13 @@ def ensure_schedule() -> None:
             "schedule_type": Schedule.MINUTES,
             "minutes": 1,
             "repeats": -1,
+            # The scheduler passes q_options on to async_task, as _enqueue does.
+            "kwargs": repr({"q_options": TASK_OPTIONS}),
         },
     )
 
 
-def _enqueue(func: str) -> object:
+def _enqueue(func: str, **kwargs: Any) -> str:
     from django_q.tasks import async_task
 
-    return async_task(func, save=func != DRAIN)
+    return async_task(func, save=func != DRAIN, **TASK_OPTIONS, **kwargs)

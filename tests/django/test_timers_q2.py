@@ -1,0 +1,360 @@
+"""Timers on django-q2: the sweeper and drain tasks, alone and in a real cluster.
+
+The end-to-end test starts ``manage.py qcluster`` as a subprocess on the test database (the
+SQLite file or the PostgreSQL test database), with a timer that is already due in real time,
+wakes a sweeper and waits (bounded, polling the database) for the cluster to fire it. It waits
+for a process, never for a timer. The other tests drive ``sweep``/``drain`` directly with a
+fake clock, and check what the tasks look like on the broker.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import IO, Any
+from urllib.parse import quote
+
+import pytest
+from django.conf import settings
+from django.db import connection
+from django.test import override_settings
+from django.utils import timezone
+from django_q.brokers import get_broker
+from django_q.conf import Conf
+from django_q.models import OrmQ, Schedule, Task
+from django_q.scheduler import scheduler
+from django_q.signing import SignedPackage
+
+from statecharts import stepper
+from statecharts.conf import statecharts_settings
+from statecharts.core.position import decode
+from statecharts.models import Chart, Execution
+from timers import dispatch, firing
+from timers.models import Timer
+
+ROOT = Path(__file__).resolve().parents[2]
+T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+DEADLINE = 30.0  # seconds the cluster gets to fire a due timer (it takes well under one)
+POLL = 0.1
+STOP_GRACE = 15.0  # seconds a SIGTERMed cluster gets to stop before it is SIGKILLed
+SWEEPER_SECONDS = 2.0  # the woken sweeper's life: the cluster stops right after it
+
+NS = 'xmlns="http://www.w3.org/2005/07/scxml" version="1.0"'
+
+# One delayed send to itself; started in the past, it is due the moment it exists.
+ALARM = f"""<scxml {NS} datamodel="ecmascript" initial="waiting">
+  <state id="waiting">
+    <onentry><send id="alarm" event="ring" delay="1s"/></onentry>
+    <transition event="ring" target="awake"/>
+  </state>
+  <state id="awake"/>
+</scxml>"""
+
+# Two ticks, due 1 s and 2 s after the start.
+TICKS = f"""<scxml {NS} datamodel="ecmascript" initial="s">
+  <datamodel><data id="got" expr="[]"/></datamodel>
+  <state id="s">
+    <onentry>
+      <send event="tick" delay="1s"><param name="i" expr="1"/></send>
+      <send event="tick" delay="2s"><param name="i" expr="2"/></send>
+    </onentry>
+    <transition event="tick"><assign location="got" expr="got.concat([_event.data.i])"/>
+    </transition>
+  </state>
+</scxml>"""
+
+
+def datamodel(execution: Execution) -> dict[str, Any]:
+    execution.refresh_from_db()
+    return decode(bytes(execution.position)).state.datamodel
+
+
+class FakeTime:
+    """``monotonic``/``sleep`` for a sweeper, and the matching wall clock (``T0`` + elapsed).
+
+    Whole milliseconds, so 5 polls of 200 ms are exactly one second.
+    """
+
+    def __init__(self) -> None:
+        self.ms = 0
+        self.sleeps: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.ms / 1000
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.ms += round(seconds * 1000)
+
+    def now(self) -> datetime:
+        return T0 + timedelta(milliseconds=self.ms)
+
+
+# ---- sweep and drain, without a cluster ---------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_sweeper_enqueues_drains_only_while_claimable_timers_wait_and_stops_at_deadline() -> None:
+    fake = FakeTime()
+    execution = stepper.start(Chart.objects.load(TICKS), now=T0)
+    enqueued: list[tuple[float, str]] = []
+
+    def enqueue(func: str) -> None:
+        enqueued.append((fake.monotonic(), func))
+        assert dispatch.drain() == 1  # a worker picks the drain up at once
+
+    config = {"CLOCK": fake.now, "TIMER_POLL_MS": 200}
+    with override_settings(STATECHARTS=config):
+        count = dispatch.sweep(3, enqueue=enqueue, sleep=fake.sleep, monotonic=fake.monotonic)
+
+    # Nothing before the first tick is due; one drain per due tick, none after it fired.
+    assert enqueued == [(1.0, dispatch.DRAIN), (2.0, dispatch.DRAIN)]
+    assert count == 2
+    assert datamodel(execution)["got"] == [1, 2]
+    # It polled every 200 ms and returned at its deadline: polls at 0.0, 0.2, ..., 2.8 s.
+    assert fake.sleeps == [0.2] * 15 and fake.ms == 3000
+    assert set(Timer.objects.values_list("status", flat=True)) == {"fired"}
+
+
+@pytest.mark.django_db
+def test_a_sweeper_keeps_enqueueing_until_a_drain_claims_and_again_when_the_claim_expires() -> None:
+    fake = FakeTime()
+    stepper.start(Chart.objects.load(ALARM), now=T0)  # due at T0 + 1 s
+    enqueued: list[float] = []
+
+    def enqueue(func: str) -> None:
+        # No drain runs; the third time, some firer claims the timer for one second and dies.
+        enqueued.append(fake.monotonic())
+        if len(enqueued) == 3:
+            assert len(firing.claim(fake.now(), 10, lease=timedelta(seconds=1))) == 1
+
+    config = {"CLOCK": fake.now, "TIMER_POLL_MS": 200}
+    with override_settings(STATECHARTS=config):
+        count = dispatch.sweep(3, enqueue=enqueue, sleep=fake.sleep, monotonic=fake.monotonic)
+
+    # Due from 1.0 s; claimed at 1.4 s until 2.4 s (claimable again only after that).
+    assert enqueued == [1.0, 1.2, 1.4, 2.6, 2.8]
+    assert count == 5
+    assert Timer.objects.get().status == "pending"  # nothing fired it
+
+
+@pytest.mark.django_db
+def test_a_sweeper_with_nothing_due_enqueues_nothing() -> None:
+    fake = FakeTime()
+    stepper.start(Chart.objects.load(ALARM), now=T0 + timedelta(hours=1))
+    enqueued: list[str] = []
+    with override_settings(STATECHARTS={"CLOCK": fake.now, "TIMER_POLL_MS": 500}):
+        count = dispatch.sweep(
+            2, enqueue=enqueued.append, sleep=fake.sleep, monotonic=fake.monotonic
+        )
+    assert (count, enqueued, fake.sleeps) == (0, [], [0.5] * 4)
+
+
+@pytest.mark.django_db
+def test_drain_fires_everything_due_batch_after_batch_and_nothing_early() -> None:
+    chart = Chart.objects.load(ALARM)
+    due = [stepper.start(chart, now=T0) for _ in range(5)]  # due at T0 + 1 s
+    later = stepper.start(chart, now=T0 + timedelta(minutes=1))
+    config = {"CLOCK": lambda: T0 + timedelta(seconds=1), "TIMER_BATCH": 2}
+    with override_settings(STATECHARTS=config):
+        assert dispatch.drain() == 5  # three batches: 2, 2, 1
+        assert dispatch.drain() == 0
+    for execution in due:
+        execution.refresh_from_db()
+        assert execution.configuration == ["awake"]
+    later.refresh_from_db()
+    assert later.configuration == ["waiting"]
+    assert Timer.objects.get(execution=later).status == "pending"
+
+
+@pytest.mark.django_db
+def test_drain_returns_when_its_time_is_up_leaving_the_rest_claimable() -> None:
+    chart = Chart.objects.load(ALARM)
+    for _ in range(5):
+        stepper.start(chart, now=T0)
+    ticks = iter(range(100))
+    at = T0 + timedelta(seconds=1)
+    with override_settings(STATECHARTS={"CLOCK": lambda: at, "TIMER_BATCH": 2}):
+        # The clock reads 0 at the start and one second more after each batch.
+        assert dispatch.drain(seconds=1.5, monotonic=lambda: float(next(ticks))) == 4
+        assert Timer.objects.claimable(at).count() == 1  # the next sweeper poll sees it
+        assert dispatch.drain() == 1
+    assert Timer.objects.pending().count() == 0
+
+
+def test_the_clusters_timeout_and_retry_outlast_a_sweeper(monkeypatch: pytest.MonkeyPatch) -> None:
+    sweep_seconds = statecharts_settings.TIMER_SWEEP_SECONDS
+    q = settings.Q_CLUSTER
+    assert q["timeout"] > sweep_seconds and q["retry"] > q["timeout"]
+    assert dispatch.task_budget() == sweep_seconds  # not cut short by this project's cluster
+    # Another host's cluster: a sweeper ends before its timeout kills it or its retry
+    # re-delivers it.
+    monkeypatch.setattr(Conf, "TIMEOUT", 60)
+    assert dispatch.task_budget() == 50
+    monkeypatch.setattr(Conf, "TIMEOUT", None)
+    monkeypatch.setattr(Conf, "RETRY", 30)
+    assert dispatch.task_budget() == 20
+    monkeypatch.setattr(Conf, "RETRY", 8)
+    assert dispatch.task_budget() == 4
+
+
+# ---- the tasks as django-q2 sees them ----------------------------------------------------------
+
+
+def queued() -> list[dict[str, Any]]:
+    """The task packages waiting on the ORM broker, oldest first."""
+    return [SignedPackage.loads(row.payload) for row in OrmQ.objects.order_by("id")]
+
+
+@pytest.mark.django_db
+def test_wake_and_the_drains_go_to_the_broker_acked_on_failure() -> None:
+    task_id = dispatch.wake(seconds=2)
+    dispatch._enqueue(dispatch.DRAIN)
+    sweeper, drain = queued()
+    assert sweeper["id"] == task_id
+    assert (sweeper["func"], sweeper["args"], sweeper["kwargs"]) == (
+        dispatch.SWEEP,
+        (),
+        {"seconds": 2},
+    )
+    assert (drain["func"], drain["kwargs"]) == (dispatch.DRAIN, {})
+    assert sweeper["save"] is True and drain["save"] is False  # a drain's success is not kept
+    assert sweeper["ack_failure"] is True and drain["ack_failure"] is True
+
+
+# The scheduler closes "old" connections first, which a test's open transaction would be.
+@pytest.mark.django_db(transaction=True)
+def test_the_schedule_starts_a_sweeper_with_the_same_options() -> None:
+    dispatch.ensure_schedule()
+    dispatch.ensure_schedule()  # idempotent
+    schedule = Schedule.objects.get()
+    assert (schedule.name, schedule.func, schedule.minutes) == (
+        dispatch.SCHEDULE_NAME,
+        dispatch.SWEEP,
+        1,
+    )
+    Schedule.objects.update(next_run=timezone.now() - timedelta(seconds=1))
+    scheduler(broker=get_broker())  # what the cluster's guard runs every ~30 s
+    (task,) = queued()
+    assert (task["func"], task["args"], task["kwargs"]) == (dispatch.SWEEP, (), {})
+    assert task["ack_failure"] is True
+    schedule.refresh_from_db()
+    assert schedule.next_run > timezone.now()
+
+
+# ---- a real cluster ---------------------------------------------------------------------------
+
+
+def database_url() -> str:
+    """DATABASE_URL of the test database this process is using."""
+    db = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{os.path.abspath(db['NAME'])}"
+    assert connection.vendor == "postgresql", connection.vendor
+    user = quote(db["USER"] or "", safe="")
+    password = f":{quote(db['PASSWORD'], safe='')}" if db["PASSWORD"] else ""
+    credentials = f"{user}{password}@" if user else ""
+    port = f":{db['PORT']}" if db["PORT"] else ""
+    return f"postgres://{credentials}{db['HOST'] or '127.0.0.1'}{port}/{quote(db['NAME'], safe='')}"
+
+
+@contextmanager
+def qcluster(log: IO[str]) -> Iterator[subprocess.Popen[str]]:
+    """``manage.py qcluster`` on the test database; SIGTERMed on exit (SIGKILLed if it hangs)."""
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url(),
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+    }
+    cluster = subprocess.Popen(
+        [sys.executable, "manage.py", "qcluster"],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its own process group: the fallback kills its children too
+    )
+    try:
+        yield cluster
+    finally:
+        if cluster.poll() is None:
+            cluster.send_signal(signal.SIGTERM)
+            try:
+                cluster.wait(timeout=STOP_GRACE)
+            except subprocess.TimeoutExpired:
+                os.killpg(cluster.pid, signal.SIGKILL)
+                cluster.wait(timeout=STOP_GRACE)
+
+
+def wait_for(
+    condition: Callable[[], bool], cluster: subprocess.Popen[str], log: IO[str], what: str
+) -> float:
+    """Poll the database until ``condition`` holds; the seconds it took. Fails at DEADLINE or
+    if the cluster exits."""
+    started = time.monotonic()
+    while not condition():
+        if cluster.poll() is not None:
+            pytest.fail(f"the cluster exited ({cluster.returncode}) before {what}:\n{read(log)}")
+        if time.monotonic() - started > DEADLINE:
+            pytest.fail(f"no {what} after {DEADLINE}s; the cluster's log:\n{read(log)}")
+        time.sleep(POLL)  # polling the database for another process, not waiting for a timer
+    return time.monotonic() - started
+
+
+def read(log: IO[str]) -> str:
+    log.flush()
+    log.seek(0)
+    return log.read()[-10_000:]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_real_cluster_fires_a_due_timer(monkeypatch: pytest.MonkeyPatch) -> None:
+    started = timezone.now()
+    # Started a minute ago with a 1 s delay: due in real time before the cluster exists.
+    execution = stepper.start(Chart.objects.load(ALARM), now=started - timedelta(minutes=1))
+    timer = Timer.objects.get(execution=execution)
+    assert timer.status == "pending" and timer.due < started
+
+    def not_here(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the test process must not fire timers")
+
+    monkeypatch.setattr(firing, "claim", not_here)
+    monkeypatch.setattr(firing, "fire", not_here)
+
+    def fired() -> bool:
+        return Timer.objects.filter(pk=timer.pk, status="fired").exists()
+
+    def sweeper_done() -> bool:
+        return Task.objects.filter(id=sweeper).exists()
+
+    with tempfile.TemporaryFile("w+") as log, qcluster(log) as cluster:
+        sweeper = dispatch.wake(seconds=SWEEPER_SECONDS)
+        firing_took = wait_for(fired, cluster, log, "fired timer")
+        wait_for(sweeper_done, cluster, log, "finished sweeper")
+        assert cluster.poll() is None, read(log)
+    assert cluster.returncode == 0, "the cluster did not stop cleanly on SIGTERM"
+
+    # The cluster's drain delivered it, on the real clock, to the next state.
+    timer.refresh_from_db()
+    assert timer.status == "fired" and timer.settled is not None and timer.settled >= started
+    execution.refresh_from_db()
+    assert execution.configuration == ["awake"] and execution.steps == 2
+    entry = execution.history.get(seq=2)
+    assert entry.input["event"]["name"] == "ring"
+    assert firing_took < DEADLINE
+    # The sweeper ran in the cluster, enqueued the drain(s) and was saved; a drain that
+    # succeeded was not (save=False), and nothing failed.
+    task = Task.objects.get(id=sweeper)
+    assert task.success and task.func == dispatch.SWEEP and task.result >= 1
+    assert list(Task.objects.exclude(id=sweeper).values_list("func", "success")) == []
+    assert not OrmQ.objects.exists()  # every task was acknowledged
