@@ -310,7 +310,10 @@ def _apply(
     execution.updated = now
     finished = execution.status in TERMINAL_STATUSES
     _record_ending(execution, outcome, now)
-    execution.save()
+    if execution.pk is None:
+        execution.save(force_insert=True)
+    else:
+        execution.save(update_fields=_STEP_FIELDS)
     context = EffectContext(execution, state, now, execution.steps, caller_context)
     summary = _perform(context, outcome, outbox)
     entry = HistoryEntry.objects.create(
@@ -332,6 +335,20 @@ def _apply(
     if finished:
         signals.execution_finished.send(Execution, execution=execution)
     return StepResult(execution, entry, effects)
+
+
+# What a step may change; the rest of the row (chart, session id, key, metadata) is fixed.
+_STEP_FIELDS = [
+    "position",
+    "status",
+    "configuration",
+    "steps",
+    "updated",
+    "ended",
+    "outcome",
+    "donedata",
+    "failure_reason",
+]
 
 
 def _unreachable(_session_id: str) -> bool:
