@@ -21,6 +21,9 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "rest_framework.authtoken",
+    "django_filters",  # the API's filters (its templates draw them in the browsable API)
+    "drf_spectacular",  # the API's OpenAPI 3 schema at /api/schema/
     "django_q",
     "statecharts",
     "timers",
@@ -66,6 +69,20 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 USE_TZ = True
 TIME_ZONE = "UTC"
 STATIC_URL = "static/"
+
+# The REST API (statecharts.api): session login for the browsable API, tokens for clients
+# (token first, so an anonymous client gets 401 with WWW-Authenticate: Token). The API's views
+# set their own permissions (model permissions), pagination and filters.
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "statecharts.api.pagination.PageNumberPagination",
+    "PAGE_SIZE": 50,
+}
 
 # django-q2 runs the timer sweepers and drains (see timers/dispatch.py).
 Q_CLUSTER = {

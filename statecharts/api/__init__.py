@@ -1,0 +1,11 @@
+"""A REST API over charts, executions and timers (Django REST framework).
+
+Thin views over the plain service functions (``statecharts.stepper``): every write goes
+through the same stepper as management commands and workers. Mount it with::
+
+    path("api/", include("statecharts.api.urls"))
+
+One concern per module: ``serializers`` (shapes), ``validators`` (input rules), ``fields``
+(JSON values out), ``views``, ``urls``, ``permissions``, ``pagination``, ``filters``,
+``parsers``, ``renderers`` and ``exceptions``.
+"""

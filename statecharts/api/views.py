@@ -1,0 +1,328 @@
+"""Views: thin wrappers over ``statecharts.stepper`` and the models. No step logic here."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from django.conf import settings
+from django_filters.rest_framework import DjangoFilterBackend
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound
+from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.reverse import reverse
+from rest_framework.serializers import BaseSerializer
+
+from statecharts import stepper
+from statecharts.api import filters, serializers
+from statecharts.api.exceptions import Conflict, DiagramUnavailable
+from statecharts.api.inspection import active_states_of
+from statecharts.api.pagination import PageNumberPagination
+from statecharts.api.parsers import JSONParser
+from statecharts.api.permissions import CHANGE, VIEW, ModelPermissions
+from statecharts.api.renderers import SVGRenderer
+from statecharts.core.errors import StatechartError
+from statecharts.core.model import Chart as CompiledChart
+from statecharts.exceptions import NeedsMigration
+from statecharts.models import Chart, Execution, ExecutionStatus, HistoryEntry
+from statecharts.models.charts import source_hash
+from statecharts.models.history import Disposition
+from timers.models import Timer
+
+ERRORS = {
+    400: OpenApiResponse(description="Invalid input: the reasons, by field."),
+    404: OpenApiResponse(description="No such object."),
+}
+CONFLICT = OpenApiResponse(
+    description="The execution is finished (the input was recorded as discarded) or needs "
+    "migration (recorded as refused)."
+)
+SVG = {
+    200: OpenApiResponse(OpenApiTypes.BINARY, description="An SVG document (image/svg+xml)."),
+    404: ERRORS[404],
+    409: OpenApiResponse(description="The chart's stored source no longer compiles."),
+    501: OpenApiResponse(description="The diagram renderer (statecharts.diagram) is missing."),
+}
+
+
+class APIViewSet(viewsets.GenericViewSet):  # type: ignore[type-arg]
+    """What every view of this API shares: model permissions, pages, filters, strict JSON."""
+
+    permission_classes = [ModelPermissions]
+    pagination_class = PageNumberPagination
+    filter_backends = [DjangoFilterBackend]
+    parser_classes = [JSONParser, FormParser, MultiPartParser]
+
+    serializer_classes: dict[str, type[BaseSerializer[Any]]] = {}
+
+    def get_serializer_class(self) -> type[BaseSerializer[Any]]:
+        # By the action the route maps the request's method to, so that the forms DRF draws
+        # for another method (the browsable API's POST form on a list page, OPTIONS) show the
+        # serializer that method takes.
+        action = self.action
+        method = getattr(getattr(self, "request", None), "method", None)
+        if method is not None:
+            action = (getattr(self, "action_map", None) or {}).get(method.lower(), action)
+        return self.serializer_classes.get(action or "", self.serializer_class)
+
+    def finalize_response(self, request: Request, response: Any, *args: Any, **kwargs: Any) -> Any:
+        # An error from a view that renders SVG (a 404, a 403, a 406 for an Accept it cannot
+        # meet) is still a DRF error body: render it as JSON, not as a broken image.
+        if getattr(response, "exception", False) and all(
+            issubclass(renderer, SVGRenderer) for renderer in self.renderer_classes
+        ):
+            request.accepted_renderer = JSONRenderer()
+            request.accepted_media_type = JSONRenderer.media_type
+        return super().finalize_response(request, response, *args, **kwargs)
+
+
+def _render_svg(compiled: CompiledChart, active: Iterable[str] = ()) -> str:
+    """Draw a chart with ``statecharts.diagram``, imported when first asked for."""
+    try:
+        from statecharts.diagram import render_svg
+    except ImportError as exc:
+        # Only the renderer itself missing is "unavailable"; a broken renderer is a bug.
+        if exc.name != "statecharts.diagram":
+            raise
+        raise DiagramUnavailable() from None
+    svg: str = render_svg(compiled, active=tuple(active))
+    return svg
+
+
+def _compiled(chart: Chart) -> CompiledChart:
+    try:
+        return chart.compiled()
+    except StatechartError as exc:
+        raise Conflict(f"chart {chart.pk} cannot be compiled from its source: {exc}") from None
+
+
+# ---- charts ------------------------------------------------------------------------------------
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List charts"),
+    retrieve=extend_schema(summary="A chart, with its SCXML source"),
+)
+class ChartViewSet(
+    mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, APIViewSet
+):
+    """SCXML charts. A chart is identified by the sha256 of its source and never edited: load
+    an edited document as a new chart (give it a ``version``)."""
+
+    queryset = Chart.objects.all()
+    filterset_class = filters.ChartFilter
+
+    serializer_class = serializers.ChartSerializer
+    serializer_classes = {
+        "create": serializers.ChartCreateSerializer,
+        "retrieve": serializers.ChartDetailSerializer,
+    }
+
+    @extend_schema(
+        summary="Load a chart from its SCXML source",
+        request=serializers.ChartCreateSerializer,
+        responses={
+            201: serializers.ChartDetailSerializer,
+            200: OpenApiResponse(
+                serializers.ChartDetailSerializer,
+                description="This source was already loaded: the chart stored with it.",
+            ),
+            400: OpenApiResponse(
+                description="Invalid SCXML: every problem, as line:column: message, under source."
+            ),
+        },
+    )
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        existed = Chart.objects.filter(
+            content_hash=source_hash(serializer.validated_data["source"])
+        ).exists()
+        chart = serializer.save()
+        body = serializers.ChartDetailSerializer(chart, context=self.get_serializer_context())
+        location = reverse(
+            f"{serializers.NAMESPACE}:chart-detail", kwargs={"pk": chart.pk}, request=request
+        )
+        return Response(
+            body.data,
+            status=status.HTTP_200_OK if existed else status.HTTP_201_CREATED,
+            headers={"Location": location},
+        )
+
+    @extend_schema(operation_id="charts_diagram", summary="The chart drawn as SVG", responses=SVG)
+    def diagram(self, request: Request, pk: str | None = None) -> Response:
+        chart = self.get_object()
+        return Response(_render_svg(_compiled(chart)), content_type=SVGRenderer.media_type)
+
+
+# ---- executions --------------------------------------------------------------------------------
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List executions"),
+    retrieve=extend_schema(
+        summary="An execution: status, configuration, datamodel and pending timers"
+    ),
+)
+class ExecutionViewSet(
+    mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, APIViewSet
+):
+    """Executions: one durable run of a chart each. Every input is one step of
+    ``statecharts.stepper`` (one transaction), recorded in the execution's history."""
+
+    queryset = Execution.objects.all()
+    filterset_class = filters.ExecutionFilter
+    action_permissions = {
+        "send": [CHANGE],
+        "cancel": [CHANGE],
+        "history": [VIEW],
+        "diagram": [VIEW],
+    }
+
+    @classmethod
+    def as_view(cls, actions: Any = None, **initkwargs: Any) -> Callable[..., Any]:
+        view = super().as_view(actions, **initkwargs)
+        # The stepper commits each step itself (transaction.atomic(durable=True)), so these
+        # views must never run inside ATOMIC_REQUESTS' per-request transaction.
+        view._non_atomic_requests = set(settings.DATABASES)  # type: ignore[attr-defined]
+        return view
+
+    serializer_class = serializers.ExecutionSerializer
+    serializer_classes = {
+        "create": serializers.ExecutionCreateSerializer,
+        "retrieve": serializers.ExecutionDetailSerializer,
+        "send": serializers.EventSerializer,
+        "history": serializers.HistoryEntrySerializer,
+    }
+
+    @extend_schema(
+        summary="Start an execution of a chart",
+        request=serializers.ExecutionCreateSerializer,
+        responses={
+            201: serializers.ExecutionDetailSerializer,
+            400: ERRORS[400],
+            409: OpenApiResponse(description="The business key is in use for this chart."),
+        },
+    )
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        attrs = serializer.validated_data
+        try:
+            execution = stepper.start(
+                attrs["chart"],
+                data=attrs.get("data"),
+                business_key=attrs.get("business_key"),
+                metadata=attrs.get("metadata") or {},
+            )
+        except stepper.BusinessKeyInUse as exc:
+            raise Conflict({"business_key": [str(exc)]}) from None
+        body = serializers.ExecutionDetailSerializer(
+            execution, context=self.get_serializer_context()
+        )
+        location = reverse(
+            f"{serializers.NAMESPACE}:execution-detail",
+            kwargs={"pk": execution.pk},
+            request=request,
+        )
+        return Response(body.data, status=status.HTTP_201_CREATED, headers={"Location": location})
+
+    @extend_schema(
+        summary="Send an event",
+        request=serializers.EventSerializer,
+        responses={200: serializers.StepResultSerializer, **ERRORS, 409: CONFLICT},
+    )
+    @action(detail=True, methods=["post"])
+    def send(self, request: Request, pk: str | None = None) -> Response:
+        execution = self.get_object()
+        event = serializers.EventSerializer(data=request.data)
+        event.is_valid(raise_exception=True)
+        name, data = event.validated_data["name"], event.validated_data["data"]
+        return self._step(request, lambda: stepper.send(execution.pk, name, data))
+
+    @extend_schema(
+        summary="Cancel an execution (its onexit handlers run)",
+        request=None,
+        responses={200: serializers.StepResultSerializer, 404: ERRORS[404], 409: CONFLICT},
+    )
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: str | None = None) -> Response:
+        execution = self.get_object()
+        return self._step(request, lambda: stepper.cancel(execution.pk))
+
+    @extend_schema(
+        summary="The execution's input history (oldest first)",
+        responses={200: serializers.HistoryEntrySerializer(many=True), 404: ERRORS[404]},
+    )
+    @action(detail=True, methods=["get"], filter_backends=[])
+    def history(self, request: Request, pk: str | None = None) -> Response:
+        execution = self.get_object()  # 404 for an unknown execution, not an empty page
+        page = self.paginate_queryset(HistoryEntry.objects.filter(execution=execution))
+        serializer = self.get_serializer(page, many=True)
+        return self.get_paginated_response(serializer.data)
+
+    @extend_schema(
+        operation_id="executions_diagram",
+        summary="The chart drawn as SVG, the active states highlighted",
+        responses=SVG,
+    )
+    def diagram(self, request: Request, pk: str | None = None) -> Response:
+        execution = self.get_object()
+        svg = _render_svg(_compiled(execution.chart), active_states_of(execution))
+        return Response(svg, content_type=SVGRenderer.media_type)
+
+    def _step(self, request: Request, step: Callable[[], stepper.StepResult]) -> Response:
+        try:
+            result = step()
+        except NeedsMigration as exc:
+            refusal = {"detail": str(exc), "disposition": Disposition.REFUSED}
+            raise Conflict({**refusal, "status": ExecutionStatus.NEEDS_MIGRATION}) from None
+        except Execution.DoesNotExist:  # deleted since get_object()
+            raise NotFound() from None
+        execution = result.execution
+        if result.disposition == Disposition.DISCARDED:
+            raise Conflict(
+                {
+                    "detail": f"execution {execution.pk} is {execution.status}: "
+                    f"the input was discarded (history entry {result.entry.seq}).",
+                    "disposition": result.disposition,
+                    "status": execution.status,
+                }
+            )
+        body = serializers.StepResultSerializer(
+            {
+                "execution": execution.pk,
+                "url": reverse(
+                    f"{serializers.NAMESPACE}:execution-detail",
+                    kwargs={"pk": execution.pk},
+                    request=request,
+                ),
+                "seq": result.entry.seq,
+                "disposition": result.disposition,
+                "status": execution.status,
+                "configuration": execution.configuration,
+                "donedata": execution.donedata,
+            }
+        )
+        return Response(body.data)
+
+
+# ---- timers ------------------------------------------------------------------------------------
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List timers (delayed sends)"),
+    retrieve=extend_schema(summary="A timer"),
+)
+class TimerViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, APIViewSet):
+    """Timers: one row per delayed ``<send>``, read-only (see docs/timers.md)."""
+
+    queryset = Timer.objects.all()
+    serializer_class = serializers.TimerSerializer
+    filterset_class = filters.TimerFilter
