@@ -120,7 +120,8 @@ def test_sending_an_event_through_the_admin_steps_the_execution(
 ) -> None:
     url = reverse("admin:statecharts_execution_send", args=[execution.pk])
     response = admin_client.post(url, {"name": "pay", "data": '{"amount": 12}'}, follow=True)
-    assert "Pay: applied; now active in paid"  # the admin capitalises in response.content.decode()
+    # The admin capitalises messages.
+    assert "Pay: applied; now active in paid" in response.content.decode()
     execution.refresh_from_db()
     assert execution.configuration == ["paid"]
     assert Timer.objects.get().status == "pending"  # not cancelled: the chart does not cancel
