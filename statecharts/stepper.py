@@ -33,6 +33,7 @@ from django.db import IntegrityError, connection, transaction
 from statecharts import signals
 from statecharts.conf import statecharts_settings
 from statecharts.core import effects as fx
+from statecharts.core.datamodel import check_tagged
 from statecharts.core.effects import Effect
 from statecharts.core.events import EXTERNAL, PLATFORM, Event
 from statecharts.core.model import Chart as CompiledChart
@@ -93,6 +94,8 @@ def start(
 ) -> Execution:
     """Create an execution of ``chart`` and run it to its first stable configuration."""
     compiled = compiled_chart(chart)
+    if data is not None:
+        check_tagged(data)  # ValueError names the bad path; nothing is written
     session_id = session_id or uuid.uuid4().hex
     outbox: list[int] = []
     try:
@@ -140,6 +143,7 @@ def send(
 
     ``caller_context`` is opaque JSON handed to effect handlers (timer rows keep it).
     """
+    check_tagged(data)  # ValueError names the bad path; nothing is written
     event = Event(name, EXTERNAL, data, **fields)
     return feed(execution, Input.external(event), now=now, caller_context=caller_context)
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from statecharts.core import effects as fx
 from statecharts.core.compile import load_chart
-from statecharts.core.datamodel import Limits, plain
+from statecharts.core.datamodel import Limits, check_tagged, plain
 from statecharts.core.effects import Effect
 from statecharts.core.errors import ChartError, NotRunningError, ResolveError
 from statecharts.core.events import EXTERNAL, PLATFORM, Event
@@ -95,6 +95,7 @@ class MemorySession:
         """Queue an external event and run every session until nothing is left to do."""
         if not self.running:
             raise NotRunningError(f"session {self.session_id} is no longer running")
+        check_tagged(data)
         self.driver._enqueue(self, Event(name, EXTERNAL, data, **fields))
         self.driver.run_until_idle()
         return self
@@ -162,6 +163,8 @@ class MemoryDriver:
         """Start a session of ``chart`` (a Chart or SCXML source) and run it to quiescence."""
         if not isinstance(chart, Chart):
             chart = self.load(chart)
+        if data is not None:
+            check_tagged(data)
         session = self._new_session(chart, session_id)
         self._apply(session, session.interpreter.initialize(session.session_id, data=data))
         self.run_until_idle()

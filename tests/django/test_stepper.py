@@ -416,3 +416,27 @@ def test_replay_reports_the_first_step_that_differs() -> None:
     assert not report.ok
     assert report.mismatch is not None and report.mismatch.seq == 3
     assert "configuration recorded ['cart'], replayed ['paying']" in str(report)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"n": {"$sc": "bigint", "v": "zz"}},
+        {"n": float("inf")},
+        {"n": {"$sc": "teleport"}},
+        {"n": {"$sc": "map", "v": [1]}},
+    ],
+    ids=["bad bigint", "infinity", "unknown tag", "bad map"],
+)
+def test_data_the_datamodel_cannot_take_is_refused_before_anything_is_written(
+    data: dict[str, Any],
+) -> None:
+    chart = load(ORDER)
+    with pytest.raises(ValueError, match=r"data\.n"):
+        stepper.start(chart, data=data)
+    assert Execution.objects.count() == 0
+    execution = Execution.objects.start(chart)
+    with pytest.raises(ValueError, match=r"data\.n"):
+        stepper.send(execution.pk, "add", data)
+    execution.refresh_from_db()
+    assert (execution.status, execution.steps) == ("active", 1)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from statecharts.core.datamodel.base import Datamodel, Limits, plain, tagged
+from statecharts.core.datamodel.base import Datamodel, Limits, check_tagged, plain, tagged
 from statecharts.core.datamodel.null import NullDatamodel
 
 
@@ -16,4 +16,12 @@ def create_datamodel(name: str, limits: Limits | None = None) -> Datamodel:
     raise ValueError(f"unknown datamodel {name!r}")
 
 
-__all__ = ["Datamodel", "Limits", "NullDatamodel", "create_datamodel", "plain", "tagged"]
+__all__ = [
+    "Datamodel",
+    "Limits",
+    "NullDatamodel",
+    "check_tagged",
+    "create_datamodel",
+    "plain",
+    "tagged",
+]

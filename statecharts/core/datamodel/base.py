@@ -7,6 +7,8 @@ functions, XML, shared or cyclic references). See docs/embedding.md, "Datamodel 
 
 from __future__ import annotations
 
+import math
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,6 +34,88 @@ def tagged(value: Any) -> Any:
     if isinstance(value, XmlValue):
         return {TAG: "xml", "v": value.markup, "tree": value.tree}
     return value
+
+
+_BIGINT = re.compile(r"-?[0-9]+")
+
+
+def check_tagged(value: Any, where: str = "data", depth: int = 0) -> None:
+    """Refuse a value a host passes in (event or start data) that the datamodel could not
+    decode: a malformed ``$sc`` tag, a non-finite float, absurd nesting. Raises ValueError
+    naming the path, so a bad input is refused before it reaches (and stops) a chart."""
+    if depth > 100:
+        raise ValueError(f"{where}: nested more than 100 levels deep")
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(
+                f'{where}: {value} is not a finite number (send {{"{TAG}": "number", "v": '
+                f'"{"NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")}"}})'
+            )
+        return
+    if value is None or isinstance(value, str | bool | int):
+        return
+    if isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            check_tagged(item, f"{where}[{i}]", depth + 1)
+        return
+    if not isinstance(value, dict):
+        raise ValueError(f"{where}: {type(value).__name__} is not a JSON value")
+    for key in value:
+        if not isinstance(key, str):
+            raise ValueError(f"{where}: key {key!r} is not a string")
+    tag = value.get(TAG)
+    if tag is None:
+        for key, item in value.items():
+            check_tagged(item, f"{where}.{key}", depth + 1)
+        return
+    problem = _tag_problem(tag, value)
+    if problem is not None:
+        raise ValueError(f"{where}: malformed {TAG!r} value ({problem})")
+    if tag == "object":
+        for key, item in value["v"].items():
+            check_tagged(item, f"{where}.{key}", depth + 1)
+    elif tag in ("map", "set"):
+        check_tagged(value["v"], f"{where}.v", depth + 1)
+
+
+def _tag_problem(tag: Any, value: dict[str, Any]) -> str | None:
+    v = value.get("v")
+    if tag == "undefined":
+        return None
+    if tag == "number":
+        ok = isinstance(v, str) and (v in ("NaN", "Infinity", "-Infinity") or _is_number(v))
+        return None if ok else "v must be 'NaN', 'Infinity' or '-Infinity'"
+    if tag == "bigint":
+        return None if isinstance(v, str) and _BIGINT.fullmatch(v) else "v must be an integer"
+    if tag == "date":
+        ok = v is None or (isinstance(v, int | float) and not isinstance(v, bool))
+        return None if ok else "v must be milliseconds since the epoch"
+    if tag == "object":
+        return None if isinstance(v, dict) else "v must be an object"
+    if tag in ("map", "set"):
+        if not isinstance(v, list):
+            return "v must be a list"
+        if tag == "map" and not all(isinstance(p, list) and len(p) == 2 for p in v):
+            return "v must be a list of [key, value] pairs"
+        return None
+    if tag == "function":
+        return None if isinstance(value.get("source"), str) else "source must be a string"
+    if tag == "regexp":
+        ok = isinstance(value.get("source"), str) and isinstance(value.get("flags"), str)
+        return None if ok else "source and flags must be strings"
+    if tag == "xml":
+        return None if isinstance(v, str) else "v must be a string"
+    if tag == "ref":
+        return None if isinstance(value.get("path"), list) else "path must be a list"
+    return f"unknown tag {tag!r}"
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def plain(value: Any) -> Any:
