@@ -31,8 +31,11 @@ How this sits on django-q2 (checked against django-q2 1.11):
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from statecharts.conf import statecharts_settings
@@ -65,12 +68,36 @@ def sweep(
     poll = statecharts_settings.TIMER_POLL_MS / 1000
     deadline = monotonic() + seconds
     enqueued = 0
-    while monotonic() < deadline:
-        if Timer.objects.claimable(statecharts_settings.now()).exists():
-            enqueue(DRAIN)
-            enqueued += 1
-        sleep(poll)
+    with _stop_on_signal() as stopping:
+        while monotonic() < deadline and not stopping.is_set():
+            if Timer.objects.claimable(statecharts_settings.now()).exists():
+                enqueue(DRAIN)
+                enqueued += 1
+            sleep(poll)
     return enqueued
+
+
+@contextlib.contextmanager
+def _stop_on_signal() -> Iterator[threading.Event]:
+    """While a sweeper runs, SIGINT/SIGTERM end it at its next poll.
+
+    django-q2 workers ignore SIGINT and the cluster waits for running tasks when it stops,
+    so without this a Ctrl-C (or a deploy) would wait out a 90 s sweeper. Stopping a sweeper
+    early is harmless: the timer table is the truth, and the next sweeper carries on.
+    """
+    stopping = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stopping  # signal handlers can only be set from the main thread
+        return
+    previous = {
+        signum: signal.signal(signum, lambda _signum, _frame: stopping.set())
+        for signum in (signal.SIGINT, signal.SIGTERM)
+    }
+    try:
+        yield stopping
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def drain(

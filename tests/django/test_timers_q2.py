@@ -358,3 +358,20 @@ def test_a_real_cluster_fires_a_due_timer(monkeypatch: pytest.MonkeyPatch) -> No
     assert task.success and task.func == dispatch.SWEEP and task.result >= 1
     assert list(Task.objects.exclude(id=sweeper).values_list("func", "success")) == []
     assert not OrmQ.objects.exists()  # every task was acknowledged
+
+
+@pytest.mark.django_db
+def test_a_sweeper_stops_at_its_next_poll_when_its_worker_is_told_to_stop() -> None:
+    """Ctrl-C or a deploy must not wait out a 90 s sweeper (django-q2 waits for tasks)."""
+    before = signal.getsignal(signal.SIGINT)
+    polls: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        polls.append(seconds)
+        if len(polls) == 2:
+            os.kill(os.getpid(), signal.SIGINT)  # what a terminal's Ctrl-C sends the group
+
+    enqueued = dispatch.sweep(3600, enqueue=lambda func: None, sleep=sleep)
+    assert enqueued == 0
+    assert len(polls) == 2  # it stopped right after the signal, not after an hour
+    assert signal.getsignal(signal.SIGINT) is before  # the worker's own handling is restored
