@@ -1,0 +1,314 @@
+"""The course of every arrow between the laid-out boxes.
+
+An arrow is a path of cubic Bézier segments (straight lines are degenerate ones):
+
+- between boxes apart: border to border along the line between their centres, arrows that
+  join the same two boxes spread apart sideways. If that line runs through other boxes, the
+  arrow may bow a little to either side, or detour: out of a side, along a lane just past
+  what it would have crossed, and back in, with rounded corners; whichever crosses least
+  (see :meth:`Scene.crossing`), the straight line winning ties;
+- a self-transition: a loop on the right side of its box;
+- into a descendant, or out to an ancestor: a short straight arrow between the inner box and
+  the nearest side of the outer one;
+- an initial transition: from its container's dot to each target.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from statecharts.diagram.edges import Edge, Relation
+from statecharts.diagram.geometry import (
+    Cubic,
+    Path,
+    Point,
+    Rect,
+    exit_point,
+    line_cubic,
+    quad_cubic,
+    unit,
+)
+from statecharts.diagram.layout import LOOP_SIZE, Box, Layout
+from statecharts.diagram.scene import Hit, Scene
+
+SPREAD = 12.0  # between arrows joining the same two boxes
+HEAD = 8.0  # arrowhead length
+DOT_RADIUS = 4.5
+LANE_GAP = 18.0  # between a detour and what it goes round
+LANE_SPACING = 14.0  # between two detours side by side
+CORNER = 10.0  # radius of a detour's corners
+_BOWS = (1.0, -1.0)  # small bows tried before detours, in units of a fifth of the length
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    kind: str  # transition, default (of a history state), initial
+    source: int  # the state (for an initial arrow: the container owning the dot)
+    target: int
+    path: Path
+    head: tuple[Point, Point, Point]
+    edge: Edge | None = None
+    label: Rect | None = None
+    dot: Point | None = None  # an initial arrow's dot
+
+
+@dataclass(frozen=True, slots=True)
+class _Lane:
+    vertical: bool
+    at: float  # x of a vertical lane, y of a horizontal one
+    low: float  # the span it runs along
+    high: float
+
+
+def route(layout: Layout, scene: Scene) -> list[Route]:
+    """Initial arrows first, then every edge of the layout in order."""
+    router = _Router(layout, scene)
+    routes = [
+        router.initial(container, dot, target)
+        for container, dot, targets in layout.initials
+        for target in dict.fromkeys(targets)
+    ]
+    offsets = _spread(layout.edges)
+    loops: dict[int, int] = {}
+    for number, edge in enumerate(layout.edges):
+        if edge.relation is Relation.SELF:
+            k = loops.get(edge.source, 0)
+            loops[edge.source] = k + 1
+            path: Path = (_loop(layout.boxes[edge.source].rect, k),)
+        elif edge.relation is Relation.APART:
+            path = router.apart(edge, offsets[number])
+        else:
+            path = router.nested(edge, offsets[number])
+        kind = "default" if edge.default else "transition"
+        routes.append(Route(kind, edge.source, edge.target, path, _head(path), edge))
+    return routes
+
+
+class _Router:
+    def __init__(self, layout: Layout, scene: Scene) -> None:
+        self.boxes = layout.boxes
+        self.scene = scene
+        self.lanes: dict[tuple[bool, int], list[_Lane]] = {}  # detours taken, by place
+
+    def initial(self, container: int, dot: Point, target: int) -> Route:
+        box = self.boxes[target]
+        end = _exit(box, box.rect.center, dot)
+        dx, dy = unit(end[0] - dot[0], end[1] - dot[1])
+        path = (line_cubic((dot[0] + dx * DOT_RADIUS, dot[1] + dy * DOT_RADIUS), end),)
+        return Route("initial", container, target, path, _head(path), dot=dot)
+
+    def apart(self, edge: Edge, offset: float) -> Path:
+        a, b = self.boxes[edge.source], self.boxes[edge.target]
+        ca, cb = a.rect.center, b.rect.center
+        if "history" in (a.role, b.role):
+            offset = 0.0
+        limit = 0.3 * min(a.rect.w, a.rect.h, b.rect.w, b.rect.h)
+        offset = max(-limit, min(limit, offset))
+        nx, ny = _normal(ca, cb, edge.source, edge.target)
+        pa = (ca[0] + nx * offset, ca[1] + ny * offset)
+        pb = (cb[0] + nx * offset, cb[1] + ny * offset)
+        ends = (edge.source, edge.target)
+        related = self.scene.lineage(*ends)
+
+        straight: Path = (line_cubic(_exit(a, pa, pb), _exit(b, pb, pa)),)
+        if self.scene.exhausted:
+            return straight
+        hits = self.scene.crossing(straight, ends, related)
+        if not hits:
+            return straight
+        best = (self.scene.cost(hits), 0)
+        step = math.dist(pa, pb) / 5
+        candidates: list[tuple[Path, _Lane | None]] = [(straight, None)]
+        candidates += [(self._bowed(a, b, pa, pb, bow * step), None) for bow in _BOWS]
+        candidates += self._detours(a, b, hits, abs(offset), ends, related)
+        for rank, (path, _) in enumerate(candidates[1:], start=1):
+            cost = self.scene.cost(self.scene.crossing(path, ends, related))
+            best = min(best, (cost, rank))
+        path, lane = candidates[best[1]]
+        if lane is not None:
+            key = (lane.vertical, math.floor(lane.at / LANE_SPACING))
+            self.lanes.setdefault(key, []).append(lane)
+        return path
+
+    def _bowed(self, a: Box, b: Box, pa: Point, pb: Point, bow: float) -> Path:
+        nx, ny = unit(-(pb[1] - pa[1]), pb[0] - pa[0])
+        control = ((pa[0] + pb[0]) / 2 + nx * bow * 2, (pa[1] + pb[1]) / 2 + ny * bow * 2)
+        return (quad_cubic(_exit(a, pa, control), control, _exit(b, pb, control)),)
+
+    def _detours(
+        self,
+        a: Box,
+        b: Box,
+        hits: list[Hit],
+        extra: float,
+        ends: tuple[int, int],
+        related: set[int],
+    ) -> list[tuple[Path, _Lane]]:
+        """Detours on both sides of what the straight course ran into, the nearer side
+        first: out of a side of the source, along a lane past the obstacles, into the same
+        side of the target. A lane grows (at most twice) past anything new it runs into,
+        and keeps clear of the lanes of earlier detours."""
+        (ax, ay), (bx, by) = a.rect.center, b.rect.center
+        vertical = abs(by - ay) >= abs(bx - ax)
+        span = (min(ay, by), max(ay, by)) if vertical else (min(ax, bx), max(ax, bx))
+        found: list[tuple[float, Path, _Lane]] = []
+        for side in (1.0, -1.0):
+            seen = set(hits)
+            things = [a.rect, b.rect, *(self.scene.rect(h) for h in hits)]
+            lane = 0.0
+            path: Path = ()
+            for _ in range(3):
+                lane = _lane(things, vertical, side) + side * extra
+                lane = self._free(lane, side, vertical, span)
+                path = self._orthogonal(a, b, lane, vertical)
+                more = [h for h in self.scene.crossing(path, ends, related) if h not in seen]
+                if not more:
+                    break
+                seen.update(more)
+                things += [self.scene.rect(h) for h in more]
+            middle = (ax + bx) / 2 if vertical else (ay + by) / 2
+            found.append((abs(lane - middle), path, _Lane(vertical, lane, *span)))
+        found.sort(key=lambda item: item[0])
+        return [(path, lane) for _, path, lane in found]
+
+    def _free(self, lane: float, side: float, vertical: bool, span: tuple[float, float]) -> float:
+        """``lane``, moved outwards until no earlier detour's lane runs alongside it."""
+        moved = True
+        while moved:  # every move is outwards and past a lane: this ends
+            moved = False
+            bucket = math.floor(lane / LANE_SPACING)
+            near = [
+                other
+                for b in (bucket - 1, bucket, bucket + 1)
+                for other in self.lanes.get((vertical, b), ())
+            ]
+            for other in near:
+                if (
+                    abs(other.at - lane) < LANE_SPACING - 0.01
+                    and other.low < span[1]
+                    and span[0] < other.high
+                ):
+                    lane = other.at + side * LANE_SPACING
+                    moved = True
+        return lane
+
+    def _orthogonal(self, a: Box, b: Box, lane: float, vertical: bool) -> Path:
+        """Out of a's side facing the lane, along the lane, into b's same side; rounded."""
+        (ax, ay), (bx, by) = a.rect.center, b.rect.center
+        if vertical:
+            start = _exit(a, (ax, ay), (lane, ay))
+            end = _exit(b, (bx, by), (lane, by))
+            corners = [start, (lane, start[1]), (lane, end[1]), end]
+        else:
+            start = _exit(a, (ax, ay), (ax, lane))
+            end = _exit(b, (bx, by), (bx, lane))
+            corners = [start, (start[0], lane), (end[0], lane), end]
+        return _rounded(corners)
+
+    def nested(self, edge: Edge, offset: float) -> Path:
+        """An arrow between a box and one of its ancestors: straight, to the nearest side."""
+        inward = edge.relation is Relation.INWARD
+        outer = self.boxes[edge.source if inward else edge.target].rect
+        inner_box = self.boxes[edge.target if inward else edge.source]
+        inner = inner_box.rect
+        sides = (
+            (inner.x - outer.x, "left"),
+            (outer.x2 - inner.x2, "right"),
+            (outer.y2 - inner.y2, "bottom"),
+            (inner.y - outer.y, "top"),
+        )
+        side = min(sides)[1]
+        if side in ("left", "right"):
+            y = inner.y + inner.h / 2 + max(-inner.h / 3, min(inner.h / 3, offset))
+            a = (inner.x if side == "left" else inner.x2, y)
+            b = (outer.x if side == "left" else outer.x2, y)
+        else:
+            x = inner.x + inner.w / 2 + max(-inner.w / 3, min(inner.w / 3, offset))
+            a = (x, inner.y2 if side == "bottom" else inner.y)
+            b = (x, outer.y2 if side == "bottom" else outer.y)
+        if inner_box.role == "history":
+            a = _exit(inner_box, inner.center, b)
+        return ((line_cubic(b, a) if inward else line_cubic(a, b)),)
+
+
+def _exit(box: Box, inside: Point, toward: Point) -> Point:
+    return exit_point(box.rect, inside, toward, round_=box.role == "history")
+
+
+def _lane(things: list[Rect], vertical: bool, side: float) -> float:
+    if vertical:
+        edge = max(r.x2 for r in things) if side > 0 else min(r.x for r in things)
+    else:
+        edge = max(r.y2 for r in things) if side > 0 else min(r.y for r in things)
+    return edge + side * LANE_GAP
+
+
+def _loop(rect: Rect, k: int) -> Cubic:
+    """The k-th self-transition loop of a box, on its right side, each one a little wider."""
+    size = LOOP_SIZE + 8 * k
+    x, y = rect.x2, rect.y + min(rect.h / 2, 24)
+    spread = 5 + 3 * k
+    reach = size * 4 / 3
+    return (
+        (x, y - spread),
+        (x + reach, y - spread - size * 0.7),
+        (x + reach, y + spread + size * 0.7),
+        (x, y + spread),
+    )
+
+
+def _spread(edges: list[Edge]) -> list[float]:
+    """Sideways offset of each arrow among the arrows joining the same two boxes."""
+    groups: dict[tuple[int, int], list[int]] = {}
+    for number, edge in enumerate(edges):
+        if edge.relation is not Relation.SELF:
+            key = (min(edge.source, edge.target), max(edge.source, edge.target))
+            groups.setdefault(key, []).append(number)
+    offsets = [0.0] * len(edges)
+    for members in groups.values():
+        middle = (len(members) - 1) / 2
+        for i, number in enumerate(members):
+            offsets[number] = (i - middle) * SPREAD
+    return offsets
+
+
+def _normal(ca: Point, cb: Point, source: int, target: int) -> Point:
+    """The unit normal of the line between two centres, the same for both directions."""
+    if source > target:
+        ca, cb = cb, ca
+    return unit(-(cb[1] - ca[1]), cb[0] - ca[0])
+
+
+def _rounded(corners: list[Point]) -> Path:
+    """A polyline through ``corners`` with its inner corners rounded."""
+    segments: list[Cubic] = []
+    here = corners[0]
+    for i in range(1, len(corners) - 1):
+        corner, after = corners[i], corners[i + 1]
+        radius = min(CORNER, math.dist(here, corner) / 2, math.dist(corner, after) / 2)
+        if radius < 0.5:  # no room to round: a sharp corner
+            if math.dist(here, corner) > 0.01:
+                segments.append(line_cubic(here, corner))
+            here = corner
+            continue
+        into = unit(corner[0] - here[0], corner[1] - here[1])
+        out = unit(after[0] - corner[0], after[1] - corner[1])
+        p = (corner[0] - into[0] * radius, corner[1] - into[1] * radius)
+        q = (corner[0] + out[0] * radius, corner[1] + out[1] * radius)
+        if math.dist(here, p) > 0.01:
+            segments.append(line_cubic(here, p))
+        segments.append(quad_cubic(p, corner, q))
+        here = q
+    segments.append(line_cubic(here, corners[-1]))
+    return tuple(segments)
+
+
+def _head(path: Path) -> tuple[Point, Point, Point]:
+    curve = path[-1]
+    tip = curve[3]
+    base = curve[2] if math.dist(curve[2], tip) > 0.01 else curve[0]
+    dx, dy = unit(tip[0] - base[0], tip[1] - base[1])
+    bx, by = tip[0] - dx * HEAD, tip[1] - dy * HEAD
+    half = HEAD / 2
+    return (tip, (bx - dy * half, by + dx * half), (bx + dy * half, by - dx * half))

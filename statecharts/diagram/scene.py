@@ -1,0 +1,109 @@
+"""What is already on the canvas, for arrows and labels to keep clear of.
+
+Spatial indexes over the laid-out boxes: things an arrow should not run through (leaf boxes
+and container titles), containers (better not entered by an arrow or a label that belongs
+to neither of their insides), things a label should not cover (names and earlier labels),
+and the course of every arrow.
+"""
+
+from __future__ import annotations
+
+from statecharts.diagram.geometry import Path, Rect, chords
+from statecharts.diagram.layout import PAD, Box, Layout
+from statecharts.diagram.spatial import Grid, Lines
+from statecharts.diagram.text import SMALL_FONT, STATE_FONT, text_width
+
+LEAVES = ("atomic", "final", "history")
+# How much looking-for-a-better-course a diagram may do, in cells and items its indexes
+# look at. Ordinary charts never come close; a chart of many hundreds of states spends it
+# and its remaining arrows go straight, so rendering time stays bounded.
+BUDGET = 150_000
+LABEL_BUDGET = 150_000  # the same for finding places for labels
+
+# What a course runs through, by kind: ("thing", n) for box n or title n of
+# ``Scene.obstacles``, ("room", n) for container n of ``Scene.rooms``.
+Hit = tuple[str, int]
+
+
+class Scene:
+    def __init__(self, layout: Layout) -> None:
+        self.boxes = layout.boxes
+        self.obstacles = Grid()
+        self.rooms = Grid()
+        self.taken = Grid()
+        self.arrows = Lines()
+        for box in self.boxes:
+            shape = box.rect if box.role in LEAVES else _title(box)
+            self.obstacles.add(shape, box.index)
+            self.taken.add(shape, box.index)
+            if box.index and box.role not in LEAVES:
+                self.rooms.add(box.rect, box.index)
+
+    def lineage(self, *states: int) -> set[int]:
+        """The states and all their ancestors."""
+        found: set[int] = set()
+        for index in states:
+            while index >= 0 and index not in found:
+                found.add(index)
+                index = self.boxes[index].parent
+        return found
+
+    def rect(self, hit: Hit) -> Rect:
+        grid = self.obstacles if hit[0] == "thing" else self.rooms
+        return grid.rects[hit[1]]
+
+    # -- arrows ------------------------------------------------------------------------------
+
+    @property
+    def exhausted(self) -> bool:
+        """Whether arrows should stop looking for better courses."""
+        return self.obstacles.work + self.rooms.work > BUDGET
+
+    @property
+    def crowded(self) -> bool:
+        """Whether labels should stop looking for better places."""
+        return self.taken.work + self.arrows.work > LABEL_BUDGET
+
+    def crossing(self, path: Path, ends: tuple[int, int], related: set[int]) -> list[Hit]:
+        """What the course runs through, ascending: boxes and titles other than its two
+        ends, and containers holding neither end."""
+        found: set[Hit] = set()
+        for p, q in chords(path):
+            for n in self.obstacles.along(p, q):
+                if self.obstacles.tags[n] not in ends:
+                    found.add(("thing", n))
+            for n in self.rooms.along(p, q):
+                if self.rooms.tags[n] not in related:
+                    found.add(("room", n))
+        return sorted(found)
+
+    @staticmethod
+    def cost(hits: list[Hit]) -> int:
+        """3 per box or title crossed, 1 per unrelated container entered."""
+        return sum(3 if kind == "thing" else 1 for kind, _ in hits)
+
+    # -- labels ------------------------------------------------------------------------------
+
+    def trace(self, number: int, path: Path) -> None:
+        """Record an arrow's course, so that labels prefer not to sit on it."""
+        for p, q in chords(path):
+            self.arrows.add(p, q, number)
+
+    def covered(self, spot: Rect, own: int, related: set[int]) -> int:
+        """How bad a label here would be: 10 per name, box or label covered, 3 per container
+        holding neither end of its arrow, 1 per other arrow."""
+        things = len(self.taken.overlapping(spot))
+        rooms = sum(1 for n in self.rooms.overlapping(spot) if self.rooms.tags[n] not in related)
+        arrows = self.arrows.tags_through(spot)
+        arrows.discard(own)
+        return 10 * things + 3 * rooms + len(arrows)
+
+    def take(self, spot: Rect) -> None:
+        self.taken.add(spot)
+
+
+def _title(box: Box) -> Rect:
+    """The title area of a container: its name and listed lines, not its whole width."""
+    lines = max((text_width(line, SMALL_FONT) for line in box.lines), default=0.0)
+    width = max(text_width(box.label, STATE_FONT, bold=True), lines) + 2 * PAD
+    return Rect(box.rect.x, box.rect.y, min(width, box.rect.w), box.title)
