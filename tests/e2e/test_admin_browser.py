@@ -1,0 +1,165 @@
+"""End to end, in a real browser: headless Chromium logs into the admin of a live server, opens an
+execution, sends an event through the page's form and sees the highlight move in the diagram.
+
+The browser is Debian's Chromium driven through Debian's ChromeDriver (packages chromium and
+chromium-driver, installed by scripts/_chromium.sh, which scripts/test runs first). A missing
+browser is a failure, never a skip. The test saves a screenshot of the page after the event and
+prints its path, so a person can look at what a user sees.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import User
+from django.db import connection
+from django.urls import reverse
+from pytest_django.live_server_helper import LiveServer
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.remote.webelement import WebElement
+from selenium.webdriver.support import expected_conditions as ec
+from selenium.webdriver.support.ui import WebDriverWait
+
+from statecharts.models import Chart, Execution
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+WAIT_SECONDS = 20
+
+NS = 'xmlns="http://www.w3.org/2005/07/scxml" version="1.0"'
+FLOW = f"""<scxml {NS} name="flow" datamodel="ecmascript" initial="idle">
+  <datamodel><data id="total" expr="0"/></datamodel>
+  <state id="idle">
+    <onentry><send id="nudge" event="nudge" delay="1d"/></onentry>
+    <transition event="pay" target="paid"><assign location="total" expr="_event.data.amount"/>
+    </transition>
+  </state>
+  <state id="paid"><transition event="ship" target="shipped"/></state>
+  <final id="shipped"/>
+</scxml>"""
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[WebDriver]:
+    """Headless Chromium, started through ChromeDriver; quit after the test."""
+    for binary in (CHROMIUM, CHROMEDRIVER):
+        if not (binary.is_file() and shutil.which(str(binary))):
+            pytest.fail(
+                f"{binary} is missing: the browser test needs Debian's chromium and "
+                "chromium-driver (bash scripts/_chromium.sh installs them)"
+            )
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",  # CI runs as root, where Chromium's sandbox refuses to start
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        # This machine's network is closed: no background calls home, updates or sync.
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-quic",
+        "--no-first-run",
+        "--window-size=1280,1100",
+        f"--user-data-dir={tmp_path / 'chromium-profile'}",
+    ):
+        options.add_argument(flag)
+    # A driver path given to the Service: Selenium Manager (which would download one) is skipped.
+    service = Service(
+        executable_path=str(CHROMEDRIVER), log_output=str(tmp_path / "chromedriver.log")
+    )
+    driver = webdriver.Chrome(service=service, options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def wait(driver: WebDriver) -> WebDriverWait[WebDriver]:
+    return WebDriverWait(driver, WAIT_SECONDS)
+
+
+def state(driver: WebDriver, state_id: str) -> WebElement:
+    """The diagram's group for one state (inside the page's <div id="diagram"><svg>)."""
+    return driver.find_element(By.CSS_SELECTOR, f'#diagram svg g.sc-state[data-state="{state_id}"]')
+
+
+def is_active(driver: WebDriver, state_id: str) -> bool:
+    return "active" in (state(driver, state_id).get_attribute("class") or "").split()
+
+
+def box_fill(driver: WebDriver, state_id: str) -> str:
+    """The fill the browser paints the state's box with (its computed style, not the markup)."""
+    box = state(driver, state_id).find_element(By.CSS_SELECTOR, ":scope > .sc-box")
+    fill = driver.execute_script("return getComputedStyle(arguments[0]).fill;", box)
+    assert isinstance(fill, str) and fill, f"no computed fill for {state_id}'s box"
+    return fill
+
+
+@pytest.mark.django_db(transaction=True)  # the live server's thread must see committed rows
+def test_sending_an_event_in_the_browser_moves_the_highlight_in_the_diagram(
+    live_server: LiveServer, browser: WebDriver, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    User.objects.create_superuser("admin", "admin@example.com", "correct horse")
+    execution = Execution.objects.start(Chart.objects.load(FLOW), business_key="order-7")
+    assert execution.configuration == ["idle"]
+
+    # Log in through the admin's own login form.
+    browser.get(f"{live_server.url}/admin/login/")
+    browser.find_element(By.ID, "id_username").send_keys("admin")
+    browser.find_element(By.ID, "id_password").send_keys("correct horse")
+    browser.find_element(By.CSS_SELECTOR, '#login-form [type="submit"]').click()
+    wait(browser).until(ec.presence_of_element_located((By.ID, "logout-form")))
+    assert "Site administration" in browser.title
+
+    # The execution's page: the diagram highlights idle.
+    change_url = reverse("admin:statecharts_execution_change", args=[execution.pk])
+    browser.get(f"{live_server.url}{change_url}")
+    diagram = wait(browser).until(
+        ec.visibility_of_element_located((By.CSS_SELECTOR, "#diagram svg"))
+    )
+    assert diagram.size["width"] > 0 and diagram.size["height"] > 0
+    assert "Where it stands: active in idle" in browser.find_element(By.TAG_NAME, "body").text
+    assert is_active(browser, "idle")
+    assert not is_active(browser, "paid") and not is_active(browser, "shipped")
+    highlighted, plain = box_fill(browser, "idle"), box_fill(browser, "paid")
+    assert highlighted != plain, "the active state's box is painted like an inactive one"
+
+    # Send pay with its data through the page's form, as a user would.
+    form = browser.find_element(By.ID, "send-event")
+    form.find_element(By.NAME, "name").send_keys("pay")
+    data = form.find_element(By.NAME, "data")
+    data.clear()
+    data.send_keys('{"amount": 12}')
+    page = browser.find_element(By.TAG_NAME, "html")
+    form.find_element(By.CSS_SELECTOR, 'input[type="submit"][value="Send event"]').click()
+    wait(browser).until(ec.staleness_of(page))  # the POST redirects back to a new page
+
+    message = wait(browser).until(
+        ec.visibility_of_element_located((By.CSS_SELECTOR, "ul.messagelist li.success"))
+    )
+    assert message.text == "Pay: applied; now active in paid"
+    assert browser.current_url == f"{live_server.url}{change_url}"
+    assert "Where it stands: active in paid" in browser.find_element(By.TAG_NAME, "body").text
+    assert is_active(browser, "paid")
+    assert not is_active(browser, "idle") and not is_active(browser, "shipped")
+    # What the user sees: the highlight moved from idle's box to paid's.
+    assert box_fill(browser, "paid") == highlighted
+    assert box_fill(browser, "idle") == plain
+    execution.refresh_from_db()
+    assert execution.configuration == ["paid"] and execution.steps == 2
+
+    # A picture of what the user sees now, for a person to look at.
+    browser.execute_script("window.scrollTo(0, 0);")
+    screenshot = tmp_path / f"execution-{connection.vendor}.png"
+    assert browser.save_screenshot(str(screenshot)), "Chromium took no screenshot"
+    assert screenshot.stat().st_size > 10_000  # a rendered page, not an empty image
+    with capsys.disabled():
+        print(f"\nscreenshot of the execution page after sending pay: {screenshot}")
