@@ -63,20 +63,27 @@ class FireReport:
 
 
 def claim(now: datetime, limit: int, *, lease: timedelta | None = None) -> list[int]:
+    """Claim up to ``limit`` due timers for this firer (their ids); see ``claim_rows``."""
+    return [timer.pk for timer in claim_rows(now, limit, lease=lease)]
+
+
+def claim_rows(now: datetime, limit: int, *, lease: timedelta | None = None) -> list[Timer]:
     """Claim up to ``limit`` due timers for this firer, never waiting for another firer.
 
     On PostgreSQL rows another firer is claiming are skipped (SKIP LOCKED); claims last a
-    lease, so a firer that dies only delays its timers.
+    lease, so a firer that dies only delays its timers. The rows come back whole: what a
+    timer delivers (event, target, context) never changes after it is written, so the
+    firing transaction only has to re-check its status, under the execution's lock.
     """
     lease = lease or timedelta(seconds=statecharts_settings.TIMER_LEASE_SECONDS)
     with transaction.atomic():
         candidates = Timer.objects.claimable(now)
         if connection.features.has_select_for_update_skip_locked:
             candidates = candidates.select_for_update(skip_locked=True)
-        ids = list(candidates.values_list("pk", flat=True)[:limit])
-        if ids:
-            Timer.objects.filter(pk__in=ids).update(claimed_until=now + lease)
-    return ids
+        timers = list(candidates[:limit])
+        if timers:
+            Timer.objects.filter(pk__in=[t.pk for t in timers]).update(claimed_until=now + lease)
+    return timers
 
 
 def fire_due(*, now: datetime | None = None, limit: int | None = None) -> FireReport:
@@ -84,8 +91,8 @@ def fire_due(*, now: datetime | None = None, limit: int | None = None) -> FireRe
     now = now or statecharts_settings.now()
     limit = limit or statecharts_settings.TIMER_BATCH
     report = FireReport()
-    for timer_id in claim(now, limit):
-        report.add(fire(timer_id, now=now))
+    for timer in claim_rows(now, limit):
+        report.add(fire_row(timer, now=now))
     return report
 
 
@@ -102,40 +109,49 @@ def fire_all_due(*, now: datetime | None = None, batch: int | None = None) -> Fi
 
 def fire(timer_id: int, *, now: datetime | None = None) -> str:
     """Fire one timer if it is still pending and due; returns the outcome."""
+    timer = Timer.objects.filter(pk=timer_id).first()
+    if timer is None or timer.status != TimerStatus.PENDING:
+        return SKIPPED
+    return fire_row(timer, now=now)
+
+
+def fire_row(timer: Timer, *, now: datetime | None = None) -> str:
+    """Fire a timer read earlier (e.g. claimed): everything is decided again under the lock.
+
+    One transaction: lock the execution (the lock order of every step: execution, then its
+    timers), check liveness, take the row (pending -> fired, only if still pending and due:
+    a cancel that committed first wins), deliver. A delivery that raises rolls all of it
+    back; the attempt is then recorded in a transaction of its own.
+    """
+    now = now or statecharts_settings.now()
     outbox: list[int] = []
-    failure: Exception | None = None
-    with transaction.atomic(durable=True):
-        row = Timer.objects.filter(pk=timer_id).values_list("execution_id", "status").first()
-        if row is None or row[1] != TimerStatus.PENDING:
-            return SKIPPED
-        now = now or statecharts_settings.now()
-        execution_id = row[0]
-        # Lock order, as in every step: the execution, then the timer.
-        execution = _lock_execution(execution_id)
-        timer = Timer.objects.select_for_update().filter(pk=timer_id).first()
-        if timer is None or timer.status != TimerStatus.PENDING or timer.due > now:
-            return SKIPPED
-        if execution is None:
-            return _settle(timer, TimerStatus.DISCARDED, now, "execution missing")
-        if execution.status in TERMINAL_STATUSES:
-            reason = f"execution {execution.status} before the timer was due"
-            return _settle(timer, TimerStatus.DISCARDED, now, reason)
-        if execution.status == ExecutionStatus.NEEDS_MIGRATION:
-            return _snooze(timer, now)
-        try:
-            event, target = _decode(timer)
-        except Undecodable as exc:
-            return _settle(timer, TimerStatus.DISCARDED, now, f"undecodable: {exc}")
-        try:
-            with transaction.atomic():  # a delivery that raises rolls back to here
-                outcome = _deliver(execution, timer, event, target, now, outbox)
-        except Exception as exc:  # the delivery's own failure, recorded on the row
-            failure = exc
-            outcome = _retry_or_fail(timer, now, exc)
-    if failure is not None:
-        log.warning("timer %s: delivery failed (%s): %s", timer_id, outcome, failure)
+    try:
+        with transaction.atomic(durable=True):
+            outcome = _fire_locked(timer, now, outbox)
+    except Exception as exc:  # the delivery's own failure, recorded on the row
+        outcome = _retry_or_fail(timer, now, exc)
+        log.warning("timer %s: delivery failed (%s): %s", timer.pk, outcome, exc)
+        return outcome
     stepper.deliver(outbox)
     return outcome
+
+
+def _fire_locked(timer: Timer, now: datetime, outbox: list[int]) -> str:
+    execution = _lock_execution(timer.execution_id)
+    if execution is None:
+        return _settle(timer, TimerStatus.DISCARDED, now, "execution missing")
+    if execution.status in TERMINAL_STATUSES:
+        reason = f"execution {execution.status} before the timer was due"
+        return _settle(timer, TimerStatus.DISCARDED, now, reason)
+    if execution.status == ExecutionStatus.NEEDS_MIGRATION:
+        return _snooze(timer, now)
+    try:
+        event, target = _decode(timer)
+    except Undecodable as exc:
+        return _settle(timer, TimerStatus.DISCARDED, now, f"undecodable: {exc}")
+    if _settle(timer, TimerStatus.FIRED, now, "") == SKIPPED:
+        return SKIPPED  # cancelled, fired or rescheduled since it was read
+    return _deliver(execution, timer, event, target, now, outbox)
 
 
 def _lock_execution(execution_id: int) -> Execution | None:
@@ -169,7 +185,7 @@ def _deliver(
         step_input = Input.internal(event) if kind == "internal" else Input.external(event)
         _result, refusal = stepper.step_locked(execution, step_input, now, outbox, timer.context)
         if refusal is not None:  # the position no longer matches its chart
-            return _snooze(timer, now)
+            return _snooze(timer, now, taken=True)
     elif kind in ("session", "parent"):
         # Delivered to the other execution after the commit, exactly once, by the outbox.
         message = OutboxMessage.objects.create(
@@ -184,7 +200,8 @@ def _deliver(
         handler = effect_handler("send:invoke")
         if handler is None:
             reason = "no handler for sends to invoked children (the invocations app)"
-            return _settle(timer, TimerStatus.DISCARDED, now, reason)
+            Timer.objects.filter(pk=timer.pk).update(status=TimerStatus.DISCARDED, reason=reason)
+            return DISCARDED
         from statecharts.core.effects import SEND, Effect
         from statecharts.core.position import decode
 
@@ -200,27 +217,49 @@ def _deliver(
                 timer.round,
             ),
         )
-    return _settle(timer, TimerStatus.FIRED, now, "")
+    return FIRED
+
+
+def _still_pending(timer: Timer, now: datetime) -> Any:
+    """The row, if it is still pending and due (the caller holds the execution's lock)."""
+    return Timer.objects.filter(pk=timer.pk, status=TimerStatus.PENDING, due__lte=now)
 
 
 def _settle(timer: Timer, status: str, now: datetime, reason: str) -> str:
-    Timer.objects.filter(pk=timer.pk).update(
+    settled = _still_pending(timer, now).update(
         status=status, reason=reason[:300], settled=now, claimed_until=None
     )
+    if not settled:
+        return SKIPPED
     return {TimerStatus.FIRED: FIRED, TimerStatus.DISCARDED: DISCARDED}.get(status, status)
 
 
-def _snooze(timer: Timer, now: datetime) -> str:
+def _snooze(timer: Timer, now: datetime, *, taken: bool = False) -> str:
     """Try again later; no attempt is spent: nothing was tried."""
     delay = timedelta(seconds=statecharts_settings.TIMER_SNOOZE_SECONDS)
-    Timer.objects.filter(pk=timer.pk).update(
-        due=now + delay, claimed_until=None, reason="execution needs migration: snoozed"
+    rows = Timer.objects.filter(pk=timer.pk) if taken else _still_pending(timer, now)
+    snoozed = rows.update(
+        status=TimerStatus.PENDING,
+        settled=None,
+        due=now + delay,
+        claimed_until=None,
+        reason="execution needs migration: snoozed",
     )
-    return SNOOZED
+    return SNOOZED if snoozed else SKIPPED
 
 
 def _retry_or_fail(timer: Timer, now: datetime, exc: Exception) -> str:
-    attempts = timer.attempts + 1
+    """Record a failed delivery: retry later with backoff, or give up after the last attempt."""
+    with transaction.atomic(durable=True):
+        _lock_execution(timer.execution_id)  # the same lock order as every step
+        return _record_attempt(timer, now, exc)
+
+
+def _record_attempt(timer: Timer, now: datetime, exc: Exception) -> str:
+    current = _still_pending(timer, now).values_list("attempts", flat=True).first()
+    if current is None:
+        return SKIPPED  # settled by someone else meanwhile
+    attempts = current + 1
     error = f"{type(exc).__name__}: {exc}"
     if attempts >= statecharts_settings.TIMER_MAX_ATTEMPTS:
         Timer.objects.filter(pk=timer.pk).update(
