@@ -87,11 +87,14 @@ def claim_rows(now: datetime, limit: int, *, lease: timedelta | None = None) -> 
 
 
 def fire_due(*, now: datetime | None = None, limit: int | None = None) -> FireReport:
-    """Claim and fire one batch of due timers. Returns what happened to each."""
-    now = now or statecharts_settings.now()
+    """Claim and fire one batch of due timers. Returns what happened to each.
+
+    Without ``now`` each fire reads the clock when it starts, so its step is stamped with
+    the time it really ran, not the time the batch was claimed.
+    """
     limit = limit or statecharts_settings.TIMER_BATCH
     report = FireReport()
-    for timer in claim_rows(now, limit):
+    for timer in claim_rows(now or statecharts_settings.now(), limit):
         report.add(fire_row(timer, now=now))
     return report
 
