@@ -10,7 +10,6 @@ so results never depend on which states were seen before.
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -52,6 +51,7 @@ from statecharts.core.model import (
 from statecharts.core.state import Counters, Invocation, State
 
 DEFAULT_ROUND_BUDGET = 10_000
+_CONFIGURATION_CACHE_SIZE = 1024
 SCXML_TYPES = frozenset({SCXML_PROCESSOR, SCXML_PROCESSOR_SHORT})
 INVOKE_SCXML_TYPES = frozenset(
     {"scxml", "http://www.w3.org/TR/scxml/", "http://www.w3.org/TR/scxml"}
@@ -102,11 +102,17 @@ class Interpreter:
         self._domain_cache: dict[int, int | None] = {}
         self._is_atomic = [node.is_atomic for node in chart.states]
         self._is_history = [node.is_history for node in chart.states]
+        self._is_final = [node.kind == Kind.FINAL for node in chart.states]
+        # Charts without eventless transitions or invokes skip those per-macrostep scans.
+        self._any_eventless = any(t.eventless for node in chart.states for t in node.transitions)
+        self._any_invokes = any(node.invokes for node in chart.states)
         # Entry sets of single transitions whose computation met no history state: they
         # depend on the transition alone (spec computeEntrySet), so they are computed once.
         self._entry_cache: dict[int, tuple[list[int], frozenset[int]]] = {}
         self._bound_cache: tuple[int, ...] = ()  # sorted self.bound (it only ever grows)
         self._atomics: list[int] | None = None  # atomic active states, doc order; None = stale
+        # Per configuration (bounded): its state ids, computed once.
+        self._ids_cache: dict[frozenset[int], list[str]] = {}
         # _event is only pushed into the datamodel when some code of the chart mentions it.
         self._uses_event = chart.datamodel != "null" and any(
             "_event" in e.source for e in chart.expressions
@@ -156,7 +162,7 @@ class Interpreter:
         if self.tracing:
             self._emit(fx.TRACE_EVENT, event=event.to_dict())
         self._set_event(event)
-        for invocation in list(self.invocations):
+        for invocation in list(self.invocations) if self.invocations else ():
             if invocation.state not in self.configuration:
                 continue
             inv = self.chart.invokes[invocation.invoke]
@@ -220,6 +226,7 @@ class Interpreter:
         self.statesToInvoke: set[int] = set()
         self.internal_queue: list[Event] = []
         self.historyValue: dict[int, tuple[int, ...]] = {}
+        self._history_shared = False  # historyValue is also the last returned state's history
         self.invocations: list[Invocation] = []
         self.running = False
         self.outcome: str | None = None
@@ -229,6 +236,19 @@ class Interpreter:
         self.dm = self._new_datamodel()
 
     def _begin(self, state: State) -> None:
+        if state is self._live and self._dm is not None:
+            # The working fields still hold exactly what produced this state (nothing touches
+            # them after _snapshot_step), so only the per-macrostep fields are reset.
+            self._live = None
+            self.dm = self._dm
+            self._dm = None
+            self.dm.configuration_changed()
+            self.statesToInvoke = set()
+            self.n_macrostep += 1
+            self.effects = []
+            self.rounds_this_macrostep = 0
+            self._previous_snapshot = state.datamodel_json
+            return
         self.session_id = state.session_id
         self.name = state.name
         self.parent_session_id = state.parent_session_id
@@ -248,6 +268,7 @@ class Interpreter:
         self.statesToInvoke = set()
         self.internal_queue = [Event.from_dict(e) for e in state.internal_queue]
         self.historyValue = dict(state.history)
+        self._history_shared = False
         self.invocations = list(state.invocations)
         self.running = state.running
         self.outcome = state.outcome
@@ -277,7 +298,13 @@ class Interpreter:
         self._live = None
 
     def _active_ids(self) -> list[str]:
-        return [self.states[i].id for i in self.configuration]
+        key = frozenset(self.configuration)
+        ids = self._ids_cache.get(key)
+        if ids is None:
+            if len(self._ids_cache) >= _CONFIGURATION_CACHE_SIZE:
+                self._ids_cache.clear()
+            ids = self._ids_cache[key] = [self.states[i].id for i in sorted(key)]
+        return list(ids)
 
     def _in_state(self, state_id: str) -> bool:
         index = self.chart.ids.get(state_id)
@@ -335,9 +362,10 @@ class Interpreter:
                     return self._exhausted()
             if not self.running:
                 break
-            for s in sorted(self.statesToInvoke):
-                for inv in self.states[s].invokes:
-                    self.invoke(inv)
+            if self._any_invokes:
+                for s in sorted(self.statesToInvoke):
+                    for inv in self.states[s].invokes:
+                        self.invoke(inv)
             self.statesToInvoke.clear()
             if self.internal_queue:
                 continue
@@ -375,17 +403,20 @@ class Interpreter:
             self._emit(fx.DATAMODEL_CHANGE, datamodel=json.loads(snapshot))
         if self.running and self.tracing:
             self._emit(fx.TRACE_STABLE, configuration=self._ids(sorted(self.configuration)))
+        queue = self.internal_queue
+        self._history_shared = True
+        # Positional, in State's field order (cheaper than keywords on this per-step path).
         state = State(
-            session_id=self.session_id,
-            name=self.name,
-            configuration=tuple(sorted(self.configuration)),
-            internal_queue=tuple(e.to_dict() for e in self.internal_queue),
-            history=dict(self.historyValue),
-            datamodel_json=snapshot,
-            invocations=tuple(self.invocations),
-            running=self.running,
-            bound=self._bound_tuple(),
-            counters=Counters(
+            self.session_id,
+            self.name,
+            tuple(sorted(self.configuration)),
+            tuple([e.to_dict() for e in queue]) if queue else (),
+            self.historyValue,
+            snapshot,
+            tuple(self.invocations),
+            self.running,
+            self._bound_tuple(),
+            Counters(
                 self.n_send,
                 self.n_invoke,
                 self.n_ordinal,
@@ -393,9 +424,9 @@ class Interpreter:
                 self.n_microstep,
                 self.n_round,
             ),
-            parent_session_id=self.parent_session_id,
-            invokeid=self.invokeid,
-            outcome=self.outcome,
+            self.parent_session_id,
+            self.invokeid,
+            self.outcome,
         )
         if state.running:
             self._live = state
@@ -445,6 +476,8 @@ class Interpreter:
 
     def selectEventlessTransitions(self) -> list[Transition]:
         enabled: list[Transition] = []
+        if not self._any_eventless:
+            return enabled
         eventless = self._eventless
         for state in self._atomic_states():
             candidates = eventless.get(state)
@@ -550,13 +583,14 @@ class Interpreter:
 
     def exitStates(self, enabled: list[Transition]) -> None:
         statesToExit = self.computeExitSet(enabled)
-        for s in statesToExit:
-            self.statesToInvoke.discard(s)
+        if self.statesToInvoke:
+            self.statesToInvoke -= statesToExit
         ordered = sorted(statesToExit, reverse=True)
         if self.tracing:
             self._emit(fx.TRACE_EXIT, states=self._ids(ordered))
+        states = self.states
         for s in ordered:
-            node = self.states[s]
+            node = states[s]
             for h in node.history:
                 hnode = self.states[h]
                 if hnode.kind == Kind.HISTORY_DEEP:
@@ -571,16 +605,21 @@ class Interpreter:
                     remembered = tuple(
                         sorted(s0 for s0 in self.configuration if self.states[s0].parent == s)
                     )
+                if self._history_shared:  # copy on write: returned states never change
+                    self.historyValue = dict(self.historyValue)
+                    self._history_shared = False
                 self.historyValue[h] = remembered
+        configuration = self.configuration
+        configuration_changed = self.dm.configuration_changed
+        self._atomics = None  # (read only when selecting transitions, never in between)
         for s in ordered:
-            node = self.states[s]
+            node = states[s]
             for block in node.onexit:
                 self.executeContent(block)
             for inv in node.invokes:
                 self.cancelInvoke(inv)
-            self.configuration.discard(s)
-            self._atomics = None
-            self.dm.configuration_changed()
+            configuration.discard(s)
+            configuration_changed()
 
     def computeExitSet(self, transitions: list[Transition]) -> set[int]:
         statesToExit: set[int] = set()
@@ -612,22 +651,28 @@ class Interpreter:
                 self._entry_cache[enabled[0].index] = (ordered, statesForDefaultEntry)
         if self.tracing:
             self._emit(fx.TRACE_ENTRY, states=self._ids(ordered))
+        states = self.states
+        configuration = self.configuration
+        configuration_changed = self.dm.configuration_changed
+        statesToInvoke = self.statesToInvoke
+        bound = self.bound
+        is_final = self._is_final
+        self._atomics = None  # (read only when selecting transitions, never in between)
         for s in ordered:
-            node = self.states[s]
-            self.configuration.add(s)
-            self._atomics = None
-            self.dm.configuration_changed()
-            self.statesToInvoke.add(s)
-            if s not in self.bound:
-                self.bound.add(s)
+            node = states[s]
+            configuration.add(s)
+            configuration_changed()
+            statesToInvoke.add(s)
+            if s not in bound:
+                bound.add(s)
                 self._bind_data(node)
             for block in node.onentry:
                 self.executeContent(block)
             if s in statesForDefaultEntry and node.initial is not None:
                 self.executeContent(node.initial.body)
-            if s in defaultHistoryContent:
+            if defaultHistoryContent and s in defaultHistoryContent:
                 self.executeContent(defaultHistoryContent[s])
-            if node.kind == Kind.FINAL:
+            if is_final[s]:
                 if node.parent == 0:
                     self.running = False
                 else:
@@ -746,9 +791,10 @@ class Interpreter:
 
     def getTransitionDomain(self, t: Transition) -> int | None:
         # Without a history target the domain is a function of the transition alone: cache it.
-        cacheable = t.index >= 0 and not any(self._is_history[s] for s in t.targets)
-        if cacheable and t.index in self._domain_cache:
+        # (Only cacheable transitions are ever stored, so a hit needs no further check.)
+        if t.index in self._domain_cache:
             return self._domain_cache[t.index]
+        cacheable = t.index >= 0 and not any(self._is_history[s] for s in t.targets)
         tstates = self.getEffectiveTargetStates(t)
         if not tstates:
             domain = None
@@ -860,8 +906,11 @@ class Interpreter:
     def executeContent(self, block: Block) -> None:
         if not block.actions:
             return
-        with contextlib.suppress(_Stop):
-            self._run_actions(block.actions, block)
+        try:  # (a plain try: contextlib.suppress costs more on this per-transition path)
+            for action in block.actions:
+                self._run_action(action, block)
+        except _Stop:
+            pass
 
     def _run_actions(self, actions: tuple[Action, ...], block: Block) -> None:
         for action in actions:

@@ -35,6 +35,17 @@ def _is_pure(source: str) -> bool:
 
 _MAX_SAFE_INT = 2**53 - 1
 
+# Compiled chart functions take the configuration text for In() as their first parameter
+# (null when unchanged) and install it before running the chart's code.
+_CFG = "__sc$configuration"
+_PUSH = f"if ({_CFG} != null) __sc.setConfiguration({_CFG});"
+_WHAT = {
+    "expression": "expression {!r}",
+    "condition": "condition {!r}",
+    "assign": "<assign location={!r}>",
+    "location": "location {!r}",
+}
+
 
 class EcmascriptDatamodel(Datamodel):
     name = "ecmascript"
@@ -87,12 +98,33 @@ class EcmascriptDatamodel(Datamodel):
         try:
             return call()
         except _JS_ERRORS as exc:
-            message = str(exc).split("\n", 1)[0]
-            if "interrupted" in message:
-                message = f"evaluation exceeded the {self.limits.time_ms} ms time limit"
-            elif "out of memory" in message:
-                message = f"evaluation exceeded the {self.limits.memory_bytes} byte memory cap"
-            raise DatamodelError(f"{what}: {message}") from None
+            raise self._error(what, exc) from None
+
+    def _run(self, kind: str, source: str, function: Any, *args: Any) -> Any:
+        """Call a compiled chart function: ``function(configuration, *args)``.
+
+        The configuration rides along as the first argument (the text for In(), or None when
+        the sandbox already has it), saving a round trip into QuickJS per change.
+        """
+        configuration = None
+        if self._configuration_dirty and self._set_configuration is not None:
+            self._configuration_dirty = False
+            configuration = " ".join(self._active_ids())
+        if self._pending_event is not None:
+            pending, self._pending_event = self._pending_event, None
+            self._set_event(*pending)
+        try:
+            return function(configuration, *args)
+        except _JS_ERRORS as exc:
+            raise self._error(_WHAT[kind].format(source), exc) from None
+
+    def _error(self, what: str, exc: Exception) -> DatamodelError:
+        message = str(exc).split("\n", 1)[0]
+        if "interrupted" in message:
+            message = f"evaluation exceeded the {self.limits.time_ms} ms time limit"
+        elif "out of memory" in message:
+            message = f"evaluation exceeded the {self.limits.memory_bytes} byte memory cap"
+        return DatamodelError(f"{what}: {message}")
 
     def _compile(self, cache: dict[Any, Any], key: Any, code: str, what: str) -> Any:
         function = cache.get(key)
@@ -185,47 +217,58 @@ class EcmascriptDatamodel(Datamodel):
 
     def evaluate(self, expr: Expr) -> Any:
         self._mark(expr)
-        function = self._compile(
-            self._values,
-            expr.index,
-            f"(function () {{ const r = ({_js(expr)}\n); return (r === null || typeof r === "
-            f"'string' || typeof r === 'boolean' || (typeof r === 'number' && isFinite(r))) ? r "
-            f": [__sc.encodeValue(r)]; }})",
-            f"expression {expr.source!r}",
-        )
-        return self._from_js(self._call_js(f"expression {expr.source!r}", function))
+        function = self._values.get(expr.index)
+        if function is None:
+            function = self._compile(
+                self._values,
+                expr.index,
+                f"(function ({_CFG}) {{ {_PUSH} const r = ({_js(expr)}\n); return (r === null "
+                f"|| typeof r === 'string' || typeof r === 'boolean' || (typeof r === 'number' "
+                f"&& isFinite(r))) ? r : [__sc.encodeValue(r)]; }})",
+                f"expression {expr.source!r}",
+            )
+        return self._from_js(self._run("expression", expr.source, function))
 
     def evaluate_cond(self, expr: Expr) -> bool:
         self._mark(expr)
-        function = self._compile(
-            self._conds,
-            expr.index,
-            f"(function () {{ return !!({_js(expr)}\n); }})",
-            f"condition {expr.source!r}",
-        )
-        return bool(self._call_js(f"condition {expr.source!r}", function))
+        function = self._conds.get(expr.index)
+        if function is None:
+            function = self._compile(
+                self._conds,
+                expr.index,
+                f"(function ({_CFG}) {{ {_PUSH} return !!({_js(expr)}\n); }})",
+                f"condition {expr.source!r}",
+            )
+        return bool(self._run("condition", expr.source, function))
 
     def assign(self, location: Expr, expr: Expr) -> None:
         self._dirty = True
-        self._check_location(location)
-        function = self._compile(
-            self._assigns,
-            (location.index, expr.index),
-            f'(function () {{ "use strict"; {location.source} = ({_js(expr)}\n); }})',
-            f"<assign location={location.source!r}>",
-        )
-        self._call_js(f"<assign location={location.source!r}>", function)
+        key = (location.index, expr.index)
+        function = self._assigns.get(key)
+        if function is None:
+            self._check_location(location)
+            function = self._compile(
+                self._assigns,
+                key,
+                f'(function ({_CFG}) {{ "use strict"; {_PUSH} {location.source} = '
+                f"({_js(expr)}\n); }})",
+                f"<assign location={location.source!r}>",
+            )
+        self._run("assign", location.source, function)
 
     def assign_value(self, location: Expr, value: Any) -> None:
         self._dirty = True
-        self._check_location(location)
-        function = self._compile(
-            self._setters,
-            location.index,
-            f'(function (t) {{ "use strict"; {location.source} = __sc.decodeValue(t); }})',
-            f"location {location.source!r}",
-        )
-        self._call_js(f"location {location.source!r}", lambda: function(json.dumps(value)))
+        function = self._setters.get(location.index)
+        if function is None:
+            self._check_location(location)
+            function = self._compile(
+                self._setters,
+                location.index,
+                f'(function ({_CFG}, t) {{ "use strict"; {_PUSH} {location.source} = '
+                "__sc.decodeValue(t); })",
+                f"location {location.source!r}",
+            )
+        self._run("location", location.source, function, json.dumps(value))
 
     def _check_location(self, location: Expr) -> None:
         source = location.source.strip()
@@ -272,7 +315,12 @@ class EcmascriptDatamodel(Datamodel):
     def snapshot(self) -> str:
         if self._dirty:
             refresh, self._keys_dirty = self._keys_dirty, False
-            self._last_snapshot = str(self._call_js("snapshot", lambda: self._snapshot(refresh)))
+            # Reads the globals only (no chart code runs), so the configuration and _event
+            # are not pushed for it.
+            try:
+                self._last_snapshot = str(self._snapshot(refresh))
+            except _JS_ERRORS as exc:
+                raise self._error("snapshot", exc) from None
             self._dirty = False
         return self._last_snapshot
 

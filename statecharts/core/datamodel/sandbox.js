@@ -187,6 +187,26 @@
     return fix(root, new Set());
   }
 
+  // Whether a value is a plain JSON tree: no undefined, functions, NaN, cycles or sharing.
+  function isPlainTree(v, seen) {
+    switch (typeof v) {
+      case "string": case "boolean": return true;
+      case "number": return Number.isFinite(v);
+      case "object":
+        if (v === null) return true;
+        if (seen.has(v)) return false;
+        seen.add(v);
+        if (Array.isArray(v)) {
+          for (let i = 0; i < v.length; i++) if (!(i in v) || !isPlainTree(v[i], seen)) return false;
+          return true;
+        }
+        if (!isPlain(v) || Object.prototype.hasOwnProperty.call(v, TAG)) return false;
+        for (const k in v) if (!isPlainTree(v[k], seen)) return false;
+        return true;
+      default: return false;
+    }
+  }
+
   const SYSTEM = new Set(["_event", "_sessionid", "_name", "_ioprocessors", "__sc", "In"]);
   let currentEvent;
   let configuration = new Set();
@@ -207,29 +227,28 @@
       // after something that can create a global (a script, a sloppy expression, a declare).
       if (refreshKeys) sc.userKeys = Object.keys(g).filter((k) => !SYSTEM.has(k) && !sc.baseline.has(k));
       const keys = sc.userKeys;
-      // Fast path: plain JSON trees (no undefined, functions, NaN, cycles or sharing).
-      const seen = new Set();
-      let plain = true;
-      const check = (v) => {
-        switch (typeof v) {
-          case "string": case "boolean": return true;
-          case "number": return Number.isFinite(v);
-          case "object":
-            if (v === null) return true;
-            if (seen.has(v)) return false;
-            seen.add(v);
-            if (Array.isArray(v)) { for (let i = 0; i < v.length; i++) if (!(i in v) || !check(v[i])) return false; return true; }
-            if (!isPlain(v) || Object.prototype.hasOwnProperty.call(v, TAG)) return false;
-            for (const k in v) if (!check(v[k])) return false;
-            return true;
-          default: return false;
+      // Fast path: plain JSON trees (no undefined, functions, NaN, cycles or sharing), copied
+      // while checked. Primitives are checked inline; the walk (and its Set) starts at an object.
+      let out = {};
+      let seen = null;
+      for (let i = 0; i < keys.length; i++) {
+        const key = keys[i];
+        const v = g[key];
+        const t = typeof v;
+        if (t === "string" || t === "boolean" || v === null ||
+            (t === "number" && Number.isFinite(v))) {
+          out[key] = v;
+          continue;
         }
-      };
-      for (const key of keys) if (!check(g[key])) { plain = false; break; }
-      const out = {};
-      if (plain) {
-        for (const key of keys) out[key] = g[key];
-      } else {
+        if (t === "object") {
+          if (seen === null) seen = new Set();
+          if (isPlainTree(v, seen)) { out[key] = v; continue; }
+        }
+        out = null;
+        break;
+      }
+      if (out === null) {
+        out = {};
         const encoded = new Map();
         for (const key of keys) out[key] = encode(g[key], [key], encoded);
       }
