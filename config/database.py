@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 
 class DatabaseURLError(ValueError):
@@ -61,3 +61,19 @@ def _test_name(name: str) -> str:
         return name
     path = Path(name)
     return str(path.with_name(f"test_{path.stem}{path.suffix or '.sqlite3'}"))
+
+
+def url_for(settings: dict[str, Any]) -> str:
+    """The ``DATABASE_URL`` naming a ``DATABASES`` entry (e.g. the test database), so another
+    process (a worker, the web server of the demo) opens the same database."""
+    engine = settings["ENGINE"]
+    if engine == "django.db.backends.sqlite3":
+        return f"sqlite:///{Path(settings['NAME']).resolve()}"
+    if engine != "django.db.backends.postgresql":
+        raise DatabaseURLError(f"no DATABASE_URL form for {engine}")
+    user = quote(settings.get("USER") or "", safe="")
+    password = f":{quote(settings['PASSWORD'], safe='')}" if settings.get("PASSWORD") else ""
+    credentials = f"{user}{password}@" if user else ""
+    host = settings.get("HOST") or "127.0.0.1"
+    port = f":{settings['PORT']}" if settings.get("PORT") else ""
+    return f"postgres://{credentials}{host}{port}/{quote(settings['NAME'], safe='')}"

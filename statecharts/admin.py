@@ -14,6 +14,7 @@ from typing import Any
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, QuerySet
+from django.forms import Form
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.urls import URLPattern, path, reverse
@@ -38,6 +39,12 @@ def diagram(chart: Chart, active: list[str] | tuple[str, ...] = ()) -> SafeStrin
     except (StatechartError, PositionError) as exc:
         return format_html("<p class='errornote'>no diagram: {}</p>", exc)
     return mark_safe(render_svg(compiled, active=tuple(active)))
+
+
+def report_form_errors(request: HttpRequest, form: Form) -> None:
+    """An action's form lives on another page: its errors come back as messages."""
+    for field, errors in form.errors.items():
+        messages.error(request, f"{field}: {' '.join(errors)}")
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -140,8 +147,7 @@ class ChartAdmin(admin.ModelAdmin):
         form = StartExecutionForm(request.POST)
         back = reverse("admin:statecharts_chart_change", args=[chart.pk])
         if not form.is_valid():
-            for field, errors in form.errors.items():
-                messages.error(request, f"{field}: {' '.join(errors)}")
+            report_form_errors(request, form)
             return HttpResponseRedirect(back)
         try:
             execution = stepper.start(
@@ -256,8 +262,7 @@ class ExecutionAdmin(ReadOnlyAdmin):
         get_object_or_404(Execution, pk=execution_id)
         form = SendEventForm(request.POST)
         if not form.is_valid():
-            for field, errors in form.errors.items():
-                messages.error(request, f"{field}: {' '.join(errors)}")
+            report_form_errors(request, form)
             return self._back(execution_id)
         try:
             result = stepper.send(

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.contrib import admin
-from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from statecharts.admin import ReadOnlyAdmin
 from timers.models import Timer
 
 
 @admin.register(Timer)
-class TimerAdmin(admin.ModelAdmin):
+class TimerAdmin(ReadOnlyAdmin):
     list_display = ["id", "event_name", "execution_link", "send_id", "due", "status", "attempts"]
     list_filter = ["status", "due"]
     date_hierarchy = "due"
@@ -29,12 +27,3 @@ class TimerAdmin(admin.ModelAdmin):
     def execution_link(self, timer: Timer) -> SafeString:
         url = reverse("admin:statecharts_execution_change", args=[timer.execution_id])
         return format_html('<a href="{}">{}</a>', url, timer.execution_id)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False

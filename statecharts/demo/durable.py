@@ -21,17 +21,12 @@ EXAMPLE = ROOT / "docs" / "examples" / "order.scxml"
 
 
 def database_url() -> str:
-    """The URL of the database this process uses, for the child process."""
+    """The URL of the database this process uses, for the child processes."""
     from django.db import connection
 
-    settings = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{Path(settings['NAME']).resolve()}"
-    user = settings.get("USER") or ""
-    password = f":{settings['PASSWORD']}" if settings.get("PASSWORD") else ""
-    at = "@" if user else ""
-    port = f":{settings['PORT']}" if settings.get("PORT") else ""
-    return f"postgres://{user}{password}{at}{settings.get('HOST') or ''}{port}/{settings['NAME']}"
+    from config.database import url_for
+
+    return url_for(connection.settings_dict)
 
 
 def main(chart_path: str | None = None) -> int:

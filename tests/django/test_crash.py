@@ -25,11 +25,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
-from urllib.parse import quote
 
 import pytest
 from django.db import DatabaseError, connection, transaction
 
+from config.database import url_for
 from statecharts import stepper
 from statecharts.core.position import decode
 from statecharts.models import Chart, Execution, HistoryEntry, OutboxMessage
@@ -65,19 +65,6 @@ SENDER_STEP = [("locked", 1), ("advanced", 1), ("before_commit", 1), ("committed
 DELIVERY_STEP = [("locked", 2), ("before_commit", 2), ("committed", 2)]
 
 
-def database_url() -> str:
-    settings = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{os.path.abspath(settings['NAME'])}"
-    assert connection.vendor == "postgresql", connection.vendor
-    user = quote(settings["USER"] or "", safe="")
-    password = f":{quote(settings['PASSWORD'], safe='')}" if settings["PASSWORD"] else ""
-    credentials = f"{user}{password}@" if user else ""
-    host = settings["HOST"] or "127.0.0.1"
-    port = f":{settings['PORT']}" if settings["PORT"] else ""
-    return f"postgres://{credentials}{host}{port}/{quote(settings['NAME'], safe='')}"
-
-
 def kill_at(
     phase: str,
     occurrence: int,
@@ -91,7 +78,7 @@ def kill_at(
         assert not connection.in_atomic_block
     env = {
         **os.environ,
-        "DATABASE_URL": database_url(),
+        "DATABASE_URL": url_for(connection.settings_dict),
         "DJANGO_SETTINGS_MODULE": "config.settings",
     }
     args = [str(occurrence), str(execution.pk), "go", json.dumps(data)]

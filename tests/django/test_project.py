@@ -65,3 +65,15 @@ def test_a_misconfigured_statecharts_setting_is_a_system_check_error() -> None:
         "statecharts.E004",  # teleport
         "statecharts.E005",  # unimportable handler
     ]
+
+
+def test_url_for_round_trips_through_database_from_url(tmp_path: Path) -> None:
+    from config.database import url_for
+
+    sqlite = database_from_url(f"sqlite:///{tmp_path / 'x.sqlite3'}", default_sqlite=Path("y"))
+    assert database_from_url(url_for(sqlite), default_sqlite=Path("y"))["NAME"] == sqlite["NAME"]
+    pg = database_from_url("postgres://u:p%40ss@db.example:5433/app", default_sqlite=Path("x"))
+    again = database_from_url(url_for(pg), default_sqlite=Path("x"))
+    assert {k: again[k] for k in ("USER", "PASSWORD", "HOST", "PORT", "NAME")} == {
+        k: pg[k] for k in ("USER", "PASSWORD", "HOST", "PORT", "NAME")
+    }

@@ -32,11 +32,11 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
-from urllib.parse import quote
 
 import pytest
 from django.db import OperationalError, connection, transaction
 
+from config.database import url_for
 from statecharts import stepper
 from statecharts.conf import statecharts_settings
 from statecharts.core.position import decode
@@ -418,19 +418,6 @@ CRASH_EXECUTIONS = 20
 FREEZE_AT = 3  # the worker dies in its third firing step: two timers were fired before
 
 
-def database_url() -> str:
-    settings = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{os.path.abspath(settings['NAME'])}"
-    assert connection.vendor == "postgresql", connection.vendor
-    user = quote(settings["USER"] or "", safe="")
-    password = f":{quote(settings['PASSWORD'], safe='')}" if settings["PASSWORD"] else ""
-    credentials = f"{user}{password}@" if user else ""
-    host = settings["HOST"] or "127.0.0.1"
-    port = f":{settings['PORT']}" if settings["PORT"] else ""
-    return f"postgres://{credentials}{host}{port}/{quote(settings['NAME'], safe='')}"
-
-
 class Worker:
     """tests/django/timer_worker.py on the test database, its stdout read line by line."""
 
@@ -439,7 +426,7 @@ class Worker:
             assert not connection.in_atomic_block  # the worker needs the write lock
         env = {
             **os.environ,
-            "DATABASE_URL": database_url(),
+            "DATABASE_URL": url_for(connection.settings_dict),
             "DJANGO_SETTINGS_MODULE": "config.settings",
         }
         self.stderr = stderr

@@ -20,7 +20,6 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
-from urllib.parse import quote
 
 import pytest
 from django.conf import settings
@@ -33,6 +32,7 @@ from django_q.models import OrmQ, Schedule, Task
 from django_q.scheduler import scheduler
 from django_q.signing import SignedPackage
 
+from config.database import url_for
 from statecharts import stepper
 from statecharts.conf import statecharts_settings
 from statecharts.core.position import decode
@@ -253,25 +253,12 @@ def test_the_schedule_starts_a_sweeper_with_the_same_options() -> None:
 # ---- a real cluster ---------------------------------------------------------------------------
 
 
-def database_url() -> str:
-    """DATABASE_URL of the test database this process is using."""
-    db = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{os.path.abspath(db['NAME'])}"
-    assert connection.vendor == "postgresql", connection.vendor
-    user = quote(db["USER"] or "", safe="")
-    password = f":{quote(db['PASSWORD'], safe='')}" if db["PASSWORD"] else ""
-    credentials = f"{user}{password}@" if user else ""
-    port = f":{db['PORT']}" if db["PORT"] else ""
-    return f"postgres://{credentials}{db['HOST'] or '127.0.0.1'}{port}/{quote(db['NAME'], safe='')}"
-
-
 @contextmanager
 def qcluster(log: IO[str]) -> Iterator[subprocess.Popen[str]]:
     """``manage.py qcluster`` on the test database; SIGTERMed on exit (SIGKILLed if it hangs)."""
     env = {
         **os.environ,
-        "DATABASE_URL": database_url(),
+        "DATABASE_URL": url_for(connection.settings_dict),
         "DJANGO_SETTINGS_MODULE": "config.settings",
     }
     cluster = subprocess.Popen(
