@@ -11,6 +11,7 @@ so results never depend on which states were seen before.
 from __future__ import annotations
 
 import json
+import json.scanner
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -56,6 +57,21 @@ SCXML_TYPES = frozenset({SCXML_PROCESSOR, SCXML_PROCESSOR_SHORT})
 INVOKE_SCXML_TYPES = frozenset(
     {"scxml", "http://www.w3.org/TR/scxml/", "http://www.w3.org/TR/scxml"}
 )
+
+_scan_once = json.scanner.make_scanner(json.JSONDecoder())
+
+
+def _loads(text: str) -> Any:
+    """``json.loads(text)`` without its two Python-level wrappers (snapshot texts are compact
+    JSON objects); anything unusual (leading or trailing whitespace, an error) goes the long
+    way, so the result and the errors are json.loads's own."""
+    try:
+        value, end = _scan_once(text, 0)
+    except StopIteration:
+        return json.loads(text)
+    if end != len(text):
+        return json.loads(text)
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -400,7 +416,7 @@ class Interpreter:
                 self._emit(fx.DONE, final=None, donedata=None, donedata_error=False,
                            reason="datamodel_error", error=str(exc))
         if snapshot != self._previous_snapshot:
-            self._emit(fx.DATAMODEL_CHANGE, datamodel=json.loads(snapshot))
+            self._emit(fx.DATAMODEL_CHANGE, datamodel=_loads(snapshot))
         if self.running and self.tracing:
             self._emit(fx.TRACE_STABLE, configuration=self._ids(sorted(self.configuration)))
         queue = self.internal_queue

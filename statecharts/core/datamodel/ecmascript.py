@@ -20,7 +20,9 @@ from statecharts.core.datamodel.base import Datamodel, Limits, tagged
 from statecharts.core.errors import DatamodelError
 from statecharts.core.model import Data, Expr
 
-_PRELUDE = resources.files("statecharts.core.datamodel").joinpath("sandbox.js").read_text()
+_SANDBOX = resources.files("statecharts.core.datamodel").joinpath("sandbox.js").read_text()
+# The prelude evaluates to a function taking the codec's source, which it compiles on first use.
+_PRELUDE, _CODEC = _SANDBOX.split("\n// ==== codec: compiled on first use (loadCodec above) ====\n")
 _JS_ERRORS = (quickjs.JSException, quickjs.StackOverflow)
 
 # An expression that cannot change the datamodel: no assignment, ++/--, delete, new, or call
@@ -67,7 +69,7 @@ class EcmascriptDatamodel(Datamodel):
         self._keys_dirty = True  # a new global may exist: the snapshot must look for it
         self._last_snapshot = "{}"
         self._pure: dict[int, bool] = {}
-        self._call_js("prelude", lambda: self.context.eval(_PRELUDE))
+        self._call_js("prelude", lambda: self.context.eval(_PRELUDE)(_CODEC))
         self._values: dict[int, Any] = {}
         self._conds: dict[int, Any] = {}
         self._assigns: dict[tuple[int, int], Any] = {}
@@ -222,8 +224,11 @@ class EcmascriptDatamodel(Datamodel):
             function = self._compile(
                 self._values,
                 expr.index,
-                f"(function ({_CFG}) {{ {_PUSH} const r = ({_js(expr)}\n); return (r === null "
-                f"|| typeof r === 'string' || typeof r === 'boolean' || (typeof r === 'number' "
+                f"(function ({_CFG}) {{ {_PUSH} const r = ({_js(expr)}\n); "
+                # A long string made by concatenation is a rope, which the binding cannot
+                # read: joining flattens it.
+                f"if (typeof r === 'string') return r.length < 256 ? r : [r].join(''); "
+                f"return (r === null || typeof r === 'boolean' || (typeof r === 'number' "
                 f"&& isFinite(r))) ? r : [__sc.encodeValue(r)]; }})",
                 f"expression {expr.source!r}",
             )

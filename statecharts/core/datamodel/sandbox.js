@@ -1,9 +1,11 @@
-// Runs once in every fresh QuickJS context before any chart code.
+// Runs once in every fresh QuickJS context before any chart code: evaluated to a function
+// and called with the codec's source (the part after the codec marker below).
 // It removes what would make the fold nondeterministic (clock, randomness), and installs
 // the helpers the Python side calls (namespace __sc), then records the baseline globals so
 // snapshots hold only what the chart itself created.
-(function (g) {
+(function (CODEC) {
   "use strict";
+  const g = globalThis;
   const refuse = (what) => function () {
     throw new TypeError(what + " is not available inside a statechart (charts are deterministic)");
   };
@@ -21,6 +23,175 @@
   g.Date = SafeDate;
   Math.random = refuse("Math.random()");
 
+
+  // ---- tagged encoding: JSON plus the JS values JSON cannot hold ---------------------------
+  const TAG = "$sc";
+  const isPlain = (o) => { const p = Object.getPrototypeOf(o); return p === Object.prototype || p === null; };
+
+  // The XML DOM and the tagged encoding (the codec) are compiled on first use: a session whose
+  // values are all plain JSON never needs them, and compiling them was most of the cost of a
+  // fresh context (that is, of every restore of a state that is not the live one). The codec's
+  // top level only defines a class and functions and reads no global, so when it is compiled
+  // cannot change what it does; the eval it is compiled with is the one the context began with.
+  const pristineEval = g.eval;
+  let codec = null;
+  const loadCodec = () => codec || (codec = pristineEval(CODEC)(TAG, RealDate, isPlain));
+  const encode = (value, path, seen) => loadCodec().encode(value, path, seen);
+  const decode = (value, path, byPath, refs) => loadCodec().decode(value, path, byPath, refs);
+  const link = (root, refs, byPath) => loadCodec().link(root, refs, byPath);
+
+  // Whether parsed JSON holds no tagged value, so decoding it would only copy it. ("__proto__"
+  // counts as tagged: decode would set a prototype with it, and must keep doing so.)
+  function isUntagged(v) {
+    if (v === null || typeof v !== "object") return true;
+    if (Array.isArray(v)) {
+      for (let i = 0; i < v.length; i++) if (!isUntagged(v[i])) return false;
+      return true;
+    }
+    for (const k in v) if (k === TAG || k === "__proto__" || !isUntagged(v[k])) return false;
+    return true;
+  }
+
+  // Whether a value is a plain JSON tree: no undefined, functions, NaN, cycles or sharing.
+  function isPlainTree(v, seen) {
+    switch (typeof v) {
+      case "string": case "boolean": return true;
+      case "number": return Number.isFinite(v);
+      case "object":
+        if (v === null) return true;
+        if (seen.has(v)) return false;
+        seen.add(v);
+        if (Array.isArray(v)) {
+          for (let i = 0; i < v.length; i++) if (!(i in v) || !isPlainTree(v[i], seen)) return false;
+          return true;
+        }
+        if (!isPlain(v) || Object.prototype.hasOwnProperty.call(v, TAG)) return false;
+        for (const k in v) if (!isPlainTree(v[k], seen)) return false;
+        return true;
+      default: return false;
+    }
+  }
+
+  const SYSTEM = new Set(["_event", "_sessionid", "_name", "_ioprocessors", "__sc", "In"]);
+  let currentEvent;
+  let configurationText = "";
+  let configuration = new Set();
+  const loops = [];
+
+  const sc = {
+    get XmlNode() { return loadCodec().XmlNode; },
+    baseline: null,
+    xmlFromTree(tree) { return new (loadCodec().XmlNode)(tree, null); },
+    encodeValue(v) { return JSON.stringify(encode(v, [], new Map())); },
+    decodeValue(text) {
+      const raw = JSON.parse(text);
+      if (isUntagged(raw)) return raw;
+      const byPath = new Map(); const refs = [];
+      return link(decode(raw, [], byPath, refs), refs, byPath);
+    },
+    userKeys: [],
+    quotedKeys: [],  // JSON.stringify(key) + ":" for each of userKeys
+    snapshot(refreshKeys) {
+      // Object.keys(globalThis) is slow in QuickJS; the Python side asks for a refresh only
+      // after something that can create a global (a script, a sloppy expression, a declare).
+      if (refreshKeys) {
+        sc.userKeys = Object.keys(g).filter((k) => !SYSTEM.has(k) && !sc.baseline.has(k));
+        sc.quotedKeys = sc.userKeys.map((k) => JSON.stringify(k) + ":");
+      }
+      const keys = sc.userKeys;
+      const quoted = sc.quotedKeys;
+      // Fast path: plain JSON trees (no undefined, functions, NaN, cycles or sharing), written
+      // out piece by piece: the same text as JSON.stringify of the whole object (the key order
+      // is the global object's, integer keys first either way), without building that object.
+      // Primitives are written inline; the walk (and its Set) starts at an object.
+      // (Joined, not concatenated: QuickJS concatenates long strings into ropes, which the
+      // Python binding cannot read back.)
+      const parts = ["{"];
+      let seen = null;
+      for (let i = 0; i < keys.length; i++) {
+        const v = g[keys[i]];
+        const t = typeof v;
+        let piece;
+        if (t === "number") {
+          if (!Number.isFinite(v)) { parts.length = 0; break; }
+          piece = "" + v;
+        } else if (t === "string") {
+          piece = JSON.stringify(v);
+        } else if (t === "boolean") {
+          piece = v ? "true" : "false";
+        } else if (v === null) {
+          piece = "null";
+        } else if (t === "object") {
+          if (seen === null) seen = new Set();
+          if (!isPlainTree(v, seen)) { parts.length = 0; break; }
+          piece = JSON.stringify(v);
+        } else {
+          parts.length = 0;
+          break;
+        }
+        parts.push(i ? "," : "", quoted[i], piece);
+      }
+      if (parts.length) { parts.push("}"); return parts.join(""); }
+      const out = {};
+      const encoded = new Map();
+      for (const key of keys) out[key] = encode(g[key], [key], encoded);
+      return JSON.stringify(out);
+    },
+    restore(text) {
+      const raw = JSON.parse(text);
+      if (isUntagged(raw)) {
+        for (const key of Object.keys(raw)) g[key] = raw[key];
+        return;
+      }
+      const byPath = new Map(); const refs = [];
+      const decoded = {};
+      for (const key of Object.keys(raw)) decoded[key] = decode(raw[key], [key], byPath, refs);
+      link(decoded, refs, byPath);
+      for (const key of Object.keys(decoded)) g[key] = decoded[key];
+    },
+    declare(name, text) { g[name] = text == null ? undefined : sc.decodeValue(text); },
+    setEvent(name, type, sendid, origin, origintype, invokeid, data) {
+      const field = (v) => (v === null ? undefined : v);
+      currentEvent = {
+        name: name, type: type, sendid: field(sendid), origin: field(origin),
+        origintype: field(origintype), invokeid: field(invokeid),
+        data: data === null ? undefined : sc.decodeValue(data),
+      };
+    },
+    // The configuration arrives as text with (nearly) every call after a transition; most
+    // charts never call In(), so the Set is built on the first In() that reads it.
+    setConfiguration(ids) { configurationText = ids; configuration = null; },
+    isActive(id) {
+      if (configuration === null) configuration = new Set(configurationText.split(" "));
+      return configuration.has(String(id));
+    },
+    isIdentifier(name) {
+      if (!/^[A-Za-z_$][\w$]*$/.test(name)) return false;
+      try { (0, eval)("(function(){ var " + name + "; })"); return true; } catch (e) { return false; }
+    },
+    loopBegin(collection) {
+      if (collection === null || typeof collection !== "object") {
+        throw new TypeError("<foreach> array is not a collection: " + String(collection));
+      }
+      const items = Array.isArray(collection) ? collection.slice() : Object.values(collection);
+      loops.push(items);
+      return items.length;
+    },
+    loopItem(i) { return loops[loops.length - 1][i]; },
+    loopEnd() { loops.pop(); },
+    output(v) {
+      // Values leaving the sandbox: JSON values pass as they are, the rest as tagged JSON text.
+      return sc.encodeValue(v);
+    },
+  };
+
+  Object.defineProperty(g, "_event", { get() { return currentEvent; }, enumerable: false, configurable: false });
+  Object.defineProperty(g, "__sc", { value: sc, writable: false, enumerable: false, configurable: false });
+})
+
+// ==== codec: compiled on first use (loadCodec above) ====
+(function (TAG, RealDate, isPlain) {
+  "use strict";
   // ---- a minimal read-only XML DOM for XML values (spec B.2: XML content becomes a DOM) ----
   class XmlNode {
     constructor(tree, parent) {
@@ -58,9 +229,6 @@
     toString() { return this.markup || this.textContent; }
   }
 
-  // ---- tagged encoding: JSON plus the JS values JSON cannot hold ---------------------------
-  const TAG = "$sc";
-  const isPlain = (o) => { const p = Object.getPrototypeOf(o); return p === Object.prototype || p === null; };
 
   function encode(value, path, seen) {
     switch (typeof value) {
@@ -187,112 +355,5 @@
     return fix(root, new Set());
   }
 
-  // Whether a value is a plain JSON tree: no undefined, functions, NaN, cycles or sharing.
-  function isPlainTree(v, seen) {
-    switch (typeof v) {
-      case "string": case "boolean": return true;
-      case "number": return Number.isFinite(v);
-      case "object":
-        if (v === null) return true;
-        if (seen.has(v)) return false;
-        seen.add(v);
-        if (Array.isArray(v)) {
-          for (let i = 0; i < v.length; i++) if (!(i in v) || !isPlainTree(v[i], seen)) return false;
-          return true;
-        }
-        if (!isPlain(v) || Object.prototype.hasOwnProperty.call(v, TAG)) return false;
-        for (const k in v) if (!isPlainTree(v[k], seen)) return false;
-        return true;
-      default: return false;
-    }
-  }
-
-  const SYSTEM = new Set(["_event", "_sessionid", "_name", "_ioprocessors", "__sc", "In"]);
-  let currentEvent;
-  let configuration = new Set();
-  const loops = [];
-
-  const sc = {
-    XmlNode,
-    baseline: null,
-    xmlFromTree(tree) { return new XmlNode(tree, null); },
-    encodeValue(v) { return JSON.stringify(encode(v, [], new Map())); },
-    decodeValue(text) {
-      const byPath = new Map(); const refs = [];
-      return link(decode(JSON.parse(text), [], byPath, refs), refs, byPath);
-    },
-    userKeys: [],
-    snapshot(refreshKeys) {
-      // Object.keys(globalThis) is slow in QuickJS; the Python side asks for a refresh only
-      // after something that can create a global (a script, a sloppy expression, a declare).
-      if (refreshKeys) sc.userKeys = Object.keys(g).filter((k) => !SYSTEM.has(k) && !sc.baseline.has(k));
-      const keys = sc.userKeys;
-      // Fast path: plain JSON trees (no undefined, functions, NaN, cycles or sharing), copied
-      // while checked. Primitives are checked inline; the walk (and its Set) starts at an object.
-      let out = {};
-      let seen = null;
-      for (let i = 0; i < keys.length; i++) {
-        const key = keys[i];
-        const v = g[key];
-        const t = typeof v;
-        if (t === "string" || t === "boolean" || v === null ||
-            (t === "number" && Number.isFinite(v))) {
-          out[key] = v;
-          continue;
-        }
-        if (t === "object") {
-          if (seen === null) seen = new Set();
-          if (isPlainTree(v, seen)) { out[key] = v; continue; }
-        }
-        out = null;
-        break;
-      }
-      if (out === null) {
-        out = {};
-        const encoded = new Map();
-        for (const key of keys) out[key] = encode(g[key], [key], encoded);
-      }
-      return JSON.stringify(out);
-    },
-    restore(text) {
-      const byPath = new Map(); const refs = [];
-      const raw = JSON.parse(text);
-      const decoded = {};
-      for (const key of Object.keys(raw)) decoded[key] = decode(raw[key], [key], byPath, refs);
-      link(decoded, refs, byPath);
-      for (const key of Object.keys(decoded)) g[key] = decoded[key];
-    },
-    declare(name, text) { g[name] = text == null ? undefined : sc.decodeValue(text); },
-    setEvent(name, type, sendid, origin, origintype, invokeid, data) {
-      const field = (v) => (v === null ? undefined : v);
-      currentEvent = {
-        name: name, type: type, sendid: field(sendid), origin: field(origin),
-        origintype: field(origintype), invokeid: field(invokeid),
-        data: data === null ? undefined : sc.decodeValue(data),
-      };
-    },
-    setConfiguration(ids) { configuration = new Set(ids.split(" ")); },
-    isActive(id) { return configuration.has(String(id)); },
-    isIdentifier(name) {
-      if (!/^[A-Za-z_$][\w$]*$/.test(name)) return false;
-      try { (0, eval)("(function(){ var " + name + "; })"); return true; } catch (e) { return false; }
-    },
-    loopBegin(collection) {
-      if (collection === null || typeof collection !== "object") {
-        throw new TypeError("<foreach> array is not a collection: " + String(collection));
-      }
-      const items = Array.isArray(collection) ? collection.slice() : Object.values(collection);
-      loops.push(items);
-      return items.length;
-    },
-    loopItem(i) { return loops[loops.length - 1][i]; },
-    loopEnd() { loops.pop(); },
-    output(v) {
-      // Values leaving the sandbox: JSON values pass as they are, the rest as tagged JSON text.
-      return sc.encodeValue(v);
-    },
-  };
-
-  Object.defineProperty(g, "_event", { get() { return currentEvent; }, enumerable: false, configurable: false });
-  Object.defineProperty(g, "__sc", { value: sc, writable: false, enumerable: false, configurable: false });
-})(globalThis);
+  return { XmlNode, encode, decode, link };
+})
