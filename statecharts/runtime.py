@@ -48,11 +48,26 @@ def compile_source(source: str) -> CompiledChart:
     return compiled
 
 
+# Stored chart (id, content hash) -> (its source, compiled). A hit still compares the row's
+# source with the one compiled (equal strings: one memcmp), so a source edited in place, even
+# by raw SQL that left the hash alone, is a miss and is refused below.
+_by_row: dict[tuple[int, str], tuple[str, CompiledChart]] = {}
+
+
 def compiled_chart(chart: Chart) -> CompiledChart:
     """The compiled form of a stored chart; refuses a row whose source no longer has its hash."""
-    compiled = compile_source(chart.source)
+    source = chart.source
+    key = (chart.pk, chart.content_hash)
+    hit = _by_row.get(key)
+    if hit is not None and (hit[0] is source or hit[0] == source):
+        return hit[1]
+    compiled = compile_source(source)
     if compiled.source_hash != chart.content_hash:
         raise ChartMismatchError(chart.content_hash, compiled.source_hash)
+    if chart.pk is not None:
+        if len(_by_row) >= _CACHE_SIZE:
+            _by_row.clear()
+        _by_row[key] = (source, compiled)
     return compiled
 
 

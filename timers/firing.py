@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.models import F
 
 from statecharts import stepper
@@ -135,7 +135,8 @@ def fire_row(timer: Timer, *, now: datetime | None = None) -> str:
         outcome = _retry_or_fail(timer, now, exc)
         log.warning("timer %s: delivery failed (%s): %s", timer.pk, outcome, exc)
         return outcome
-    stepper.deliver(outbox)
+    if outbox:
+        stepper.deliver(outbox)
     return outcome
 
 
@@ -229,12 +230,29 @@ def _still_pending(timer: Timer, now: datetime) -> Any:
 
 
 def _settle(timer: Timer, status: str, now: datetime, reason: str) -> str:
-    settled = _still_pending(timer, now).update(
-        status=status, reason=reason[:300], settled=now, claimed_until=None
-    )
+    """``_still_pending(timer, now).update(status=..., reason=..., settled=now,
+    claimed_until=None)``, the statement compiled once (it runs on every fire)."""
+    conn = connections[DEFAULT_DB_ALIAS]
+    sql = _settle_sql.get(conn.vendor)
+    if sql is None:
+        quote = conn.ops.quote_name
+        meta = Timer._meta
+        sql = _settle_sql[conn.vendor] = (
+            f"UPDATE {quote(meta.db_table)} SET {quote('status')} = %s, {quote('reason')} = %s,"
+            f" {quote('settled')} = %s, {quote('claimed_until')} = NULL"
+            f" WHERE {quote('id')} = %s AND {quote('status')} = %s AND {quote('due')} <= %s"
+        )
+    when = _DATETIME.get_db_prep_save(now, conn)
+    with conn.cursor() as cursor:
+        cursor.execute(sql, [status, reason[:300], when, timer.pk, TimerStatus.PENDING, when])
+        settled = cursor.rowcount
     if not settled:
         return SKIPPED
     return {TimerStatus.FIRED: FIRED, TimerStatus.DISCARDED: DISCARDED}.get(status, status)
+
+
+_settle_sql: dict[str, str] = {}
+_DATETIME = Timer._meta.get_field("settled")
 
 
 def _snooze(timer: Timer, now: datetime, *, taken: bool = False) -> str:
