@@ -440,3 +440,19 @@ def test_data_the_datamodel_cannot_take_is_refused_before_anything_is_written(
         stepper.send(execution.pk, "add", data)
     execution.refresh_from_db()
     assert (execution.status, execution.steps) == ("active", 1)
+
+
+def test_the_lock_falls_back_to_the_orm_if_its_compiled_plan_cannot_be_built(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from statecharts import statements
+
+    def broken(self: object, conn: object) -> None:
+        raise AttributeError("the compiler changed shape")
+
+    execution = Execution.objects.start(load(ORDER))
+    monkeypatch.setattr(statements._LockPlan, "__init__", broken)
+    monkeypatch.setattr(statements, "_lock_plans", statements.weakref.WeakKeyDictionary())
+    execution.send("add", {"sku": "A"})
+    assert isinstance(next(iter(statements._lock_plans.values())), statements._ORMLock)
+    assert execution.steps == 2 and datamodel(execution)["items"] == [{"sku": "A"}]

@@ -1,0 +1,158 @@
+"""The statements on a step's hot path, compiled once instead of by the ORM on every call.
+
+A durable step runs the same three statements every time: lock the execution (joined with its
+chart), UPDATE it, INSERT a history row. Building them through the ORM costs more CPU than
+running them; here they are built once per connection (the lock, by the ORM's own compiler)
+or per model and column list, and run on the connection's cursor with the same field
+conversions (``get_db_prep_save``, ``from_db_value``, ``Model.from_db``). They send no
+``pre_save``/``post_save``: the stepper sends its own signals.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from statecharts.models import Chart, Execution
+
+
+def lock_execution(pk: int) -> Execution:
+    """Lock an execution row for the rest of the transaction (its chart is loaded too).
+
+    ``Execution.objects.select_related("chart").select_for_update(of=("self",)).get(pk=pk)``,
+    with the statement compiled once per connection (``_LockPlan``) instead of every step.
+    """
+    conn = connections[DEFAULT_DB_ALIAS]
+    plan = _lock_plans.get(conn)
+    if plan is None:
+        try:
+            plan = _LockPlan(conn)
+        except (AttributeError, KeyError, TypeError, ValueError, AssertionError):
+            # The plan reads the ORM compiler's structure; should a Django release change
+            # it, the step still works, through the plain (slower) queryset.
+            plan = _ORMLock()
+        _lock_plans[conn] = plan
+    return plan.get(conn, pk)
+
+
+class _LockPlan:
+    """The lock's SELECT ... FOR UPDATE, compiled by the ORM once for one connection.
+
+    Running it is the ORM's own work minus the compiling: the same SQL, the same converters
+    (``from_db_value``, the backend's), the same ``Model.from_db`` for both instances.
+    """
+
+    def __init__(self, conn: BaseDatabaseWrapper) -> None:
+        queryset = Execution.objects.select_related("chart")
+        if conn.features.has_select_for_update_of:
+            queryset = queryset.select_for_update(of=("self",))
+        else:
+            queryset = queryset.select_for_update()
+        compiler = queryset.filter(pk=0).query.get_compiler(connection=conn)
+        sql, params = compiler.as_sql()
+        if list(params) != [0]:
+            raise AssertionError(f"unexpected parameters in the lock query: {params!r}")
+        self.sql = sql
+        self.alias = conn.alias
+        select = [column for column, _sql, _alias in compiler.select]
+        klass_info = compiler.klass_info
+        assert klass_info is not None
+        (related,) = klass_info["related_klass_infos"]
+        own, joined = klass_info["select_fields"], related["select_fields"]
+        self.own = (own[0], own[-1] + 1, [select[i].target.attname for i in own])
+        self.joined = (joined[0], joined[-1] + 1, [select[i].target.attname for i in joined])
+        self.converters = [
+            (pos, convs, expression)
+            for pos, (convs, expression) in compiler.get_converters(select).items()
+        ]
+
+    def get(self, conn: BaseDatabaseWrapper, pk: int) -> Execution:
+        with conn.cursor() as cursor:
+            cursor.execute(self.sql, [pk])
+            found = cursor.fetchone()
+        if found is None:
+            raise Execution.DoesNotExist("Execution matching query does not exist.")
+        row = list(found)
+        for pos, convs, expression in self.converters:
+            value = row[pos]
+            for converter in convs:
+                value = converter(value, expression, conn)
+            row[pos] = value
+        start, end, names = self.own
+        execution = Execution.from_db(self.alias, names, row[start:end])
+        start, end, names = self.joined
+        chart = Chart.from_db(self.alias, names, row[start:end])
+        Execution.chart.field.set_cached_value(execution, chart)
+        return execution
+
+
+class _ORMLock:
+    def get(self, conn: BaseDatabaseWrapper, pk: int) -> Execution:
+        queryset = Execution.objects.using(conn.alias).select_related("chart")
+        if conn.features.has_select_for_update_of:
+            return queryset.select_for_update(of=("self",)).get(pk=pk)
+        return queryset.select_for_update().get(pk=pk)
+
+
+_lock_plans: weakref.WeakKeyDictionary[BaseDatabaseWrapper, _LockPlan | _ORMLock] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def update_row(obj: Any, names: tuple[str, ...]) -> None:
+    """``obj.save(update_fields=names)`` without the ORM's per-call compiling (no signals:
+    the stepper sends its own). The values go through each field's ``get_db_prep_save``."""
+    meta = obj._meta
+    conn = connections[DEFAULT_DB_ALIAS]
+    key = (type(obj), names, conn.vendor)
+    plan = _write_sql.get(key)
+    if plan is None:
+        quote = conn.ops.quote_name
+        fields = tuple(meta.get_field(name) for name in names)
+        assignments = ", ".join(f"{quote(field.column)} = %s" for field in fields)
+        sql = f"UPDATE {quote(meta.db_table)} SET {assignments} WHERE {quote(meta.pk.column)} = %s"
+        plan = _write_sql[key] = (sql, fields)
+    sql, fields = plan
+    params = [field.get_db_prep_save(getattr(obj, field.attname), conn) for field in fields]
+    params.append(obj.pk)
+    with conn.cursor() as cursor:
+        cursor.execute(sql, params)
+        if cursor.rowcount != 1:
+            raise DatabaseError(f"{meta.label} {obj.pk}: the update did not affect one row")
+
+
+def insert_row(obj: Any) -> None:
+    """``obj.save(force_insert=True)`` for a model with an auto primary key, without the ORM's
+    per-call compiling (no signals: the stepper sends its own)."""
+    meta = obj._meta
+    conn = connections[DEFAULT_DB_ALIAS]
+    key = (type(obj), conn.vendor)
+    plan = _insert_sql.get(key)
+    if plan is None:
+        quote = conn.ops.quote_name
+        fields = tuple(f for f in meta.concrete_fields if f is not meta.pk)
+        columns = ", ".join(quote(f.column) for f in fields)
+        marks = ", ".join(["%s"] * len(fields))
+        sql = f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES ({marks})"
+        returning = conn.features.can_return_columns_from_insert
+        if returning:
+            sql += f" RETURNING {quote(meta.pk.column)}"
+        plan = _insert_sql[key] = (sql, fields, returning)
+    sql, fields, returning = plan
+    params = [field.get_db_prep_save(field.pre_save(obj, True), conn) for field in fields]
+    with conn.cursor() as cursor:
+        cursor.execute(sql, params)
+        if returning:
+            pk = cursor.fetchone()[0]
+        else:
+            pk = conn.ops.last_insert_id(cursor, meta.db_table, meta.pk.column)
+    obj.pk = pk
+    obj._state.adding = False
+    obj._state.db = conn.alias
+
+
+_write_sql: dict[tuple[Any, ...], tuple[str, tuple[Any, ...]]] = {}
+_insert_sql: dict[tuple[Any, ...], tuple[str, tuple[Any, ...], bool]] = {}
