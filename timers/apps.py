@@ -11,3 +11,8 @@ class TimersConfig(AppConfig):
 
         register_default_handler("send_delayed", "timers.scheduling.schedule")
         register_default_handler("cancel", "timers.scheduling.cancel")
+
+        from statecharts.signals import execution_finished
+        from timers.scheduling import discard_when_finished
+
+        execution_finished.connect(discard_when_finished, dispatch_uid="timers.discard")

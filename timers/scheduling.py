@@ -9,6 +9,7 @@ from datetime import timedelta
 
 from statecharts.core.effects import Effect
 from statecharts.handlers import EffectContext
+from statecharts.models import Execution
 from timers.models import Timer, TimerStatus
 
 
@@ -48,5 +49,17 @@ def cancel(context: EffectContext, effect: Effect) -> None:
         status=TimerStatus.CANCELLED,
         reason=f"cancelled by <cancel> in step {context.seq}",
         settled=context.now,
+        claimed_until=None,
+    )
+
+
+def discard_when_finished(sender: object, execution: Execution, **kwargs: object) -> None:
+    """``execution_finished`` receiver: the pending timers of an execution that has just
+    completed, failed or been cancelled are marked discarded in that same step, so lists of
+    pending timers stay true. (Firing re-checks liveness anyway: this is not the guarantee.)"""
+    Timer.objects.filter(execution=execution, status=TimerStatus.PENDING).update(
+        status=TimerStatus.DISCARDED,
+        reason=f"execution {execution.status} before the timer was due",
+        settled=execution.ended or execution.updated,
         claimed_until=None,
     )

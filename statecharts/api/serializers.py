@@ -156,8 +156,8 @@ class ExecutionDetailSerializer(ExecutionSerializer):
     donedata = JSONValueField(read_only=True)
     metadata = JSONValueField(read_only=True)
     pending_timers = serializers.SerializerMethodField(
-        help_text="Delayed sends not yet settled, soonest first. A finished execution's are "
-        "discarded when due, never delivered (docs/timers.md)."
+        help_text="Delayed sends not yet settled, soonest first. When an execution finishes, "
+        "its pending timers are discarded in that step, never delivered (docs/timers.md)."
     )
     history = serializers.HyperlinkedIdentityField(view_name=_view("execution-history"))
     diagram = serializers.HyperlinkedIdentityField(view_name=_view("execution-diagram"))

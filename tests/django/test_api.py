@@ -318,9 +318,10 @@ def test_send_events_until_the_execution_finishes(api: APIClient, chart: Chart) 
     paid = send(api, pk, "paid").json()
     assert paid["status"] == "completed" and paid["configuration"] == ["shipped"]
     assert paid["donedata"] == {"count": 1}
-    # The reminder row stays pending: when due, the firer discards it (docs/timers.md).
-    [timer] = api.get(f"{API}/executions/{pk}/").json()["pending_timers"]
-    assert timer["status"] == "pending"
+    # Finishing discards the pending reminder in the same step (docs/timers.md).
+    assert api.get(f"{API}/executions/{pk}/").json()["pending_timers"] == []
+    [timer] = api.get(f"{API}/timers/", {"execution": pk}).json()["results"]
+    assert timer["status"] == "discarded"
 
 
 def test_events_from_an_html_form(api: APIClient, chart: Chart) -> None:

@@ -215,14 +215,26 @@ def test_a_cancelled_timer_never_fires() -> None:
     assert timer.status == "cancelled" and "cancel" in timer.reason
 
 
-def test_a_finished_executions_timer_is_discarded_never_delivered() -> None:
+def test_a_finished_executions_timers_are_discarded_in_the_finishing_step() -> None:
     execution = start(NUDGE)
     stepper.send(execution.pk, "signed_up", now=T0 + DAY)
-    assert fire_all(T0 + 3 * DAY).outcomes == {"discarded": 1}
     timer = Timer.objects.get()
-    assert timer.status == "discarded" and "completed" in timer.reason
+    assert (timer.status, timer.settled) == ("discarded", T0 + DAY)
+    assert timer.reason == "execution completed before the timer was due"
+    assert fire_all(T0 + 3 * DAY).outcomes == {}
     execution.refresh_from_db()
     assert execution.steps == 2  # nothing was delivered
+
+
+def test_fire_time_liveness_discards_a_timer_of_an_execution_that_is_no_longer_active() -> None:
+    execution = start(NUDGE)
+    # Finished behind the stepper's back (no step, no signal): firing still checks.
+    Execution.objects.filter(pk=execution.pk).update(status="failed")
+    assert fire_all(T0 + 3 * DAY).outcomes == {"discarded": 1}
+    timer = Timer.objects.get()
+    assert timer.status == "discarded" and "failed" in timer.reason
+    execution.refresh_from_db()
+    assert execution.steps == 1  # nothing was delivered
 
 
 def test_a_missing_executions_timer_is_discarded() -> None:
