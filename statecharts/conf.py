@@ -14,6 +14,7 @@ works in tests. Defaults::
         "EFFECT_HANDLERS": {},      # effect kind -> dotted path (see statecharts.handlers)
         # Timers (the timers app; see docs/timers.md):
         "TIMER_BATCH": 100,         # timers one firer claims at a time
+        "TIMER_FIRE_CHUNK": 20,     # timers fired in one transaction (fewer commits per fire)
         "TIMER_LEASE_SECONDS": 60,  # a claim expires: a dead firer only delays its timers
         "TIMER_MAX_ATTEMPTS": 5,    # deliveries that raise, before a timer is marked failed
         "TIMER_RETRY_SECONDS": 5,   # backoff base: 5 s, 10 s, 20 s, ...
@@ -45,6 +46,7 @@ DEFAULTS: dict[str, Any] = {
     # and invocations apps register theirs.
     "EFFECT_HANDLERS": {},
     "TIMER_BATCH": 100,
+    "TIMER_FIRE_CHUNK": 20,
     "TIMER_LEASE_SECONDS": 60,
     "TIMER_MAX_ATTEMPTS": 5,
     "TIMER_RETRY_SECONDS": 5,

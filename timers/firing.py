@@ -89,13 +89,17 @@ def claim_rows(now: datetime, limit: int, *, lease: timedelta | None = None) -> 
 def fire_due(*, now: datetime | None = None, limit: int | None = None) -> FireReport:
     """Claim and fire one batch of due timers. Returns what happened to each.
 
-    Without ``now`` each fire reads the clock when it starts, so its step is stamped with
-    the time it really ran, not the time the batch was claimed.
+    The batch is fired in chunks of ``TIMER_FIRE_CHUNK`` timers, each chunk in one transaction
+    (``fire_rows``). Without ``now`` each chunk reads the clock when it starts, so its steps
+    are stamped with the time they really ran, not the time the batch was claimed.
     """
     limit = limit or statecharts_settings.TIMER_BATCH
     report = FireReport()
-    for timer in claim_rows(now or statecharts_settings.now(), limit):
-        report.add(fire_row(timer, now=now))
+    timers = claim_rows(now or statecharts_settings.now(), limit)
+    chunk = statecharts_settings.TIMER_FIRE_CHUNK
+    for start in range(0, len(timers), chunk):
+        for outcome in fire_rows(timers[start : start + chunk], now=now):
+            report.add(outcome)
     return report
 
 
@@ -140,8 +144,122 @@ def fire_row(timer: Timer, *, now: datetime | None = None) -> str:
     return outcome
 
 
+def fire_rows(timers: list[Timer], *, now: datetime | None = None) -> list[str]:
+    """Fire timers read earlier (claimed) in ONE transaction; their outcomes, in order.
+
+    Optimistic: the outcome of each timer is exactly the one ``fire_row`` would give it, fired
+    one after the other in this order (``claim_rows``' order: due, id). If anything in the
+    batch raises (a delivery, a deadlock, a lost connection), the whole transaction rolls back
+    and every timer of the batch is fired again on its own by ``fire_row``, which records a
+    failed delivery on its own timer only.
+    """
+    if len(timers) <= 1:
+        return [fire_row(timer, now=now) for timer in timers]
+    fire_now = now or statecharts_settings.now()
+    outbox: list[int] = []
+    try:
+        with transaction.atomic(durable=True):
+            outcomes = _fire_batch_locked(timers, fire_now, outbox)
+    except Exception as exc:  # anything: the timers are then fired one by one
+        log.info("timers %s: batch rolled back (%s), firing one by one", len(timers), exc)
+        return [fire_row(timer, now=now) for timer in timers]
+    if outbox:
+        stepper.deliver(outbox)
+    return outcomes
+
+
+def _fire_batch_locked(timers: list[Timer], now: datetime, outbox: list[int]) -> list[str]:
+    """``_fire_locked`` for each timer in turn, with one lock statement and one take UPDATE.
+
+    The executions of all the timers are locked first, with one ``SELECT ... WHERE id IN
+    (...) ORDER BY id FOR UPDATE``. Lock order: every batch firer takes its locks in
+    ascending id order, and takes them all before it waits for anything else (the timer rows
+    it then updates belong to these executions, and a step or a cancel only touches them
+    under their execution's lock; a claim holds timer rows for an instant, never waits for a
+    lock and holds no execution lock). A step holds exactly one execution lock, and a lone
+    fire (``fire_row``) too. So a waiter always holds only ids lower than the one it waits
+    for, and there is no cycle: no deadlock. (Were there one, PostgreSQL would abort one
+    transaction, and its batch would fall back to ``fire_row``.)
+
+    Under those locks nothing but this transaction can change the executions or their
+    timers, so deciding every timer up front is the same as deciding it in turn, except
+    for a timer whose execution an earlier timer of this batch steps: the step may finish
+    the execution or cancel the timer. Only each execution's first timer is therefore
+    decided up front (liveness, then one conditional UPDATE takes the lot); any later timer
+    of the same execution goes through ``_fire_with`` after the earlier steps, seeing their
+    effects (``step_locked`` updates the locked instance in place).
+    """
+    executions = _lock_executions({timer.execution_id for timer in timers})
+    first: dict[int, Timer] = {}
+    for timer in timers:
+        first.setdefault(timer.execution_id, timer)
+    decided: dict[int, str] = {}  # first timers settled without delivery
+    deliveries: dict[int, tuple[Event, dict[str, Any]]] = {}
+    for timer in first.values():
+        execution = executions.get(timer.execution_id)
+        outcome = _liveness(timer, execution, now)
+        if outcome is not None:
+            decided[timer.pk] = outcome
+            continue
+        try:
+            deliveries[timer.pk] = _decode(timer)
+        except Undecodable as exc:
+            decided[timer.pk] = _settle(timer, TimerStatus.DISCARDED, now, f"undecodable: {exc}")
+    taken = _take(list(deliveries), now)
+    outcomes: list[str] = []
+    for timer in timers:
+        if first[timer.execution_id] is not timer:
+            execution = executions.get(timer.execution_id)
+            outcomes.append(_fire_with(execution, timer, now, outbox))
+        elif timer.pk in decided:
+            outcomes.append(decided[timer.pk])
+        elif timer.pk not in taken:
+            outcomes.append(SKIPPED)  # cancelled, fired or rescheduled since it was read
+        else:
+            event, target = deliveries[timer.pk]
+            execution = executions[timer.execution_id]
+            outcomes.append(_deliver(execution, timer, event, target, now, outbox))
+    return outcomes
+
+
+def _lock_executions(pks: set[int]) -> dict[int, Execution]:
+    """Lock these executions (ascending id order: see ``_fire_batch_locked``), with charts."""
+    queryset = Execution.objects.select_related("chart")
+    if connection.features.has_select_for_update_of:
+        queryset = queryset.select_for_update(of=("self",))
+    else:
+        queryset = queryset.select_for_update()
+    return {execution.pk: execution for execution in queryset.filter(pk__in=pks).order_by("pk")}
+
+
+def _take(pks: list[int], now: datetime) -> set[int]:
+    """Mark these timers fired, those still pending and due: one conditional UPDATE
+    (``_settle`` for each row where the database cannot return the updated ids)."""
+    if not pks:
+        return set()
+    conn = connections[DEFAULT_DB_ALIAS]
+    if conn.vendor != "postgresql":
+        return {pk for pk in pks if _settle_pk(pk, TimerStatus.FIRED, now, "") != SKIPPED}
+    quote = conn.ops.quote_name
+    marks = ", ".join(["%s"] * len(pks))
+    sql = (
+        f"UPDATE {quote(Timer._meta.db_table)} SET {quote('status')} = %s,"
+        f" {quote('reason')} = %s, {quote('settled')} = %s, {quote('claimed_until')} = NULL"
+        f" WHERE {quote('id')} IN ({marks}) AND {quote('status')} = %s AND {quote('due')} <= %s"
+        f" RETURNING {quote('id')}"
+    )
+    when = _DATETIME.get_db_prep_save(now, conn)
+    with conn.cursor() as cursor:
+        cursor.execute(sql, [TimerStatus.FIRED, "", when, *pks, TimerStatus.PENDING, when])
+        return {row[0] for row in cursor.fetchall()}
+
+
 def _fire_locked(timer: Timer, now: datetime, outbox: list[int]) -> str:
-    execution = _lock_execution(timer.execution_id)
+    return _fire_with(_lock_execution(timer.execution_id), timer, now, outbox)
+
+
+def _liveness(timer: Timer, execution: Execution | None, now: datetime) -> str | None:
+    """Settle a timer whose execution cannot take it now (the outcome), else None."""
     if execution is None:
         return _settle(timer, TimerStatus.DISCARDED, now, "execution missing")
     if execution.status in TERMINAL_STATUSES:
@@ -149,6 +267,15 @@ def _fire_locked(timer: Timer, now: datetime, outbox: list[int]) -> str:
         return _settle(timer, TimerStatus.DISCARDED, now, reason)
     if execution.status == ExecutionStatus.NEEDS_MIGRATION:
         return _snooze(timer, now)
+    return None
+
+
+def _fire_with(execution: Execution | None, timer: Timer, now: datetime, outbox: list[int]) -> str:
+    """Everything of a fire after the lock: liveness, take, deliver."""
+    outcome = _liveness(timer, execution, now)
+    if outcome is not None:
+        return outcome
+    assert execution is not None
     try:
         event, target = _decode(timer)
     except Undecodable as exc:
@@ -249,6 +376,10 @@ def _settle(timer: Timer, status: str, now: datetime, reason: str) -> str:
     if not settled:
         return SKIPPED
     return {TimerStatus.FIRED: FIRED, TimerStatus.DISCARDED: DISCARDED}.get(status, status)
+
+
+def _settle_pk(pk: int, status: str, now: datetime, reason: str) -> str:
+    return _settle(Timer(pk=pk), status, now, reason)
 
 
 _settle_sql: dict[str, str] = {}

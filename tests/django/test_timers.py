@@ -351,3 +351,49 @@ def test_prune_keeps_the_rows_of_live_executions() -> None:
     assert prune(now=later, retention=timedelta(days=30)) == 1
     assert list(Timer.objects.values_list("execution_id", flat=True)) == [live.pk]
     assert prune(now=T0 + DAY, retention=timedelta(days=30)) == 0
+
+
+def test_a_chunk_fired_in_one_transaction_gives_each_timer_its_own_outcome() -> None:
+    def broken(context: EffectContext, effect: Effect) -> None:
+        raise RuntimeError("downstream is down")
+
+    failed_exec = start(NUDGE)
+    migrating = start(NUDGE)
+    plain = start(NUDGE)
+    several = start(FOREACH)  # three timers of one execution in the same chunk
+    failing = start(NUDGE.replace('target="nudged"', 'target="done"'))  # its delivery raises
+    Execution.objects.filter(pk=failed_exec.pk).update(status="failed")
+    Execution.objects.filter(pk=migrating.pk).update(status="needs_migration")
+    settings = {"EFFECT_HANDLERS": {"done": broken}, "TIMER_FIRE_CHUNK": 50}
+    with override_settings(STATECHARTS=settings):
+        report = firing.fire_due(now=T0 + 3 * DAY)
+    assert report.outcomes == {"fired": 4, "discarded": 1, "snoozed": 1, "retrying": 1}
+    assert datamodel(several)["got"] == [1, 2, 3]
+    plain.refresh_from_db()
+    assert plain.configuration == ["nudged"]
+    timer = Timer.objects.get(execution=failing)
+    assert (timer.status, timer.attempts) == ("pending", 1)  # only the failing one paid
+    failing.refresh_from_db()
+    assert failing.steps == 1
+
+
+def test_a_step_in_a_chunk_that_cancels_a_later_timer_of_the_chunk_wins() -> None:
+    chart = f"""<scxml {NS} datamodel="ecmascript" initial="s">
+      <datamodel><data id="seen" expr="[]"/></datamodel>
+      <state id="s">
+        <onentry>
+          <send id="first" event="first" delay="1s"/>
+          <send id="second" event="second" delay="2s"/>
+        </onentry>
+        <transition event="first"><cancel sendid="second"/>
+          <assign location="seen" expr="seen.concat(['first'])"/></transition>
+        <transition event="second"><assign location="seen" expr="seen.concat(['second'])"/>
+        </transition>
+      </state>
+    </scxml>"""
+    execution = start(chart)
+    report = firing.fire_due(now=T0 + DAY)
+    assert report.outcomes == {"fired": 1, "skipped": 1}
+    assert datamodel(execution)["seen"] == ["first"]
+    statuses = dict(Timer.objects.values_list("send_id", "status"))
+    assert statuses == {"first": "fired", "second": "cancelled"}
