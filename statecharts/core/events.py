@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from statecharts.core.state import positional_constructor
+
 PLATFORM = "platform"
 INTERNAL = "internal"
 EXTERNAL = "external"
@@ -51,6 +53,18 @@ class Event:
             origintype=raw.get("origintype"),
             invokeid=raw.get("invokeid"),
         )
+
+
+_new_event = positional_constructor(Event)
+
+
+def external_event(name: str, data: Any = None) -> Event:
+    """``Event(name, EXTERNAL, data)``, built at about half the cost (a driver's per-event
+    path)."""
+    event: Event = _new_event(
+        name, EXTERNAL, data, None, None, None, None, tuple(name.split("."))
+    )
+    return event
 
 
 def descriptor_matches(descriptor: tuple[str, ...], event_parts: tuple[str, ...]) -> bool:

@@ -11,13 +11,14 @@ so results never depend on which states were seen before.
 from __future__ import annotations
 
 import json
-import json.scanner
+from bisect import insort
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from statecharts.core import effects as fx
 from statecharts.core.datamodel import Datamodel, Limits, create_datamodel, plain, tagged
+from statecharts.core.datamodel.base import loads_snapshot
 from statecharts.core.delays import parse_delay
 from statecharts.core.effects import Effect
 from statecharts.core.errors import DatamodelError, NotRunningError
@@ -49,7 +50,13 @@ from statecharts.core.model import (
     StateNode,
     Transition,
 )
-from statecharts.core.state import Counters, Invocation, State
+from statecharts.core.state import (
+    Invocation,
+    State,
+    new_counters,
+    new_state,
+    positional_constructor,
+)
 
 DEFAULT_ROUND_BUDGET = 10_000
 _CONFIGURATION_CACHE_SIZE = 1024
@@ -58,20 +65,7 @@ INVOKE_SCXML_TYPES = frozenset(
     {"scxml", "http://www.w3.org/TR/scxml/", "http://www.w3.org/TR/scxml"}
 )
 
-_scan_once = json.scanner.make_scanner(json.JSONDecoder())
-
-
-def _loads(text: str) -> Any:
-    """``json.loads(text)`` without its two Python-level wrappers (snapshot texts are compact
-    JSON objects); anything unusual (leading or trailing whitespace, an error) goes the long
-    way, so the result and the errors are json.loads's own."""
-    try:
-        value, end = _scan_once(text, 0)
-    except StopIteration:
-        return json.loads(text)
-    if end != len(text):
-        return json.loads(text)
-    return value
+_loads = loads_snapshot  # (the name this module used to define)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +74,10 @@ class Step:
 
     state: State
     effects: tuple[Effect, ...]
+
+
+_new_step = positional_constructor(Step)
+_new_effect = positional_constructor(Effect)
 
 
 class _Stop(Exception):
@@ -122,13 +120,16 @@ class Interpreter:
         # Charts without eventless transitions or invokes skip those per-macrostep scans.
         self._any_eventless = any(t.eventless for node in chart.states for t in node.transitions)
         self._any_invokes = any(node.invokes for node in chart.states)
+        self._any_history = any(node.history for node in chart.states)
         # Entry sets of single transitions whose computation met no history state: they
         # depend on the transition alone (spec computeEntrySet), so they are computed once.
         self._entry_cache: dict[int, tuple[list[int], frozenset[int]]] = {}
         self._bound_cache: tuple[int, ...] = ()  # sorted self.bound (it only ever grows)
         self._atomics: list[int] | None = None  # atomic active states, doc order; None = stale
         # Per configuration (bounded): its state ids, computed once.
-        self._ids_cache: dict[frozenset[int], list[str]] = {}
+        self._ids_cache: dict[tuple[int, ...], list[str]] = {}
+        self._config_tuple: tuple[int, ...] | None = None  # sorted configuration, or None
+        self._raised: dict[int, Event] = {}  # id(<raise>) -> its event (actions live in chart)
         # _event is only pushed into the datamodel when some code of the chart mentions it.
         self._uses_event = chart.datamodel != "null" and any(
             "_event" in e.source for e in chart.expressions
@@ -177,7 +178,8 @@ class Interpreter:
         self._begin(state)
         if self.tracing:
             self._emit(fx.TRACE_EVENT, event=event.to_dict())
-        self._set_event(event)
+        if self._uses_event:
+            self._set_event(event)
         for invocation in list(self.invocations) if self.invocations else ():
             if invocation.state not in self.configuration:
                 continue
@@ -239,6 +241,7 @@ class Interpreter:
         self.invokeid = invokeid
         self.configuration: set[int] = set()
         self._atomics = None
+        self._config_tuple = None
         self.statesToInvoke: set[int] = set()
         self.internal_queue: list[Event] = []
         self.historyValue: dict[int, tuple[int, ...]] = {}
@@ -258,7 +261,7 @@ class Interpreter:
             self._live = None
             self.dm = self._dm
             self._dm = None
-            self.dm.configuration_changed()
+            # (no configuration_changed(): the datamodel's flag is still accurate)
             self.statesToInvoke = set()
             self.n_macrostep += 1
             self.effects = []
@@ -271,6 +274,7 @@ class Interpreter:
         self.invokeid = state.invokeid
         self.configuration = set(state.configuration)
         self._atomics = None
+        self._config_tuple = None
         if state is self._live and self._dm is not None:
             dm = self._dm
         else:
@@ -313,21 +317,31 @@ class Interpreter:
         self._dm = None
         self._live = None
 
+    def _configuration_tuple(self) -> tuple[int, ...]:
+        config = self._config_tuple
+        if config is None:
+            config = self._config_tuple = tuple(sorted(self.configuration))
+        return config
+
     def _active_ids(self) -> list[str]:
-        key = frozenset(self.configuration)
+        """Ids of the active states in document order. The same list object comes back for
+        the same configuration (datamodels may cache on it): callers must not change it."""
+        key = self._configuration_tuple()
         ids = self._ids_cache.get(key)
         if ids is None:
             if len(self._ids_cache) >= _CONFIGURATION_CACHE_SIZE:
                 self._ids_cache.clear()
-            ids = self._ids_cache[key] = [self.states[i].id for i in sorted(key)]
-        return list(ids)
+            ids = self._ids_cache[key] = [self.states[i].id for i in key]
+        return ids
 
     def _in_state(self, state_id: str) -> bool:
         index = self.chart.ids.get(state_id)
         return index is not None and index in self.configuration
 
     def _emit(self, kind: str, **data: Any) -> None:
-        self.effects.append(Effect(kind, data, self.n_macrostep, self.n_microstep, self.n_round))
+        self.effects.append(
+            _new_effect(kind, data, self.n_macrostep, self.n_microstep, self.n_round)
+        )
 
     def _ids(self, indexes: Iterable[int]) -> list[str]:
         return [self.states[i].id for i in indexes]
@@ -354,14 +368,15 @@ class Interpreter:
 
     def _one_round(self) -> bool:
         """One iteration of the inner macrostep loop. Returns False when the macrostep is done."""
-        enabled = self.selectEventlessTransitions()
+        enabled = self.selectEventlessTransitions() if self._any_eventless else None
         if not enabled:
             if not self.internal_queue:
                 return False
             event = self.internal_queue.pop(0)
             if self.tracing:
                 self._emit(fx.TRACE_EVENT, event=event.to_dict())
-            self._set_event(event)
+            if self._uses_event:
+                self._set_event(event)
             enabled = self.selectTransitions(event)
         self.n_round += 1
         self.rounds_this_macrostep += 1
@@ -416,23 +431,23 @@ class Interpreter:
                 self._emit(fx.DONE, final=None, donedata=None, donedata_error=False,
                            reason="datamodel_error", error=str(exc))
         if snapshot != self._previous_snapshot:
-            self._emit(fx.DATAMODEL_CHANGE, datamodel=_loads(snapshot))
+            self._emit(fx.DATAMODEL_CHANGE, datamodel=self.dm.snapshot_value(snapshot))
         if self.running and self.tracing:
             self._emit(fx.TRACE_STABLE, configuration=self._ids(sorted(self.configuration)))
         queue = self.internal_queue
         self._history_shared = True
         # Positional, in State's field order (cheaper than keywords on this per-step path).
-        state = State(
+        state: State = new_state(
             self.session_id,
             self.name,
-            tuple(sorted(self.configuration)),
+            self._configuration_tuple(),
             tuple([e.to_dict() for e in queue]) if queue else (),
             self.historyValue,
             snapshot,
             tuple(self.invocations),
             self.running,
             self._bound_tuple(),
-            Counters(
+            new_counters(
                 self.n_send,
                 self.n_invoke,
                 self.n_ordinal,
@@ -449,7 +464,8 @@ class Interpreter:
             self._dm = self.dm
         else:
             self.dm.close()
-        return Step(state, tuple(self.effects))
+        step: Step = _new_step(state, tuple(self.effects))
+        return step
 
     # ==== spec functions =======================================================================
 
@@ -464,6 +480,7 @@ class Interpreter:
                 self.cancelInvoke(inv)
             self.configuration.discard(s)
             self._atomics = None
+            self._config_tuple = None
             self.dm.configuration_changed()
             if node.kind == Kind.FINAL and node.parent == 0:
                 final_child = node
@@ -605,7 +622,7 @@ class Interpreter:
         if self.tracing:
             self._emit(fx.TRACE_EXIT, states=self._ids(ordered))
         states = self.states
-        for s in ordered:
+        for s in ordered if self._any_history else ():
             node = states[s]
             for h in node.history:
                 hnode = self.states[h]
@@ -627,15 +644,22 @@ class Interpreter:
                 self.historyValue[h] = remembered
         configuration = self.configuration
         configuration_changed = self.dm.configuration_changed
-        self._atomics = None  # (read only when selecting transitions, never in between)
+        # The sorted atomic states are kept up to date rather than recomputed (they are read
+        # only when selecting transitions, never in between).
+        atomics = self._atomics
+        is_atomic = self._is_atomic
+        self._config_tuple = None
         for s in ordered:
             node = states[s]
             for block in node.onexit:
                 self.executeContent(block)
             for inv in node.invokes:
                 self.cancelInvoke(inv)
+            if atomics is not None and is_atomic[s] and s in configuration:
+                atomics.remove(s)
             configuration.discard(s)
             configuration_changed()
+            self._config_tuple = None
 
     def computeExitSet(self, transitions: list[Transition]) -> set[int]:
         statesToExit: set[int] = set()
@@ -673,11 +697,16 @@ class Interpreter:
         statesToInvoke = self.statesToInvoke
         bound = self.bound
         is_final = self._is_final
-        self._atomics = None  # (read only when selecting transitions, never in between)
+        atomics = self._atomics  # kept up to date, as in exitStates
+        is_atomic = self._is_atomic
+        self._config_tuple = None
         for s in ordered:
             node = states[s]
+            if atomics is not None and is_atomic[s] and s not in configuration:
+                insort(atomics, s)
             configuration.add(s)
             configuration_changed()
+            self._config_tuple = None
             statesToInvoke.add(s)
             if s not in bound:
                 bound.add(s)
@@ -937,7 +966,10 @@ class Interpreter:
             kind = type(action)
             if kind is Raise:
                 assert isinstance(action, Raise)
-                self.internal_queue.append(Event(action.event, INTERNAL))
+                event = self._raised.get(id(action))
+                if event is None:  # events are immutable: one per <raise> is enough
+                    event = self._raised[id(action)] = Event(action.event, INTERNAL)
+                self.internal_queue.append(event)
             elif kind is Assign:
                 assert isinstance(action, Assign)
                 if action.expr is not None:

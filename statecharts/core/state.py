@@ -7,8 +7,28 @@ blob of the durable layer wraps this), and never mutated once returned by the in
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
+
+
+def positional_constructor(cls: type) -> Callable[..., Any]:
+    """A constructor for the frozen slots dataclass ``cls`` taking every field, in order,
+    that sets the slots through their descriptors: the same object as ``cls(*values)`` at
+    about half the cost of the generated ``__init__`` (which goes through
+    ``object.__setattr__`` per field). It runs no ``__post_init__`` and fills no defaults,
+    so it is only for hot paths that pass every field already computed."""
+    names = [f.name for f in fields(cls)]
+    namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
+    lines = ["    o = _new(_cls)"]
+    for i, name in enumerate(names):
+        namespace[f"_set{i}"] = getattr(cls, name).__set__
+        lines.append(f"    _set{i}(o, {name})")
+    source = f"def make({', '.join(names)}):\n" + "\n".join(lines) + "\n    return o\n"
+    exec(source, namespace)  # (fixed text, built from the class's own field names)
+    make: Callable[..., Any] = namespace["make"]
+    make.__qualname__ = f"positional_constructor({cls.__name__})"
+    return make
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,3 +115,7 @@ class State:
 
     def evolve(self, **changes: Any) -> State:
         return replace(self, **changes)
+
+
+new_counters = positional_constructor(Counters)
+new_state = positional_constructor(State)

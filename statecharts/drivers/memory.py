@@ -21,7 +21,7 @@ from statecharts.core.compile import load_chart
 from statecharts.core.datamodel import Limits, check_tagged, plain
 from statecharts.core.effects import Effect
 from statecharts.core.errors import ChartError, NotRunningError, ResolveError
-from statecharts.core.events import EXTERNAL, PLATFORM, Event
+from statecharts.core.events import EXTERNAL, PLATFORM, Event, external_event
 from statecharts.core.interpreter import DEFAULT_ROUND_BUDGET, Interpreter, Step
 from statecharts.core.model import Chart
 from statecharts.core.resolve import Resolver, default_resolver
@@ -95,9 +95,20 @@ class MemorySession:
         """Queue an external event and run every session until nothing is left to do."""
         if not self.running:
             raise NotRunningError(f"session {self.session_id} is no longer running")
-        check_tagged(data)
-        self.driver._enqueue(self, Event(name, EXTERNAL, data, **fields))
-        self.driver.run_until_idle()
+        if data is not None:
+            check_tagged(data)
+        event = Event(name, EXTERNAL, data, **fields) if fields else external_event(name, data)
+        driver = self.driver
+        queue = driver._queue
+        if queue:  # others are waiting: this event goes after them
+            queue.append((self, event))
+            driver.run_until_idle()
+            return self
+        # Nothing queued: handling it right away is what run_until_idle would do.
+        assert self.state is not None
+        driver._apply(self, self.interpreter.handle_event(self.state, event))
+        if queue:
+            driver.run_until_idle()
         return self
 
     def cancel(self) -> MemorySession:
@@ -239,6 +250,8 @@ class MemoryDriver:
 
     def _perform(self, session: MemorySession, effect: Effect) -> None:
         kind, data = effect.kind, effect.data
+        if kind == fx.DATAMODEL_CHANGE:  # (the commonest effect; nothing to do)
+            return
         if kind == fx.SEND:
             self._deliver(session, data["target"], Event.from_dict(data["event"]))
         elif kind == fx.SEND_DELAYED:

@@ -7,6 +7,8 @@ functions, XML, shared or cyclic references). See docs/embedding.md, "Datamodel 
 
 from __future__ import annotations
 
+import json
+import json.scanner
 import math
 import re
 from abc import ABC, abstractmethod
@@ -33,6 +35,22 @@ def tagged(value: Any) -> Any:
     """Literal values from the document (XmlValue) into the tagged encoding."""
     if isinstance(value, XmlValue):
         return {TAG: "xml", "v": value.markup, "tree": value.tree}
+    return value
+
+
+_scan_once = json.scanner.make_scanner(json.JSONDecoder())
+
+
+def loads_snapshot(text: str) -> Any:
+    """``json.loads(text)`` without its two Python-level wrappers (snapshot texts are compact
+    JSON objects); anything unusual (leading or trailing whitespace, an error) goes the long
+    way, so the result and the errors are json.loads's own."""
+    try:
+        value, end = _scan_once(text, 0)
+    except StopIteration:
+        return json.loads(text)
+    if end != len(text):
+        return json.loads(text)
     return value
 
 
@@ -201,6 +219,11 @@ class Datamodel(ABC):
 
     @abstractmethod
     def restore(self, snapshot: str) -> None: ...
+
+    def snapshot_value(self, snapshot: str) -> Any:
+        """The value of ``snapshot`` (the text :meth:`snapshot` just returned), as a new
+        object the caller may keep: what the ``datamodel_change`` effect carries."""
+        return loads_snapshot(snapshot)
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release engine resources."""

@@ -16,7 +16,7 @@ from typing import Any
 
 import quickjs
 
-from statecharts.core.datamodel.base import Datamodel, Limits, tagged
+from statecharts.core.datamodel.base import Datamodel, Limits, loads_snapshot, tagged
 from statecharts.core.errors import DatamodelError
 from statecharts.core.model import Data, Expr
 
@@ -36,6 +36,23 @@ def _is_pure(source: str) -> bool:
 
 
 _MAX_SAFE_INT = 2**53 - 1
+_ESCAPED = re.compile(r'["\\]')  # what JSON.stringify escapes in printable ASCII
+_IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
+
+
+def _piece(value: Any) -> str | None:
+    """``value`` as the sandbox's snapshot writes it (the text after ``"key":``), for the
+    scalars whose text Python can reproduce exactly; None for anything else."""
+    kind = type(value)
+    if kind is int:
+        return str(value) if -_MAX_SAFE_INT <= value <= _MAX_SAFE_INT else None
+    if kind is bool:
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if kind is str and value.isascii() and value.isprintable() and not _ESCAPED.search(value):
+        return f'"{value}"'
+    return None
 
 # Compiled chart functions take the configuration text for In() as their first parameter
 # (null when unchanged) and install it before running the chart's code.
@@ -64,14 +81,27 @@ class EcmascriptDatamodel(Datamodel):
         self._active_ids: Callable[[], list[str]] = list
         self._set_configuration: Any = None
         self._configuration_dirty = True
+        self._ids_texts: dict[int, tuple[list[str], str]] = {}
         self._pending_event: tuple[Any, ...] | None = None
         self._dirty = True  # the datamodel may differ from self._last_snapshot
         self._keys_dirty = True  # a new global may exist: the snapshot must look for it
         self._last_snapshot = "{}"
         self._pure: dict[int, bool] = {}
+        # The mirror: while every global of the datamodel is a scalar (number, string, boolean,
+        # null) under a plain identifier and the context has only ever run pure expressions
+        # and assignments to those identifiers, Python keeps the values (and their snapshot
+        # text), so such an assignment updates the mirror and the snapshot is written here,
+        # without a call into QuickJS or a JSON decode. Anything else drops it; the next full
+        # snapshot (decoded for the datamodel_change effect) sets it up again.
+        self._mirror: dict[str, Any] | None = None
+        self._mirror_pieces: dict[str, str] = {}
+        self._mirror_stale = False  # the mirror changed since _last_snapshot was written
+        self._mirror_allowed = True  # False once impure code ran (it may have left getters)
+        self._assign_names: dict[tuple[int, int], str | None] = {}
         self._call_js("prelude", lambda: self.context.eval(_PRELUDE)(_CODEC))
         self._values: dict[int, Any] = {}
         self._conds: dict[int, Any] = {}
+        self._pure_conds: dict[int, Any] = {}
         self._assigns: dict[tuple[int, int], Any] = {}
         self._setters: dict[int, Any] = {}
         self._sc = self.context.get("__sc")
@@ -111,7 +141,15 @@ class EcmascriptDatamodel(Datamodel):
         configuration = None
         if self._configuration_dirty and self._set_configuration is not None:
             self._configuration_dirty = False
-            configuration = " ".join(self._active_ids())
+            ids = self._active_ids()
+            # The same list object comes back for the same configuration: its text is kept
+            # (with the list, so that its id stays its own).
+            seen = self._ids_texts.get(id(ids))
+            if seen is None or seen[0] is not ids:
+                if len(self._ids_texts) >= 256:
+                    self._ids_texts.clear()
+                seen = self._ids_texts[id(ids)] = (ids, " ".join(ids))
+            configuration = seen[1]
         if self._pending_event is not None:
             pending, self._pending_event = self._pending_event, None
             self._set_event(*pending)
@@ -174,17 +212,22 @@ class EcmascriptDatamodel(Datamodel):
 
     def declare(self, data: Data, *, bind: bool) -> None:
         self._dirty = self._keys_dirty = True
+        self._mirror = None
         self._declare(data.id, None)
         if bind:
             self.bind(data)
 
     def declare_value(self, name: str, value: Any) -> None:
         self._dirty = self._keys_dirty = True
+        self._mirror = None
         self._declare(name, json.dumps(value))
 
     def bind(self, data: Data) -> None:
         self._dirty = self._keys_dirty = True
+        self._mirror = None
         if data.expr is not None:
+            if not _is_pure(data.expr.source):
+                self._mirror_allowed = False
             value_fn = self._compile(
                 self._values,
                 ("data", data.expr.index),
@@ -216,6 +259,8 @@ class EcmascriptDatamodel(Datamodel):
             pure = self._pure[expr.index] = _is_pure(expr.source)
         if not pure:
             self._dirty = self._keys_dirty = True
+            self._mirror_allowed = False
+            self._mirror = None
 
     def evaluate(self, expr: Expr) -> Any:
         self._mark(expr)
@@ -235,34 +280,70 @@ class EcmascriptDatamodel(Datamodel):
         return self._from_js(self._run("expression", expr.source, function))
 
     def evaluate_cond(self, expr: Expr) -> bool:
-        self._mark(expr)
-        function = self._conds.get(expr.index)
+        function = self._pure_conds.get(expr.index)  # (a pure one has nothing to mark)
         if function is None:
-            function = self._compile(
-                self._conds,
-                expr.index,
-                f"(function ({_CFG}) {{ {_PUSH} return !!({_js(expr)}\n); }})",
-                f"condition {expr.source!r}",
-            )
+            self._mark(expr)
+            function = self._conds.get(expr.index)
+            if function is None:
+                function = self._compile(
+                    self._conds,
+                    expr.index,
+                    f"(function ({_CFG}) {{ {_PUSH} return !!({_js(expr)}\n); }})",
+                    f"condition {expr.source!r}",
+                )
+            if self._pure[expr.index]:
+                self._pure_conds[expr.index] = function
         return bool(self._run("condition", expr.source, function))
 
     def assign(self, location: Expr, expr: Expr) -> None:
-        self._dirty = True
         key = (location.index, expr.index)
         function = self._assigns.get(key)
         if function is None:
             self._check_location(location)
+            # The assigned value comes back when it is a primitive the mirror can hold.
             function = self._compile(
                 self._assigns,
                 key,
-                f'(function ({_CFG}) {{ "use strict"; {_PUSH} {location.source} = '
-                f"({_js(expr)}\n); }})",
+                f'(function ({_CFG}) {{ "use strict"; {_PUSH} const v = ({location.source} = '
+                f"({_js(expr)}\n)); const t = typeof v; return (t === 'number' || "
+                "t === 'boolean' || (t === 'string' && v.length < 256)) ? v : undefined; })",
                 f"<assign location={location.source!r}>",
             )
-        self._run("assign", location.source, function)
+            name = location.source.strip()
+            pure = _is_pure(expr.source)
+            if not pure:
+                self._mirror_allowed = False
+                self._mirror = None
+            self._assign_names[key] = (
+                name if pure and _IDENTIFIER.fullmatch(name) is not None else None
+            )
+        mirror = self._mirror
+        name = self._assign_names[key]
+        if mirror is None or name is None or name not in mirror:
+            self._dirty = True
+            self._mirror = None
+            self._run("assign", location.source, function)
+            return
+        try:
+            value = self._run("assign", location.source, function)
+        except DatamodelError:
+            self._dirty = True
+            self._mirror = None
+            raise
+        if type(value) is float and value.is_integer() and abs(value) <= _MAX_SAFE_INT:
+            value = int(value)
+        piece = None if value is None else _piece(value)
+        if piece is None:
+            self._dirty = True
+            self._mirror = None
+            return
+        mirror[name] = value
+        self._mirror_pieces[name] = f'"{name}":{piece}'
+        self._mirror_stale = True
 
     def assign_value(self, location: Expr, value: Any) -> None:
         self._dirty = True
+        self._mirror = None
         function = self._setters.get(location.index)
         if function is None:
             self._check_location(location)
@@ -283,12 +364,16 @@ class EcmascriptDatamodel(Datamodel):
 
     def run_script(self, script: Expr) -> None:
         self._dirty = self._keys_dirty = True
+        self._mirror_allowed = False
+        self._mirror = None
         self._call_js("<script>", lambda: self.context.eval(script.source))
 
     def foreach(
         self, array: Expr, item: Expr, index: Expr | None, body: Callable[[], bool]
     ) -> None:
         self._dirty = self._keys_dirty = True
+        self._mirror_allowed = False
+        self._mirror = None
         for name in (item, index):
             if name is not None and not self._is_identifier(name.source):
                 raise DatamodelError(f"<foreach> {name.source!r} is not a legal variable name")
@@ -327,9 +412,31 @@ class EcmascriptDatamodel(Datamodel):
             except _JS_ERRORS as exc:
                 raise self._error("snapshot", exc) from None
             self._dirty = False
+            self._mirror_stale = False
+        elif self._mirror_stale:
+            self._last_snapshot = "{" + ",".join(self._mirror_pieces.values()) + "}"
+            self._mirror_stale = False
         return self._last_snapshot
 
+    def snapshot_value(self, snapshot: str) -> Any:
+        mirror = self._mirror
+        fresh = not self._dirty and not self._mirror_stale and snapshot == self._last_snapshot
+        if mirror is not None and fresh:
+            return dict(mirror)
+        value = loads_snapshot(snapshot)
+        if fresh and self._mirror_allowed and type(value) is dict:
+            pieces: dict[str, str] = {}
+            for name, item in value.items():
+                piece = _piece(item)
+                if piece is None or _IDENTIFIER.fullmatch(name) is None:
+                    return value
+                pieces[name] = f'"{name}":{piece}'
+            self._mirror = dict(value)
+            self._mirror_pieces = pieces
+        return value
+
     def restore(self, snapshot: str) -> None:
+        self._mirror = None
         self._call_js("restore", lambda: self._restore(snapshot))
         self._last_snapshot = snapshot
         self._dirty = False
@@ -338,6 +445,7 @@ class EcmascriptDatamodel(Datamodel):
     def close(self) -> None:
         self._values.clear()
         self._conds.clear()
+        self._pure_conds.clear()
         self._assigns.clear()
         self._setters.clear()
 
