@@ -130,9 +130,13 @@ class Interpreter:
         self._ids_cache: dict[tuple[int, ...], list[str]] = {}
         self._config_tuple: tuple[int, ...] | None = None  # sorted configuration, or None
         self._raised: dict[int, Event] = {}  # id(<raise>) -> its event (actions live in chart)
-        # _event is only pushed into the datamodel when some code of the chart mentions it.
+        # _event, and the configuration In() reads, are only pushed into the datamodel when
+        # some code of the chart mentions them (docs/embedding.md, "The ECMAScript sandbox").
         self._uses_event = chart.datamodel != "null" and any(
             "_event" in e.source for e in chart.expressions
+        )
+        self._uses_in = chart.datamodel != "null" and any(
+            "In" in e.source for e in chart.expressions
         )
 
     # ==== entry points =========================================================================
@@ -309,6 +313,8 @@ class Interpreter:
             self._in_state,
             self._active_ids,
         )
+        if not self._uses_in:
+            dm.configuration_unused()
         return dm
 
     def _discard_live(self) -> None:

@@ -176,6 +176,9 @@ class Datamodel(ABC):
     def configuration_changed(self) -> None:  # noqa: B027 - optional hook
         """The interpreter entered or exited a state (In() must see the new configuration)."""
 
+    def configuration_unused(self) -> None:  # noqa: B027 - optional hook
+        """No code of the chart mentions ``In``: the configuration need not be tracked."""
+
     @abstractmethod
     def declare(self, data: Data, *, bind: bool) -> None:
         """Create ``data.id``; with ``bind`` also give it its value. Raises DatamodelError."""

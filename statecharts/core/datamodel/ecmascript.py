@@ -120,6 +120,9 @@ class EcmascriptDatamodel(Datamodel):
     def configuration_changed(self) -> None:
         self._configuration_dirty = True
 
+    def configuration_unused(self) -> None:
+        self._set_configuration = None  # In() then sees no active state
+
     def _call_js(self, what: str, call: Callable[[], Any]) -> Any:
         if self._configuration_dirty and self._set_configuration is not None:
             self._configuration_dirty = False
