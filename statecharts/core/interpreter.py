@@ -18,7 +18,6 @@ from typing import Any
 
 from statecharts.core import effects as fx
 from statecharts.core.datamodel import Datamodel, Limits, create_datamodel, plain, tagged
-from statecharts.core.datamodel.base import loads_snapshot
 from statecharts.core.delays import parse_delay
 from statecharts.core.effects import Effect
 from statecharts.core.errors import DatamodelError, NotRunningError
@@ -65,7 +64,6 @@ INVOKE_SCXML_TYPES = frozenset(
     {"scxml", "http://www.w3.org/TR/scxml/", "http://www.w3.org/TR/scxml"}
 )
 
-_loads = loads_snapshot  # (the name this module used to define)
 
 
 @dataclass(frozen=True, slots=True)

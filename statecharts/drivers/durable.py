@@ -18,7 +18,7 @@ from typing import Any
 
 from statecharts.core import effects as fx
 from statecharts.core.effects import Effect
-from statecharts.core.events import EXTERNAL, Event
+from statecharts.core.events import Event
 from statecharts.core.interpreter import Interpreter
 from statecharts.core.state import State
 
@@ -155,7 +155,3 @@ def status_of(state: State) -> str:
     if state.outcome in FAILED_OUTCOMES:
         return "failed"
     return "completed"
-
-
-def external_event(name: str, data: Any = None, **fields: Any) -> Event:
-    return Event(name, EXTERNAL, data, **fields)
