@@ -15,8 +15,26 @@ from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import QuerySet
 
 from statecharts.models import Chart, Execution
+
+
+def locking_queryset(conn: BaseDatabaseWrapper) -> QuerySet[Execution]:
+    """Executions with their charts, locked (``FOR UPDATE OF`` the execution rows only, where
+    the database can say so: the chart rows are read, never locked)."""
+    queryset = Execution.objects.using(conn.alias).select_related("chart")
+    if conn.features.has_select_for_update_of:
+        return queryset.select_for_update(of=("self",))
+    return queryset.select_for_update()
+
+
+def lock_executions(pks: set[int]) -> dict[int, Execution]:
+    """Lock several executions, in ascending id order (the one global order every batch
+    follows), with their charts; missing ids are absent from the result."""
+    conn = connections[DEFAULT_DB_ALIAS]
+    locked = locking_queryset(conn).filter(pk__in=pks).order_by("pk")
+    return {execution.pk: execution for execution in locked}
 
 
 def lock_execution(pk: int) -> Execution:
@@ -46,12 +64,7 @@ class _LockPlan:
     """
 
     def __init__(self, conn: BaseDatabaseWrapper) -> None:
-        queryset = Execution.objects.select_related("chart")
-        if conn.features.has_select_for_update_of:
-            queryset = queryset.select_for_update(of=("self",))
-        else:
-            queryset = queryset.select_for_update()
-        compiler = queryset.filter(pk=0).query.get_compiler(connection=conn)
+        compiler = locking_queryset(conn).filter(pk=0).query.get_compiler(connection=conn)
         sql, params = compiler.as_sql()
         if list(params) != [0]:
             raise AssertionError(f"unexpected parameters in the lock query: {params!r}")
@@ -91,10 +104,7 @@ class _LockPlan:
 
 class _ORMLock:
     def get(self, conn: BaseDatabaseWrapper, pk: int) -> Execution:
-        queryset = Execution.objects.using(conn.alias).select_related("chart")
-        if conn.features.has_select_for_update_of:
-            return queryset.select_for_update(of=("self",)).get(pk=pk)
-        return queryset.select_for_update().get(pk=pk)
+        return locking_queryset(conn).get(pk=pk)
 
 
 _lock_plans: weakref.WeakKeyDictionary[BaseDatabaseWrapper, _LockPlan | _ORMLock] = (

@@ -17,9 +17,11 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.models import F
 
-from statecharts import stepper
+from statecharts import statements, stepper
 from statecharts.conf import statecharts_settings
+from statecharts.core.effects import SEND, Effect
 from statecharts.core.events import Event
+from statecharts.core.position import decode
 from statecharts.drivers.durable import Input
 from statecharts.handlers import EffectContext, effect_handler
 from statecharts.models import Execution, ExecutionStatus, OutboxMessage
@@ -189,7 +191,7 @@ def _fire_batch_locked(timers: list[Timer], now: datetime, outbox: list[int]) ->
     of the same execution goes through ``_fire_with`` after the earlier steps, seeing their
     effects (``step_locked`` updates the locked instance in place).
     """
-    executions = _lock_executions({timer.execution_id for timer in timers})
+    executions = statements.lock_executions({timer.execution_id for timer in timers})
     first: dict[int, Timer] = {}
     for timer in timers:
         first.setdefault(timer.execution_id, timer)
@@ -222,36 +224,9 @@ def _fire_batch_locked(timers: list[Timer], now: datetime, outbox: list[int]) ->
     return outcomes
 
 
-def _lock_executions(pks: set[int]) -> dict[int, Execution]:
-    """Lock these executions (ascending id order: see ``_fire_batch_locked``), with charts."""
-    queryset = Execution.objects.select_related("chart")
-    if connection.features.has_select_for_update_of:
-        queryset = queryset.select_for_update(of=("self",))
-    else:
-        queryset = queryset.select_for_update()
-    return {execution.pk: execution for execution in queryset.filter(pk__in=pks).order_by("pk")}
-
-
 def _take(pks: list[int], now: datetime) -> set[int]:
-    """Mark these timers fired, those still pending and due: one conditional UPDATE
-    (``_settle`` for each row where the database cannot return the updated ids)."""
-    if not pks:
-        return set()
-    conn = connections[DEFAULT_DB_ALIAS]
-    if conn.vendor != "postgresql":
-        return {pk for pk in pks if _settle_pk(pk, TimerStatus.FIRED, now, "") != SKIPPED}
-    quote = conn.ops.quote_name
-    marks = ", ".join(["%s"] * len(pks))
-    sql = (
-        f"UPDATE {quote(Timer._meta.db_table)} SET {quote('status')} = %s,"
-        f" {quote('reason')} = %s, {quote('settled')} = %s, {quote('claimed_until')} = NULL"
-        f" WHERE {quote('id')} IN ({marks}) AND {quote('status')} = %s AND {quote('due')} <= %s"
-        f" RETURNING {quote('id')}"
-    )
-    when = _DATETIME.get_db_prep_save(now, conn)
-    with conn.cursor() as cursor:
-        cursor.execute(sql, [TimerStatus.FIRED, "", when, *pks, TimerStatus.PENDING, when])
-        return {row[0] for row in cursor.fetchall()}
+    """Mark these timers fired, those still pending and due; returns the ids it marked."""
+    return _settle_ids(pks, TimerStatus.FIRED, now, "")
 
 
 def _fire_locked(timer: Timer, now: datetime, outbox: list[int]) -> str:
@@ -333,9 +308,6 @@ def _deliver(
             reason = "no handler for sends to invoked children (the invocations app)"
             Timer.objects.filter(pk=timer.pk).update(status=TimerStatus.DISCARDED, reason=reason)
             return DISCARDED
-        from statecharts.core.effects import SEND, Effect
-        from statecharts.core.position import decode
-
         state = decode(bytes(execution.position)).state
         context = EffectContext(execution, state, now, execution.steps, timer.context)
         handler(
@@ -357,32 +329,49 @@ def _still_pending(timer: Timer, now: datetime) -> Any:
 
 
 def _settle(timer: Timer, status: str, now: datetime, reason: str) -> str:
-    """``_still_pending(timer, now).update(status=..., reason=..., settled=now,
-    claimed_until=None)``, the statement compiled once (it runs on every fire)."""
-    conn = connections[DEFAULT_DB_ALIAS]
-    sql = _settle_sql.get(conn.vendor)
-    if sql is None:
-        quote = conn.ops.quote_name
-        meta = Timer._meta
-        sql = _settle_sql[conn.vendor] = (
-            f"UPDATE {quote(meta.db_table)} SET {quote('status')} = %s, {quote('reason')} = %s,"
-            f" {quote('settled')} = %s, {quote('claimed_until')} = NULL"
-            f" WHERE {quote('id')} = %s AND {quote('status')} = %s AND {quote('due')} <= %s"
-        )
-    when = _DATETIME.get_db_prep_save(now, conn)
-    with conn.cursor() as cursor:
-        cursor.execute(sql, [status, reason[:300], when, timer.pk, TimerStatus.PENDING, when])
-        settled = cursor.rowcount
-    if not settled:
+    """Settle one timer if it is still pending and due (the caller holds its execution's
+    lock); SKIPPED when it was not."""
+    if not _settle_ids([timer.pk], status, now, reason):
         return SKIPPED
     return {TimerStatus.FIRED: FIRED, TimerStatus.DISCARDED: DISCARDED}.get(status, status)
 
 
-def _settle_pk(pk: int, status: str, now: datetime, reason: str) -> str:
-    return _settle(Timer(pk=pk), status, now, reason)
+def _settle_ids(pks: list[int], status: str, now: datetime, reason: str) -> set[int]:
+    """``Timer.objects.filter(pk__in=pks, status="pending", due__lte=now).update(status=...,
+    reason=..., settled=now, claimed_until=None)``, built once per vendor and row count (it
+    runs on every fire), returning the ids it settled. One statement with RETURNING where the
+    database has it; else one conditional UPDATE per row (its row count tells)."""
+    if not pks:
+        return set()
+    conn = connections[DEFAULT_DB_ALIAS]
+    returning = conn.vendor == "postgresql"
+    size = len(pks) if returning else 1
+    key = (conn.vendor, size)
+    sql = _settle_sql.get(key)
+    if sql is None:
+        quote = conn.ops.quote_name
+        marks = ", ".join(["%s"] * size)
+        sql = _settle_sql[key] = (
+            f"UPDATE {quote(Timer._meta.db_table)} SET {quote('status')} = %s,"
+            f" {quote('reason')} = %s, {quote('settled')} = %s, {quote('claimed_until')} = NULL"
+            f" WHERE {quote('id')} IN ({marks}) AND {quote('status')} = %s"
+            f" AND {quote('due')} <= %s" + (f" RETURNING {quote('id')}" if returning else "")
+        )
+    when = _DATETIME.get_db_prep_save(now, conn)
+    head, tail = [status, reason[:300], when], [TimerStatus.PENDING, when]
+    with conn.cursor() as cursor:
+        if returning:
+            cursor.execute(sql, [*head, *pks, *tail])
+            return {row[0] for row in cursor.fetchall()}
+        settled = set()
+        for pk in pks:
+            cursor.execute(sql, [*head, pk, *tail])
+            if cursor.rowcount:
+                settled.add(pk)
+        return settled
 
 
-_settle_sql: dict[str, str] = {}
+_settle_sql: dict[tuple[str, int], str] = {}
 _DATETIME = Timer._meta.get_field("settled")
 
 

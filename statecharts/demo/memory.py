@@ -7,7 +7,6 @@ A virtual clock, so "1 day later" happens instantly; no database.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -59,31 +58,23 @@ def show(title: str, session: MemorySession, since: int) -> int:
     return len(session.effects)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Run an example statechart and print its trace.")
-    parser.add_argument("chart", nargs="?", default=str(EXAMPLE))
-    args = parser.parse_args(argv)
-    return run(args.chart)
-
-
 def run(chart_path: str) -> int:
-    args = argparse.Namespace(chart=chart_path)
     driver = MemoryDriver(tracing=True)
     try:
-        chart = driver.load_file(args.chart)
+        chart = driver.load_file(chart_path)
     except ChartError as exc:
         print(exc, file=sys.stderr)
         return 1
     except OSError as exc:
-        print(f"cannot read {args.chart}: {exc.strerror}", file=sys.stderr)
+        print(f"cannot read {chart_path}: {exc.strerror}", file=sys.stderr)
         return 1
     print(
-        f"chart {chart.name or Path(args.chart).name} ({len(chart.states) - 1} states, "
+        f"chart {chart.name or Path(chart_path).name} ({len(chart.states) - 1} states, "
         f"datamodel {chart.datamodel}, identity sha256:{chart.source_hash[:12]})"
     )
     session = driver.start(chart)
     seen = show("start", session, 0)
-    if args.chart == str(EXAMPLE):
+    if chart_path == str(EXAMPLE):
         driver.advance(DAY_MS)
         seen = show("one day later (virtual clock)", session, seen)
         session.send("payment.received", {"amount": 99.5})
