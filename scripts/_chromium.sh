@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Debian's Chromium and ChromeDriver for the browser test (tests/e2e): /usr/bin/chromium and
+# Debian's Chromium and ChromeDriver for the browser test (tests/admin/test_admin_browser.py): /usr/bin/chromium and
 # /usr/bin/chromedriver, from the packages chromium and chromium-driver (one source package, so
 # the two versions always match). Installs them when missing; quiet and idempotent.
 # Usage: bash scripts/_chromium.sh
@@ -23,7 +23,7 @@ elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
 else
     echo "scripts/_chromium.sh: $CHROMIUM or $CHROMEDRIVER is missing and this user cannot" \
         "install them; run: sudo apt-get install chromium chromium-driver" >&2
-    echo "(the browser test in tests/e2e will fail until they are installed)" >&2
+    echo "(the browser test in tests/admin/test_admin_browser.py will fail until they are installed)" >&2
     exit 0
 fi
 

@@ -1,9 +1,9 @@
 """A timer firer in its own process, to be SIGKILLed mid-fire and then replaced by a new one.
 
-Run by tests/django/test_timer_races.py, never collected by pytest::
+Run by tests/timers/test_timer_races.py, never collected by pytest::
 
-    DATABASE_URL=... python tests/django/timer_worker.py start-and-fire CHART N START FIRE K
-    DATABASE_URL=... python tests/django/timer_worker.py fire FIRE
+    DATABASE_URL=... python tests/workers/timer_worker.py start-and-fire CHART N START FIRE K
+    DATABASE_URL=... python tests/workers/timer_worker.py fire FIRE
 
 ``start-and-fire`` starts N executions of the stored chart CHART (a pk) at START (ISO 8601),
 each scheduling timers in its start step, and prints ``STARTED <pk>,<pk>,...``. Then it fires

@@ -1,6 +1,6 @@
 """The crash matrix: a process SIGKILLed at any phase of a step loses nothing and doubles nothing.
 
-tests/django/crash_worker.py steps an execution on the test database (the SQLite file or the
+tests/workers/crash_worker.py steps an execution on the test database (the SQLite file or the
 PostgreSQL test database) and freezes at a phase; this test kills it there with SIGKILL and
 checks that the database holds a committed state, that recovery applies the input exactly once,
 and that the cross-execution send it makes reaches its peer exactly once.
@@ -18,27 +18,23 @@ import queue
 import signal
 import sqlite3
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import IO, Any
 
 import pytest
 from django.db import DatabaseError, connection, transaction
 
-from config.database import url_for
 from statecharts import stepper
 from statecharts.core.position import decode
 from statecharts.models import Chart, Execution, HistoryEntry, OutboxMessage
 from statecharts.models.history import Disposition
 from statecharts.models.outbox import OutboxStatus
 
-ROOT = Path(__file__).resolve().parents[2]
-WORKER = Path(__file__).with_name("crash_worker.py")
 TIMEOUT = 30.0
+Spawn = Callable[..., "subprocess.Popen[str]"]  # the conftest's ``spawn`` fixture
 
 # "go" counts (so a second application would show) and pings the peer named in the event.
 SENDER = """<scxml xmlns="http://www.w3.org/2005/07/scxml" version="1.0"
@@ -71,27 +67,12 @@ def kill_at(
     execution: Execution,
     data: dict[str, Any],
     while_frozen: Callable[[], None],
+    spawn: Spawn,
 ) -> None:
     """Run the worker until it is frozen at ``phase``, call ``while_frozen``, SIGKILL it."""
-    if connection.vendor == "sqlite":
-        # The worker needs the write lock: this connection must not be in a transaction.
-        assert not connection.in_atomic_block
-    env = {
-        **os.environ,
-        "DATABASE_URL": url_for(connection.settings_dict),
-        "DJANGO_SETTINGS_MODULE": "config.settings",
-    }
     args = [str(occurrence), str(execution.pk), "go", json.dumps(data)]
     with tempfile.TemporaryFile("w+") as stderr:
-        worker = subprocess.Popen(
-            [sys.executable, str(WORKER), phase, *args],
-            cwd=ROOT,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-        )
+        worker = spawn(["crash_worker.py", phase, *args], stdout=subprocess.PIPE, stderr=stderr)
         try:
             assert worker.stdout is not None
             line = _wait_for_line(worker.stdout, f"AT {phase}")
@@ -195,7 +176,9 @@ def recover(pk: int, request: str, data: dict[str, Any]) -> tuple[bool, int]:
     ids=[f"sender-{p}" for p, _ in SENDER_STEP] + [f"delivery-{p}" for p, _ in DELIVERY_STEP],
 )
 @pytest.mark.django_db(transaction=True)
-def test_killed_at_a_phase_recovers_exactly_once(phase: str, occurrence: int) -> None:
+def test_killed_at_a_phase_recovers_exactly_once(
+    phase: str, occurrence: int, spawn: Spawn
+) -> None:
     peer = stepper.start(Chart.objects.load(RECEIVER))
     execution = stepper.start(Chart.objects.load(SENDER))
     request = f"crash-{phase}-{occurrence}"
@@ -211,7 +194,7 @@ def test_killed_at_a_phase_recovers_exactly_once(phase: str, occurrence: int) ->
         # The kill lands inside the step's open transaction, or after its commit.
         assert write_locked(stepping.pk) == (phase != "committed")
 
-    kill_at(phase, occurrence, execution, data, while_frozen)
+    kill_at(phase, occurrence, execution, data, while_frozen, spawn)
 
     # The database holds a committed state: the step's effects all or none.
     outbox = list(OutboxMessage.objects.filter(sender=execution))

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -23,7 +22,6 @@ from typing import IO, Any
 
 import pytest
 from django.conf import settings
-from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 from django_q.brokers import get_broker
@@ -32,7 +30,6 @@ from django_q.models import OrmQ, Schedule, Task
 from django_q.scheduler import scheduler
 from django_q.signing import SignedPackage
 
-from config.database import url_for
 from statecharts import stepper
 from statecharts.conf import statecharts_settings
 from statecharts.core.position import decode
@@ -253,22 +250,16 @@ def test_the_schedule_starts_a_sweeper_with_the_same_options() -> None:
 # ---- a real cluster ---------------------------------------------------------------------------
 
 
+Spawn = Callable[..., "subprocess.Popen[str]"]  # the conftest's ``spawn`` fixture
+
+
 @contextmanager
-def qcluster(log: IO[str]) -> Iterator[subprocess.Popen[str]]:
+def qcluster(spawn: Spawn, log: IO[str]) -> Iterator[subprocess.Popen[str]]:
     """``manage.py qcluster`` on the test database; SIGTERMed on exit (SIGKILLed if it hangs)."""
-    env = {
-        **os.environ,
-        "DATABASE_URL": url_for(connection.settings_dict),
-        "DJANGO_SETTINGS_MODULE": "config.settings",
-    }
-    cluster = subprocess.Popen(
-        [sys.executable, "manage.py", "qcluster"],
-        cwd=ROOT,
-        env=env,
-        stdin=subprocess.DEVNULL,
+    cluster = spawn(
+        ["manage.py", "qcluster"],
         stdout=log,
         stderr=subprocess.STDOUT,
-        text=True,
         start_new_session=True,  # its own process group: the fallback kills its children too
     )
     try:
@@ -305,7 +296,7 @@ def read(log: IO[str]) -> str:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_real_cluster_fires_a_due_timer(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_real_cluster_fires_a_due_timer(monkeypatch: pytest.MonkeyPatch, spawn: Spawn) -> None:
     started = timezone.now()
     # Started a minute ago with a 1 s delay: due in real time before the cluster exists.
     execution = stepper.start(Chart.objects.load(ALARM), now=started - timedelta(minutes=1))
@@ -324,7 +315,7 @@ def test_a_real_cluster_fires_a_due_timer(monkeypatch: pytest.MonkeyPatch) -> No
     def sweeper_done() -> bool:
         return Task.objects.filter(id=sweeper).exists()
 
-    with tempfile.TemporaryFile("w+") as log, qcluster(log) as cluster:
+    with tempfile.TemporaryFile("w+") as log, qcluster(spawn, log) as cluster:
         sweeper = dispatch.wake(seconds=SWEEPER_SECONDS)
         firing_took = wait_for(fired, cluster, log, "fired timer")
         wait_for(sweeper_done, cluster, log, "finished sweeper")

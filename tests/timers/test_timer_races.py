@@ -22,7 +22,6 @@ import random
 import signal
 import sqlite3
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -30,13 +29,11 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import IO, Any
 
 import pytest
 from django.db import OperationalError, connection, transaction
 
-from config.database import url_for
 from statecharts import stepper
 from statecharts.conf import statecharts_settings
 from statecharts.core.position import decode
@@ -45,8 +42,7 @@ from statecharts.models.history import Disposition
 from timers import firing
 from timers.models import Timer, TimerStatus
 
-ROOT = Path(__file__).resolve().parents[2]
-WORKER = Path(__file__).with_name("timer_worker.py")
+Spawn = Callable[..., "subprocess.Popen[str]"]  # the conftest's ``spawn`` fixture
 JOIN_TIMEOUT = 120.0  # bounded waits: a hung thread or process fails the test, never hangs it
 LINE_TIMEOUT = 60.0
 
@@ -420,26 +416,11 @@ WORKER_CHUNK = 2  # timers per firing transaction in the worker (timer_worker.CH
 
 
 class Worker:
-    """tests/django/timer_worker.py on the test database, its stdout read line by line."""
+    """tests/workers/timer_worker.py on the test database, its stdout read line by line."""
 
-    def __init__(self, stderr: IO[str], *args: str) -> None:
-        if connection.vendor == "sqlite":
-            assert not connection.in_atomic_block  # the worker needs the write lock
-        env = {
-            **os.environ,
-            "DATABASE_URL": url_for(connection.settings_dict),
-            "DJANGO_SETTINGS_MODULE": "config.settings",
-        }
+    def __init__(self, spawn: Spawn, stderr: IO[str], *args: str) -> None:
         self.stderr = stderr
-        self.process = subprocess.Popen(
-            [sys.executable, str(WORKER), *args],
-            cwd=ROOT,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=self.stderr,
-            text=True,
-        )
+        self.process = spawn(["timer_worker.py", *args], stdout=subprocess.PIPE, stderr=stderr)
         self.lines: queue.Queue[str | None] = queue.Queue()
         assert self.process.stdout is not None
         threading.Thread(target=self._read, args=(self.process.stdout,), daemon=True).start()
@@ -484,17 +465,17 @@ class Worker:
 
 
 @contextmanager
-def worker(*args: str) -> Iterator[Worker]:
+def worker(spawn: Spawn, *args: str) -> Iterator[Worker]:
     with tempfile.TemporaryFile("w+") as stderr:
-        running = Worker(stderr, *args)
+        running = Worker(spawn, stderr, *args)
         try:
             yield running
         finally:
             running.close()
 
 
-def fire_in_new_process(now: datetime) -> dict[str, int]:
-    with worker("fire", now.isoformat()) as restarted:
+def fire_in_new_process(spawn: Spawn, now: datetime) -> dict[str, int]:
+    with worker(spawn, "fire", now.isoformat()) as restarted:
         report = json.loads(restarted.expect("REPORT"))
         assert restarted.process.wait(timeout=LINE_TIMEOUT) == 0
     return report
@@ -519,12 +500,12 @@ def held_by_another_transaction(pks: list[int]) -> set[int]:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_restarted_firer_fires_what_a_killed_one_left_exactly_once() -> None:
+def test_a_restarted_firer_fires_what_a_killed_one_left_exactly_once(spawn: Spawn) -> None:
     chart = Chart.objects.load(NUDGE)
     fire_at = T0 + SECOND
     lease = timedelta(seconds=statecharts_settings.TIMER_LEASE_SECONDS)
     args = [str(chart.pk), str(CRASH_EXECUTIONS), T0.isoformat(), fire_at.isoformat()]
-    with worker("start-and-fire", *args, str(FREEZE_AT)) as killed:
+    with worker(spawn, "start-and-fire", *args, str(FREEZE_AT)) as killed:
         pks = [int(pk) for pk in killed.expect("STARTED").split(",")]
         assert len(pks) == CRASH_EXECUTIONS
         killed.expect("AT advanced")
@@ -560,10 +541,10 @@ def test_a_restarted_firer_fires_what_a_killed_one_left_exactly_once() -> None:
             assert timers[frozen].status == TimerStatus.PENDING and history[frozen] == []
 
     # A new process while the dead firer's claim lasts: its timers are only delayed...
-    assert fire_in_new_process(fire_at + lease / 2) == {}
+    assert fire_in_new_process(spawn, fire_at + lease / 2) == {}
     assert Timer.objects.filter(execution_id__in=pks).pending().count() == len(pending)
     # ...and once the lease is over, the new process fires each of them, once.
-    assert fire_in_new_process(fire_at + lease + SECOND) == {firing.FIRED: len(pending)}
+    assert fire_in_new_process(spawn, fire_at + lease + SECOND) == {firing.FIRED: len(pending)}
 
     assert firing.fire_all_due(now=fire_at + 365 * 24 * 3600 * SECOND).outcomes == {}
     statuses = Counter(Timer.objects.filter(execution_id__in=pks).values_list("status", flat=True))

@@ -1,8 +1,8 @@
 """A process that feeds one event through the stepper and freezes at a phase, to be SIGKILLed.
 
-Run by tests/django/test_crash.py, never collected by pytest::
+Run by tests/stepper/test_crash.py, never collected by pytest::
 
-    DATABASE_URL=... python tests/django/crash_worker.py PHASE OCCURRENCE EXECUTION_PK EVENT DATA
+    DATABASE_URL=... python tests/workers/crash_worker.py PHASE OCCURRENCE EXECUTION_PK EVENT DATA
 
 It installs ``stepper.fault_hook``; the OCCURRENCE-th time the stepper reaches PHASE
 ("locked", "advanced", "before_commit", "committed"; the sender's step reaches each phase
