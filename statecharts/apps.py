@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
 
 
 class StatechartsConfig(AppConfig):
@@ -7,4 +8,16 @@ class StatechartsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from statecharts import checks  # noqa: F401  (registers the system checks)
+        from statecharts import (
+            checks,  # noqa: F401  (registers the system checks)
+            stepper,
+        )
+        from statecharts.models.executions import install_stepper
+        from statecharts.stepper.sweeper import ensure_schedule_after_migrate
+
+        # Execution.objects.start / execution.send / .cancel are a facade over the stepper;
+        # the models never import it (it imports them).
+        install_stepper(stepper)
+        post_migrate.connect(
+            ensure_schedule_after_migrate, sender=self, dispatch_uid="statecharts.outbox_sweep"
+        )

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.apps import apps
 from django.conf import settings
-from django.core.checks import CheckMessage, Error, register
+from django.core.checks import CheckMessage, Error, Warning, register
+from django.db import router
 from django.utils.module_loading import import_string
 
-from statecharts.conf import DEFAULTS
-from statecharts.handlers import HANDLED_KINDS
+from statecharts.conf import all_defaults, registered_groups
+from statecharts.core.plan import InstructionKind
+from statecharts.stepper.performing import LEGACY_EFFECT_KINDS
+
+# Apps whose rows take part in a step's transaction: they must live in one database.
+STEP_APPS = ("statecharts", "timers", "invocations")
 
 
 @register()
@@ -19,40 +25,100 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         return []
     if not isinstance(configured, dict):
         return [Error("STATECHARTS must be a dict.", id="statecharts.E001")]
+    defaults = all_defaults()
     problems: list[CheckMessage] = []
-    for name in sorted(set(configured) - set(DEFAULTS)):
+    for name in sorted(set(configured) - set(defaults)):
+        hint = f"Known settings: {', '.join(sorted(defaults))}."
+        if name.startswith("TIMER_"):
+            hint += " (TIMER_* settings belong to the timers app: is it installed?)"
         problems.append(
-            Error(
-                f"STATECHARTS[{name!r}] is not a setting.",
-                hint=f"Known settings: {', '.join(sorted(DEFAULTS))}.",
-                id="statecharts.E002",
-            )
+            Error(f"STATECHARTS[{name!r}] is not a setting.", hint=hint, id="statecharts.E002")
         )
-    positive = [name for name, value in DEFAULTS.items() if isinstance(value, int)]
+    positive = [name for name, value in defaults.items() if isinstance(value, int)]
     for name in positive:
-        value = configured.get(name, DEFAULTS[name])
+        value = configured.get(name, defaults[name])
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             problems.append(
                 Error(f"STATECHARTS[{name!r}] must be a positive integer.", id="statecharts.E003")
             )
     for name in ("CLOCK", "RESOLVER"):
         problems.extend(_importable(f"STATECHARTS[{name!r}]", configured.get(name)))
+    problems.extend(_check_performers(configured))
+    for group in registered_groups():
+        if group.check is not None:
+            problems.extend(group.check(configured))
+    return problems
+
+
+def _check_performers(configured: dict[str, Any]) -> list[CheckMessage]:
+    problems: list[CheckMessage] = []
+    kinds = {kind.value for kind in InstructionKind}
+    performers = configured.get("PERFORMERS", {})
+    if not isinstance(performers, dict):
+        return [Error("STATECHARTS['PERFORMERS'] must be a dict.", id="statecharts.E001")]
+    for kind, performer in performers.items():
+        if kind not in kinds:
+            problems.append(
+                Error(
+                    f"STATECHARTS['PERFORMERS'] has an unknown instruction kind {kind!r}.",
+                    hint=f"Kinds: {', '.join(sorted(kinds))}.",
+                    id="statecharts.E004",
+                )
+            )
+        problems.extend(_importable(f"STATECHARTS['PERFORMERS'][{kind!r}]", performer))
     handlers = configured.get("EFFECT_HANDLERS", {})
     if not isinstance(handlers, dict):
         problems.append(
             Error("STATECHARTS['EFFECT_HANDLERS'] must be a dict.", id="statecharts.E001")
         )
         return problems
+    if handlers:
+        mapping = ", ".join(f"{k} -> {v.value}" for k, v in LEGACY_EFFECT_KINDS.items())
+        problems.append(
+            Warning(
+                "STATECHARTS['EFFECT_HANDLERS'] is deprecated: use STATECHARTS['PERFORMERS'], "
+                "keyed by instruction kind (a performer gets the instruction; its .effect is "
+                "what a handler got).",
+                hint=f"Effect kinds map to instruction kinds: {mapping}.",
+                id="statecharts.W001",
+            )
+        )
     for kind, handler in handlers.items():
-        if kind not in HANDLED_KINDS:
+        if kind not in LEGACY_EFFECT_KINDS:
             problems.append(
                 Error(
                     f"STATECHARTS['EFFECT_HANDLERS'] has an unknown effect kind {kind!r}.",
-                    hint=f"Kinds: {', '.join(sorted(HANDLED_KINDS))}.",
+                    hint=f"Kinds: {', '.join(sorted(LEGACY_EFFECT_KINDS))}.",
                     id="statecharts.E004",
                 )
             )
         problems.extend(_importable(f"STATECHARTS['EFFECT_HANDLERS'][{kind!r}]", handler))
+    return problems
+
+
+@register("database")
+def check_one_database(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Database routers are supported as long as every model a step writes is routed to the
+    one database steps use (a step is one transaction)."""
+    from statecharts.models import Execution
+
+    expected = router.db_for_write(Execution)
+    problems: list[CheckMessage] = []
+    for label in STEP_APPS:
+        if not apps.is_installed(label):
+            continue
+        for model in apps.get_app_config(label).get_models():
+            alias = router.db_for_write(model)
+            if alias != expected:
+                problems.append(
+                    Error(
+                        f"{model._meta.label} is routed to database {alias!r}, but steps "
+                        f"run on {expected!r} (where Execution is written).",
+                        hint="Route every model of the statecharts, timers and invocations "
+                        "apps to one database: a step writes them in one transaction.",
+                        id="statecharts.E010",
+                    )
+                )
     return problems
 
 

@@ -1,7 +1,9 @@
 """The project's settings: one namespaced dict, ``STATECHARTS``, read lazily.
 
 Every read goes through ``django.conf.settings`` at the time of use, so ``override_settings``
-works in tests. Defaults::
+works in tests. Each app owns its keys: it registers their defaults (and, optionally, a
+system check) with :func:`register_settings`, and the keys all live in the one ``STATECHARTS``
+dict. The ``statecharts`` app's own keys::
 
     STATECHARTS = {
         "CLOCK": "django.utils.timezone.now",      # injected clock: () -> aware datetime
@@ -11,27 +13,23 @@ works in tests. Defaults::
         "TIME_LIMIT_MS": 500,       # per ECMAScript evaluation
         "MEMORY_LIMIT_BYTES": 64 * 1024 * 1024,
         "OUTBOX_BATCH": 1_000,      # cross-execution deliveries done right after one step
-        "EFFECT_HANDLERS": {},      # effect kind -> dotted path (see statecharts.handlers)
-        # Timers (the timers app; see docs/timers.md):
-        "TIMER_BATCH": 100,         # timers one firer claims at a time
-        "TIMER_FIRE_CHUNK": 20,     # timers fired in one transaction (fewer commits per fire)
-        "TIMER_LEASE_SECONDS": 60,  # a claim expires: a dead firer only delays its timers
-        "TIMER_MAX_ATTEMPTS": 5,    # deliveries that raise, before a timer is marked failed
-        "TIMER_RETRY_SECONDS": 5,   # backoff base: 5 s, 10 s, 20 s, ...
-        "TIMER_SNOOZE_SECONDS": 300,  # an execution that needs migration: try again later
-        "TIMER_POLL_MS": 200,       # how often a sweeper looks for due timers
-        "TIMER_SWEEP_SECONDS": 90,  # how long one sweeper task lives (a schedule restarts it)
-        "TIMER_RETENTION_DAYS": 30, # prune_timers keeps settled rows this long
+        "OUTBOX_SWEEP_AGE_SECONDS": 5,  # the sweeper delivers messages left pending this long
+        "PERFORMERS": {},           # instruction kind -> dotted path (statecharts.stepper)
+        "EFFECT_HANDLERS": {},      # deprecated alias of PERFORMERS, by effect kind
     }
+
+The ``timers`` app registers the ``TIMER_*`` keys (``timers/conf.py``, docs/timers.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.conf import settings
+from django.core.checks import CheckMessage
 from django.utils.module_loading import import_string
 
 DEFAULTS: dict[str, Any] = {
@@ -42,27 +40,64 @@ DEFAULTS: dict[str, Any] = {
     "TIME_LIMIT_MS": 500,
     "MEMORY_LIMIT_BYTES": 64 * 1024 * 1024,
     "OUTBOX_BATCH": 1_000,
-    # Kinds not listed here are recorded in the history and logged as unhandled; the timers
-    # and invocations apps register theirs.
+    "OUTBOX_SWEEP_AGE_SECONDS": 5,
+    # Instruction kind -> dotted path of a performer (statecharts.stepper.register_performer):
+    # overrides what the apps register; None disables one (it is then recorded as unhandled).
+    "PERFORMERS": {},
+    # Deprecated (a system check warns): the same by effect kind, with the old signature.
     "EFFECT_HANDLERS": {},
-    "TIMER_BATCH": 100,
-    "TIMER_FIRE_CHUNK": 20,
-    "TIMER_LEASE_SECONDS": 60,
-    "TIMER_MAX_ATTEMPTS": 5,
-    "TIMER_RETRY_SECONDS": 5,
-    "TIMER_SNOOZE_SECONDS": 300,
-    "TIMER_POLL_MS": 200,
-    "TIMER_SWEEP_SECONDS": 90,
-    "TIMER_RETENTION_DAYS": 30,
 }
+
+SettingsCheck = Callable[[Mapping[str, Any]], list[CheckMessage]]
+
+
+@dataclass(frozen=True, slots=True)
+class SettingsGroup:
+    owner: str  # the app label that owns these keys
+    defaults: Mapping[str, Any]
+    check: SettingsCheck | None = None
+
+
+_groups: dict[str, SettingsGroup] = {}
+
+
+def register_settings(
+    owner: str, defaults: Mapping[str, Any], check: SettingsCheck | None = None
+) -> None:
+    """Make ``defaults`` keys of ``STATECHARTS`` known, owned by the app ``owner``.
+
+    ``check(configured)`` runs in ``manage.py check`` with the configured ``STATECHARTS``
+    dict and returns check messages. Registering the same owner again replaces its group; a
+    key owned by another app is refused.
+    """
+    for other in _groups.values():
+        clash = set(other.defaults) & set(defaults)
+        if other.owner != owner and clash:
+            raise ValueError(f"STATECHARTS keys {sorted(clash)} already belong to {other.owner}")
+    _groups[owner] = SettingsGroup(owner, dict(defaults), check)
+
+
+def registered_groups() -> list[SettingsGroup]:
+    return list(_groups.values())
+
+
+def all_defaults() -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    for group in _groups.values():
+        merged.update(group.defaults)
+    return merged
+
+
+register_settings("statecharts", DEFAULTS)
 
 
 class StatechartsSettings:
     def __getattr__(self, name: str) -> Any:
-        if name not in DEFAULTS:
-            raise AttributeError(f"unknown STATECHARTS setting {name!r}")
-        configured: dict[str, Any] = getattr(settings, "STATECHARTS", {}) or {}
-        return configured.get(name, DEFAULTS[name])
+        for group in _groups.values():
+            if name in group.defaults:
+                configured: dict[str, Any] = getattr(settings, "STATECHARTS", {}) or {}
+                return configured.get(name, group.defaults[name])
+        raise AttributeError(f"unknown STATECHARTS setting {name!r}")
 
     def clock(self) -> Callable[[], datetime]:
         clock = self.CLOCK

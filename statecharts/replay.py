@@ -1,9 +1,13 @@
 """Replay: re-drive an execution from its history and compare with what was stored.
 
 Every applied history row holds the input and the sha256 of the position blob the step
-produced. Replay feeds the same inputs to a fresh interpreter, giving the same answers to
-"is session X reachable?" that the stepper recorded, and compares positions step by step.
-The first difference is reported precisely; determinism of the core is what makes it pass.
+produced. Replay feeds the same inputs to a fresh interpreter, handing back what the host told
+the core in that step (the registered-types snapshot and the answers to "is session X
+reachable?", both recorded with the step), and compares positions step by step. The first
+difference is reported precisely; determinism of the core is what makes it pass.
+
+Rows written before the snapshot was recorded hold ``{}``: they were stepped with SCXML
+children and delayed sends allowed and no routes (``LEGACY_TYPES``), which is handed back.
 """
 
 from __future__ import annotations
@@ -13,12 +17,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from statecharts.conf import statecharts_settings
+from statecharts.core.host import SCXML_INVOKE_TYPES, Host, RegisteredTypes
 from statecharts.core.position import ChartIdentity, decode, encode
 from statecharts.core.state import State
 from statecharts.drivers.durable import Input, advance, status_of
 from statecharts.models import Execution
 from statecharts.models.history import Disposition
 from statecharts.runtime import compiled_chart, fresh_interpreter
+
+# What every step had before the snapshot was recorded (see the module docstring).
+LEGACY_TYPES = RegisteredTypes.of(invoke=SCXML_INVOKE_TYPES, timers=True)
+
+
+def recorded_host(registered_types: dict[str, Any], reachability: dict[str, bool]) -> Host:
+    """The host a step had, as its history row recorded it."""
+    types = RegisteredTypes.from_dict(registered_types) if registered_types else LEGACY_TYPES
+    answers = dict(reachability)
+    return Host(types, lambda session_id: answers.get(session_id, False))
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,13 +78,14 @@ def replay(execution: Execution | int) -> ReplayReport:
     for entry in execution.history.order_by("seq"):
         if entry.disposition != Disposition.APPLIED:
             continue
-        answers: dict[str, bool] = dict(entry.reachability)
-        interpreter.is_reachable = lambda session_id, answers=answers: answers.get(
-            session_id, False
-        )
+        host = recorded_host(entry.registered_types, entry.reachability)
         step_input = Input.from_dict(entry.input)
         outcome = advance(
-            interpreter, state, step_input, send_budget=statecharts_settings.SEND_BUDGET
+            interpreter,
+            state,
+            step_input,
+            send_budget=statecharts_settings.SEND_BUDGET,
+            host=host,
         )
         state = outcome.state
         blob = encode(state, identity)

@@ -7,12 +7,14 @@ class TimersConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from statecharts.handlers import register_default_handler
-
-        register_default_handler("send_delayed", "timers.scheduling.schedule")
-        register_default_handler("cancel", "timers.scheduling.cancel")
-
+        import timers.conf  # noqa: F401  (registers the TIMER_* settings)
+        from statecharts.core.plan import InstructionKind
         from statecharts.signals import execution_finished
+        from statecharts.stepper import register_performer
         from timers.scheduling import discard_when_finished
 
+        # The timer queue: delayed sends become rows, <cancel> cancels them. Registering
+        # SCHEDULE is what tells the core this deployment keeps delayed sends.
+        register_performer(InstructionKind.SCHEDULE, "timers.scheduling.schedule")
+        register_performer(InstructionKind.CANCEL_TIMERS, "timers.scheduling.cancel")
         execution_finished.connect(discard_when_finished, dispatch_uid="timers.discard")

@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from statecharts.conf import statecharts_settings
+from timers.conf import timer_settings
 from timers.firing import FireReport, fire_due
 from timers.models import Timer
 
@@ -65,7 +65,7 @@ def sweep(
     """
     seconds = task_budget() if seconds is None else seconds
     enqueue = enqueue or _enqueue
-    poll = statecharts_settings.TIMER_POLL_MS / 1000
+    poll = timer_settings.TIMER_POLL_MS / 1000
     deadline = monotonic() + seconds
     enqueued = 0
     with _stop_on_signal() as stopping:
@@ -86,7 +86,7 @@ def _claimable_waiting() -> bool:
     poll with 1,000,000 pending and 1,000,000 settled rows and nothing due; see
     docs/performance.md).
     """
-    now = statecharts_settings.now()
+    now = timer_settings.now()
     return Timer.objects.claimable(now).values_list("pk", flat=True).first() is not None
 
 
@@ -141,7 +141,7 @@ def task_budget() -> float:
     ``timeout`` kills the task and before its ``retry`` hands it out again."""
     from django_q.conf import Conf
 
-    seconds = float(statecharts_settings.TIMER_SWEEP_SECONDS)
+    seconds = float(timer_settings.TIMER_SWEEP_SECONDS)
     for bound in (Conf.TIMEOUT, Conf.RETRY):
         if bound and bound > 0:
             seconds = min(seconds, bound - min(MARGIN_SECONDS, bound / 2))

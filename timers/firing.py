@@ -14,18 +14,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
+from django.db import connections, transaction
 from django.db.models import F
 
-from statecharts import statements, stepper
-from statecharts.conf import statecharts_settings
-from statecharts.core.effects import SEND, Effect
-from statecharts.core.events import Event
-from statecharts.core.position import decode
-from statecharts.drivers.durable import Input
-from statecharts.handlers import EffectContext, effect_handler
-from statecharts.models import Execution, ExecutionStatus, OutboxMessage
+from statecharts import stepper
+from statecharts.core.plan import Instruction, InstructionKind, delivery
+from statecharts.models import Execution, ExecutionStatus
 from statecharts.models.executions import TERMINAL_STATUSES
+from timers.conf import timer_settings
 from timers.models import Timer, TimerStatus
 
 log = logging.getLogger("timers")
@@ -37,7 +33,6 @@ RETRYING = "retrying"
 FAILED = "failed"
 SKIPPED = "skipped"  # settled or taken by someone else meanwhile
 
-TARGET_KINDS = frozenset({"self", "internal", "session", "parent", "invoke"})
 
 
 class Undecodable(Exception):
@@ -77,14 +72,17 @@ def claim_rows(now: datetime, limit: int, *, lease: timedelta | None = None) -> 
     timer delivers (event, target, context) never changes after it is written, so the
     firing transaction only has to re-check its status, under the execution's lock.
     """
-    lease = lease or timedelta(seconds=statecharts_settings.TIMER_LEASE_SECONDS)
-    with transaction.atomic():
-        candidates = Timer.objects.claimable(now)
-        if connection.features.has_select_for_update_skip_locked:
+    lease = lease or timedelta(seconds=timer_settings.TIMER_LEASE_SECONDS)
+    database = stepper.database()
+    with transaction.atomic(using=database):
+        candidates = Timer.objects.using(database).claimable(now)
+        if connections[database].features.has_select_for_update_skip_locked:
             candidates = candidates.select_for_update(skip_locked=True)
         timers = list(candidates[:limit])
         if timers:
-            Timer.objects.filter(pk__in=[t.pk for t in timers]).update(claimed_until=now + lease)
+            Timer.objects.using(database).filter(pk__in=[t.pk for t in timers]).update(
+                claimed_until=now + lease
+            )
     return timers
 
 
@@ -95,10 +93,10 @@ def fire_due(*, now: datetime | None = None, limit: int | None = None) -> FireRe
     (``fire_rows``). Without ``now`` each chunk reads the clock when it starts, so its steps
     are stamped with the time they really ran, not the time the batch was claimed.
     """
-    limit = limit or statecharts_settings.TIMER_BATCH
+    limit = limit or timer_settings.TIMER_BATCH
     report = FireReport()
-    timers = claim_rows(now or statecharts_settings.now(), limit)
-    chunk = statecharts_settings.TIMER_FIRE_CHUNK
+    timers = claim_rows(now or timer_settings.now(), limit)
+    chunk = timer_settings.TIMER_FIRE_CHUNK
     for start in range(0, len(timers), chunk):
         for outcome in fire_rows(timers[start : start + chunk], now=now):
             report.add(outcome)
@@ -118,7 +116,7 @@ def fire_all_due(*, now: datetime | None = None, batch: int | None = None) -> Fi
 
 def fire(timer_id: int, *, now: datetime | None = None) -> str:
     """Fire one timer if it is still pending and due; returns the outcome."""
-    timer = Timer.objects.filter(pk=timer_id).first()
+    timer = Timer.objects.using(stepper.database()).filter(pk=timer_id).first()
     if timer is None or timer.status != TimerStatus.PENDING:
         return SKIPPED
     return fire_row(timer, now=now)
@@ -132,10 +130,10 @@ def fire_row(timer: Timer, *, now: datetime | None = None) -> str:
     a cancel that committed first wins), deliver. A delivery that raises rolls all of it
     back; the attempt is then recorded in a transaction of its own.
     """
-    now = now or statecharts_settings.now()
+    now = now or timer_settings.now()
     outbox: list[int] = []
     try:
-        with transaction.atomic(durable=True):
+        with transaction.atomic(using=stepper.database(), durable=True):
             outcome = _fire_locked(timer, now, outbox)
     except Exception as exc:  # the delivery's own failure, recorded on the row
         outcome = _retry_or_fail(timer, now, exc)
@@ -157,10 +155,10 @@ def fire_rows(timers: list[Timer], *, now: datetime | None = None) -> list[str]:
     """
     if len(timers) <= 1:
         return [fire_row(timer, now=now) for timer in timers]
-    fire_now = now or statecharts_settings.now()
+    fire_now = now or timer_settings.now()
     outbox: list[int] = []
     try:
-        with transaction.atomic(durable=True):
+        with transaction.atomic(using=stepper.database(), durable=True):
             outcomes = _fire_batch_locked(timers, fire_now, outbox)
     except Exception as exc:  # anything: the timers are then fired one by one
         log.info("timers %s: batch rolled back (%s), firing one by one", len(timers), exc)
@@ -191,12 +189,12 @@ def _fire_batch_locked(timers: list[Timer], now: datetime, outbox: list[int]) ->
     of the same execution goes through ``_fire_with`` after the earlier steps, seeing their
     effects (``step_locked`` updates the locked instance in place).
     """
-    executions = statements.lock_executions({timer.execution_id for timer in timers})
+    executions = stepper.lock_many({timer.execution_id for timer in timers})
     first: dict[int, Timer] = {}
     for timer in timers:
         first.setdefault(timer.execution_id, timer)
     decided: dict[int, str] = {}  # first timers settled without delivery
-    deliveries: dict[int, tuple[Event, dict[str, Any]]] = {}
+    deliveries: dict[int, Instruction] = {}
     for timer in first.values():
         execution = executions.get(timer.execution_id)
         outcome = _liveness(timer, execution, now)
@@ -218,9 +216,8 @@ def _fire_batch_locked(timers: list[Timer], now: datetime, outbox: list[int]) ->
         elif timer.pk not in taken:
             outcomes.append(SKIPPED)  # cancelled, fired or rescheduled since it was read
         else:
-            event, target = deliveries[timer.pk]
             execution = executions[timer.execution_id]
-            outcomes.append(_deliver(execution, timer, event, target, now, outbox))
+            outcomes.append(_deliver(execution, timer, deliveries[timer.pk], now, outbox))
     return outcomes
 
 
@@ -241,7 +238,7 @@ def _liveness(timer: Timer, execution: Execution | None, now: datetime) -> str |
         reason = f"execution {execution.status} before the timer was due"
         return _settle(timer, TimerStatus.DISCARDED, now, reason)
     if execution.status == ExecutionStatus.NEEDS_MIGRATION:
-        return _snooze(timer, now)
+        return _snooze(timer, now, reason="execution needs migration: snoozed")
     return None
 
 
@@ -252,12 +249,12 @@ def _fire_with(execution: Execution | None, timer: Timer, now: datetime, outbox:
         return outcome
     assert execution is not None
     try:
-        event, target = _decode(timer)
+        instruction = _decode(timer)
     except Undecodable as exc:
         return _settle(timer, TimerStatus.DISCARDED, now, f"undecodable: {exc}")
     if _settle(timer, TimerStatus.FIRED, now, "") == SKIPPED:
         return SKIPPED  # cancelled, fired or rescheduled since it was read
-    return _deliver(execution, timer, event, target, now, outbox)
+    return _deliver(execution, timer, instruction, now, outbox)
 
 
 def _lock_execution(execution_id: int) -> Execution | None:
@@ -267,65 +264,40 @@ def _lock_execution(execution_id: int) -> Execution | None:
         return None
 
 
-def _decode(timer: Timer) -> tuple[Event, dict[str, Any]]:
-    try:
-        event = Event.from_dict(timer.event)
-        target = dict(timer.target)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise Undecodable(repr(exc)) from None
-    if not isinstance(event.name, str) or target.get("kind") not in TARGET_KINDS:
-        raise Undecodable(f"target {timer.target!r}")
-    return event, target
+def _decode(timer: Timer) -> Instruction:
+    """The delivery the planner makes of the stored target and event (the same rule as for an
+    immediate send); a row it cannot read is ``Undecodable``."""
+    instruction = delivery(timer.target, timer.event)
+    if instruction.kind is InstructionKind.UNROUTABLE:
+        raise Undecodable(instruction.reason)
+    return instruction
 
 
 def _deliver(
     execution: Execution,
     timer: Timer,
-    event: Event,
-    target: dict[str, Any],
+    instruction: Instruction,
     now: datetime,
     outbox: list[int],
 ) -> str:
-    kind = target["kind"]
-    if kind in ("self", "internal"):
-        step_input = Input.internal(event) if kind == "internal" else Input.external(event)
-        _result, refusal = stepper.step_locked(execution, step_input, now, outbox, timer.context)
-        if refusal is not None:  # the position no longer matches its chart
-            return _snooze(timer, now, taken=True)
-    elif kind in ("session", "parent"):
-        # Delivered to the other execution after the commit, exactly once, by the outbox.
-        message = OutboxMessage.objects.create(
-            sender=execution,
-            target_session_id=target["session_id"],
-            event=timer.event,
-            send_id=timer.send_id,
-            created=now,
-        )
-        outbox.append(message.pk)
-    else:  # "invoke": the invocations app knows where the child lives
-        handler = effect_handler("send:invoke")
-        if handler is None:
-            reason = "no handler for sends to invoked children (the invocations app)"
-            Timer.objects.filter(pk=timer.pk).update(status=TimerStatus.DISCARDED, reason=reason)
-            return DISCARDED
-        state = decode(bytes(execution.position)).state
-        context = EffectContext(execution, state, now, execution.steps, timer.context)
-        handler(
-            context,
-            Effect(
-                SEND,
-                {"target": target, "event": timer.event, "send_id": timer.send_id},
-                timer.macrostep,
-                timer.microstep,
-                timer.round,
-            ),
-        )
+    """Perform the delivery through the stepper's public API (a step of this execution, an
+    outbox row, or an app's performer), in the fire's transaction."""
+    try:
+        stepper.perform_delivery(execution, instruction, now, outbox, timer.context)
+    except stepper.NeedsMigration:  # the position no longer matches its chart
+        return _snooze(timer, now, taken=True, reason="execution needs migration: snoozed")
+    except stepper.NoPerformer as exc:
+        # A fact about this deployment (e.g. the app that delivers to invoked children is not
+        # installed here yet), not about the row: try again later, no attempt spent.
+        return _snooze(timer, now, taken=True, reason=f"{exc}: snoozed")
     return FIRED
 
 
 def _still_pending(timer: Timer, now: datetime) -> Any:
     """The row, if it is still pending and due (the caller holds the execution's lock)."""
-    return Timer.objects.filter(pk=timer.pk, status=TimerStatus.PENDING, due__lte=now)
+    return Timer.objects.using(stepper.database()).filter(
+        pk=timer.pk, status=TimerStatus.PENDING, due__lte=now
+    )
 
 
 def _settle(timer: Timer, status: str, now: datetime, reason: str) -> str:
@@ -343,7 +315,7 @@ def _settle_ids(pks: list[int], status: str, now: datetime, reason: str) -> set[
     database has it; else one conditional UPDATE per row (its row count tells)."""
     if not pks:
         return set()
-    conn = connections[DEFAULT_DB_ALIAS]
+    conn = connections[stepper.database()]
     returning = conn.vendor == "postgresql"
     size = len(pks) if returning else 1
     key = (conn.vendor, size)
@@ -375,23 +347,27 @@ _settle_sql: dict[tuple[str, int], str] = {}
 _DATETIME = Timer._meta.get_field("settled")
 
 
-def _snooze(timer: Timer, now: datetime, *, taken: bool = False) -> str:
+def _snooze(timer: Timer, now: datetime, *, reason: str, taken: bool = False) -> str:
     """Try again later; no attempt is spent: nothing was tried."""
-    delay = timedelta(seconds=statecharts_settings.TIMER_SNOOZE_SECONDS)
-    rows = Timer.objects.filter(pk=timer.pk) if taken else _still_pending(timer, now)
+    delay = timedelta(seconds=timer_settings.TIMER_SNOOZE_SECONDS)
+    rows = (
+        Timer.objects.using(stepper.database()).filter(pk=timer.pk)
+        if taken
+        else _still_pending(timer, now)
+    )
     snoozed = rows.update(
         status=TimerStatus.PENDING,
         settled=None,
         due=now + delay,
         claimed_until=None,
-        reason="execution needs migration: snoozed",
+        reason=reason[:300],
     )
     return SNOOZED if snoozed else SKIPPED
 
 
 def _retry_or_fail(timer: Timer, now: datetime, exc: Exception) -> str:
     """Record a failed delivery: retry later with backoff, or give up after the last attempt."""
-    with transaction.atomic(durable=True):
+    with transaction.atomic(using=stepper.database(), durable=True):
         _lock_execution(timer.execution_id)  # the same lock order as every step
         return _record_attempt(timer, now, exc)
 
@@ -402,8 +378,8 @@ def _record_attempt(timer: Timer, now: datetime, exc: Exception) -> str:
         return SKIPPED  # settled by someone else meanwhile
     attempts = current + 1
     error = f"{type(exc).__name__}: {exc}"
-    if attempts >= statecharts_settings.TIMER_MAX_ATTEMPTS:
-        Timer.objects.filter(pk=timer.pk).update(
+    if attempts >= timer_settings.TIMER_MAX_ATTEMPTS:
+        Timer.objects.using(stepper.database()).filter(pk=timer.pk).update(
             status=TimerStatus.FAILED,
             attempts=F("attempts") + 1,
             last_error=error,
@@ -412,8 +388,8 @@ def _record_attempt(timer: Timer, now: datetime, exc: Exception) -> str:
             claimed_until=None,
         )
         return FAILED
-    backoff = statecharts_settings.TIMER_RETRY_SECONDS * 2 ** (attempts - 1)
-    Timer.objects.filter(pk=timer.pk).update(
+    backoff = timer_settings.TIMER_RETRY_SECONDS * 2 ** (attempts - 1)
+    Timer.objects.using(stepper.database()).filter(pk=timer.pk).update(
         attempts=F("attempts") + 1,
         last_error=error,
         due=now + timedelta(seconds=backoff),

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from statecharts.conf import statecharts_settings
 from statecharts.models import Execution, ExecutionStatus
+from timers.conf import timer_settings
 from timers.models import Timer
 
 
@@ -16,8 +16,8 @@ def prune(*, now: datetime | None = None, retention: timedelta | None = None) ->
     step: its rows are kept however old they are. A finished (or deleted) execution
     schedules nothing again, so its settled rows can go. Returns how many were deleted.
     """
-    now = now or statecharts_settings.now()
-    retention = retention or timedelta(days=statecharts_settings.TIMER_RETENTION_DAYS)
+    now = now or timer_settings.now()
+    retention = retention or timedelta(days=timer_settings.TIMER_RETENTION_DAYS)
     live = Execution.objects.filter(
         status__in=[ExecutionStatus.ACTIVE, ExecutionStatus.NEEDS_MIGRATION]
     ).values("pk")

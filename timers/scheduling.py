@@ -1,29 +1,35 @@
-"""The effect handlers the timers app registers: ``send_delayed`` and ``cancel``.
+"""The performers the timers app registers: ``schedule`` and ``cancel_timers``.
 
-Both run inside the step's transaction, with the execution row locked by the stepper.
+Both run inside the step's transaction, with the execution row locked by the stepper (the
+lock order: the execution, then its timer rows).
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
 
-from statecharts.core.effects import Effect
-from statecharts.handlers import EffectContext
+from statecharts.core.plan import Instruction
 from statecharts.models import Execution
+from statecharts.stepper import StepContext, database
 from timers.models import Timer, TimerStatus
 
 
-def schedule(context: EffectContext, effect: Effect) -> None:
-    """Write the timer row. The same (execution, ordinal) twice is a no-op, forever."""
+def schedule(context: StepContext, instruction: Instruction) -> None:
+    """Write the timer row. The same (execution, ordinal) twice is a no-op, forever.
+
+    The row keeps the target and event as the planner read them; when it fires, the planner
+    makes its delivery of them again (``statecharts.core.plan.delivery``)."""
+    effect = instruction.effect
+    assert effect is not None and instruction.target is not None
     data = effect.data
-    Timer.objects.bulk_create(
+    Timer.objects.using(database()).bulk_create(
         [
             Timer(
                 execution=context.execution,
                 send_id=data["send_id"],
                 ordinal=data["ordinal"],
                 event=data["event"],
-                target=data["target"],
+                target=instruction.target.to_dict(),
                 due=context.now + timedelta(milliseconds=data["delay_ms"]),
                 macrostep=effect.macrostep,
                 microstep=effect.microstep,
@@ -38,13 +44,15 @@ def schedule(context: EffectContext, effect: Effect) -> None:
     )
 
 
-def cancel(context: EffectContext, effect: Effect) -> None:
+def cancel(context: StepContext, instruction: Instruction) -> None:
     """Cancel every pending timer of this execution under the send id (spec 6.3).
 
     A cancel that matches nothing is a no-op; other executions' timers are never touched.
     """
-    Timer.objects.filter(
-        execution=context.execution, send_id=effect.data["send_id"], status=TimerStatus.PENDING
+    Timer.objects.using(database()).filter(
+        execution=context.execution,
+        send_id=instruction.data["send_id"],
+        status=TimerStatus.PENDING,
     ).update(
         status=TimerStatus.CANCELLED,
         reason=f"cancelled by <cancel> in step {context.seq}",
@@ -57,7 +65,9 @@ def discard_when_finished(sender: object, execution: Execution, **kwargs: object
     """``execution_finished`` receiver: the pending timers of an execution that has just
     completed, failed or been cancelled are marked discarded in that same step, so lists of
     pending timers stay true. (Firing re-checks liveness anyway: this is not the guarantee.)"""
-    Timer.objects.filter(execution=execution, status=TimerStatus.PENDING).update(
+    Timer.objects.using(database()).filter(
+        execution=execution, status=TimerStatus.PENDING
+    ).update(
         status=TimerStatus.DISCARDED,
         reason=f"execution {execution.status} before the timer was due",
         settled=execution.ended or execution.updated,

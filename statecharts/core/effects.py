@@ -1,46 +1,85 @@
 """Effects: what a step asks the host to do, as plain data, in the order the spec performs it.
 
 Every effect is stamped with the macrostep, microstep and round that produced it. The
-interpreter never performs an effect itself; drivers do, at the edge.
+interpreter never performs an effect itself; the planner (``statecharts.core.plan``) turns
+each one into a typed instruction, and drivers perform instructions, at the edge.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
-# Kinds a driver must perform (or consciously ignore).
-SEND = "send"  # immediate external send: {"target": Target, "event": {...}, "send_id"}
-SEND_DELAYED = "send_delayed"  # + "delay_ms", "ordinal", "content_index", "owner", "id_from_author"
-CANCEL = "cancel"  # {"send_id", "ordinal"}
-INVOKE = "invoke"  # {"invokeid", "type", "src", "content", "data", "autoforward", "state"}
-CANCEL_INVOKE = "cancel_invoke"  # {"invokeid"}
-AUTOFORWARD = "autoforward"  # {"invokeid", "event"}
-DONE = "done"  # {"donedata", "donedata_error": bool, "final": state id | None, "reason"}
-BUDGET_EXHAUSTED = "budget_exhausted"  # {"rounds", "budget"}
-LOG = "log"  # {"label", "value"}
-DATAMODEL_CHANGE = "datamodel_change"  # {"datamodel": dict}
-# Trace effects, only with tracing on.
-TRACE_EVENT = "trace.event_dequeued"
-TRACE_TRANSITIONS = "trace.transitions_selected"
-TRACE_EXIT = "trace.exit_set"
-TRACE_ENTRY = "trace.entry_set"
-TRACE_STABLE = "trace.macrostep_stable"
+from statecharts.core.targets import Target
+
+
+class EffectKind(StrEnum):
+    """The effect vocabulary. Members are ``str``: ``EffectKind.SEND == "send"``, and an
+    effect's ``to_dict()`` (stored in history rows) holds the plain value."""
+
+    SEND = "send"  # immediate send: {"target": Target, "event": {...}, "send_id", "send_ordinal"}
+    # + "delay_ms", "ordinal", "content_index", "owner", "id_from_author"
+    SEND_DELAYED = "send_delayed"
+    CANCEL = "cancel"  # {"send_id", "ordinal"}
+    # {"invokeid", "type", "src", "content", "data", "autoforward", "state", "base_path",
+    #  "invoke_ordinal"}
+    INVOKE = "invoke"
+    CANCEL_INVOKE = "cancel_invoke"  # {"invokeid", "invoke_ordinal"}
+    AUTOFORWARD = "autoforward"  # {"invokeid", "invoke_ordinal", "event"}
+    # {"donedata", "donedata_error": bool, "final": state id | None, "reason", "error"?}
+    DONE = "done"
+    BUDGET_EXHAUSTED = "budget_exhausted"  # {"rounds", "budget"}
+    LOG = "log"  # {"label", "value"}
+    DATAMODEL_CHANGE = "datamodel_change"  # {"datamodel": dict}
+    # Trace effects, only with tracing on.
+    TRACE_EVENT = "trace.event_dequeued"
+    TRACE_TRANSITIONS = "trace.transitions_selected"
+    TRACE_EXIT = "trace.exit_set"
+    TRACE_ENTRY = "trace.entry_set"
+    TRACE_STABLE = "trace.macrostep_stable"
+
+    @property
+    def is_trace(self) -> bool:
+        return self.value.startswith("trace.")
+
+
+# The module-level names the code has always used.
+SEND = EffectKind.SEND
+SEND_DELAYED = EffectKind.SEND_DELAYED
+CANCEL = EffectKind.CANCEL
+INVOKE = EffectKind.INVOKE
+CANCEL_INVOKE = EffectKind.CANCEL_INVOKE
+AUTOFORWARD = EffectKind.AUTOFORWARD
+DONE = EffectKind.DONE
+BUDGET_EXHAUSTED = EffectKind.BUDGET_EXHAUSTED
+LOG = EffectKind.LOG
+DATAMODEL_CHANGE = EffectKind.DATAMODEL_CHANGE
+TRACE_EVENT = EffectKind.TRACE_EVENT
+TRACE_TRANSITIONS = EffectKind.TRACE_TRANSITIONS
+TRACE_EXIT = EffectKind.TRACE_EXIT
+TRACE_ENTRY = EffectKind.TRACE_ENTRY
+TRACE_STABLE = EffectKind.TRACE_STABLE
 
 
 @dataclass(frozen=True, slots=True)
 class Effect:
-    kind: str
+    kind: EffectKind
     data: dict[str, Any]
     macrostep: int
     microstep: int
     round: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
+        """JSON-compatible: the stamps and ``data`` flattened (a target as its dict)."""
+        raw: dict[str, Any] = {
+            "kind": str(self.kind),
             "macrostep": self.macrostep,
             "microstep": self.microstep,
             "round": self.round,
             **self.data,
         }
+        target = raw.get("target")
+        if isinstance(target, Target):
+            raw["target"] = target.to_dict()
+        return raw

@@ -24,6 +24,9 @@ class Event:
     origin: str | None = None
     origintype: str | None = None
     invokeid: str | None = None
+    # The event as it arrived from outside, for I/O processors that have one (Basic HTTP:
+    # the request body, read by charts as ``_event.raw``); None for every other event.
+    raw: str | None = None
     # Parts of ``name`` split on ".", computed once for descriptor matching.
     parts: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
@@ -32,7 +35,7 @@ class Event:
             object.__setattr__(self, "parts", tuple(self.name.split(".")))
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        raw = {
             "name": self.name,
             "type": self.type,
             "data": self.data,
@@ -41,6 +44,9 @@ class Event:
             "origintype": self.origintype,
             "invokeid": self.invokeid,
         }
+        if self.raw is not None:  # (absent otherwise: stored events keep their shape)
+            raw["raw"] = self.raw
+        return raw
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Event:
@@ -52,6 +58,7 @@ class Event:
             origin=raw.get("origin"),
             origintype=raw.get("origintype"),
             invokeid=raw.get("invokeid"),
+            raw=raw.get("raw"),
         )
 
 
@@ -62,7 +69,7 @@ def external_event(name: str, data: Any = None) -> Event:
     """``Event(name, EXTERNAL, data)``, built at about half the cost (a driver's per-event
     path)."""
     event: Event = _new_event(
-        name, EXTERNAL, data, None, None, None, None, tuple(name.split("."))
+        name, EXTERNAL, data, None, None, None, None, None, tuple(name.split("."))
     )
     return event
 

@@ -30,6 +30,7 @@ from statecharts.core.events import (
     Event,
     descriptor_matches,
 )
+from statecharts.core.host import DEFAULT_HOST, SCXML_INVOKE_TYPES, SCXML_SEND_TYPES, Host
 from statecharts.core.model import (
     Action,
     Assign,
@@ -56,14 +57,12 @@ from statecharts.core.state import (
     new_state,
     positional_constructor,
 )
+from statecharts.core.targets import Target, TargetKind
 
 DEFAULT_ROUND_BUDGET = 10_000
 _CONFIGURATION_CACHE_SIZE = 1024
-SCXML_TYPES = frozenset({SCXML_PROCESSOR, SCXML_PROCESSOR_SHORT})
-INVOKE_SCXML_TYPES = frozenset(
-    {"scxml", "http://www.w3.org/TR/scxml/", "http://www.w3.org/TR/scxml"}
-)
-
+SCXML_TYPES = SCXML_SEND_TYPES
+INVOKE_SCXML_TYPES = SCXML_INVOKE_TYPES
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,9 +81,13 @@ class _Stop(Exception):
     """An element of executable content failed; the rest of its block is skipped."""
 
 
-def ioprocessors(session_id: str) -> dict[str, Any]:
+def ioprocessors(session_id: str, extra: dict[str, str] | None = None) -> dict[str, Any]:
+    """``_ioprocessors``: the SCXML processor, plus what the host added (type -> location)."""
     location = {"location": f"#_scxml_{session_id}"}
-    return {SCXML_PROCESSOR_SHORT: location, SCXML_PROCESSOR: location}
+    processors: dict[str, Any] = {SCXML_PROCESSOR_SHORT: location, SCXML_PROCESSOR: location}
+    for kind, where in (extra or {}).items():
+        processors.setdefault(kind, {"location": where})
+    return processors
 
 
 class Interpreter:
@@ -97,6 +100,7 @@ class Interpreter:
         tracing: bool = False,
         round_budget: int = DEFAULT_ROUND_BUDGET,
         limits: Limits | None = None,
+        host: Host | None = None,
         is_reachable: Callable[[str], bool] | None = None,
     ) -> None:
         self.chart = chart
@@ -104,9 +108,13 @@ class Interpreter:
         self.tracing = tracing
         self.round_budget = round_budget
         self.limits = limits
-        # The one synchronous question the core may ask its host: can a session be reached
-        # by <send target="#_scxml_<id>">? It must answer from the host's own records.
-        self.is_reachable = is_reachable or (lambda _session_id: False)
+        # What the host tells the core (statecharts.core.host): its registered types and the
+        # answer to "can session X be reached?". The default for every entry point; a host
+        # that steps several sessions passes its own per call (``host=``).
+        if host is None:
+            host = DEFAULT_HOST if is_reachable is None else Host(is_reachable=is_reachable)
+        self.host = host
+        self._host = host  # the one in force for the entry point running now
         self._live: State | None = None
         self._dm: Datamodel | None = None
         self._select_cache: dict[str, dict[int, tuple[Transition, ...]]] = {}
@@ -146,14 +154,20 @@ class Interpreter:
         data: dict[str, Any] | None = None,
         parent_session_id: str | None = None,
         invokeid: str | None = None,
+        io_processors: dict[str, str] | None = None,
+        host: Host | None = None,
     ) -> Step:
         """Start the chart: datamodel, global script, initial entry, first macrostep.
 
         ``data`` overrides top-level ``<data>`` values by id (spec: invoke params/namelist).
+        ``io_processors`` adds host Event I/O processors to ``_ioprocessors`` (type ->
+        location); the state keeps them, so later steps see the same.
         """
-        self._begin_fresh(session_id, parent_session_id, invokeid)
+        self._host = host or self.host
+        self._begin_fresh(session_id, parent_session_id, invokeid, io_processors or None)
         chart = self.chart
         self.n_send = self.n_invoke = self.n_ordinal = self.n_microstep = self.n_round = 0
+        self.n_invocation = 0
         self.n_macrostep = 1
         if chart.binding == "early":
             for node in self.states:
@@ -173,10 +187,11 @@ class Interpreter:
             self.enterStates([root.initial])
         return self._finish_macrostep(initial=True)
 
-    def handle_event(self, state: State, event: Event) -> Step:
+    def handle_event(self, state: State, event: Event, *, host: Host | None = None) -> Step:
         """Process one external event to quiescence (one macrostep)."""
         if not state.running:
             raise NotRunningError(f"session {state.session_id} is no longer running")
+        self._host = host or self.host
         self._begin(state)
         if self.tracing:
             self._emit(fx.TRACE_EVENT, event=event.to_dict())
@@ -189,39 +204,51 @@ class Interpreter:
             if invocation.invokeid == event.invokeid:
                 self.applyFinalize(inv, event)
             if invocation.autoforward:
-                self._emit(fx.AUTOFORWARD, invokeid=invocation.invokeid, event=event.to_dict())
+                self._emit(
+                    fx.AUTOFORWARD,
+                    invokeid=invocation.invokeid,
+                    invoke_ordinal=invocation.ordinal,
+                    event=event.to_dict(),
+                )
         enabled = self.selectTransitions(event)
         if enabled:
             self.microstep(enabled)
         return self._finish_macrostep()
 
-    def deliver_internal(self, state: State, event: Event) -> Step:
+    def deliver_internal(self, state: State, event: Event, *, host: Host | None = None) -> Step:
         """Put ``event`` on the internal queue and run a macrostep (delayed ``#_internal``)."""
         if not state.running:
             raise NotRunningError(f"session {state.session_id} is no longer running")
+        self._host = host or self.host
         self._begin(state)
         self.internal_queue.append(event)
         return self._finish_macrostep()
 
-    def cancel(self, state: State, *, reason: str = "cancelled") -> Step:
+    def cancel(
+        self, state: State, *, reason: str = "cancelled", host: Host | None = None
+    ) -> Step:
         """Stop the chart from outside: onexit runs for every active state, then ``done``."""
         if not state.running:
             raise NotRunningError(f"session {state.session_id} is no longer running")
+        self._host = host or self.host
         self._begin(state)
         self.running = False
         self.outcome = reason
         return self._finish_macrostep(stopping=True)
 
-    def macrostep(self, state: State, event: Event | None = None) -> Step:
+    def macrostep(
+        self, state: State, event: Event | None = None, *, host: Host | None = None
+    ) -> Step:
         """Fold to quiescence: with an event, ``handle_event``; else drain the internal queue."""
         if event is not None:
-            return self.handle_event(state, event)
+            return self.handle_event(state, event, host=host)
         if not state.running:
             raise NotRunningError(f"session {state.session_id} is no longer running")
+        self._host = host or self.host
         self._begin(state)
         return self._finish_macrostep()
 
-    def microstep_once(self, state: State) -> tuple[Step, bool]:
+    def microstep_once(self, state: State, *, host: Host | None = None) -> tuple[Step, bool]:
         """One round (for a step debugger): an eventless microstep, or one internal event.
 
         Returns the step and whether anything happened. Does not run invocations or the
@@ -229,18 +256,26 @@ class Interpreter:
         """
         if not state.running:
             raise NotRunningError(f"session {state.session_id} is no longer running")
+        self._host = host or self.host
         self._begin(state)
         progressed = self._one_round()
         return self._snapshot_step(), progressed
 
     # ==== working state ========================================================================
 
-    def _begin_fresh(self, session_id: str, parent: str | None, invokeid: str | None) -> None:
+    def _begin_fresh(
+        self,
+        session_id: str,
+        parent: str | None,
+        invokeid: str | None,
+        io_processors: dict[str, str] | None,
+    ) -> None:
         self._discard_live()
         self.session_id = session_id
         self.name = self.chart.name
         self.parent_session_id = parent
         self.invokeid = invokeid
+        self.io_processors = dict(io_processors) if io_processors else None
         self.configuration: set[int] = set()
         self._atomics = None
         self._config_tuple = None
@@ -274,6 +309,7 @@ class Interpreter:
         self.name = state.name
         self.parent_session_id = state.parent_session_id
         self.invokeid = state.invokeid
+        self.io_processors = state.io_processors
         self.configuration = set(state.configuration)
         self._atomics = None
         self._config_tuple = None
@@ -298,6 +334,7 @@ class Interpreter:
         c = state.counters
         self.n_send, self.n_invoke, self.n_ordinal = c.send, c.invoke, c.ordinal
         self.n_macrostep, self.n_microstep, self.n_round = c.macrostep + 1, c.microstep, c.round
+        self.n_invocation = c.invocation
         self.effects = []
         self.rounds_this_macrostep = 0
         self._previous_snapshot = state.datamodel_json
@@ -307,7 +344,7 @@ class Interpreter:
         dm.bind_system(
             self.session_id,
             name if name is not None else self.chart.name,
-            ioprocessors(self.session_id),
+            ioprocessors(self.session_id, self.io_processors),
             self._in_state,
             self._active_ids,
         )
@@ -458,10 +495,12 @@ class Interpreter:
                 self.n_macrostep,
                 self.n_microstep,
                 self.n_round,
+                self.n_invocation,
             ),
             self.parent_session_id,
             self.invokeid,
             self.outcome,
+            self.io_processors,
         )
         if state.running:
             self._live = state
@@ -488,7 +527,6 @@ class Interpreter:
             self.dm.configuration_changed()
             if node.kind == Kind.FINAL and node.parent == 0:
                 final_child = node
-        self.internal_queue.clear()
         if final_child is not None:
             self.outcome = self.outcome or "final"
             self.returnDoneEvent(final_child)
@@ -497,12 +535,24 @@ class Interpreter:
             self._emit(
                 fx.DONE, final=None, donedata=None, donedata_error=False, reason=self.outcome
             )
+        # A stopped session is quiescent by construction: nothing can dequeue an internal
+        # event once the loop has stopped, so what is still queued (sibling done.state.*
+        # events, or the error.execution of a failing <donedata>, raised just above) is
+        # unreachable, not pending. Cleared last, after returnDoneEvent.
+        self.internal_queue.clear()
 
     def returnDoneEvent(self, final: StateNode) -> None:
-        donedata, failed = self._donedata(final)
-        self._emit(
-            fx.DONE, final=final.id, donedata=donedata, donedata_error=failed, reason=self.outcome
-        )
+        donedata, error = self._donedata(final)
+        if error is None:
+            self._emit(
+                fx.DONE, final=final.id, donedata=donedata, donedata_error=False,
+                reason=self.outcome,
+            )
+        else:  # spec 5.7: the done event then carries no data; the error is kept beside it
+            self._emit(
+                fx.DONE, final=final.id, donedata=None, donedata_error=True,
+                reason=self.outcome, error=error,
+            )
 
     def _atomic_states(self) -> list[int]:
         atomics = self._atomics
@@ -921,17 +971,18 @@ class Interpreter:
             except DatamodelError as exc:
                 self._raise_error("error.execution", str(exc))
 
-    def _donedata(self, final: StateNode) -> tuple[Any, bool]:
+    def _donedata(self, final: StateNode) -> tuple[Any, str | None]:
+        """The ``<donedata>`` value, and the error message if evaluating it failed."""
         dd = final.donedata
         if dd is None:
-            return None, False
+            return None, None
         try:
             if dd.content is not None:
-                return self._content_value(dd.content), False
-            return self._params_value(dd.params, ()), False
+                return self._content_value(dd.content), None
+            return self._params_value(dd.params, ()), None
         except DatamodelError as exc:
             self._raise_error("error.execution", str(exc))
-            return None, True
+            return None, str(exc)
 
     def _content_value(self, content: Content) -> Any:
         if content.expr is not None:
@@ -1057,62 +1108,60 @@ class Interpreter:
             data = self._content_value(action.content)
         else:
             data = self._params_value(action.params, action.namelist)
-        self.n_send += 1
+        self.n_send += 1  # the send's ordinal (and its generated id)
         send_id = action.id if action.id is not None else f"send_{self.n_send}"
         if action.idlocation is not None:
             dm.assign_value(action.idlocation, send_id)
         author_id = action.id is not None or action.idlocation is not None
-        if send_type is not None and send_type not in SCXML_TYPES:
-            self._raise_error(
-                "error.execution", f"<send> type {send_type!r} is not supported", send_id
-            )
-            raise _Stop()
         if name is None:
             name = ""
         origin = f"#_scxml_{self.session_id}"
-        event = Event(
-            name,
-            EXTERNAL,
-            data,
-            sendid=send_id if author_id else None,
-            origin=origin,
-            origintype=SCXML_PROCESSOR,
-        )
-        resolved = self._resolve_target(target, send_id)
-        if resolved is None:
-            return
-        if resolved["kind"] == "internal" and delay_ms <= 0:
-            self.internal_queue.append(
-                Event(
-                    name,
-                    INTERNAL,
-                    data,
-                    sendid=event.sendid,
-                    origin=origin,
-                    origintype=SCXML_PROCESSOR,
+        sendid = send_id if author_id else None
+        resolved: Target | None
+        if send_type is None or send_type in SCXML_SEND_TYPES:
+            resolved = self._resolve_target(target, send_id)
+            if resolved is None:
+                return
+        else:
+            route = self._host.types.route_for(send_type)
+            if route is None:  # spec 6.2.4: a type the platform does not support
+                self._raise_error(
+                    "error.execution", f"<send> type {send_type!r} is not supported", send_id
                 )
+                raise _Stop()
+            resolved = Target(TargetKind.ROUTE, route=route, type=send_type, address=target)
+        kind = resolved.kind
+        if kind is TargetKind.INTERNAL and delay_ms <= 0:
+            self.internal_queue.append(
+                Event(name, INTERNAL, data, sendid=sendid, origin=origin,
+                      origintype=SCXML_PROCESSOR)
             )
             return
-        if resolved["kind"] == "internal":
-            event = Event(name, INTERNAL, data, sendid=event.sendid, origin=origin,
+        if kind is TargetKind.INTERNAL:
+            event = Event(name, INTERNAL, data, sendid=sendid, origin=origin,
                           origintype=SCXML_PROCESSOR)
-        if resolved["kind"] == "parent":
-            event = Event(
-                name,
-                EXTERNAL,
-                data,
-                sendid=event.sendid,
-                origin=origin,
-                origintype=SCXML_PROCESSOR,
-                invokeid=self.invokeid,
-            )
+        elif kind is TargetKind.PARENT:
+            event = Event(name, EXTERNAL, data, sendid=sendid, origin=origin,
+                          origintype=SCXML_PROCESSOR, invokeid=self.invokeid)
+        else:
+            event = Event(name, EXTERNAL, data, sendid=sendid, origin=origin,
+                          origintype=SCXML_PROCESSOR)
         if delay_ms > 0:
+            if not self._host.types.timers:
+                # The host keeps no delayed sends: it cannot dispatch this one (spec 6.2).
+                self._raise_error(
+                    "error.communication",
+                    "<send> with a delay: this host has no timer queue for delayed sends",
+                    send_id,
+                )
+                return
             self.n_ordinal += 1
             self._emit(
                 fx.SEND_DELAYED,
                 target=resolved,
                 event=event.to_dict(),
                 send_id=send_id,
+                send_ordinal=self.n_send,
                 delay_ms=delay_ms,
                 ordinal=self.n_ordinal,
                 content_index=action.content_index,
@@ -1120,37 +1169,41 @@ class Interpreter:
                 id_from_author=action.id is not None,
             )
         else:
-            self._emit(fx.SEND, target=resolved, event=event.to_dict(), send_id=send_id)
+            self._emit(
+                fx.SEND, target=resolved, event=event.to_dict(), send_id=send_id,
+                send_ordinal=self.n_send,
+            )
 
-    def _resolve_target(self, target: str | None, send_id: str) -> dict[str, Any] | None:
-        """Where a send goes, as data; None (with an error event raised) when it cannot go."""
+    def _resolve_target(self, target: str | None, send_id: str) -> Target | None:
+        """Where an SCXML send goes; None (with an error event raised) when it cannot go."""
+        session_id = self.session_id
         if target is None or target == "":
-            return {"kind": "self", "session_id": self.session_id}
+            return Target(TargetKind.SELF, session_id=session_id)
         if target == "#_internal":
-            return {"kind": "internal", "session_id": self.session_id}
+            return Target(TargetKind.INTERNAL, session_id=session_id)
         if target == "#_parent":
             if self.parent_session_id is None:
                 self._raise_error(
                     "error.communication", "#_parent: this session has no parent", send_id
                 )
                 return None
-            return {"kind": "parent", "session_id": self.parent_session_id}
+            return Target(TargetKind.PARENT, session_id=self.parent_session_id)
         if target.startswith("#_scxml_"):
-            session_id = target[len("#_scxml_") :]
-            if session_id == self.session_id:
-                return {"kind": "self", "session_id": session_id}
-            if session_id == self.parent_session_id:
-                return {"kind": "parent", "session_id": session_id}
-            if not self.is_reachable(session_id):
+            other = target[len("#_scxml_") :]
+            if other == session_id:
+                return Target(TargetKind.SELF, session_id=other)
+            if other == self.parent_session_id:
+                return Target(TargetKind.PARENT, session_id=other)
+            if not self._host.is_reachable(other):
                 self._raise_error(
-                    "error.communication", f"session {session_id!r} is unreachable", send_id
+                    "error.communication", f"session {other!r} is unreachable", send_id
                 )
                 return None
-            return {"kind": "session", "session_id": session_id}
+            return Target(TargetKind.SESSION, session_id=other)
         if target.startswith("#_") and len(target) > 2:
             invokeid = target[2:]
             if any(inv.invokeid == invokeid for inv in self.invocations):
-                return {"kind": "invoke", "invokeid": invokeid}
+                return Target(TargetKind.INVOKE, invokeid=invokeid)
             self._raise_error("error.communication", f"no active invocation {invokeid!r}", send_id)
             return None
         self._raise_error(
@@ -1168,7 +1221,9 @@ class Interpreter:
                 if inv.type is not None
                 else (self._string(inv.typeexpr) if inv.typeexpr is not None else "scxml")
             )
-            if invoke_type not in INVOKE_SCXML_TYPES:
+            # Spec 6.4: a type the platform does not support is error.execution, checked
+            # against what the host registered for this step.
+            if invoke_type not in self._host.types.invoke:
                 raise DatamodelError(f"<invoke> type {invoke_type!r} is not supported")
             src = (
                 inv.src
@@ -1187,13 +1242,18 @@ class Interpreter:
         except DatamodelError as exc:
             self._raise_error("error.execution", str(exc))
             return
-        self.invocations.append(Invocation(invokeid, inv.state, inv.index, inv.autoforward))
+        self.n_invocation += 1
+        ordinal = self.n_invocation
+        self.invocations.append(
+            Invocation(invokeid, inv.state, inv.index, inv.autoforward, ordinal)
+        )
         if isinstance(content, dict) and content.get("$sc") == "xml":
             content = content["v"]
         self._emit(
             fx.INVOKE,
             invokeid=invokeid,
-            type="scxml",
+            invoke_ordinal=ordinal,
+            type="scxml" if invoke_type in SCXML_INVOKE_TYPES else invoke_type,
             src=src,
             content=content,
             data=data,
@@ -1206,7 +1266,11 @@ class Interpreter:
         for invocation in list(self.invocations):
             if invocation.invoke == inv.index and invocation.state == inv.state:
                 self.invocations.remove(invocation)
-                self._emit(fx.CANCEL_INVOKE, invokeid=invocation.invokeid)
+                self._emit(
+                    fx.CANCEL_INVOKE,
+                    invokeid=invocation.invokeid,
+                    invoke_ordinal=invocation.ordinal,
+                )
 
     def applyFinalize(self, inv: Invoke, event: Event) -> None:
         if inv.finalize.actions:

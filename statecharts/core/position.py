@@ -3,7 +3,7 @@
 A durable host stores one blob per execution and hands it back on the next step. The blob is
 compact UTF-8 JSON (never pickle: decoding runs no code) of this shape::
 
-    {"format": "scxml-position", "version": 1,
+    {"format": "scxml-position", "version": 2,
      "chart": {"sha256": "...", "name": "order", "version": "3"},
      "state": {...}}                       # State.to_dict()
 
@@ -25,7 +25,7 @@ from statecharts.core.model import Chart
 from statecharts.core.state import State
 
 FORMAT = "scxml-position"
-VERSION = 1
+VERSION = 2
 
 
 class PositionError(StatechartError):
@@ -83,9 +83,28 @@ class Position:
     state: State
 
 
-# Readers of older format versions upgrade their payload to the current shape. Version 1 is
-# the first format, so the table is empty; a future version 2 adds ``1: upgrade_from_1``.
-_UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+def _upgrade_from_1(payload: dict[str, Any]) -> dict[str, Any]:
+    """Version 2 added the invocation counter (a 7th counter) and each invocation's ordinal (a
+    5th field). A version-1 state had neither: both start at zero, which keeps every existing
+    counter (and so every timer dedup key and recorded history) exactly as it was."""
+    state = payload.get("state")
+    if isinstance(state, dict):
+        state = dict(state)
+        counters = state.get("counters")
+        if isinstance(counters, list) and len(counters) == 6:
+            state["counters"] = [*counters, 0]
+        invocations = state.get("invocations")
+        if isinstance(invocations, list):
+            state["invocations"] = [
+                [*i, 0] if isinstance(i, list) and len(i) == 4 else i for i in invocations
+            ]
+        payload = {**payload, "state": state}
+    return payload
+
+
+# Readers of older format versions upgrade their payload to the current shape, one version at
+# a time: a blob written by any earlier release decodes as if written today.
+_UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _upgrade_from_1}
 
 
 def _is_int(value: object) -> bool:
@@ -130,11 +149,12 @@ def _state_problem(raw: object) -> str | None:
             isinstance(raw.get("invocations"), list)
             and all(
                 isinstance(i, list)
-                and len(i) == 4
+                and len(i) == 5
                 and isinstance(i[0], str)
                 and _is_int(i[1])
                 and _is_int(i[2])
                 and isinstance(i[3], bool)
+                and _is_int(i[4])
                 for i in raw["invocations"]
             ),
         ),
@@ -143,8 +163,19 @@ def _state_problem(raw: object) -> str | None:
         (
             "counters",
             isinstance(raw.get("counters"), list)
-            and len(raw["counters"]) == 6
+            and len(raw["counters"]) == 7
             and all(_is_int(i) for i in raw["counters"]),
+        ),
+        (
+            "io_processors",
+            raw.get("io_processors") is None
+            or (
+                isinstance(raw["io_processors"], dict)
+                and all(
+                    isinstance(k, str) and isinstance(v, str)
+                    for k, v in raw["io_processors"].items()
+                )
+            ),
         ),
         ("parent_session_id", _is_optional_str(raw.get("parent_session_id"))),
         ("invokeid", _is_optional_str(raw.get("invokeid"))),

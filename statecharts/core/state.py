@@ -33,12 +33,19 @@ def positional_constructor(cls: type) -> Callable[..., Any]:
 
 @dataclass(frozen=True, slots=True)
 class Counters:
-    send: int = 0  # send ids are "send_<n>"
-    invoke: int = 0  # generated invoke ids are "<state id>.<n>"
+    # Advances on every <send> that is executed (its expressions evaluated), immediate or
+    # delayed, whatever its target: it is the send's ordinal (effects carry it as
+    # "send_ordinal"; routes compose their idempotency key from it), and generated send ids
+    # are "send_<n>".
+    send: int = 0
+    invoke: int = 0  # generated invoke ids are "<state id>.<n>" (only those advance it)
     ordinal: int = 0  # advances on every delayed send and every cancel (timer dedup key)
     macrostep: int = 0
     microstep: int = 0
     round: int = 0
+    # Advances on every invocation started: its ordinal ("invoke_ordinal"), which, unlike an
+    # invoke id (ids can repeat), identifies it within the session.
+    invocation: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +54,7 @@ class Invocation:
     state: int  # index of the invoking state
     invoke: int  # index of the <invoke> in Chart.invokes
     autoforward: bool
+    ordinal: int = 0  # Counters.invocation when it was started
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +72,9 @@ class State:
     parent_session_id: str | None = None  # set when this session was invoked
     invokeid: str | None = None  # the id our parent knows us by
     outcome: str | None = None  # why it stopped: "final", "cancelled", "budget_exhausted"
+    # Event I/O processors the host added to _ioprocessors at start (type -> location), e.g.
+    # a Basic HTTP URL: an input of the start, kept so every later step sees the same.
+    io_processors: dict[str, str] | None = None
 
     @property
     def datamodel(self) -> dict[str, Any]:
@@ -77,7 +88,7 @@ class State:
 
     def to_dict(self) -> dict[str, Any]:
         c = self.counters
-        return {
+        raw: dict[str, Any] = {
             "session_id": self.session_id,
             "name": self.name,
             "configuration": list(self.configuration),
@@ -85,15 +96,21 @@ class State:
             "history": {str(k): list(v) for k, v in sorted(self.history.items())},
             "datamodel": self.datamodel,
             "invocations": [
-                [i.invokeid, i.state, i.invoke, i.autoforward] for i in self.invocations
+                [i.invokeid, i.state, i.invoke, i.autoforward, i.ordinal]
+                for i in self.invocations
             ],
             "running": self.running,
             "bound": list(self.bound),
-            "counters": [c.send, c.invoke, c.ordinal, c.macrostep, c.microstep, c.round],
+            "counters": [
+                c.send, c.invoke, c.ordinal, c.macrostep, c.microstep, c.round, c.invocation
+            ],
             "parent_session_id": self.parent_session_id,
             "invokeid": self.invokeid,
             "outcome": self.outcome,
         }
+        if self.io_processors is not None:
+            raw["io_processors"] = dict(self.io_processors)
+        return raw
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> State:
@@ -104,13 +121,14 @@ class State:
             internal_queue=tuple(raw["internal_queue"]),
             history={int(k): tuple(v) for k, v in raw["history"].items()},
             datamodel_json=json.dumps(raw["datamodel"], separators=(",", ":"), ensure_ascii=False),
-            invocations=tuple(Invocation(a, b, c, d) for a, b, c, d in raw["invocations"]),
+            invocations=tuple(Invocation(*i) for i in raw["invocations"]),
             running=raw["running"],
             bound=tuple(raw["bound"]),
             counters=Counters(*raw["counters"]),
             parent_session_id=raw.get("parent_session_id"),
             invokeid=raw.get("invokeid"),
             outcome=raw.get("outcome"),
+            io_processors=dict(raw["io_processors"]) if raw.get("io_processors") else None,
         )
 
     def evolve(self, **changes: Any) -> State:

@@ -2,12 +2,14 @@
 
 The Django stepper (``statecharts.stepper``) wraps this in a transaction; replay calls it on a
 fresh interpreter and must get byte-identical positions. Everything a step depends on is an
-argument: the state, the input, and the answers to the one question the core may ask its host
-(is a session reachable?), which the stepper records so replay can give the same answers.
+argument: the state, the input, and the host (``statecharts.core.host.Host``: the registered
+types and the answers to "is session X reachable?"), which the stepper records so replay can
+hand back the same.
 
-Sends to the session itself are drained here, inside the step, up to ``send_budget`` events:
-they never leave the process, so they need no outbox. Every other effect is returned for the
-host to perform.
+Every effect is planned (``statecharts.core.plan``). Deliveries to the session itself
+(``deliver_self``) are performed here, inside the step, up to ``send_budget`` events: they
+never leave the process, so they need no outbox. Every other instruction is returned, in the
+order the core emitted its effect, for the host to perform.
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from statecharts.core import effects as fx
 from statecharts.core.effects import Effect
 from statecharts.core.events import Event
+from statecharts.core.host import Host
 from statecharts.core.interpreter import Interpreter
+from statecharts.core.plan import Instruction, InstructionKind, plan_one
 from statecharts.core.state import State
 
 START = "start"
@@ -43,6 +46,7 @@ class Input:
     event: Event | None = None
     data: dict[str, Any] | None = None  # start: overrides of top-level <data>
     session_id: str | None = None  # start: the _sessionid the chart sees
+    io_processors: dict[str, str] | None = None  # start: host entries of _ioprocessors
 
     def __post_init__(self) -> None:
         if self.kind not in INPUT_KINDS:
@@ -53,8 +57,13 @@ class Input:
             raise ValueError("a start input needs a session id")
 
     @classmethod
-    def start(cls, session_id: str, data: dict[str, Any] | None = None) -> Input:
-        return cls(START, data=data, session_id=session_id)
+    def start(
+        cls,
+        session_id: str,
+        data: dict[str, Any] | None = None,
+        io_processors: dict[str, str] | None = None,
+    ) -> Input:
+        return cls(START, data=data, session_id=session_id, io_processors=io_processors or None)
 
     @classmethod
     def external(cls, event: Event) -> Input:
@@ -75,12 +84,20 @@ class Input:
         if self.kind == START:
             raw["session_id"] = self.session_id
             raw["data"] = self.data
+            if self.io_processors:
+                raw["io_processors"] = dict(self.io_processors)
         return raw
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Input:
         event = Event.from_dict(raw["event"]) if raw.get("event") is not None else None
-        return cls(raw["kind"], event=event, data=raw.get("data"), session_id=raw.get("session_id"))
+        return cls(
+            raw["kind"],
+            event=event,
+            data=raw.get("data"),
+            session_id=raw.get("session_id"),
+            io_processors=raw.get("io_processors"),
+        )
 
 
 @dataclass(slots=True)
@@ -89,7 +106,10 @@ class Advance:
 
     state: State
     effects: list[Effect] = field(default_factory=list)  # every effect, in order
-    outgoing: list[Effect] = field(default_factory=list)  # effects left for the host
+    # One instruction per effect (the planner's), in the same order.
+    instructions: list[Instruction] = field(default_factory=list)
+    # The instructions left for the host: all but the self-deliveries drained here.
+    outgoing: list[Instruction] = field(default_factory=list)
     self_events: int = 0  # self-sends drained inside the step
 
 
@@ -99,39 +119,46 @@ def advance(
     step_input: Input,
     *,
     send_budget: int = DEFAULT_SEND_BUDGET,
+    host: Host | None = None,
 ) -> Advance:
     """Apply ``step_input`` to ``state`` and drain self-sends until quiescent (bounded).
 
-    ``state`` is None only for a start input. Raises NotRunningError when the state has
+    ``state`` is None only for a start input. ``host`` is what the host tells the core for
+    this step (None: the interpreter's own). Raises NotRunningError when the state has
     stopped (the stepper checks the execution's status first, so it never sees that).
     """
     if step_input.kind == START:
         assert step_input.session_id is not None
-        step = interpreter.initialize(step_input.session_id, data=step_input.data)
+        step = interpreter.initialize(
+            step_input.session_id,
+            data=step_input.data,
+            io_processors=step_input.io_processors,
+            host=host,
+        )
     else:
         if state is None:
             raise ValueError(f"a {step_input.kind!r} input needs a state")
         if step_input.kind == EVENT:
             assert step_input.event is not None
-            step = interpreter.handle_event(state, step_input.event)
+            step = interpreter.handle_event(state, step_input.event, host=host)
         elif step_input.kind == INTERNAL:
             assert step_input.event is not None
-            step = interpreter.deliver_internal(state, step_input.event)
+            step = interpreter.deliver_internal(state, step_input.event, host=host)
         else:
-            step = interpreter.cancel(state)
+            step = interpreter.cancel(state, host=host)
     result = Advance(step.state)
     pending: deque[Event] = deque()
     _collect(result, step.effects, pending)
     while pending and result.state.running:
         if result.self_events >= send_budget:
             # A chart that keeps sending to itself would hold the row lock forever.
-            step = interpreter.cancel(result.state, reason=SEND_BUDGET_EXHAUSTED)
+            step = interpreter.cancel(result.state, reason=SEND_BUDGET_EXHAUSTED, host=host)
             pending.clear()
             _collect(result, step.effects, pending)
             result.state = step.state
             break
         result.self_events += 1
-        step = interpreter.handle_event(result.state, pending.popleft())
+        step = interpreter.handle_event(result.state, pending.popleft(), host=host)
         result.state = step.state
         _collect(result, step.effects, pending)
     return result
@@ -140,10 +167,13 @@ def advance(
 def _collect(result: Advance, effects: tuple[Effect, ...], pending: deque[Event]) -> None:
     for effect in effects:
         result.effects.append(effect)
-        if effect.kind == fx.SEND and effect.data["target"]["kind"] == "self":
-            pending.append(Event.from_dict(effect.data["event"]))
+        instruction = plan_one(effect)
+        result.instructions.append(instruction)
+        if instruction.kind is InstructionKind.DELIVER_SELF:
+            assert instruction.event is not None
+            pending.append(instruction.event)  # performed here: this session's next event
         else:
-            result.outgoing.append(effect)
+            result.outgoing.append(instruction)
 
 
 def status_of(state: State) -> str:

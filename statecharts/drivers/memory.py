@@ -1,9 +1,11 @@
 """The in-memory driver: runs charts with no database, on a virtual clock.
 
-For tests, the conformance runner and embedders. It performs every effect the core emits:
-external queues per session, delayed sends on a virtual clock (``advance(ms)`` fires what is
-due, in due order, never sleeping), ``<cancel>``, and parent/child sessions for ``<invoke>``.
-Its public API is documented in docs/embedding.md and kept stable.
+For tests, the conformance runner and embedders. It performs every instruction the planner
+(``statecharts.core.plan``) makes of the core's effects: external queues per session, delayed
+sends on a virtual clock (``advance(ms)`` fires what is due, in due order, never sleeping),
+``<cancel>``, and parent/child sessions for ``<invoke>``. It decides nothing about where an
+effect goes: that is the planner's, shared with the durable stepper. Its public API is
+documented in docs/embedding.md and kept stable.
 """
 
 from __future__ import annotations
@@ -16,14 +18,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from statecharts.core import effects as fx
 from statecharts.core.compile import load_chart
 from statecharts.core.datamodel import Limits, check_tagged, plain
 from statecharts.core.effects import Effect
 from statecharts.core.errors import ChartError, NotRunningError, ResolveError
 from statecharts.core.events import EXTERNAL, PLATFORM, Event, external_event
+from statecharts.core.host import IN_MEMORY_TYPES, Host, RegisteredTypes
 from statecharts.core.interpreter import DEFAULT_ROUND_BUDGET, Interpreter, Step
 from statecharts.core.model import Chart
+from statecharts.core.plan import Instruction, InstructionKind, delivery, plan_one
 from statecharts.core.resolve import Resolver, default_resolver
 from statecharts.core.state import State
 
@@ -34,6 +37,7 @@ class _Timer:
     seq: int
     session_id: str
     effect: Effect
+    delivery: Instruction  # what it becomes when it fires (the planner's)
     cancelled: bool = False
 
     def __lt__(self, other: _Timer) -> bool:
@@ -57,6 +61,7 @@ class MemorySession:
     done: bool = False
     donedata: Any = None
     final: str | None = None  # id of the top-level final state reached, if any
+    donedata_error: str | None = None  # why <donedata> could not be evaluated, if it failed
     outcome: str | None = None  # "final", "cancelled", "budget_exhausted"
     cancelled_by_parent: bool = False
 
@@ -132,6 +137,8 @@ class MemoryDriver:
         limits: Limits | None = None,
         clock_ms: int = 0,
         on_effect: Callable[[MemorySession, Effect], None] | None = None,
+        on_instruction: Callable[[MemorySession, Instruction], None] | None = None,
+        types: RegisteredTypes = IN_MEMORY_TYPES,
     ) -> None:
         self.tracing = tracing
         self.resolver = resolver
@@ -139,6 +146,9 @@ class MemoryDriver:
         self.limits = limits
         self.now_ms = clock_ms
         self.on_effect = on_effect
+        self.on_instruction = on_instruction
+        # What the core may rely on (statecharts.core.host): SCXML children and delayed sends.
+        self.host = Host(types, self._is_reachable)
         self.sessions: dict[str, MemorySession] = {}
         self._queue: deque[tuple[MemorySession, Event]] = deque()
         self._timers: list[_Timer] = []
@@ -202,7 +212,12 @@ class MemoryDriver:
 
     def pending_timers(self, session: MemorySession | None = None) -> list[dict[str, Any]]:
         return [
-            {"due_ms": t.due_ms, "session_id": t.session_id, **t.effect.data}
+            {
+                "due_ms": t.due_ms,
+                "session_id": t.session_id,
+                **t.effect.data,
+                "target": t.delivery.target.to_dict() if t.delivery.target else None,
+            }
             for t in sorted(self._timers)
             if not t.cancelled and (session is None or t.session_id == session.session_id)
         ]
@@ -227,7 +242,7 @@ class MemoryDriver:
             tracing=self.tracing,
             round_budget=self.round_budget,
             limits=self.limits,
-            is_reachable=self._is_reachable,
+            host=self.host,
         )
         session = MemorySession(self, session_id, chart, interpreter)
         self.sessions[session_id] = session
@@ -242,89 +257,143 @@ class MemoryDriver:
 
     def _apply(self, session: MemorySession, step: Step) -> None:
         session.state = step.state
+        on_effect, on_instruction = self.on_effect, self.on_instruction
+        perform = self._performers
         for effect in step.effects:
             session.effects.append(effect)
-            if self.on_effect is not None:
-                self.on_effect(session, effect)
-            self._perform(session, effect)
+            if on_effect is not None:
+                on_effect(session, effect)
+            instruction = plan_one(effect)
+            if on_instruction is not None:
+                on_instruction(session, instruction)
+            perform[instruction.kind](session, instruction)
 
-    def _perform(self, session: MemorySession, effect: Effect) -> None:
-        kind, data = effect.kind, effect.data
-        if kind == fx.DATAMODEL_CHANGE:  # (the commonest effect; nothing to do)
-            return
-        if kind == fx.SEND:
-            self._deliver(session, data["target"], Event.from_dict(data["event"]))
-        elif kind == fx.SEND_DELAYED:
-            timer = _Timer(
-                self.now_ms + data["delay_ms"], next(self._seq), session.session_id, effect
+    # -- performing instructions (how this driver does what the planner decided) -----------
+
+    @property
+    def _performers(self) -> dict[InstructionKind, Callable[[MemorySession, Instruction], None]]:
+        performers = self.__dict__.get("_performer_table")
+        if performers is None:
+            k = InstructionKind
+            performers = self.__dict__["_performer_table"] = {
+                k.OBSERVE: _nothing,
+                k.DELIVER_SELF: self._deliver_self,
+                k.DELIVER_INTERNAL: self._deliver_internal,
+                k.DELIVER_SESSION: self._deliver_session,
+                k.DELIVER_PARENT: self._deliver_parent,
+                k.DELIVER_CHILD: self._deliver_child,
+                k.DELIVER_ROUTE: self._unroutable,
+                k.SCHEDULE: self._schedule,
+                k.CANCEL_TIMERS: self._cancel_timers,
+                k.START_INVOCATION: self._start_invocation,
+                k.CANCEL_INVOCATION: self._cancel_invocation,
+                k.AUTOFORWARD: self._autoforward,
+                k.FINISH: self._finish,
+                k.HALT: self._halt,
+                k.LOG: self._log,
+                k.UNROUTABLE: self._unroutable,
+            }
+        return performers
+
+    def _deliver_self(self, session: MemorySession, instruction: Instruction) -> None:
+        assert instruction.event is not None
+        self._enqueue(session, instruction.event)
+
+    def _deliver_internal(self, session: MemorySession, instruction: Instruction) -> None:
+        assert instruction.event is not None
+        if session.running:
+            assert session.state is not None
+            step = session.interpreter.deliver_internal(session.state, instruction.event)
+            self._apply(session, step)
+
+    def _deliver_parent(self, session: MemorySession, instruction: Instruction) -> None:
+        assert instruction.event is not None
+        if session.parent is not None and not session.cancelled_by_parent:
+            self._enqueue(session.parent, instruction.event)
+
+    def _deliver_child(self, session: MemorySession, instruction: Instruction) -> None:
+        assert instruction.event is not None and instruction.target is not None
+        invokeid = instruction.target.invokeid
+        child = session.children.get(invokeid or "")
+        if child is not None and child.running:
+            self._enqueue(child, instruction.event)
+        else:
+            self._communication_error(session, f"invocation {invokeid!r} is gone")
+
+    def _deliver_session(self, session: MemorySession, instruction: Instruction) -> None:
+        assert instruction.event is not None and instruction.target is not None
+        session_id = instruction.target.session_id
+        other = self.sessions.get(session_id or "")
+        if other is not None and other.running:
+            self._enqueue(other, instruction.event)
+        else:
+            self._communication_error(session, f"session {session_id!r} is gone")
+
+    def _unroutable(self, session: MemorySession, instruction: Instruction) -> None:
+        reason = instruction.reason or f"this driver has no {instruction.kind.value}"
+        self._communication_error(session, reason)
+
+    def _schedule(self, session: MemorySession, instruction: Instruction) -> None:
+        assert instruction.effect is not None and instruction.target is not None
+        timer = _Timer(
+            self.now_ms + instruction.data["delay_ms"],
+            next(self._seq),
+            session.session_id,
+            instruction.effect,
+            delivery(instruction.target, instruction.event),
+        )
+        heapq.heappush(self._timers, timer)
+
+    def _cancel_timers(self, session: MemorySession, instruction: Instruction) -> None:
+        send_id = instruction.data["send_id"]
+        for timer in self._timers:
+            if timer.session_id == session.session_id and timer.effect.data["send_id"] == send_id:
+                timer.cancelled = True
+
+    def _log(self, session: MemorySession, instruction: Instruction) -> None:
+        data = instruction.data
+        session.logs.append((data["label"], data["value"]))
+
+    def _start_invocation(self, session: MemorySession, instruction: Instruction) -> None:
+        self._invoke(session, instruction.data)
+
+    def _cancel_invocation(self, session: MemorySession, instruction: Instruction) -> None:
+        child = session.children.pop(instruction.data["invokeid"], None)
+        if child is not None and child.running:
+            child.cancelled_by_parent = True
+            assert child.state is not None
+            self._apply(child, child.interpreter.cancel(child.state))
+
+    def _autoforward(self, session: MemorySession, instruction: Instruction) -> None:
+        data = instruction.data
+        child = session.children.get(data["invokeid"])
+        if child is not None and child.running:
+            self._enqueue(child, Event.from_dict(data["event"]))
+
+    def _finish(self, session: MemorySession, instruction: Instruction) -> None:
+        data = instruction.data
+        for timer in self._timers:  # a finished session's delayed sends never fire
+            if timer.session_id == session.session_id:
+                timer.cancelled = True
+        session.done = True
+        session.donedata = data["donedata"]
+        session.donedata_error = data.get("error") if data.get("donedata_error") else None
+        session.final = data["final"]
+        session.outcome = data["reason"]
+        parent = session.parent
+        if parent is not None and not session.cancelled_by_parent and parent.running:
+            self._enqueue(
+                parent,
+                Event(
+                    f"done.invoke.{session.invokeid}",
+                    EXTERNAL,
+                    data["donedata"],
+                    invokeid=session.invokeid,
+                ),
             )
-            heapq.heappush(self._timers, timer)
-        elif kind == fx.CANCEL:
-            for timer in self._timers:
-                if (
-                    timer.session_id == session.session_id
-                    and timer.effect.data["send_id"] == data["send_id"]
-                ):
-                    timer.cancelled = True
-        elif kind == fx.LOG:
-            session.logs.append((data["label"], data["value"]))
-        elif kind == fx.INVOKE:
-            self._invoke(session, data)
-        elif kind == fx.CANCEL_INVOKE:
-            child = session.children.pop(data["invokeid"], None)
-            if child is not None and child.running:
-                child.cancelled_by_parent = True
-                assert child.state is not None
-                self._apply(child, child.interpreter.cancel(child.state))
-        elif kind == fx.AUTOFORWARD:
-            child = session.children.get(data["invokeid"])
-            if child is not None and child.running:
-                self._enqueue(child, Event.from_dict(data["event"]))
-        elif kind == fx.DONE:
-            for timer in self._timers:  # a finished session's delayed sends never fire
-                if timer.session_id == session.session_id:
-                    timer.cancelled = True
-            session.done = True
-            session.donedata = data["donedata"]
-            session.final = data["final"]
-            session.outcome = data["reason"]
-            parent = session.parent
-            if parent is not None and not session.cancelled_by_parent and parent.running:
-                self._enqueue(
-                    parent,
-                    Event(
-                        f"done.invoke.{session.invokeid}",
-                        EXTERNAL,
-                        data["donedata"],
-                        invokeid=session.invokeid,
-                    ),
-                )
-        elif kind == fx.BUDGET_EXHAUSTED:
-            session.outcome = "budget_exhausted"
 
-    def _deliver(self, session: MemorySession, target: dict[str, Any], event: Event) -> None:
-        kind = target["kind"]
-        if kind == "self":
-            self._enqueue(session, event)
-        elif kind == "internal":
-            if session.running:
-                assert session.state is not None
-                self._apply(session, session.interpreter.deliver_internal(session.state, event))
-        elif kind == "parent":
-            if session.parent is not None and not session.cancelled_by_parent:
-                self._enqueue(session.parent, event)
-        elif kind == "invoke":
-            child = session.children.get(target["invokeid"])
-            if child is not None and child.running:
-                self._enqueue(child, event)
-            else:
-                self._communication_error(session, f"invocation {target['invokeid']!r} is gone")
-        elif kind == "session":
-            other = self.sessions.get(target["session_id"])
-            if other is not None and other.running:
-                self._enqueue(other, event)
-            else:
-                self._communication_error(session, f"session {target['session_id']!r} is gone")
+    def _halt(self, session: MemorySession, instruction: Instruction) -> None:
+        session.outcome = "budget_exhausted"
 
     def _communication_error(self, session: MemorySession, message: str) -> None:
         if session.running:
@@ -336,8 +405,7 @@ class MemoryDriver:
         session = self.sessions.get(timer.session_id)
         if session is None or not session.running:
             return  # the sender is gone: a delayed event is discarded (spec 6.2)
-        data = timer.effect.data
-        self._deliver(session, data["target"], Event.from_dict(data["event"]))
+        self._performers[timer.delivery.kind](session, timer.delivery)
 
     def _invoke(self, parent: MemorySession, data: dict[str, Any]) -> None:
         try:
@@ -383,3 +451,8 @@ class MemoryDriver:
                 source, base_path=base_path, resolver=self.resolver
             )
         return chart
+
+
+def _nothing(_session: MemorySession, _instruction: Instruction) -> None:
+    return None
+

@@ -3,6 +3,13 @@
 from statecharts.models.charts import Chart
 from statecharts.models.executions import Execution, ExecutionStatus
 from statecharts.models.history import HistoryEntry
-from statecharts.models.outbox import OutboxMessage
+from statecharts.models.outbox import AppliedMessage, OutboxMessage
 
-__all__ = ["Chart", "Execution", "ExecutionStatus", "HistoryEntry", "OutboxMessage"]
+__all__ = [
+    "AppliedMessage",
+    "Chart",
+    "Execution",
+    "ExecutionStatus",
+    "HistoryEntry",
+    "OutboxMessage",
+]

@@ -8,6 +8,7 @@ from typing import Any
 from django.db import IntegrityError, models, transaction
 
 from statecharts.core.model import Chart as CompiledChart
+from statecharts.runtime import compile_source, compiled_chart
 
 
 def source_hash(source: str) -> str:
@@ -30,8 +31,6 @@ class ChartManager(models.Manager["Chart"]):
 
         Raises ``ChartError`` (every problem, with line:column) for an invalid document.
         """
-        from statecharts.runtime import compile_source
-
         text = _as_text(source)
         compiled = compile_source(text)
         digest = compiled.source_hash
@@ -71,8 +70,6 @@ class Chart(models.Model):
 
     def compiled(self) -> CompiledChart:
         """The compiled chart (cached per process), checked against the stored hash."""
-        from statecharts.runtime import compiled_chart
-
         return compiled_chart(self)
 
     def identity(self) -> dict[str, Any]:

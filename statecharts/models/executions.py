@@ -1,13 +1,47 @@
-"""An execution: one running instance of a chart, its position stored as a blob in its row."""
+"""An execution: one running instance of a chart, its position stored as a blob in its row.
+
+``Execution.objects.start``, ``execution.send`` and ``execution.cancel`` are conveniences: a
+thin facade over ``statecharts.stepper``, which does the work. Models never import the
+stepper (it imports them): the ``statecharts`` app installs it behind the facade when it is
+ready (``install_stepper``).
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from django.core.exceptions import ImproperlyConfigured
 from django.db import models
 
 if TYPE_CHECKING:
     from statecharts.stepper import StepResult
+
+
+class StepperFacade(Protocol):
+    """What the facade needs of the stepper (``statecharts.stepper`` provides it)."""
+
+    def start(self, chart: Any, **options: Any) -> Execution: ...
+
+    def send(self, execution: Any, name: str, data: Any = None, **fields: Any) -> StepResult: ...
+
+    def cancel(self, execution: Any, **options: Any) -> StepResult: ...
+
+
+_stepper: StepperFacade | None = None
+
+
+def install_stepper(stepper: StepperFacade) -> None:
+    """Called once by ``StatechartsConfig.ready()``."""
+    global _stepper
+    _stepper = stepper
+
+
+def _the_stepper() -> StepperFacade:
+    if _stepper is None:
+        raise ImproperlyConfigured(
+            "the statecharts app is not ready: add 'statecharts' to INSTALLED_APPS"
+        )
+    return _stepper
 
 
 class ExecutionStatus(models.TextChoices):
@@ -43,10 +77,11 @@ class ExecutionManager(models.Manager.from_queryset(ExecutionQuerySet)):  # type
         business_key: str | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> Execution:
-        """Create an execution of ``chart`` and run it to its first stable configuration."""
-        from statecharts import stepper
-
-        return stepper.start(chart, data=data, business_key=business_key, metadata=metadata)
+        """Create an execution of ``chart`` and run it to its first stable configuration
+        (``statecharts.stepper.start``)."""
+        return _the_stepper().start(
+            chart, data=data, business_key=business_key, metadata=metadata
+        )
 
 
 class Execution(models.Model):
@@ -68,6 +103,9 @@ class Execution(models.Model):
     )
     steps = models.PositiveIntegerField(default=0, help_text="Inputs recorded in the history.")
     donedata = models.JSONField(null=True, blank=True)
+    donedata_error = models.TextField(
+        blank=True, help_text="Why <donedata> could not be evaluated (then donedata is null)."
+    )
     outcome = models.CharField(max_length=40, blank=True)
     failure_reason = models.TextField(blank=True)
     business_key = models.CharField(max_length=200, null=True, blank=True)
@@ -96,18 +134,15 @@ class Execution(models.Model):
         return self.status in TERMINAL_STATUSES
 
     def send(self, name: str, data: Any = None, **fields: Any) -> StepResult:
-        """Feed one external event; see ``statecharts.stepper.send``."""
-        from statecharts import stepper
-
-        result = stepper.send(self.pk, name, data, **fields)
+        """Feed one external event (``statecharts.stepper.send``), then reload this row."""
+        result = _the_stepper().send(self.pk, name, data, **fields)
         self.refresh_from_db()
         return result
 
     step = send
 
     def cancel(self) -> StepResult:
-        from statecharts import stepper
-
-        result = stepper.cancel(self.pk)
+        """Cancel it (``statecharts.stepper.cancel``), then reload this row."""
+        result = _the_stepper().cancel(self.pk)
         self.refresh_from_db()
         return result

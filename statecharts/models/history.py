@@ -24,6 +24,11 @@ class HistoryEntry(models.Model):
     reachability = models.JSONField(
         default=dict, help_text="Answers the host gave to 'is session X reachable?' (for replay)."
     )
+    registered_types = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The send/invoke types and timer queue the host had for this step (replay).",
+    )
     position_sha256 = models.CharField(max_length=64, blank=True)
     created = models.DateTimeField()
 

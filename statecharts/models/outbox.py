@@ -1,4 +1,17 @@
-"""Cross-execution sends, written in the sender's step and delivered after it commits."""
+"""Cross-execution sends: the sender's outbox and the target's record of what it applied.
+
+A send to another execution crosses from one execution's rows to another's, so it is split in
+two rows, each written only by its owner's step (the scale-out invariant, docs/architecture.md):
+
+- :class:`OutboxMessage` belongs to the **sender**: written in the sender's step, delivered
+  after that step commits (and by the sweeper after a crash). Its status is bookkeeping: it
+  says whether the target applied it (``delivered``) or could not (``undeliverable``: the
+  sender was told with ``error.communication`` in a step of its own).
+- :class:`AppliedMessage` belongs to the **target**: written in the target's step that
+  applies the message, unique on (target, message). That row, not the outbox status, is what
+  makes a delivery exactly-once: a re-delivery finds it under the target's lock and applies
+  nothing.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +27,9 @@ class OutboxStatus(models.TextChoices):
 class OutboxQuerySet(models.QuerySet["OutboxMessage"]):
     def pending(self) -> OutboxQuerySet:
         return self.filter(status=OutboxStatus.PENDING)
+
+    def undeliverable(self) -> OutboxQuerySet:
+        return self.filter(status=OutboxStatus.UNDELIVERABLE)
 
 
 class OutboxMessage(models.Model):
@@ -44,3 +60,36 @@ class OutboxMessage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.event.get('name')} -> {self.target_session_id} ({self.status})"
+
+
+class AppliedMessage(models.Model):
+    """The target's record that it applied an outbox message (its inbox), in that step."""
+
+    # No database constraints: each row belongs to its own execution's shard (the target's);
+    # the message may belong to another one (the sender's), and outlives pruning of either.
+    execution = models.ForeignKey(
+        "statecharts.Execution",
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="applied_messages",
+    )
+    message = models.ForeignKey(
+        OutboxMessage,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="applications",
+    )
+    seq = models.PositiveIntegerField(help_text="The history entry of the step that applied it.")
+    applied = models.DateTimeField()
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["execution", "message"], name="statecharts_applied_message_once"
+            )
+        ]
+        indexes = [models.Index(fields=["message"], name="statecharts_applied_by_message")]
+
+    def __str__(self) -> str:
+        return f"message {self.message_id} applied by {self.execution_id} (step {self.seq})"

@@ -19,6 +19,7 @@ from hypothesis import event as note_statistic
 from hypothesis import strategies as st
 
 from statecharts.core import Chart, Event, Interpreter, State, Step, load_chart
+from statecharts.core.plan import InstructionKind, delivery
 from statecharts.core.position import (
     FORMAT,
     VERSION,
@@ -282,7 +283,7 @@ def test_blob_is_self_describing_utf8_json() -> None:
     chart, state = order_state()
     payload = json.loads(encode(state, chart).decode("utf-8"))
     assert payload["format"] == FORMAT == "scxml-position"
-    assert payload["version"] == VERSION == 1
+    assert payload["version"] == VERSION == 2
     # Given a Chart rather than an identity, only the hash is recorded.
     assert payload["chart"] == {"sha256": chart.source_hash, "name": None, "version": None}
     assert payload["state"] == state.to_dict()
@@ -406,8 +407,28 @@ def test_a_state_index_outside_the_chart_is_refused_when_the_chart_is_given() ->
         decode(blob, chart=order)
 
 
+def test_a_version_1_blob_decodes_with_the_counters_version_2_added_at_zero() -> None:
+    """Blobs written before version 2 (six counters, four fields per invocation) still decode:
+    the invocation counter and each invocation's ordinal start at zero, every other field
+    is read exactly as written."""
+    chart = compiled("ecmascript counters")
+    state = Interpreter(chart).initialize("old").state
+    current = json.loads(encode(state, chart))
+    old = {**current, "version": 1,
+           "state": {**current["state"], "counters": current["state"]["counters"][:6],
+                     "invocations": [["inv", 1, 0, False]]}}
+    position = decode(blob_of(old))
+    assert position.state.counters == state.counters  # the seventh was zero, and stays so
+    assert position.state.counters.invocation == 0
+    assert [(i.invokeid, i.ordinal) for i in position.state.invocations] == [("inv", 0)]
+    assert position.state.configuration == state.configuration
+    # A version-2 blob with a version-1 shape is refused, not guessed at.
+    with pytest.raises(NotAPositionError, match="counters"):
+        decode(blob_of({**old, "version": 2}))
+
+
 @pytest.mark.parametrize(
-    "version", [2, 99, 0, -1, "1", 1.0, True, None],
+    "version", [3, 99, 0, -1, "1", 1.0, True, None],
     ids=["future", "far future", "zero", "negative", "string", "float", "boolean", "null"],
 )
 def test_unsupported_version_is_refused(version: object) -> None:
@@ -577,7 +598,7 @@ def test_saving_after_every_step_gives_the_same_future(key: str, data: st.DataOb
         elif action == "deliver":
             due = run.pending.pop(data.draw(st.integers(0, len(run.pending) - 1), label="due"))
             event = Event.from_dict(due["event"])
-            if due["target"]["kind"] == "internal":
+            if delivery(due["target"], event).kind is InstructionKind.DELIVER_INTERNAL:
                 step_a = run.memory.deliver_internal(run.a, event)
                 step_b = run.durable.deliver_internal(run.b, event)
             else:

@@ -54,7 +54,7 @@ def test_a_misconfigured_statecharts_setting_is_a_system_check_error() -> None:
 
     bad = {
         "SEND_BUDGET": 0,
-        "EFFECT_HANDLERS": {"send_delayed": "no.such.module.handler", "teleport": print},
+        "PERFORMERS": {"schedule": "no.such.module.performer", "teleport": print},
         "TYPO": 1,
     }
     with override_settings(STATECHARTS=bad):
@@ -63,8 +63,13 @@ def test_a_misconfigured_statecharts_setting_is_a_system_check_error() -> None:
         "statecharts.E002",  # TYPO
         "statecharts.E003",  # SEND_BUDGET
         "statecharts.E004",  # teleport
-        "statecharts.E005",  # unimportable handler
+        "statecharts.E005",  # unimportable performer
     ]
+    # The deprecated EFFECT_HANDLERS still works, with a warning, and is checked the same way.
+    old = {"EFFECT_HANDLERS": {"send_delayed": "no.such.module.handler", "teleport": print}}
+    with override_settings(STATECHARTS=old):
+        ids = sorted(message.id for message in run_checks())
+    assert ids == ["statecharts.E004", "statecharts.E005", "statecharts.W001"]
 
 
 def test_url_for_round_trips_through_database_from_url(tmp_path: Path) -> None:

@@ -21,9 +21,9 @@ from django.test import override_settings
 from statecharts import signals, stepper
 from statecharts.core.effects import Effect
 from statecharts.core.position import decode
-from statecharts.handlers import EffectContext
 from statecharts.models import Chart, Execution, HistoryEntry, OutboxMessage
 from statecharts.models.history import Disposition
+from statecharts.stepper import EffectContext
 
 # Appends each "add" event's data to a list; "go" counts, pings a peer and may arm a timer.
 LOGGER = """<scxml xmlns="http://www.w3.org/2005/07/scxml" version="1.0"

@@ -29,7 +29,7 @@ from django.db import DatabaseError, connection, transaction
 
 from statecharts import stepper
 from statecharts.core.position import decode
-from statecharts.models import Chart, Execution, HistoryEntry, OutboxMessage
+from statecharts.models import AppliedMessage, Chart, Execution, HistoryEntry, OutboxMessage
 from statecharts.models.history import Disposition
 from statecharts.models.outbox import OutboxStatus
 
@@ -209,8 +209,13 @@ def test_killed_at_a_phase_recovers_exactly_once(
         assert datamodel(execution.pk)["count"] == 1
         assert len(outbox) == 1
         assert outbox[0].target_session_id == peer.session_id
-        expected = OutboxStatus.DELIVERED if delivery_committed else OutboxStatus.PENDING
-        assert outbox[0].status == expected
+        # The sender's row is bookkeeping, marked after the target's step commits: a kill
+        # right after that commit leaves it pending; the target's own record says it applied.
+        assert outbox[0].status == OutboxStatus.PENDING
+        records = AppliedMessage.objects.filter(message=outbox[0])
+        assert [(r.execution_id, r.seq) for r in records] == (
+            [(peer.pk, 2)] if delivery_committed else []
+        )
     if delivery_committed:
         assert datamodel(peer.pk)["pings"] == 1
     else:
@@ -219,9 +224,11 @@ def test_killed_at_a_phase_recovers_exactly_once(
     resent, delivered = recover(execution.pk, request, data)
 
     assert resent == (not sender_committed)
-    # A retried step delivers its own outbox row; a committed one left it for deliver_pending.
+    # A retried step delivers its own outbox row; a committed one left it for deliver_pending,
+    # which finds the target's record when the delivery had committed, and applies nothing.
     assert delivered == (1 if sender_committed and not delivery_committed else 0)
     assert stepper.deliver_pending() == 0
+    assert AppliedMessage.objects.filter(execution=peer).count() == 1
 
     # Exactly one application of the input, exactly one ping delivered.
     assert applied(execution.pk, request) == 1

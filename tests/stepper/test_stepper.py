@@ -12,11 +12,13 @@ from django.test import override_settings
 from statecharts import signals, stepper
 from statecharts.core import ChartError
 from statecharts.core.effects import Effect
+from statecharts.core.plan import Instruction, InstructionKind
 from statecharts.core.position import ChartMismatchError, NotAPositionError, decode
 from statecharts.exceptions import NeedsMigration
-from statecharts.handlers import EffectContext
 from statecharts.models import Chart, Execution, HistoryEntry, OutboxMessage
 from statecharts.replay import replay
+from statecharts.stepper import EffectContext, StepContext
+from statecharts.stepper import transaction as step_transaction
 
 pytestmark = pytest.mark.django_db
 
@@ -201,19 +203,71 @@ def test_the_injected_clock_stamps_every_row() -> None:
     assert {e.created for e in execution.history.all()} == {fixed}
 
 
-# ---- effects handed to other apps ----------------------------------------------------------------
+# ---- instructions performed by other apps -------------------------------------------------------
+
+CANCELLING = f"""<scxml {NS} datamodel="ecmascript" initial="a">
+  <state id="a">
+    <onentry><send event="later" delay="1h" id="t"/></onentry>
+    <transition event="stop" target="b"><cancel sendid="t"/></transition>
+  </state>
+  <state id="b"/>
+</scxml>"""
 
 
-def test_an_effect_without_handler_is_recorded_as_unhandled_never_dropped() -> None:
+def test_an_instruction_without_performer_is_recorded_as_unhandled_never_dropped() -> None:
+    execution = Execution.objects.start(load(CANCELLING))
+    with override_settings(STATECHARTS={"PERFORMERS": {"cancel_timers": None}}):
+        result = execution.send("stop")
+    (cancel,) = [e for e in result.entry.effects if e["kind"] == "cancel"]
+    assert cancel["unhandled"] is True and cancel["send_id"] == "t"
+    assert [i.kind for i in result.instructions if i.kind == "cancel_timers"] == [
+        InstructionKind.CANCEL_TIMERS
+    ]
+
+
+def test_with_no_timer_queue_a_delayed_send_is_error_communication_in_the_chart() -> None:
+    """No performer for ``schedule`` (the timers app absent or disabled): the registered-types
+    snapshot says so, and the core refuses the delayed send with error.communication while
+    the <send> executes; it is recorded with the step, never silently dropped."""
+    chart = f"""<scxml {NS} datamodel="ecmascript" initial="a">
+      <state id="a">
+        <transition event="go"><send event="later" delay="1s" id="t"/></transition>
+        <transition event="error.communication" target="refused">
+          <assign location="why" expr="_event.data.message"/>
+        </transition>
+      </state>
+      <state id="refused"/>
+      <datamodel><data id="why" expr="''"/></datamodel>
+    </scxml>"""
+    execution = Execution.objects.start(load(chart))
+    with override_settings(STATECHARTS={"PERFORMERS": {"schedule": None}}):
+        result = execution.send("go")
+    assert execution.configuration == ["refused"]
+    assert "timer queue" in datamodel(execution)["why"]
+    assert not [e for e in result.entry.effects if e["kind"] == "send_delayed"]
+    assert result.entry.registered_types["timers"] is False
+    assert replay(execution).ok  # replay hands the recorded snapshot back
+
+
+def test_a_performer_runs_inside_the_step_with_its_context() -> None:
+    calls: list[tuple[StepContext, Instruction]] = []
+
+    def performer(context: StepContext, instruction: Instruction) -> None:
+        calls.append((context, instruction))
+
     execution = Execution.objects.start(load(ORDER))
-    with override_settings(STATECHARTS={"EFFECT_HANDLERS": {"send_delayed": None}}):
+    with override_settings(STATECHARTS={"PERFORMERS": {"schedule": performer}}):
         result = execution.send("checkout")
+    ((context, instruction),) = calls
+    assert context.execution.pk == execution.pk and context.seq == 2
+    assert instruction.kind is InstructionKind.SCHEDULE
+    assert instruction.event is not None and instruction.event.name == "reminder"
+    assert instruction.target is not None and instruction.target.kind == "self"
     (delayed,) = [e for e in result.entry.effects if e["kind"] == "send_delayed"]
-    assert delayed["unhandled"] is True
-    assert delayed["send_id"] == "remind" and delayed["delay_ms"] == 86_400_000
+    assert "unhandled" not in delayed
 
 
-def test_an_effect_handler_runs_inside_the_step_with_its_context() -> None:
+def test_the_deprecated_effect_handlers_setting_still_reaches_its_handler() -> None:
     calls: list[tuple[EffectContext, Effect]] = []
 
     def handler(context: EffectContext, effect: Effect) -> None:
@@ -221,22 +275,20 @@ def test_an_effect_handler_runs_inside_the_step_with_its_context() -> None:
 
     execution = Execution.objects.start(load(ORDER))
     with override_settings(STATECHARTS={"EFFECT_HANDLERS": {"send_delayed": handler}}):
-        result = execution.send("checkout")
+        execution.send("checkout")
     ((context, effect),) = calls
     assert context.execution.pk == execution.pk and context.seq == 2
-    assert effect.data["event"]["name"] == "reminder"
-    (delayed,) = [e for e in result.entry.effects if e["kind"] == "send_delayed"]
-    assert "unhandled" not in delayed
+    assert effect.kind == "send_delayed" and effect.data["event"]["name"] == "reminder"
 
 
-def test_a_handler_that_raises_rolls_the_whole_step_back() -> None:
-    def broken(context: EffectContext, effect: Effect) -> None:
+def test_a_performer_that_raises_rolls_the_whole_step_back() -> None:
+    def broken(context: StepContext, instruction: Instruction) -> None:
         raise RuntimeError("timer table is on fire")
 
     execution = Execution.objects.start(load(ORDER))
     before = (bytes(execution.position), execution.steps, execution.status)
     with (
-        override_settings(STATECHARTS={"EFFECT_HANDLERS": {"send_delayed": broken}}),
+        override_settings(STATECHARTS={"PERFORMERS": {"schedule": broken}}),
         pytest.raises(RuntimeError, match="on fire"),
     ):
         stepper.send(execution.pk, "checkout")
@@ -345,12 +397,12 @@ def test_an_outbox_left_pending_by_a_dead_process_is_delivered_by_the_sweeper() 
         if phase == "committed":
             raise SystemExit("process died between commit and delivery")
 
-    stepper.fault_hook = die_after_commit
+    step_transaction.fault_hook = die_after_commit
     try:
         with pytest.raises(SystemExit):
             stepper.send(ping.pk, "go", {"peer": pong.session_id})
     finally:
-        stepper.fault_hook = None
+        step_transaction.fault_hook = None
     assert OutboxMessage.objects.pending().count() == 1
     assert datamodel(pong)["pings"] == 0
     assert stepper.deliver_pending() == 2  # the ping, then the pong it caused
@@ -363,14 +415,14 @@ def test_an_outbox_left_pending_by_a_dead_process_is_delivered_by_the_sweeper() 
 def test_a_send_to_a_finished_execution_tells_the_sender() -> None:
     pong = Execution.objects.start(load(PONG))
     ping = Execution.objects.start(load(PING))
-    stepper.fault_hook = lambda phase: (
+    step_transaction.fault_hook = lambda phase: (
         (_ for _ in ()).throw(SystemExit()) if (phase == "committed") else None
     )
     try:
         with pytest.raises(SystemExit):
             stepper.send(ping.pk, "go", {"peer": pong.session_id})
     finally:
-        stepper.fault_hook = None
+        step_transaction.fault_hook = None
     pong.send("stop")  # the target finishes before the message is delivered
     assert stepper.deliver_pending() == 0
     message = OutboxMessage.objects.get()
@@ -445,7 +497,7 @@ def test_data_the_datamodel_cannot_take_is_refused_before_anything_is_written(
 def test_the_lock_falls_back_to_the_orm_if_its_compiled_plan_cannot_be_built(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from statecharts import statements
+    from statecharts.stepper import sql as statements
 
     def broken(self: object, conn: object) -> None:
         raise AttributeError("the compiler changed shape")

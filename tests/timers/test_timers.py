@@ -12,9 +12,10 @@ from django.test import override_settings
 
 from statecharts import stepper
 from statecharts.core.effects import Effect
+from statecharts.core.plan import plan_one
 from statecharts.core.position import decode
-from statecharts.handlers import EffectContext
 from statecharts.models import Chart, Execution, OutboxMessage
+from statecharts.stepper import EffectContext
 from timers import firing
 from timers.models import Timer
 from timers.pruning import prune
@@ -151,7 +152,7 @@ def test_the_same_timer_inserted_twice_is_a_no_op_even_after_it_fired() -> None:
         0,
     )
     state = decode(bytes(execution.position)).state
-    schedule(EffectContext(execution, state, T0, 1), effect)
+    schedule(EffectContext(execution, state, T0, 1), plan_one(effect))
     assert Timer.objects.count() == 1
     assert Timer.objects.get().status == "fired"
 

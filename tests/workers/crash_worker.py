@@ -4,7 +4,7 @@ Run by tests/stepper/test_crash.py, never collected by pytest::
 
     DATABASE_URL=... python tests/workers/crash_worker.py PHASE OCCURRENCE EXECUTION_PK EVENT DATA
 
-It installs ``stepper.fault_hook``; the OCCURRENCE-th time the stepper reaches PHASE
+It installs ``step_transaction.fault_hook``; the OCCURRENCE-th time the stepper reaches PHASE
 ("locked", "advanced", "before_commit", "committed"; the sender's step reaches each phase
 first, then every outbox delivery step does), it prints ``AT <phase>`` to stdout and blocks
 forever, holding whatever it holds (the row lock, the SQLite write lock, an open transaction).
@@ -43,6 +43,7 @@ def main(argv: list[str]) -> int:
     django.setup()
 
     from statecharts import stepper
+    from statecharts.stepper import transaction as step_transaction
 
     seen = 0
 
@@ -55,7 +56,7 @@ def main(argv: list[str]) -> int:
             print(f"AT {phase}", flush=True)
             threading.Event().wait()
 
-    stepper.fault_hook = freeze
+    step_transaction.fault_hook = freeze
     stepper.send(args.execution, args.event, args.data)
     print("DONE", flush=True)
     return 0

@@ -7,7 +7,7 @@ Run by tests/timers/test_timer_races.py, never collected by pytest::
 
 ``start-and-fire`` starts N executions of the stored chart CHART (a pk) at START (ISO 8601),
 each scheduling timers in its start step, and prints ``STARTED <pk>,<pk>,...``. Then it fires
-due timers at FIRE (``firing.fire_all_due``) with ``stepper.fault_hook`` installed: the K-th
+due timers at FIRE (``firing.fire_all_due``) with the stepper's ``fault_hook`` installed: the K-th
 time a firing step reaches the "advanced" phase (the chart has taken the event, nothing of the
 step is committed, the execution row and the claimed timers are held) it prints ``AT advanced``
 and blocks forever, waiting for its SIGKILL. If it never gets there it prints ``DONE <report>``.
@@ -61,6 +61,7 @@ def main(argv: list[str]) -> int:
 
     from statecharts import stepper
     from statecharts.models import Chart
+    from statecharts.stepper import transaction as step_transaction
     from timers import firing
 
     if args.mode == "fire":
@@ -83,7 +84,7 @@ def main(argv: list[str]) -> int:
             print("AT advanced", flush=True)
             threading.Event().wait()
 
-    stepper.fault_hook = freeze
+    step_transaction.fault_hook = freeze
     with override_settings(STATECHARTS={"TIMER_FIRE_CHUNK": CHUNK}):
         report = firing.fire_all_due(now=args.fire)
     print(f"DONE {json.dumps(report.outcomes)}", flush=True)

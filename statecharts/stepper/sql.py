@@ -6,6 +6,11 @@ running them; here they are built once per connection (the lock, by the ORM's ow
 or per model and column list, and run on the connection's cursor with the same field
 conversions (``get_db_prep_save``, ``from_db_value``, ``Model.from_db``). They send no
 ``pre_save``/``post_save``: the stepper sends its own signals.
+
+Every statement runs on ``database()``: the database Django's routers choose for writing an
+``Execution`` (``DEFAULT_DB_ALIAS`` without routers). A step's rows must all live in that one
+database, since a step is one transaction; a system check (``statecharts.E010``) refuses
+routers that would send this project's models elsewhere.
 """
 
 from __future__ import annotations
@@ -13,11 +18,16 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
+from django.db import DatabaseError, connections, router
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import QuerySet
 
 from statecharts.models import Chart, Execution
+
+
+def database() -> str:
+    """The alias of the database every step reads and writes (see the module docstring)."""
+    return router.db_for_write(Execution)
 
 
 def locking_queryset(conn: BaseDatabaseWrapper) -> QuerySet[Execution]:
@@ -32,7 +42,7 @@ def locking_queryset(conn: BaseDatabaseWrapper) -> QuerySet[Execution]:
 def lock_executions(pks: set[int]) -> dict[int, Execution]:
     """Lock several executions, in ascending id order (the one global order every batch
     follows), with their charts; missing ids are absent from the result."""
-    conn = connections[DEFAULT_DB_ALIAS]
+    conn = connections[database()]
     locked = locking_queryset(conn).filter(pk__in=pks).order_by("pk")
     return {execution.pk: execution for execution in locked}
 
@@ -43,7 +53,7 @@ def lock_execution(pk: int) -> Execution:
     ``Execution.objects.select_related("chart").select_for_update(of=("self",)).get(pk=pk)``,
     with the statement compiled once per connection (``_LockPlan``) instead of every step.
     """
-    conn = connections[DEFAULT_DB_ALIAS]
+    conn = connections[database()]
     plan = _lock_plans.get(conn)
     if plan is None:
         try:
@@ -116,7 +126,7 @@ def update_row(obj: Any, names: tuple[str, ...]) -> None:
     """``obj.save(update_fields=names)`` without the ORM's per-call compiling (no signals:
     the stepper sends its own). The values go through each field's ``get_db_prep_save``."""
     meta = obj._meta
-    conn = connections[DEFAULT_DB_ALIAS]
+    conn = connections[database()]
     key = (type(obj), names, conn.vendor)
     plan = _write_sql.get(key)
     if plan is None:
@@ -138,7 +148,7 @@ def insert_row(obj: Any) -> None:
     """``obj.save(force_insert=True)`` for a model with an auto primary key, without the ORM's
     per-call compiling (no signals: the stepper sends its own)."""
     meta = obj._meta
-    conn = connections[DEFAULT_DB_ALIAS]
+    conn = connections[database()]
     key = (type(obj), conn.vendor)
     plan = _insert_sql.get(key)
     if plan is None:

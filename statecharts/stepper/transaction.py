@@ -1,4 +1,4 @@
-"""The durable stepper: every input to an execution is one database transaction.
+"""One step: every input to an execution is one database transaction.
 
 The loop, for each input::
 
@@ -6,17 +6,20 @@ The loop, for each input::
         lock the execution row (select_for_update)
         live? terminal -> record "discarded"; needs_migration -> record "refused"
         load the position blob (re-checking the chart identity)
-        advance (statecharts.drivers.durable: the input, then self-sends, to quiescence)
-        perform every effect (outbox rows, effect handlers, logging)
-        persist the new position and append one history row
-    after commit: deliver the outbox rows this step wrote
+        advance (statecharts.drivers.durable: the input, then self-sends, to quiescence),
+            with the host's registered-types snapshot and reachability answers
+        perform every instruction (statecharts.stepper.performing)
+        persist the new position and append one history row (with the snapshot and answers)
+    after commit (statecharts.stepper.delivery): deliver the outbox rows this step wrote
 
 A crash anywhere before the commit leaves the previous committed state; a crash after it
-leaves outbox rows that ``deliver_pending()`` (``manage.py statechart deliver``) delivers.
-Views, management commands and workers all call these functions.
+leaves outbox rows that the sweeper (``statecharts.stepper.delivery.deliver_pending``)
+delivers. **Each step writes only rows of its own execution** (its row, its history, its
+outbox, rows owned by it such as its timers): anything that crosses to another execution
+goes through the outbox and is applied in that execution's own step.
 
 The statements of a step (the lock, the execution's UPDATE, the history INSERT) are compiled
-once per process (``statecharts.statements``): the same SQL and the same field conversions as
+once per process (``statecharts.stepper.sql``): the same SQL and the same field conversions as
 the ORM calls they replace, without the ORM's per-call compiling. So a step does not send
 Django's ``pre_save``/``post_save`` for the execution or its history rows (``start``'s INSERT
 of the execution still does); receive ``statecharts.signals`` instead.
@@ -25,46 +28,47 @@ of the execution still does); receive ``statecharts.signals`` instead.
 from __future__ import annotations
 
 import hashlib
-import logging
 import threading
 import uuid
-from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import (
-    IntegrityError,
-    transaction,
-)
+from django.db import IntegrityError, transaction
 
-from statecharts import signals, statements
+from statecharts import signals
 from statecharts.conf import statecharts_settings
 from statecharts.core import effects as fx
 from statecharts.core.datamodel import check_tagged
 from statecharts.core.effects import Effect
-from statecharts.core.events import EXTERNAL, PLATFORM, Event
+from statecharts.core.host import Host
 from statecharts.core.model import Chart as CompiledChart
+from statecharts.core.plan import Instruction, InstructionKind
 from statecharts.core.position import ChartIdentity, Position, PositionError, decode, encode
 from statecharts.core.state import State
 from statecharts.drivers.durable import Advance, Input, advance, status_of
 from statecharts.exceptions import NeedsMigration, StepRefused
-from statecharts.handlers import HANDLED_KINDS, EffectContext, effect_handler
-from statecharts.models import Chart, Execution, ExecutionStatus, HistoryEntry, OutboxMessage
+from statecharts.models import AppliedMessage, Chart, Execution, ExecutionStatus, HistoryEntry
 from statecharts.models.executions import TERMINAL_STATUSES
 from statecharts.models.history import Disposition
-from statecharts.models.outbox import OutboxStatus
 from statecharts.runtime import compiled_chart, interpreter_for
-
-log = logging.getLogger("statecharts.stepper")
+from statecharts.stepper import sql
+from statecharts.stepper.performing import (
+    NoPerformer,
+    StepContext,
+    perform,
+    performer_for,
+    registered_types,
+    registered_types_record,
+)
 
 # Tests install a callable here to stop a real process at a phase of the step ("locked",
 # "advanced", "before_commit", "committed") and kill it there. It is never set otherwise.
 fault_hook: Callable[[str], None] | None = None
 
 
-def _phase(name: str) -> None:
+def phase(name: str) -> None:
     if fault_hook is not None:
         fault_hook(name)
 
@@ -78,6 +82,8 @@ class StepResult:
     execution: Execution
     entry: HistoryEntry
     effects: tuple[Effect, ...]
+    # One instruction per effect, in order (the planner's): what the step asked for.
+    instructions: tuple[Instruction, ...] = ()
 
     @property
     def disposition(self) -> str:
@@ -88,11 +94,12 @@ class StepResult:
         return self.entry.disposition == Disposition.APPLIED
 
 
-# ---- entry points ----------------------------------------------------------------------------
+# ---- starting ----------------------------------------------------------------------------------
 
 
-def start(
+def start_step(
     chart: Chart,
+    outbox: list[int],
     *,
     data: dict[str, Any] | None = None,
     business_key: str | None = None,
@@ -100,18 +107,22 @@ def start(
     session_id: str | None = None,
     now: datetime | None = None,
     caller_context: dict[str, Any] | None = None,
-) -> Execution:
-    """Create an execution of ``chart`` and run it to its first stable configuration."""
+    io_processors: dict[str, str] | None = None,
+) -> StepResult:
+    """Create an execution of ``chart`` and run it to its first stable configuration, in one
+    transaction; the outbox ids it wrote are appended to ``outbox``."""
     compiled = compiled_chart(chart)
     if data is not None:
         check_tagged(data)  # ValueError names the bad path; nothing is written
     session_id = session_id or uuid.uuid4().hex
-    outbox: list[int] = []
+    database = sql.database()
     try:
-        with transaction.atomic(durable=True):
+        with transaction.atomic(using=database, durable=True):
             if (
                 business_key is not None
-                and Execution.objects.filter(chart=chart, business_key=business_key).exists()
+                and Execution.objects.using(database)
+                .filter(chart=chart, business_key=business_key)
+                .exists()
             ):
                 raise IntegrityError("business key in use")
             now = now or statecharts_settings.now()
@@ -122,88 +133,65 @@ def start(
                 metadata=metadata or {},
                 created=now,
             )
-            start_input = Input.start(session_id, data)
+            start_input = Input.start(session_id, data, io_processors)
             result = _apply(execution, compiled, None, start_input, now, outbox, caller_context)
-            _phase("before_commit")
+            phase("before_commit")
     except IntegrityError:
         # Checked first for a clear error; the unique constraint settles a concurrent race.
         if business_key is not None and (
-            Execution.objects.filter(chart=chart, business_key=business_key).exists()
+            Execution.objects.using(database)
+            .filter(chart=chart, business_key=business_key)
+            .exists()
         ):
             raise BusinessKeyInUse(
                 f"chart {chart} already has an execution with business key {business_key!r}"
             ) from None
         raise
-    _phase("committed")
-    deliver(outbox)
-    return result.execution
-
-
-def send(
-    execution: Execution | int,
-    name: str,
-    data: Any = None,
-    *,
-    now: datetime | None = None,
-    caller_context: dict[str, Any] | None = None,
-    **fields: Any,
-) -> StepResult:
-    """Feed one external event named ``name`` (fields: sendid, origin, origintype, invokeid).
-
-    ``caller_context`` is opaque JSON handed to effect handlers (timer rows keep it).
-    """
-    check_tagged(data)  # ValueError names the bad path; nothing is written
-    event = Event(name, EXTERNAL, data, **fields)
-    return feed(execution, Input.external(event), now=now, caller_context=caller_context)
-
-
-def cancel(
-    execution: Execution | int,
-    *,
-    now: datetime | None = None,
-    caller_context: dict[str, Any] | None = None,
-) -> StepResult:
-    """Stop an execution from outside: its onexit handlers run, then it is ``cancelled``."""
-    return feed(execution, Input.cancel(), now=now, caller_context=caller_context)
-
-
-def feed(
-    execution: Execution | int,
-    step_input: Input,
-    *,
-    now: datetime | None = None,
-    caller_context: dict[str, Any] | None = None,
-) -> StepResult:
-    """Apply one input in one transaction, then deliver the outbox rows it wrote."""
-    pk = execution.pk if isinstance(execution, Execution) else execution
-    outbox: list[int] = []
-    result = _feed(pk, step_input, now, outbox, consume=None, caller_context=caller_context)
-    assert result is not None
-    deliver(outbox)
+    phase("committed")
     return result
 
 
-# ---- one step --------------------------------------------------------------------------------
+# ---- one step ----------------------------------------------------------------------------------
 
 
-def _feed(
+def feed_step(
     pk: int,
     step_input: Input,
     now: datetime | None,
     outbox: list[int],
     *,
-    consume: _Claim | None,
     caller_context: dict[str, Any] | None = None,
+    applying: int | None = None,
 ) -> StepResult | None:
-    with transaction.atomic(durable=True):
+    """Apply one input to the execution ``pk`` in one transaction.
+
+    ``applying`` is the id of the outbox message this input comes from: the step then records
+    that this execution applied it (``AppliedMessage``), and returns None, applying nothing,
+    if it already had, or if the execution can no longer take it (not active: the sender is
+    then told instead, by the delivery). Raises the refusal (``NeedsMigration``) after the
+    commit when the input was refused.
+    """
+    database = sql.database()
+    with transaction.atomic(using=database, durable=True):
         execution = lock(pk)
-        _phase("locked")
+        phase("locked")
         now = now or statecharts_settings.now()
-        if consume is not None and not consume.claim(now):
-            return None  # someone else settled this message already
+        if applying is not None:
+            if execution.status != ExecutionStatus.ACTIVE:
+                return None
+            if (
+                AppliedMessage.objects.using(database)
+                .filter(execution_id=pk, message_id=applying)
+                .exists()
+            ):
+                return None  # applied by an earlier delivery of the same message
         result, refusal = step_locked(execution, step_input, now, outbox, caller_context)
-        _phase("before_commit")
-    _phase("committed")
+        if applying is not None:
+            AppliedMessage.objects.using(database).create(
+                execution=execution, message_id=applying, seq=result.entry.seq, applied=now
+            )
+        phase("before_commit")
+    phase("committed")
     if refusal is not None:
         raise refusal
     return result
@@ -247,9 +235,51 @@ def step_locked(
     return result, None
 
 
+def perform_delivery(
+    execution: Execution,
+    instruction: Instruction,
+    now: datetime,
+    outbox: list[int],
+    caller_context: dict[str, Any] | None = None,
+) -> StepResult | None:
+    """Perform a delivery the planner made of a stored delayed send (``plan.delivery``), for an
+    execution the caller locked, in the caller's transaction.
+
+    A delivery to the execution itself is a step (``deliver_self``: an external event;
+    ``deliver_internal``: an internal one), whose result is returned; refusals raise
+    ``StepRefused`` (the step's refusal is recorded first). Any other delivery goes to its
+    performer (an outbox row, an invoked child, a route), and None is returned. Raises
+    ``NoPerformer`` when nothing here performs that kind: a fact about this deployment, not
+    about the row.
+    """
+    kind = instruction.kind
+    event = instruction.event
+    if kind is InstructionKind.DELIVER_SELF or kind is InstructionKind.DELIVER_INTERNAL:
+        assert event is not None
+        step_input = Input.internal(event) if kind is InstructionKind.DELIVER_INTERNAL else (
+            Input.external(event)
+        )
+        result, refusal = step_locked(execution, step_input, now, outbox, caller_context)
+        if refusal is not None:
+            raise refusal
+        return result
+    performer = performer_for(kind)
+    if performer is None or not kind.is_delivery:
+        raise NoPerformer(f"nothing performs {kind.value} here ({instruction.reason or 'no app'})")
+    state = _load_position(execution, compiled_chart(execution.chart)).state
+    performer(StepContext(execution, state, now, execution.steps, caller_context, outbox),
+              instruction)
+    return None
+
+
 def lock(pk: int) -> Execution:
     """Lock an execution row for the rest of the transaction (its chart is loaded too)."""
-    return statements.lock_execution(pk)
+    return sql.lock_execution(pk)
+
+
+def lock_many(pks: set[int]) -> dict[int, Execution]:
+    """Lock several executions in ascending id order (the one order every batch follows)."""
+    return sql.lock_executions(pks)
 
 
 # Decoding the same blob twice gives the same state; reusing the very State object lets the
@@ -288,25 +318,26 @@ def _apply(
 ) -> StepResult:
     interpreter = interpreter_for(compiled)
     answers: dict[str, bool] = {}
+    database = sql.database()
 
     def is_reachable(session_id: str) -> bool:
         if session_id not in answers:
-            answers[session_id] = Execution.objects.filter(
-                session_id=session_id, status=ExecutionStatus.ACTIVE
-            ).exists()
+            answers[session_id] = (
+                Execution.objects.using(database)
+                .filter(session_id=session_id, status=ExecutionStatus.ACTIVE)
+                .exists()
+            )
         return answers[session_id]
 
-    interpreter.is_reachable = is_reachable
-    try:
-        outcome = advance(
-            interpreter,
-            position.state if position is not None else None,
-            step_input,
-            send_budget=statecharts_settings.SEND_BUDGET,
-        )
-    finally:
-        interpreter.is_reachable = _unreachable
-    _phase("advanced")
+    host = Host(registered_types(), is_reachable)
+    outcome = advance(
+        interpreter,
+        position.state if position is not None else None,
+        step_input,
+        send_budget=statecharts_settings.SEND_BUDGET,
+        host=host,
+    )
+    phase("advanced")
     chart = execution.chart
     identity = ChartIdentity(compiled.source_hash, chart.name or None, chart.version or None)
     state = outcome.state
@@ -319,11 +350,11 @@ def _apply(
     finished = execution.status in TERMINAL_STATUSES
     _record_ending(execution, outcome, now)
     if execution.pk is None:
-        execution.save(force_insert=True)
+        execution.save(force_insert=True, using=database)
     else:
-        statements.update_row(execution, _RUNNING_STEP_FIELDS if state.running else _STEP_FIELDS)
-    context = EffectContext(execution, state, now, execution.steps, caller_context)
-    summary = _perform(context, outcome, outbox)
+        sql.update_row(execution, _RUNNING_STEP_FIELDS if state.running else _STEP_FIELDS)
+    context = StepContext(execution, state, now, execution.steps, caller_context, outbox)
+    summary = perform(context, outcome.instructions)
     entry = HistoryEntry(
         execution=execution,
         seq=execution.steps,
@@ -333,29 +364,33 @@ def _apply(
         configuration_after=execution.configuration,
         effects=summary,
         reachability=answers,
+        registered_types=registered_types_record(),
         position_sha256=hashlib.sha256(blob).hexdigest(),
         created=now,
     )
-    statements.insert_row(entry)
+    sql.insert_row(entry)
     if state.running:
         _remember_position(execution, blob, Position(identity, state))
     effects = tuple(outcome.effects)
     signals.step_finished.send(Execution, execution=execution, entry=entry, effects=effects)
     if finished:
         signals.execution_finished.send(Execution, execution=execution)
-    return StepResult(execution, entry, effects)
+    return StepResult(execution, entry, effects, tuple(outcome.instructions))
 
 
 # What a step may change; the rest of the row (chart, session id, key, metadata) is fixed.
 # A step that leaves the execution running changes only the first five (``_record_ending``
 # writes the rest, and only when it finishes).
 _RUNNING_STEP_FIELDS = ("position", "status", "configuration", "steps", "updated")
-_STEP_FIELDS = (*_RUNNING_STEP_FIELDS, "ended", "outcome", "donedata", "failure_reason")
+_STEP_FIELDS = (
+    *_RUNNING_STEP_FIELDS,
+    "ended",
+    "outcome",
+    "donedata",
+    "donedata_error",
+    "failure_reason",
+)
 _UNAPPLIED_FIELDS = ("steps", "updated", "status", "failure_reason")
-
-
-def _unreachable(_session_id: str) -> bool:
-    return False
 
 
 def _atomic_ids(compiled: CompiledChart, state: State) -> list[str]:
@@ -374,7 +409,9 @@ def _record_ending(execution: Execution, outcome: Advance, now: datetime) -> Non
             execution.donedata = effect.data.get("donedata")
             if effect.data.get("final"):
                 execution.configuration = [effect.data["final"]]
-            if effect.data.get("error"):
+            if effect.data.get("donedata_error"):
+                execution.donedata_error = str(effect.data.get("error") or "")
+            elif effect.data.get("error"):
                 execution.failure_reason = f"datamodel error: {effect.data['error']}"
         elif effect.kind == fx.BUDGET_EXHAUSTED:
             execution.failure_reason = (
@@ -388,72 +425,12 @@ def _record_ending(execution: Execution, outcome: Advance, now: datetime) -> Non
         )
 
 
-def _perform(context: EffectContext, outcome: Advance, outbox: list[int]) -> list[dict[str, Any]]:
-    """Perform the effects left for the host; return the history's summary of every effect."""
-    execution = context.execution
-    outgoing = {id(effect) for effect in outcome.outgoing}
-    summary: list[dict[str, Any]] = []
-    chart_log: logging.Logger | None = None
-    for effect in outcome.effects:
-        if effect.kind.startswith("trace."):
-            continue
-        item = _summarize(effect)
-        summary.append(item)
-        if id(effect) not in outgoing:
-            continue  # a self-send, consumed inside the step
-        kind, data = effect.kind, effect.data
-        if kind == fx.SEND:
-            target = data["target"]
-            if target["kind"] in ("session", "parent"):
-                message = OutboxMessage.objects.create(
-                    sender=execution,
-                    target_session_id=target["session_id"],
-                    event=data["event"],
-                    send_id=data["send_id"],
-                    created=context.now,
-                )
-                outbox.append(message.pk)
-                item["outbox"] = message.pk
-                continue
-            kind = "send:invoke"
-        elif kind == fx.LOG:
-            if chart_log is None:
-                chart_log = logging.getLogger(f"statecharts.chart.{_logger_name(execution)}")
-            chart_log.info(
-                "%s: %s", data["label"], data["value"], extra={"session_id": execution.session_id}
-            )
-        if kind in HANDLED_KINDS:
-            handler = effect_handler(kind)
-            if handler is not None:
-                handler(context, effect)
-            elif kind != fx.DONE:
-                item["unhandled"] = True
-                log.warning(
-                    "execution %s: no handler for %r effects (STATECHARTS['EFFECT_HANDLERS'])",
-                    execution.session_id,
-                    kind,
-                )
-    return summary
-
-
-def _summarize(effect: Effect) -> dict[str, Any]:
-    if effect.kind == fx.DATAMODEL_CHANGE:
-        return {"kind": effect.kind}  # the datamodel itself is in the position
-    return effect.to_dict()
-
-
-def _logger_name(execution: Execution) -> str:
-    chart = execution.chart
-    name = (chart.name or chart.content_hash[:12]).replace(".", "_")
-    return name
-
-
 def _record_unapplied(
     execution: Execution, step_input: Input, now: datetime, disposition: str
 ) -> StepResult:
     execution.steps += 1
     execution.updated = now
-    statements.update_row(execution, _UNAPPLIED_FIELDS)
+    sql.update_row(execution, _UNAPPLIED_FIELDS)
     entry = HistoryEntry(
         execution=execution,
         seq=execution.steps,
@@ -463,81 +440,18 @@ def _record_unapplied(
         configuration_after=execution.configuration,
         created=now,
     )
-    statements.insert_row(entry)
+    sql.insert_row(entry)
     return StepResult(execution, entry, ())
 
 
-# ---- the outbox ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _Claim:
-    """Settle a pending outbox message inside the step that consumes it (exactly once).
-
-    Called after the execution row is locked: the lock order is execution, then message,
-    everywhere."""
-
-    message_id: int
-    status: str
-    reason: str = ""
-
-    def claim(self, now: datetime) -> bool:
-        claimed = (
-            OutboxMessage.objects.select_for_update()
-            .filter(pk=self.message_id, status=OutboxStatus.PENDING)
-            .update(status=self.status, reason=self.reason, delivered=now)
-        )
-        return claimed == 1
-
-
-def deliver(message_ids: Iterable[int], *, limit: int | None = None) -> int:
-    """Deliver outbox messages (and those their deliveries write), each in its own step.
-
-    Returns how many were delivered. Stops after ``limit`` (default OUTBOX_BATCH) deliveries;
-    the rest stay pending for ``deliver_pending``.
-    """
-    limit = statecharts_settings.OUTBOX_BATCH if limit is None else limit
-    queue = deque(message_ids)
-    delivered = 0
-    while queue and delivered < limit:
-        more: list[int] = []
-        if _deliver_one(queue.popleft(), more):
-            delivered += 1
-        queue.extend(more)
-    return delivered
-
-
-def deliver_pending(*, limit: int | None = None) -> int:
-    """Deliver messages left pending (e.g. by a process that died right after its commit)."""
-    limit = statecharts_settings.OUTBOX_BATCH if limit is None else limit
-    ids = list(OutboxMessage.objects.pending().order_by("id").values_list("pk", flat=True)[:limit])
-    return deliver(ids, limit=limit)
-
-
-def _deliver_one(message_id: int, more: list[int]) -> bool:
-    row = (
-        OutboxMessage.objects.filter(pk=message_id, status=OutboxStatus.PENDING)
-        .values_list("target_session_id", "event", "sender_id", "send_id")
-        .first()
-    )
-    if row is None:
-        return False
-    target_session_id, event, sender_id, send_id = row
-    target = (
-        Execution.objects.filter(session_id=target_session_id).values_list("pk", "status").first()
-    )
-    if target is not None and target[1] == ExecutionStatus.ACTIVE:
-        claim = _Claim(message_id, OutboxStatus.DELIVERED)
-        step_input = Input.external(Event.from_dict(event))
-        return _feed(target[0], step_input, None, more, consume=claim) is not None
-    # The target is gone: the sender is told (spec 6.2: error.communication), in the same
-    # transaction that marks the message undeliverable.
-    reason = (
-        f"session {target_session_id!r} does not exist"
-        if target is None
-        else f"session {target_session_id!r} is {target[1]}"
-    )
-    claim = _Claim(message_id, OutboxStatus.UNDELIVERABLE, reason)
-    error = Event("error.communication", PLATFORM, {"message": reason}, sendid=send_id or None)
-    _feed(sender_id, Input.internal(error), None, more, consume=claim)
-    return False
+__all__ = [
+    "BusinessKeyInUse",
+    "NoPerformer",
+    "StepResult",
+    "feed_step",
+    "lock",
+    "lock_many",
+    "perform_delivery",
+    "start_step",
+    "step_locked",
+]

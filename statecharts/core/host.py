@@ -1,0 +1,98 @@
+"""What the core may know of its host during one step: the registered types and one question.
+
+Both are passed in per step (never set on a cached interpreter), and both are inputs the core
+cannot compute itself, so a durable host records them with each step and replay hands the
+recorded ones back:
+
+- :class:`RegisteredTypes`: a snapshot of the ``<send type>`` values the host routes (type ->
+  route name), the ``<invoke type>`` values it can start, and whether it keeps delayed sends
+  (a timer queue). The core checks sends and invokes against it *while it executes them*
+  (spec 4.9 / 6.2.4 / 6.4): an unsupported type is ``error.execution``; a delayed send with no
+  timer queue is ``error.communication``; both skip the rest of the block as the spec says.
+- ``is_reachable(session_id)``: can ``#_scxml_<id>`` be reached? Answered from the host's
+  own records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from statecharts.core.events import SCXML_PROCESSOR, SCXML_PROCESSOR_SHORT
+
+# <invoke type> values that mean "an SCXML child session" (spec 6.4.1).
+SCXML_INVOKE_TYPES = frozenset(
+    {"scxml", "http://www.w3.org/TR/scxml/", "http://www.w3.org/TR/scxml"}
+)
+# <send type> values the core itself handles (the SCXML Event I/O Processor, spec C.1).
+SCXML_SEND_TYPES = frozenset({SCXML_PROCESSOR, SCXML_PROCESSOR_SHORT})
+
+
+def _frozen(mapping: Mapping[str, str]) -> Mapping[str, str]:
+    return MappingProxyType(dict(sorted(mapping.items())))
+
+
+@dataclass(frozen=True, slots=True)
+class RegisteredTypes:
+    """The host's registered send and invoke types, as one immutable, comparable value."""
+
+    send: Mapping[str, str] = field(default_factory=lambda: _frozen({}))  # type -> route
+    invoke: frozenset[str] = frozenset()
+    timers: bool = True  # the host keeps delayed sends
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        send: Mapping[str, str] | None = None,
+        invoke: Iterable[str] = (),
+        timers: bool = True,
+    ) -> RegisteredTypes:
+        return cls(_frozen(send or {}), frozenset(invoke), timers)
+
+    def route_for(self, send_type: str) -> str | None:
+        return self.send.get(send_type)
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, RegisteredTypes)
+            and dict(self.send) == dict(other.send)
+            and self.invoke == other.invoke
+            and self.timers == other.timers
+        )
+
+    def __hash__(self) -> int:
+        return hash((tuple(self.send.items()), self.invoke, self.timers))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"send": dict(self.send), "invoke": sorted(self.invoke), "timers": self.timers}
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> RegisteredTypes:
+        return cls.of(
+            send=dict(raw.get("send") or {}),
+            invoke=raw.get("invoke") or (),
+            timers=bool(raw.get("timers", True)),
+        )
+
+
+# What an embedder gets unless it says otherwise: SCXML children and delayed sends, no routes
+# (the in-memory driver performs both).
+IN_MEMORY_TYPES = RegisteredTypes.of(invoke=SCXML_INVOKE_TYPES, timers=True)
+
+
+def _unreachable(_session_id: str) -> bool:
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class Host:
+    """Everything the host tells the core for one step (see the module docstring)."""
+
+    types: RegisteredTypes = IN_MEMORY_TYPES
+    is_reachable: Callable[[str], bool] = _unreachable
+
+
+DEFAULT_HOST = Host()

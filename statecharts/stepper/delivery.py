@@ -1,0 +1,169 @@
+"""Delivering outbox messages: exactly once, each side writing only its own rows.
+
+A message (``OutboxMessage``, the sender's row) is delivered after the sender's step commits,
+by the process that ran it (``deliver``), and otherwise by the sweeper (``deliver_pending``,
+run every minute on the django-q2 cluster: ``statecharts.stepper.sweeper``), e.g. after that
+process died right after its commit. Delivering message M to the target T:
+
+1. **T's step** (one transaction, T locked): if T already applied M (an ``AppliedMessage``
+   row, T's own) nothing happens; if T is not active, nothing happens (go to 3); otherwise
+   the event is applied and the ``AppliedMessage`` row written, in the same transaction.
+2. **Bookkeeping** (its own transaction): M, still pending, is marked ``delivered``.
+3. **The sender's step**, when T is gone or finished (and did not apply M): the sender is
+   told ``error.communication`` (spec 6.2) and M is marked ``undeliverable``, in the same
+   transaction (M is the sender's row).
+
+A crash between 1 and 2 leaves M pending with T's record of it: the next delivery finds the
+record (1 applies nothing) and does 2. Re-delivery is therefore harmless, and the lock order
+is one execution per transaction: there is nothing to deadlock on.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+
+from django.db import transaction
+
+from statecharts.conf import statecharts_settings
+from statecharts.core.events import PLATFORM, Event
+from statecharts.drivers.durable import Input
+from statecharts.models import AppliedMessage, Execution, ExecutionStatus, OutboxMessage
+from statecharts.models.outbox import OutboxStatus
+from statecharts.stepper import sql
+from statecharts.stepper.transaction import feed_step, lock, step_locked
+
+
+def deliver(message_ids: Iterable[int], *, limit: int | None = None) -> int:
+    """Deliver outbox messages (and those their deliveries write), each in its own step.
+
+    Returns how many were delivered. Stops after ``limit`` (default OUTBOX_BATCH) deliveries;
+    the rest stay pending for ``deliver_pending``.
+    """
+    limit = statecharts_settings.OUTBOX_BATCH if limit is None else limit
+    queue = deque(message_ids)
+    delivered = 0
+    while queue and delivered < limit:
+        more: list[int] = []
+        if deliver_one(queue.popleft(), more):
+            delivered += 1
+        queue.extend(more)
+    return delivered
+
+
+def deliver_pending(
+    *, limit: int | None = None, older_than: timedelta | None = None, now: datetime | None = None
+) -> int:
+    """Deliver messages left pending (e.g. by a process that died right after its commit).
+
+    ``older_than`` skips messages written more recently than that (the process that wrote them
+    is normally delivering them right now; the sweeper leaves those alone).
+    """
+    limit = statecharts_settings.OUTBOX_BATCH if limit is None else limit
+    pending = OutboxMessage.objects.using(sql.database()).pending()
+    if older_than is not None:
+        pending = pending.filter(created__lte=(now or statecharts_settings.now()) - older_than)
+    ids = list(pending.order_by("id").values_list("pk", flat=True)[:limit])
+    return deliver(ids, limit=limit)
+
+
+def deliver_one(message_id: int, more: list[int], *, tell_sender: bool = True) -> bool:
+    """Deliver one message (see the module docstring); True if its target applied it now.
+
+    ``tell_sender=False`` (an operator's retry) marks a message that still cannot be
+    delivered undeliverable again without telling the sender a second time.
+    """
+    database = sql.database()
+    row = (
+        OutboxMessage.objects.using(database)
+        .filter(pk=message_id, status=OutboxStatus.PENDING)
+        .values_list("target_session_id", "event", "sender_id", "send_id")
+        .first()
+    )
+    if row is None:
+        return False
+    target_session_id, event, sender_id, send_id = row
+    target = _target(target_session_id)
+    if target is not None and target[1] == ExecutionStatus.ACTIVE:
+        step_input = Input.external(Event.from_dict(event))
+        if feed_step(target[0], step_input, None, more, applying=message_id) is not None:
+            _mark_delivered(message_id)
+            return True
+        target = _target(target_session_id)  # it applied it before, or it has just finished
+    # The target never applied it, and cannot: the sender is told (spec 6.2:
+    # error.communication), in the step that marks its message undeliverable.
+    reason = (
+        f"session {target_session_id!r} does not exist"
+        if target is None
+        else f"session {target_session_id!r} is {target[1]}"
+    )
+    _settle_undelivered(sender_id, message_id, send_id, reason, more, tell_sender)
+    return False
+
+
+def _target(session_id: str) -> tuple[int, str] | None:
+    found: tuple[int, str] | None = (
+        Execution.objects.using(sql.database())
+        .filter(session_id=session_id)
+        .values_list("pk", "status")
+        .first()
+    )
+    return found
+
+
+def _applied_by_someone(message_id: int) -> bool:
+    return AppliedMessage.objects.using(sql.database()).filter(message_id=message_id).exists()
+
+
+def _mark_delivered(message_id: int) -> None:
+    """Bookkeeping on the sender's row (no step: the target's step already decided)."""
+    now = statecharts_settings.now()
+    OutboxMessage.objects.using(sql.database()).filter(
+        pk=message_id, status=OutboxStatus.PENDING
+    ).update(status=OutboxStatus.DELIVERED, delivered=now, reason="")
+
+
+def _settle_undelivered(
+    sender_id: int, message_id: int, send_id: str, reason: str, more: list[int], tell: bool
+) -> None:
+    """In the sender's step: the message is delivered after all (its target's record says
+    so: a delivery raced this one), or undeliverable, and then the sender is told."""
+    database = sql.database()
+    with transaction.atomic(using=database, durable=True):
+        try:
+            sender: Execution | None = lock(sender_id)
+        except Execution.DoesNotExist:
+            sender = None
+        if _applied_by_someone(message_id):
+            _mark_delivered(message_id)
+            return
+        now = statecharts_settings.now()
+        taken = (
+            OutboxMessage.objects.using(database)
+            .filter(pk=message_id, status=OutboxStatus.PENDING)
+            .update(status=OutboxStatus.UNDELIVERABLE, reason=reason, delivered=now)
+        )
+        if taken and tell and sender is not None:
+            error = Event(
+                "error.communication", PLATFORM, {"message": reason}, sendid=send_id or None
+            )
+            step_locked(sender, Input.internal(error), now, more)
+
+
+def retry(message_id: int) -> bool:
+    """Try an undeliverable message again (an operator's action: the target may be back, e.g.
+    after a migration). The sender was told ``error.communication`` when it failed; if the
+    retry succeeds the target gets the event after all, and if it fails again the sender is
+    not told twice. Returns whether it was delivered."""
+    reset = (
+        OutboxMessage.objects.using(sql.database())
+        .filter(pk=message_id, status=OutboxStatus.UNDELIVERABLE)
+        .update(status=OutboxStatus.PENDING, reason="", delivered=None)
+    )
+    if not reset:
+        return False
+    more: list[int] = []
+    delivered = deliver_one(message_id, more, tell_sender=False)
+    deliver(more)
+    return delivered

@@ -1,0 +1,304 @@
+"""Performing instructions in a step: the performers' registry, and the stepper's own performers.
+
+The planner (``statecharts.core.plan``) decides *which* instruction each effect is; a
+performer decides *how* the durable stepper does it. Performers run inside the step's
+transaction, after the execution row was locked, so whatever they write commits or rolls
+back with the step. The lock order is always: the execution, then rows it owns.
+
+Who performs what:
+
+=====================  ============================================================
+``deliver_session``    the stepper: an outbox row (delivered after the commit)
+``deliver_parent``     the stepper: an outbox row
+``log``                the stepper: the ``statecharts.chart.<name>`` logger
+``observe``            nothing is owed
+``finish``, ``halt``   the stepper records them on the execution itself; an app may
+                       register a performer to act on them too
+``schedule``,          the ``timers`` app (``TimersConfig.ready``)
+``cancel_timers``
+``start_invocation``,  the ``invocations`` app, when it registers them
+``cancel_invocation``,
+``autoforward``,
+``deliver_child``
+``deliver_route``      a routes app, when it registers one
+=====================  ============================================================
+
+An app registers its performers in ``AppConfig.ready()`` with :func:`register_performer`,
+and the invoke / send types it can serve with :func:`register_invoke_types` /
+:func:`register_send_type`: together they are the registered-types snapshot
+(:func:`registered_types`) the core checks each ``<send>``/``<invoke>`` against, so an app
+that is not installed contributes nothing and its types are ``error.execution`` in the chart.
+``STATECHARTS["PERFORMERS"]`` overrides a registered performer by instruction kind (a dotted
+path; ``None`` disables one). An instruction with no performer is recorded in the history as
+``"unhandled": true`` and logged as a warning: nothing is silently dropped.
+
+``STATECHARTS["EFFECT_HANDLERS"]`` (by effect kind, ``handler(context, effect)``) is a
+deprecated alias: each entry is mapped to its instruction kind and called with the effect,
+and a system check warns (``statecharts.W001``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.core.signals import setting_changed
+from django.utils.module_loading import import_string
+
+from statecharts.conf import statecharts_settings
+from statecharts.core.effects import Effect, EffectKind
+from statecharts.core.host import RegisteredTypes
+from statecharts.core.plan import Instruction, InstructionKind
+from statecharts.core.state import State
+from statecharts.models import Execution, OutboxMessage
+from statecharts.stepper.sql import database
+
+log = logging.getLogger("statecharts.stepper")
+
+
+@dataclass(frozen=True, slots=True)
+class StepContext:
+    """What a performer is given, besides the instruction."""
+
+    execution: Execution  # locked for the rest of the transaction
+    state: State  # the state after the step
+    now: datetime  # the step's injected clock
+    seq: int  # the history sequence number of the step
+    caller_context: dict[str, Any] | None = None  # opaque data the caller passed to the step
+    # Outbox ids this step wrote: delivered after the commit (append to it).
+    outbox: list[int] = field(default_factory=list)
+
+
+# The name handlers were written against before instructions existed.
+EffectContext = StepContext
+
+Performer = Callable[[StepContext, Instruction], None]
+
+# Kinds for which nothing is owed when no performer is registered: the stepper has already
+# done what they mean (recorded the ending; the datamodel is in the position).
+NOTHING_OWED = frozenset({InstructionKind.OBSERVE, InstructionKind.FINISH, InstructionKind.HALT})
+
+# EFFECT_HANDLERS' keys (effect kinds, plus the old synthetic "send:invoke"), by instruction.
+LEGACY_EFFECT_KINDS: Mapping[str, InstructionKind] = {
+    "send_delayed": InstructionKind.SCHEDULE,
+    "cancel": InstructionKind.CANCEL_TIMERS,
+    "invoke": InstructionKind.START_INVOCATION,
+    "cancel_invoke": InstructionKind.CANCEL_INVOCATION,
+    "autoforward": InstructionKind.AUTOFORWARD,
+    "send:invoke": InstructionKind.DELIVER_CHILD,
+    "done": InstructionKind.FINISH,
+}
+
+
+class NoPerformer(LookupError):
+    """No performer is registered for an instruction kind (a fact about this deployment, not
+    about the row that asked for it: a host retries later rather than giving up)."""
+
+
+class _Registry:
+    def __init__(self) -> None:
+        self.performers: dict[InstructionKind, str | Performer] = {}
+        self.invoke_types: set[str] = set()
+        self.send_types: dict[str, str] = {}
+        self.lock = threading.Lock()
+        self.resolved: dict[InstructionKind, Performer | None] = {}
+        self.types: RegisteredTypes | None = None
+        self.types_dict: dict[str, Any] | None = None
+
+    def changed(self) -> None:
+        with self.lock:
+            self.resolved = {}
+            self.types = None
+            self.types_dict = None
+
+
+_registry = _Registry()
+
+
+def register_performer(kind: InstructionKind | str, performer: str | Performer) -> None:
+    """Make ``performer`` (a callable or its dotted path) perform ``kind`` instructions."""
+    _registry.performers[InstructionKind(kind)] = performer
+    _registry.changed()
+
+
+def register_invoke_types(types: Iterable[str]) -> None:
+    """Declare ``<invoke type>`` values this deployment can start (its app performs
+    ``start_invocation`` for them)."""
+    _registry.invoke_types.update(types)
+    _registry.changed()
+
+
+def register_send_type(send_type: str, route: str) -> None:
+    """Declare a ``<send type>`` value served by the route named ``route``."""
+    _registry.send_types[send_type] = route
+    _registry.changed()
+
+
+def _reset_on_settings(setting: str, **kwargs: Any) -> None:
+    if setting == "STATECHARTS":
+        _registry.changed()
+
+
+setting_changed.connect(_reset_on_settings, dispatch_uid="statecharts.stepper.performers")
+
+
+def performer_for(kind: InstructionKind) -> Performer | None:
+    """The performer for ``kind``: ``PERFORMERS`` > ``EFFECT_HANDLERS`` > registered."""
+    resolved = _registry.resolved
+    if kind in resolved:
+        return resolved[kind]
+    performer = _resolve(kind)
+    with _registry.lock:
+        _registry.resolved[kind] = performer
+    return performer
+
+
+def _resolve(kind: InstructionKind) -> Performer | None:
+    overrides: dict[str, Any] = statecharts_settings.PERFORMERS or {}
+    if kind.value in overrides:
+        return _load(overrides[kind.value])
+    legacy: dict[str, Any] = statecharts_settings.EFFECT_HANDLERS or {}
+    for effect_kind, instruction_kind in LEGACY_EFFECT_KINDS.items():
+        if instruction_kind is kind and effect_kind in legacy:
+            handler = _load(legacy[effect_kind])
+            return None if handler is None else _legacy_adapter(handler)
+    return _load(_registry.performers.get(kind))
+
+
+def _load(configured: Any) -> Any:
+    if configured is None:
+        return None
+    return import_string(configured) if isinstance(configured, str) else configured
+
+
+def _legacy_adapter(handler: Callable[[StepContext, Effect], None]) -> Performer:
+    def perform(context: StepContext, instruction: Instruction) -> None:
+        effect = instruction.effect
+        if effect is None:  # a fired timer's delivery: rebuilt as the send it was
+            assert instruction.target is not None and instruction.event is not None
+            effect = Effect(
+                EffectKind.SEND,
+                {
+                    "target": instruction.target.to_dict(),
+                    "event": instruction.event.to_dict(),
+                    "send_id": instruction.event.sendid or "",
+                },
+                0,
+                0,
+                0,
+            )
+        handler(context, effect)
+
+    return perform
+
+
+def registered_types() -> RegisteredTypes:
+    """The registered-types snapshot for a step: what the installed apps can perform."""
+    types = _registry.types
+    if types is None:
+        types = RegisteredTypes.of(
+            send=_registry.send_types,
+            invoke=_registry.invoke_types
+            if performer_for(InstructionKind.START_INVOCATION) is not None
+            else (),
+            timers=performer_for(InstructionKind.SCHEDULE) is not None,
+        )
+        with _registry.lock:
+            _registry.types = types
+            _registry.types_dict = types.to_dict()
+    return types
+
+
+def registered_types_record() -> dict[str, Any]:
+    """``registered_types().to_dict()``, computed once (the history records it every step)."""
+    registered_types()
+    record = _registry.types_dict
+    assert record is not None
+    return record
+
+
+# ---- performing a step's instructions ----------------------------------------------------------
+
+
+def perform(context: StepContext, instructions: Iterable[Instruction]) -> list[dict[str, Any]]:
+    """Perform the instructions left for the host, in order; return the history's summary of
+    every effect (trace effects excepted)."""
+    summary: list[dict[str, Any]] = []
+    for instruction in instructions:
+        effect = instruction.effect
+        assert effect is not None
+        if effect.kind.startswith("trace."):
+            continue
+        item = _summarize(effect)
+        summary.append(item)
+        kind = instruction.kind
+        if kind is InstructionKind.DELIVER_SELF:
+            continue  # a self-send, consumed inside the step
+        performer = performer_for(kind)
+        if performer is not None:
+            written = len(context.outbox)
+            performer(context, instruction)
+            if len(context.outbox) > written:
+                item["outbox"] = context.outbox[-1]
+        elif kind is InstructionKind.UNROUTABLE:
+            item["unroutable"] = instruction.reason
+            log.warning(
+                "execution %s: an effect could not be planned: %s",
+                context.execution.session_id,
+                instruction.reason,
+            )
+        elif kind not in NOTHING_OWED:
+            item["unhandled"] = True
+            log.warning(
+                "execution %s: no performer for %r instructions (STATECHARTS['PERFORMERS'])",
+                context.execution.session_id,
+                kind.value,
+            )
+    return summary
+
+
+def _summarize(effect: Effect) -> dict[str, Any]:
+    if effect.kind == EffectKind.DATAMODEL_CHANGE:
+        return {"kind": EffectKind.DATAMODEL_CHANGE.value}  # the datamodel is in the position
+    return effect.to_dict()
+
+
+# ---- the stepper's own performers ---------------------------------------------------------------
+
+
+def write_outbox(context: StepContext, instruction: Instruction) -> None:
+    """``deliver_session`` / ``deliver_parent``: an outbox row of this execution, delivered
+    to the target after the commit, exactly once (``statecharts.stepper.delivery``)."""
+    assert instruction.target is not None and instruction.event is not None
+    message = OutboxMessage.objects.using(database()).create(
+        sender=context.execution,
+        target_session_id=instruction.target.session_id,
+        event=instruction.event.to_dict(),
+        send_id=instruction.data.get("send_id") or instruction.event.sendid or "",
+        created=context.now,
+    )
+    context.outbox.append(message.pk)
+
+
+def write_log(context: StepContext, instruction: Instruction) -> None:
+    """``log``: the chart's ``<log>``, on the logger ``statecharts.chart.<chart name>``."""
+    data = instruction.data
+    chart = context.execution.chart
+    name = (chart.name or chart.content_hash[:12]).replace(".", "_")
+    logging.getLogger(f"statecharts.chart.{name}").info(
+        "%s: %s", data["label"], data["value"], extra={"session_id": context.execution.session_id}
+    )
+
+
+def _nothing(context: StepContext, instruction: Instruction) -> None:
+    return None
+
+
+register_performer(InstructionKind.DELIVER_SESSION, write_outbox)
+register_performer(InstructionKind.DELIVER_PARENT, write_outbox)
+register_performer(InstructionKind.LOG, write_log)
+register_performer(InstructionKind.OBSERVE, _nothing)

@@ -1,0 +1,59 @@
+"""The outbox sweeper on the django-q2 cluster: messages a crash left pending get delivered.
+
+Every message is normally delivered by the process whose step wrote it, right after the commit.
+If that process dies first, the message stays pending; this sweeper, a django-q2 ``Schedule``
+that runs every minute on whichever worker of whichever host takes it, delivers messages left
+pending for more than ``OUTBOX_SWEEP_AGE_SECONDS`` (younger ones are normally being delivered
+right now by their writer: re-delivering them would be harmless, only wasted work).
+
+The schedule is created when the ``statecharts`` app is migrated (``post_migrate``) if
+``django_q`` is installed; ``ensure_schedule()`` creates it on demand. Without a cluster,
+``manage.py statechart deliver`` does the same once.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from statecharts.conf import statecharts_settings
+from statecharts.stepper.delivery import deliver_pending
+
+SCHEDULE_NAME = "statecharts outbox: sweep"
+SWEEP = "statecharts.stepper.sweeper.sweep"
+
+
+def sweep() -> int:
+    """Deliver the messages left pending (the scheduled task). Returns how many."""
+    age = timedelta(seconds=statecharts_settings.OUTBOX_SWEEP_AGE_SECONDS)
+    return deliver_pending(older_than=age)
+
+
+def ensure_schedule() -> None:
+    """Create or update the schedule that runs ``sweep`` every minute."""
+    from django_q.models import Schedule
+
+    Schedule.objects.update_or_create(
+        name=SCHEDULE_NAME,
+        defaults={
+            "func": SWEEP,
+            "schedule_type": Schedule.MINUTES,
+            "minutes": 1,
+            "repeats": -1,
+            # A sweep that fails is recorded and not re-delivered: the next one covers it.
+            "kwargs": repr({"q_options": {"ack_failure": True}}),
+        },
+    )
+
+
+def ensure_schedule_after_migrate(sender: Any, using: str, **kwargs: Any) -> None:
+    """``post_migrate`` receiver: the schedule exists once django-q2's tables do."""
+    from django.apps import apps
+
+    if not apps.is_installed("django_q"):
+        return
+    from django.db import connections
+
+    if "django_q_schedule" not in connections[using].introspection.table_names():
+        return
+    ensure_schedule()
