@@ -1,7 +1,8 @@
 """Signals the stepper sends, inside the step's transaction (a receiver that raises rolls the
 step back, so keep receivers small; use ``transaction.on_commit`` for work after commit).
 
-- ``step_finished(sender=Execution, execution, entry, effects)``: an input was applied.
+- ``step_finished(sender=Execution, execution, entry, effects, instructions)``: an input was
+  applied; ``instructions`` are the planner's, one per effect, in order.
 - ``execution_finished(sender=Execution, execution)``: it became completed, failed or cancelled.
 - ``input_discarded(sender=Execution, execution, entry)``: an input reached a finished execution.
 """

@@ -372,10 +372,13 @@ def _apply(
     if state.running:
         _remember_position(execution, blob, Position(identity, state))
     effects = tuple(outcome.effects)
-    signals.step_finished.send(Execution, execution=execution, entry=entry, effects=effects)
+    instructions = tuple(outcome.instructions)
+    signals.step_finished.send(
+        Execution, execution=execution, entry=entry, effects=effects, instructions=instructions
+    )
     if finished:
         signals.execution_finished.send(Execution, execution=execution)
-    return StepResult(execution, entry, effects, tuple(outcome.instructions))
+    return StepResult(execution, entry, effects, instructions)
 
 
 # What a step may change; the rest of the row (chart, session id, key, metadata) is fixed.

@@ -1,0 +1,221 @@
+"""The layers, read from the source: which module may import which (docs/architecture.md).
+
+Every ``import`` and ``from ... import`` statement of the shipped packages is read with
+``ast``, module-level and function-level alike (an import inside a function is still a
+dependency). Only imports under ``if TYPE_CHECKING:`` are left out: they exist for the type
+checker and never run.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("statecharts", "timers", "invocations")
+
+
+def _modules() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if "migrations" in parts:
+                continue
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join(parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.body:
+                skipped.update(id(n) for n in ast.walk(child))
+    return skipped
+
+
+def imported_names(module: str, path: Path) -> Iterator[str]:
+    """Every module name ``module`` imports (absolute; relative imports resolved)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skipped = _type_checking_nodes(tree)
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - (node.level - 1)]
+                name = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                name = node.module or ""
+            for alias in node.names:
+                # `from package import submodule` depends on the submodule (its package's
+                # __init__ runs first, as for any import, and is not counted); `from module
+                # import name` on the module.
+                submodule = f"{name}.{alias.name}"
+                yield submodule if submodule in MODULES else name
+
+
+def _project_module(name: str) -> str | None:
+    """The project module ``name`` refers to (a module, or the package of an attribute)."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _graph() -> dict[str, set[str]]:
+    edges: dict[str, set[str]] = defaultdict(set)
+    for module, path in MODULES.items():
+        for name in imported_names(module, path):
+            target = _project_module(name)
+            if target is not None and target != module:
+                edges[module].add(target)
+    return edges
+
+
+GRAPH = _graph()
+
+
+def _third_party(module: str) -> set[str]:
+    return {
+        name.split(".")[0]
+        for name in imported_names(module, MODULES[module])
+        if not name.startswith(PACKAGES) and name
+    }
+
+
+def test_the_graph_was_read() -> None:
+    # (a guard: a reader that found nothing would pass every rule below)
+    assert len(MODULES) > 50
+    assert "statecharts.core.plan" in GRAPH["statecharts.drivers.memory"]
+    assert "statecharts.stepper" in GRAPH["timers.firing"]
+
+
+def test_the_core_imports_no_django_and_nothing_above_it() -> None:
+    problems = []
+    for module in MODULES:
+        if not module.startswith("statecharts.core"):
+            continue
+        above = sorted(t for t in GRAPH[module] if not t.startswith("statecharts.core"))
+        frameworks = sorted(_third_party(module) & {"django", "rest_framework", "django_q"})
+        if above or frameworks:
+            problems.append(f"{module}: {above + frameworks}")
+    assert problems == []
+
+
+def test_the_drivers_stand_on_the_core_alone() -> None:
+    problems = []
+    for module in MODULES:
+        if not module.startswith("statecharts.drivers"):
+            continue
+        inside = ("statecharts.core", "statecharts.drivers")
+        outside = sorted(t for t in GRAPH[module] if not t.startswith(inside))
+        if outside or "django" in _third_party(module):
+            problems.append(f"{module}: {outside}")
+    assert problems == []
+
+
+def test_statecharts_imports_neither_timers_nor_invocations() -> None:
+    problems = [
+        f"{module} -> {target}"
+        for module in MODULES
+        if module.split(".")[0] == "statecharts"
+        for target in sorted(GRAPH[module])
+        if target.split(".")[0] in ("timers", "invocations")
+    ]
+    assert problems == []
+
+
+# What the apps built on the stepper may use of ``statecharts``: its public surface. The
+# stepper's inner modules, the compiled-chart cache and the drivers are not part of it.
+PRIVATE_TO_STATECHARTS = ("statecharts.stepper.", "statecharts.runtime", "statecharts.drivers")
+
+
+def test_apps_use_only_the_public_stepper_surface() -> None:
+    problems = [
+        f"{module} -> {target}"
+        for module in MODULES
+        if module.split(".")[0] in ("timers", "invocations")
+        for target in sorted(GRAPH[module])
+        if target.startswith(PRIVATE_TO_STATECHARTS)
+    ]
+    assert problems == []
+
+
+def test_models_do_not_import_the_stepper() -> None:
+    problems = [
+        f"{module} -> {target}"
+        for module in MODULES
+        if module.startswith("statecharts.models")
+        for target in sorted(GRAPH[module])
+        if target.startswith("statecharts.stepper")
+    ]
+    assert problems == []
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+
+    def visit(node: str) -> None:
+        nonlocal counter
+        index[node] = low[node] = counter
+        counter += 1
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(edges.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(MODULES):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_there_is_no_import_cycle() -> None:
+    assert _cycles(GRAPH) == []
+
+
+@pytest.mark.parametrize(
+    ("edges", "expected"),
+    [
+        ({"a": {"b"}, "b": {"a"}}, [["a", "b"]]),
+        ({"a": {"b"}, "b": {"c"}}, []),
+    ],
+)
+def test_the_cycle_finder_finds_cycles(
+    edges: dict[str, set[str]], expected: list[list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(f"{__name__}.MODULES", {name: Path(name) for name in ("a", "b", "c")})
+    assert _cycles(edges) == expected
