@@ -8,8 +8,17 @@ dict. The ``statecharts`` app's own keys::
     STATECHARTS = {
         "CLOCK": "django.utils.timezone.now",      # injected clock: () -> aware datetime
         "RESOLVER": "statecharts.core.resolve.refuse_all",  # src="..." of stored charts
-        "ROUND_BUDGET": 10_000,     # microstep rounds per macrostep before the execution fails
-        "SEND_BUDGET": 1_000,       # self-sends drained inside one step before it fails
+        # Step budgets (statecharts.core.budget): a step over one is rolled back and the
+        # execution is halted (docs/durable-executions.md).
+        "ROUND_BUDGET": 10_000,     # microstep rounds per macrostep
+        "SEND_BUDGET": 1_000,       # self-sends drained inside one step
+        "STEP_TIME_BUDGET_MS": 5_000,  # wall clock for the whole step (every evaluation in it)
+        "FOREACH_BUDGET": 100_000,  # <foreach> iterations in one step, nested ones included
+        "EFFECT_BUDGET": 10_000,    # effects one step may emit
+        "LOG_BYTES_BUDGET": 1_000_000,  # bytes of <log> in one step
+        "DELAYED_SENDS_BUDGET": 1_000,  # timers one step may schedule
+        "POSITION_BUDGET_BYTES": 1_000_000,  # the stored position after a step
+        "STEP_CLOCK": "time.monotonic",  # what the time budget reads (tests inject one)
         "TIME_LIMIT_MS": 500,       # per ECMAScript evaluation
         "MEMORY_LIMIT_BYTES": 64 * 1024 * 1024,
         "OUTBOX_BATCH": 1_000,      # cross-execution deliveries done right after one step
@@ -37,6 +46,13 @@ DEFAULTS: dict[str, Any] = {
     "RESOLVER": "statecharts.core.resolve.refuse_all",
     "ROUND_BUDGET": 10_000,
     "SEND_BUDGET": 1_000,
+    "STEP_TIME_BUDGET_MS": 5_000,
+    "FOREACH_BUDGET": 100_000,
+    "EFFECT_BUDGET": 10_000,
+    "LOG_BYTES_BUDGET": 1_000_000,
+    "DELAYED_SENDS_BUDGET": 1_000,
+    "POSITION_BUDGET_BYTES": 1_000_000,
+    "STEP_CLOCK": "time.monotonic",
     "TIME_LIMIT_MS": 500,
     "MEMORY_LIMIT_BYTES": 64 * 1024 * 1024,
     "OUTBOX_BATCH": 1_000,

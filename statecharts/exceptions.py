@@ -13,3 +13,18 @@ class StepRefused(StatechartError):
 class NeedsMigration(StepRefused):
     """The execution's position does not belong to its chart's current source: a person has
     to migrate it. Its status is ``needs_migration`` and inputs are refused until then."""
+
+
+class Halted(StepRefused):
+    """The execution is halted: a step went over a budget and was rolled back. Inputs are
+    refused until it is cancelled (or migrated); ``failure_reason`` says which budget."""
+
+
+class NeedsRepair(StepRefused):
+    """The execution's stored data cannot be stepped (a position or datamodel that cannot be
+    read back). Inputs are refused until someone repairs it or cancels it."""
+
+
+class StartRefused(StepRefused):
+    """A start that could not produce a first configuration within the step budgets: nothing
+    was written."""

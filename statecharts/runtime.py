@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from statecharts.conf import statecharts_settings
 from statecharts.core import Interpreter, load_chart
+from statecharts.core.budget import StepBudgets
 from statecharts.core.datamodel import Limits
 from statecharts.core.model import Chart as CompiledChart
 from statecharts.core.position import ChartMismatchError
@@ -78,22 +79,32 @@ def limits() -> Limits:
     )
 
 
+def budgets() -> StepBudgets:
+    """The step budgets the settings give (docs/durable-executions.md)."""
+    return StepBudgets(
+        rounds=statecharts_settings.ROUND_BUDGET,
+        foreach_iterations=statecharts_settings.FOREACH_BUDGET,
+        effects=statecharts_settings.EFFECT_BUDGET,
+        log_bytes=statecharts_settings.LOG_BYTES_BUDGET,
+        time_ms=statecharts_settings.STEP_TIME_BUDGET_MS,
+    )
+
+
 def interpreter_for(compiled: CompiledChart) -> Interpreter:
     """This thread's interpreter for ``compiled`` (settings are read when it is created)."""
     cache: dict[str, Interpreter] | None = getattr(_local, "interpreters", None)
     if cache is None:
         cache = _local.interpreters = {}
-    key = f"{compiled.source_hash}:{statecharts_settings.ROUND_BUDGET}:{limits()}"
+    step_budgets = budgets()
+    key = f"{compiled.source_hash}:{step_budgets}:{limits()}"
     interpreter = cache.get(key)
     if interpreter is None or interpreter.chart is not compiled:
         if len(cache) >= _CACHE_SIZE:
             cache.clear()
-        interpreter = cache[key] = Interpreter(
-            compiled, round_budget=statecharts_settings.ROUND_BUDGET, limits=limits()
-        )
+        interpreter = cache[key] = Interpreter(compiled, budgets=step_budgets, limits=limits())
     return interpreter
 
 
 def fresh_interpreter(compiled: CompiledChart) -> Interpreter:
     """An interpreter that shares nothing with the cached ones (for replay)."""
-    return Interpreter(compiled, round_budget=statecharts_settings.ROUND_BUDGET, limits=limits())
+    return Interpreter(compiled, budgets=budgets(), limits=limits())

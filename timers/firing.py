@@ -19,8 +19,8 @@ from django.db.models import F
 
 from statecharts import stepper
 from statecharts.core.plan import Instruction, InstructionKind, delivery
-from statecharts.models import Execution, ExecutionStatus
-from statecharts.models.executions import TERMINAL_STATUSES
+from statecharts.models import Execution
+from statecharts.statuses import TimerRule, rules
 from timers.conf import timer_settings
 from timers.models import Timer, TimerStatus
 
@@ -231,15 +231,22 @@ def _fire_locked(timer: Timer, now: datetime, outbox: list[int]) -> str:
 
 
 def _liveness(timer: Timer, execution: Execution | None, now: datetime) -> str | None:
-    """Settle a timer whose execution cannot take it now (the outcome), else None."""
+    """Settle a timer whose execution cannot take it now (the outcome), else None: what its
+    status's rule says (``statecharts.statuses``): deliver, snooze (held: no attempt spent,
+    the status may change back) or discard (finished: spec 6.2)."""
     if execution is None:
         return _settle(timer, TimerStatus.DISCARDED, now, "execution missing")
-    if execution.status in TERMINAL_STATUSES:
+    rule = rules(execution.status).timers
+    if rule is TimerRule.DISCARD:
         reason = f"execution {execution.status} before the timer was due"
         return _settle(timer, TimerStatus.DISCARDED, now, reason)
-    if execution.status == ExecutionStatus.NEEDS_MIGRATION:
-        return _snooze(timer, now, reason="execution needs migration: snoozed")
+    if rule is TimerRule.SNOOZE:
+        return _snooze(timer, now, reason=_held(execution))
     return None
+
+
+def _held(execution: Execution) -> str:
+    return f"execution {str(execution.status).replace('_', ' ')}: snoozed"
 
 
 def _fire_with(execution: Execution | None, timer: Timer, now: datetime, outbox: list[int]) -> str:
@@ -284,8 +291,11 @@ def _deliver(
     outbox row, or an app's performer), in the fire's transaction."""
     try:
         stepper.perform_delivery(execution, instruction, now, outbox, timer.context)
-    except stepper.NeedsMigration:  # the position no longer matches its chart
-        return _snooze(timer, now, taken=True, reason="execution needs migration: snoozed")
+    except stepper.StepRefused:
+        # The step was refused and recorded (the position no longer matches its chart, its
+        # data cannot be stepped, or the step went over a budget and was rolled back): the
+        # timer is held with the status that holds it, never lost.
+        return _snooze(timer, now, taken=True, reason=_held(execution))
     except stepper.NoPerformer as exc:
         # A fact about this deployment (e.g. the app that delivers to invoked children is not
         # installed here yet), not about the row: try again later, no attempt spent.

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from statecharts.models import Execution, ExecutionStatus
+from statecharts.models import Execution
+from statecharts.statuses import TERMINAL_STATUSES
 from timers.conf import timer_settings
 from timers.models import Timer
 
@@ -18,9 +19,8 @@ def prune(*, now: datetime | None = None, retention: timedelta | None = None) ->
     """
     now = now or timer_settings.now()
     retention = retention or timedelta(days=timer_settings.TIMER_RETENTION_DAYS)
-    live = Execution.objects.filter(
-        status__in=[ExecutionStatus.ACTIVE, ExecutionStatus.NEEDS_MIGRATION]
-    ).values("pk")
+    # Every execution not finished may step again (halted, needing migration or repair too).
+    live = Execution.objects.exclude(status__in=TERMINAL_STATUSES).values("pk")
     deleted, _ = (
         Timer.objects.terminal()
         .filter(settled__lt=now - retention)

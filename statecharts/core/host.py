@@ -11,6 +11,9 @@ recorded ones back:
   timer queue is ``error.communication``; both skip the rest of the block as the spec says.
 - ``is_reachable(session_id)``: can ``#_scxml_<id>`` be reached? Answered from the host's
   own records.
+- ``clock``: a monotonic clock in seconds, for the step's wall-clock budget
+  (``statecharts.core.budget``); without one, the step has no time budget. It never reaches
+  the chart: a step cut short by it is rolled back, so nothing of it is recorded but the cut.
 """
 
 from __future__ import annotations
@@ -93,6 +96,7 @@ class Host:
 
     types: RegisteredTypes = IN_MEMORY_TYPES
     is_reachable: Callable[[str], bool] = _unreachable
+    clock: Callable[[], float] | None = None
 
 
 DEFAULT_HOST = Host()

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from statecharts.core import effects as fx
+from statecharts.core.budget import DEFAULT_ROUND_BUDGET, BudgetExceeded, StepBudgets
 from statecharts.core.datamodel import Datamodel, Limits, create_datamodel, plain, tagged
 from statecharts.core.delays import parse_delay
 from statecharts.core.effects import Effect
@@ -59,7 +60,6 @@ from statecharts.core.state import (
 )
 from statecharts.core.targets import Target, TargetKind
 
-DEFAULT_ROUND_BUDGET = 10_000
 _CONFIGURATION_CACHE_SIZE = 1024
 SCXML_TYPES = SCXML_SEND_TYPES
 INVOKE_SCXML_TYPES = SCXML_INVOKE_TYPES
@@ -102,11 +102,15 @@ class Interpreter:
         limits: Limits | None = None,
         host: Host | None = None,
         is_reachable: Callable[[str], bool] | None = None,
+        budgets: StepBudgets | None = None,
     ) -> None:
         self.chart = chart
         self.states = chart.states
         self.tracing = tracing
-        self.round_budget = round_budget
+        # What one step may use (statecharts.core.budget); round_budget is the older way to
+        # give the rounds budget alone.
+        self.budgets = budgets or StepBudgets(rounds=round_budget)
+        self.round_budget = self.budgets.rounds
         self.limits = limits
         # What the host tells the core (statecharts.core.host): its registered types and the
         # answer to "can session X be reached?". The default for every entry point; a host
@@ -164,6 +168,19 @@ class Interpreter:
         location); the state keeps them, so later steps see the same.
         """
         self._host = host or self.host
+        try:
+            return self._initialize(session_id, data, parent_session_id, invokeid, io_processors)
+        except BudgetExceeded as exc:
+            return self._rolled_back(None, exc)
+
+    def _initialize(
+        self,
+        session_id: str,
+        data: dict[str, Any] | None,
+        parent_session_id: str | None,
+        invokeid: str | None,
+        io_processors: dict[str, str] | None,
+    ) -> Step:
         self._begin_fresh(session_id, parent_session_id, invokeid, io_processors or None)
         chart = self.chart
         self.n_send = self.n_invoke = self.n_ordinal = self.n_microstep = self.n_round = 0
@@ -192,6 +209,12 @@ class Interpreter:
         if not state.running:
             raise NotRunningError(f"session {state.session_id} is no longer running")
         self._host = host or self.host
+        try:
+            return self._handle_event(state, event)
+        except BudgetExceeded as exc:
+            return self._rolled_back(state, exc)
+
+    def _handle_event(self, state: State, event: Event) -> Step:
         self._begin(state)
         if self.tracing:
             self._emit(fx.TRACE_EVENT, event=event.to_dict())
@@ -220,9 +243,12 @@ class Interpreter:
         if not state.running:
             raise NotRunningError(f"session {state.session_id} is no longer running")
         self._host = host or self.host
-        self._begin(state)
-        self.internal_queue.append(event)
-        return self._finish_macrostep()
+        try:
+            self._begin(state)
+            self.internal_queue.append(event)
+            return self._finish_macrostep()
+        except BudgetExceeded as exc:
+            return self._rolled_back(state, exc)
 
     def cancel(
         self, state: State, *, reason: str = "cancelled", host: Host | None = None
@@ -231,10 +257,13 @@ class Interpreter:
         if not state.running:
             raise NotRunningError(f"session {state.session_id} is no longer running")
         self._host = host or self.host
-        self._begin(state)
-        self.running = False
-        self.outcome = reason
-        return self._finish_macrostep(stopping=True)
+        try:
+            self._begin(state)
+            self.running = False
+            self.outcome = reason
+            return self._finish_macrostep(stopping=True)
+        except BudgetExceeded as exc:
+            return self._rolled_back(state, exc)
 
     def macrostep(
         self, state: State, event: Event | None = None, *, host: Host | None = None
@@ -245,8 +274,11 @@ class Interpreter:
         if not state.running:
             raise NotRunningError(f"session {state.session_id} is no longer running")
         self._host = host or self.host
-        self._begin(state)
-        return self._finish_macrostep()
+        try:
+            self._begin(state)
+            return self._finish_macrostep()
+        except BudgetExceeded as exc:
+            return self._rolled_back(state, exc)
 
     def microstep_once(self, state: State, *, host: Host | None = None) -> tuple[Step, bool]:
         """One round (for a step debugger): an eventless microstep, or one internal event.
@@ -257,9 +289,12 @@ class Interpreter:
         if not state.running:
             raise NotRunningError(f"session {state.session_id} is no longer running")
         self._host = host or self.host
-        self._begin(state)
-        progressed = self._one_round()
-        return self._snapshot_step(), progressed
+        try:
+            self._begin(state)
+            progressed = self._one_round()
+            return self._snapshot_step(), progressed
+        except BudgetExceeded as exc:
+            return self._rolled_back(state, exc), False
 
     # ==== working state ========================================================================
 
@@ -288,6 +323,7 @@ class Interpreter:
         self.outcome: str | None = None
         self.effects: list[Effect] = []
         self.rounds_this_macrostep = 0
+        self._start_budgets()
         self._previous_snapshot = "{}"
         self.dm = self._new_datamodel()
 
@@ -303,6 +339,7 @@ class Interpreter:
             self.n_macrostep += 1
             self.effects = []
             self.rounds_this_macrostep = 0
+            self._start_budgets()
             self._previous_snapshot = state.datamodel_json
             return
         self.session_id = state.session_id
@@ -337,6 +374,7 @@ class Interpreter:
         self.n_invocation = c.invocation
         self.effects = []
         self.rounds_this_macrostep = 0
+        self._start_budgets()
         self._previous_snapshot = state.datamodel_json
 
     def _new_datamodel(self, name: str | None = None) -> Datamodel:
@@ -351,6 +389,41 @@ class Interpreter:
         if not self._uses_in:
             dm.configuration_unused()
         return dm
+
+    def _start_budgets(self) -> None:
+        self._foreach_iterations = 0
+        self._log_bytes = 0
+        clock, time_ms = self._host.clock, self.budgets.time_ms
+        self._clock = clock if time_ms is not None else None
+        self._started = clock() if self._clock is not None else 0.0
+        self._deadline = self._started + (time_ms or 0) / 1000
+
+    def _check_time(self) -> None:
+        clock = self._clock
+        if clock is not None:
+            now = clock()
+            if now > self._deadline:
+                used = int((now - self._started) * 1000)
+                raise BudgetExceeded("time_ms", self.budgets.time_ms or 0, used)
+
+    def _rolled_back(self, state: State | None, exc: BudgetExceeded) -> Step:
+        """The step went over a budget: nothing of it is kept. The state given comes back
+        unchanged (still running, cancellable), with one ``budget_exhausted`` effect."""
+        working = getattr(self, "dm", None)
+        if working is not None and working is not self._dm:
+            working.close()
+        self._discard_live()
+        effect = _new_effect(
+            fx.BUDGET_EXHAUSTED, exc.as_data(), self.n_macrostep, self.n_microstep, self.n_round
+        )
+        if state is None:  # a start that ran away: there is no earlier state to keep
+            state = new_state(
+                self.session_id, self.name, (), (), {}, "{}", (), False, (),
+                new_counters(0, 0, 0, 0, 0, 0, 0), self.parent_session_id, self.invokeid,
+                "budget_exhausted", self.io_processors,
+            )
+        step: Step = _new_step(state, (effect,))
+        return step
 
     def _discard_live(self) -> None:
         if self._dm is not None:
@@ -380,9 +453,10 @@ class Interpreter:
         return index is not None and index in self.configuration
 
     def _emit(self, kind: str, **data: Any) -> None:
-        self.effects.append(
-            _new_effect(kind, data, self.n_macrostep, self.n_microstep, self.n_round)
-        )
+        effects = self.effects
+        if len(effects) >= self.budgets.effects:
+            raise BudgetExceeded("effects", self.budgets.effects, len(effects) + 1)
+        effects.append(_new_effect(kind, data, self.n_macrostep, self.n_microstep, self.n_round))
 
     def _ids(self, indexes: Iterable[int]) -> list[str]:
         return [self.states[i].id for i in indexes]
@@ -421,6 +495,10 @@ class Interpreter:
             enabled = self.selectTransitions(event)
         self.n_round += 1
         self.rounds_this_macrostep += 1
+        if self.rounds_this_macrostep > self.budgets.rounds:
+            raise BudgetExceeded("rounds", self.budgets.rounds, self.rounds_this_macrostep)
+        if self._clock is not None:
+            self._check_time()
         if enabled:
             self.microstep(enabled)
         return True
@@ -430,8 +508,7 @@ class Interpreter:
     ) -> Step:
         while self.running:
             while self.running and self._one_round():
-                if self.rounds_this_macrostep >= self.round_budget:
-                    return self._exhausted()
+                pass
             if not self.running:
                 break
             if self._any_invokes:
@@ -444,13 +521,6 @@ class Interpreter:
             break
         if not self.running:
             self.exitInterpreter()
-        return self._snapshot_step()
-
-    def _exhausted(self) -> Step:
-        self._emit(fx.BUDGET_EXHAUSTED, rounds=self.rounds_this_macrostep, budget=self.round_budget)
-        self.running = False
-        self.outcome = "budget_exhausted"
-        self.internal_queue.clear()
         return self._snapshot_step()
 
     def _bound_tuple(self) -> tuple[int, ...]:
@@ -1033,8 +1103,13 @@ class Interpreter:
                     self.dm.assign_value(action.location, tagged(action.body))
             elif kind is Log:
                 assert isinstance(action, Log)
-                value = self.dm.evaluate(action.expr) if action.expr is not None else None
-                self._emit(fx.LOG, label=action.label, value=plain(value))
+                value = plain(self.dm.evaluate(action.expr)) if action.expr is not None else None
+                self._log_bytes += len(action.label or "") + len(
+                    json.dumps(value, default=str, ensure_ascii=False)
+                )
+                if self._log_bytes > self.budgets.log_bytes:
+                    raise BudgetExceeded("log_bytes", self.budgets.log_bytes, self._log_bytes)
+                self._emit(fx.LOG, label=action.label, value=value)
             elif kind is If:
                 assert isinstance(action, If)
                 for cond, branch in action.branches:
@@ -1059,6 +1134,15 @@ class Interpreter:
                 failed: list[_Stop] = []
 
                 def body() -> bool:
+                    self._foreach_iterations += 1
+                    if self._foreach_iterations > self.budgets.foreach_iterations:
+                        raise BudgetExceeded(
+                            "foreach_iterations",
+                            self.budgets.foreach_iterations,
+                            self._foreach_iterations,
+                        )
+                    if self._clock is not None:
+                        self._check_time()
                     try:
                         self._run_actions(action.actions, block)
                     except _Stop as stop:

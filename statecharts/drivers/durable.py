@@ -32,10 +32,9 @@ CANCEL = "cancel"
 INPUT_KINDS = frozenset({START, EVENT, INTERNAL, CANCEL})
 
 DEFAULT_SEND_BUDGET = 1_000
-SEND_BUDGET_EXHAUSTED = "send_budget_exhausted"
 
 # Outcomes that end an execution as failed rather than completed or cancelled.
-FAILED_OUTCOMES = frozenset({"budget_exhausted", "datamodel_error", SEND_BUDGET_EXHAUSTED})
+FAILED_OUTCOMES = frozenset({"datamodel_error"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +110,9 @@ class Advance:
     # The instructions left for the host: all but the self-deliveries drained here.
     outgoing: list[Instruction] = field(default_factory=list)
     self_events: int = 0  # self-sends drained inside the step
+    # Set when the step went over a budget ({"budget", "limit", "used"}): the step is rolled
+    # back (the core returned the state it was given), and a host keeps nothing of it.
+    halted: dict[str, Any] | None = None
 
 
 def advance(
@@ -149,13 +151,10 @@ def advance(
     result = Advance(step.state)
     pending: deque[Event] = deque()
     _collect(result, step.effects, pending)
-    while pending and result.state.running:
+    while pending and result.state.running and result.halted is None:
         if result.self_events >= send_budget:
             # A chart that keeps sending to itself would hold the row lock forever.
-            step = interpreter.cancel(result.state, reason=SEND_BUDGET_EXHAUSTED, host=host)
-            pending.clear()
-            _collect(result, step.effects, pending)
-            result.state = step.state
+            result.halted = {"budget": "sends", "limit": send_budget, "used": send_budget + 1}
             break
         result.self_events += 1
         step = interpreter.handle_event(result.state, pending.popleft(), host=host)
@@ -173,11 +172,14 @@ def _collect(result: Advance, effects: tuple[Effect, ...], pending: deque[Event]
             assert instruction.event is not None
             pending.append(instruction.event)  # performed here: this session's next event
         else:
+            if instruction.kind is InstructionKind.HALT:
+                result.halted = dict(instruction.data)
             result.outgoing.append(instruction)
 
 
 def status_of(state: State) -> str:
-    """The execution status a state maps to."""
+    """The execution status a state maps to (a halted step is never persisted: the stepper
+    keeps the position it had and marks the execution halted itself)."""
     if state.running:
         return "active"
     if state.outcome == "cancelled":

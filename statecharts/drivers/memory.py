@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from statecharts.core.budget import StepBudgets
 from statecharts.core.compile import load_chart
 from statecharts.core.datamodel import Limits, check_tagged, plain
 from statecharts.core.effects import Effect
@@ -63,6 +64,9 @@ class MemorySession:
     final: str | None = None  # id of the top-level final state reached, if any
     donedata_error: str | None = None  # why <donedata> could not be evaluated, if it failed
     outcome: str | None = None  # "final", "cancelled", "budget_exhausted"
+    # Set when a step went over a budget (statecharts.core.budget): that step was rolled back,
+    # the session keeps the state from before it, takes no more events, and can be cancelled.
+    halted: dict[str, Any] | None = None
     cancelled_by_parent: bool = False
 
     # -- reading ---------------------------------------------------------------------------
@@ -92,7 +96,7 @@ class MemorySession:
 
     @property
     def running(self) -> bool:
-        return self.state is not None and self.state.running
+        return self.state is not None and self.state.running and self.halted is None
 
     # -- acting ----------------------------------------------------------------------------
 
@@ -117,9 +121,11 @@ class MemorySession:
         return self
 
     def cancel(self) -> MemorySession:
-        """Stop the session: onexit handlers run, then it is done with outcome "cancelled"."""
-        if self.running:
-            assert self.state is not None
+        """Stop the session: onexit handlers run, then it is done with outcome "cancelled".
+
+        A halted session (a step went over a budget) can be cancelled too: its onexit handlers
+        run in the configuration it kept."""
+        if self.state is not None and self.state.running:
             self.driver._apply(self, self.interpreter.cancel(self.state))
             self.driver.run_until_idle()
         return self
@@ -134,6 +140,7 @@ class MemoryDriver:
         tracing: bool = False,
         resolver: Resolver = default_resolver,
         round_budget: int = DEFAULT_ROUND_BUDGET,
+        budgets: StepBudgets | None = None,
         limits: Limits | None = None,
         clock_ms: int = 0,
         on_effect: Callable[[MemorySession, Effect], None] | None = None,
@@ -143,6 +150,7 @@ class MemoryDriver:
         self.tracing = tracing
         self.resolver = resolver
         self.round_budget = round_budget
+        self.budgets = budgets or StepBudgets(rounds=round_budget)
         self.limits = limits
         self.now_ms = clock_ms
         self.on_effect = on_effect
@@ -240,7 +248,7 @@ class MemoryDriver:
         interpreter = Interpreter(
             chart,
             tracing=self.tracing,
-            round_budget=self.round_budget,
+            budgets=self.budgets,
             limits=self.limits,
             host=self.host,
         )
@@ -394,6 +402,7 @@ class MemoryDriver:
 
     def _halt(self, session: MemorySession, instruction: Instruction) -> None:
         session.outcome = "budget_exhausted"
+        session.halted = dict(instruction.data)
 
     def _communication_error(self, session: MemorySession, message: str) -> None:
         if session.running:

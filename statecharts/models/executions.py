@@ -13,6 +13,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from django.core.exceptions import ImproperlyConfigured
 from django.db import models
 
+from statecharts.statuses import LIVE_STATUSES, TERMINAL_STATUSES, ExecutionStatus
+
+__all__ = ["LIVE_STATUSES", "TERMINAL_STATUSES", "Execution", "ExecutionStatus"]
+
 if TYPE_CHECKING:
     from statecharts.stepper import StepResult
 
@@ -44,22 +48,9 @@ def _the_stepper() -> StepperFacade:
     return _stepper
 
 
-class ExecutionStatus(models.TextChoices):
-    ACTIVE = "active", "active"
-    COMPLETED = "completed", "completed"
-    FAILED = "failed", "failed"
-    CANCELLED = "cancelled", "cancelled"
-    NEEDS_MIGRATION = "needs_migration", "needs migration"
-
-
-TERMINAL_STATUSES = frozenset(
-    {ExecutionStatus.COMPLETED, ExecutionStatus.FAILED, ExecutionStatus.CANCELLED}
-)
-
-
 class ExecutionQuerySet(models.QuerySet["Execution"]):
     def active(self) -> ExecutionQuerySet:
-        return self.filter(status=ExecutionStatus.ACTIVE)
+        return self.filter(status__in=LIVE_STATUSES)
 
     def finished(self) -> ExecutionQuerySet:
         return self.filter(status__in=TERMINAL_STATUSES)

@@ -8,7 +8,7 @@ from django.db import models
 class Disposition(models.TextChoices):
     APPLIED = "applied", "applied"
     DISCARDED = "discarded", "discarded (execution finished)"
-    REFUSED = "refused", "refused (needs migration)"
+    REFUSED = "refused", "refused (see the reason)"
 
 
 class HistoryEntry(models.Model):
@@ -30,6 +30,9 @@ class HistoryEntry(models.Model):
         help_text="The send/invoke types and timer queue the host had for this step (replay).",
     )
     position_sha256 = models.CharField(max_length=64, blank=True)
+    reason = models.TextField(
+        blank=True, help_text="Why the input was refused or discarded, or how it was cancelled."
+    )
     created = models.DateTimeField()
 
     class Meta:

@@ -29,8 +29,10 @@ from django.db import transaction
 from statecharts.conf import statecharts_settings
 from statecharts.core.events import PLATFORM, Event
 from statecharts.drivers.durable import Input
-from statecharts.models import AppliedMessage, Execution, ExecutionStatus, OutboxMessage
+from statecharts.exceptions import StepRefused
+from statecharts.models import AppliedMessage, Execution, OutboxMessage
 from statecharts.models.outbox import OutboxStatus
+from statecharts.statuses import InputRule, rules
 from statecharts.stepper import sql
 from statecharts.stepper.transaction import feed_step, lock, step_locked
 
@@ -85,12 +87,16 @@ def deliver_one(message_id: int, more: list[int], *, tell_sender: bool = True) -
         return False
     target_session_id, event, sender_id, send_id = row
     target = _target(target_session_id)
-    if target is not None and target[1] == ExecutionStatus.ACTIVE:
+    if target is not None and rules(target[1]).inputs is InputRule.APPLY:
         step_input = Input.external(Event.from_dict(event))
-        if feed_step(target[0], step_input, None, more, applying=message_id) is not None:
+        try:
+            applied = feed_step(target[0], step_input, None, more, applying=message_id)
+        except StepRefused:  # the step was refused (e.g. it went over a budget: halted)
+            applied = None
+        if applied is not None:
             _mark_delivered(message_id)
             return True
-        target = _target(target_session_id)  # it applied it before, or it has just finished
+        target = _target(target_session_id)  # it applied it before, or it cannot take it
     # The target never applied it, and cannot: the sender is told (spec 6.2:
     # error.communication), in the step that marks its message undeliverable.
     reason = (

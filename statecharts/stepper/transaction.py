@@ -4,10 +4,13 @@ The loop, for each input::
 
     with transaction.atomic(durable=True):
         lock the execution row (select_for_update)
-        live? terminal -> record "discarded"; needs_migration -> record "refused"
+        what does its status do with the input (statecharts.statuses)? apply it; refuse it
+            (recorded); discard it (recorded: it has finished); a cancel is applied, with or
+            without running chart code
         load the position blob (re-checking the chart identity)
         advance (statecharts.drivers.durable: the input, then self-sends, to quiescence),
             with the host's registered-types snapshot and reachability answers
+        over a budget? roll the step back: keep the position, mark it halted, record why
         perform every instruction (statecharts.stepper.performing)
         persist the new position and append one history row (with the snapshot and answers)
     after commit (statecharts.stepper.delivery): deliver the outbox rows this step wrote
@@ -45,14 +48,28 @@ from statecharts.core.effects import Effect
 from statecharts.core.host import Host
 from statecharts.core.model import Chart as CompiledChart
 from statecharts.core.plan import Instruction, InstructionKind
-from statecharts.core.position import ChartIdentity, Position, PositionError, decode, encode
+from statecharts.core.position import (
+    ChartIdentity,
+    ChartMismatchError,
+    Position,
+    PositionError,
+    decode,
+    encode,
+)
 from statecharts.core.state import State
-from statecharts.drivers.durable import Advance, Input, advance, status_of
-from statecharts.exceptions import NeedsMigration, StepRefused
-from statecharts.models import AppliedMessage, Chart, Execution, ExecutionStatus, HistoryEntry
-from statecharts.models.executions import TERMINAL_STATUSES
+from statecharts.drivers.durable import CANCEL, Advance, Input, advance, status_of
+from statecharts.exceptions import Halted, NeedsMigration, NeedsRepair, StartRefused, StepRefused
+from statecharts.models import AppliedMessage, Chart, Execution, HistoryEntry
 from statecharts.models.history import Disposition
 from statecharts.runtime import compiled_chart, interpreter_for
+from statecharts.statuses import (
+    LIVE_STATUSES,
+    TERMINAL_STATUSES,
+    CancelRule,
+    ExecutionStatus,
+    InputRule,
+    rules,
+)
 from statecharts.stepper import sql
 from statecharts.stepper.performing import (
     NoPerformer,
@@ -134,7 +151,9 @@ def start_step(
                 created=now,
             )
             start_input = Input.start(session_id, data, io_processors)
-            result = _apply(execution, compiled, None, start_input, now, outbox, caller_context)
+            result, _ = _apply(
+                execution, compiled, None, start_input, now, outbox, caller_context
+            )
             phase("before_commit")
     except IntegrityError:
         # Checked first for a clear error; the unique constraint settles a concurrent race.
@@ -177,7 +196,7 @@ def feed_step(
         phase("locked")
         now = now or statecharts_settings.now()
         if applying is not None:
-            if execution.status != ExecutionStatus.ACTIVE:
+            if rules(execution.status).inputs is not InputRule.APPLY:
                 return None
             if (
                 AppliedMessage.objects.using(database)
@@ -186,7 +205,7 @@ def feed_step(
             ):
                 return None  # applied by an earlier delivery of the same message
         result, refusal = step_locked(execution, step_input, now, outbox, caller_context)
-        if applying is not None:
+        if applying is not None and refusal is None:
             AppliedMessage.objects.using(database).create(
                 execution=execution, message_id=applying, seq=result.entry.seq, applied=now
             )
@@ -207,32 +226,117 @@ def step_locked(
     """Apply one input to an execution the caller locked (``lock``), in the caller's transaction.
 
     For hosts that must do more in the same transaction (the timers app fires a timer and
-    marks it fired atomically). Returns the result and, when the input was refused, the error
+    marks it fired atomically). What happens is the execution's status's rule
+    (``statecharts.statuses``). Returns the result and, when the input was refused, the error
     to raise after the commit (the refusal itself is recorded). Outbox ids written by the step
     are appended to ``outbox``: pass them to ``deliver`` after the commit.
     """
-    if execution.status in TERMINAL_STATUSES:
-        result = _record_unapplied(execution, step_input, now, Disposition.DISCARDED)
+    status_rules = rules(execution.status)
+    if step_input.kind == CANCEL:
+        return _cancel_locked(execution, step_input, now, outbox, caller_context)
+    if status_rules.inputs is InputRule.DISCARD:
+        result = _record_unapplied(
+            execution, step_input, now, Disposition.DISCARDED, f"execution {execution.status}"
+        )
         signals.input_discarded.send(Execution, execution=execution, entry=result.entry)
         return result, None
-    if execution.status == ExecutionStatus.NEEDS_MIGRATION:
-        result = _record_unapplied(execution, step_input, now, Disposition.REFUSED)
-        refusal = NeedsMigration(
-            f"execution {execution.session_id} needs migration: {execution.failure_reason}"
-        )
-        return result, refusal
+    if status_rules.inputs is InputRule.REFUSE:
+        reason = f"execution {execution.status}: {execution.failure_reason}"
+        result = _record_unapplied(execution, step_input, now, Disposition.REFUSED, reason)
+        return result, _refusal(execution)
     try:
         compiled = compiled_chart(execution.chart)
         position = _load_position(execution, compiled)
     except PositionError as exc:
+        return _unsteppable(execution, step_input, now, exc)
+    return _apply(execution, compiled, position, step_input, now, outbox, caller_context)
+
+
+def _refusal(execution: Execution) -> StepRefused:
+    kind = {
+        ExecutionStatus.HALTED: Halted,
+        ExecutionStatus.NEEDS_MIGRATION: NeedsMigration,
+    }.get(execution.status, NeedsRepair)
+    said = {
+        ExecutionStatus.HALTED: "is halted",
+        ExecutionStatus.NEEDS_MIGRATION: "needs migration",
+    }.get(execution.status, "needs repair")
+    return kind(f"execution {execution.session_id} {said}: {execution.failure_reason}")
+
+
+def _unsteppable(
+    execution: Execution, step_input: Input, now: datetime, exc: PositionError
+) -> tuple[StepResult, StepRefused]:
+    """The stored position cannot be stepped: a chart that no longer matches it needs
+    migration; anything else inside the stored data needs repair. Either way the input is
+    refused and recorded, and the status says so (visible to an operator), instead of the
+    same failure repeating on every input."""
+    if isinstance(exc, ChartMismatchError):
         execution.status = ExecutionStatus.NEEDS_MIGRATION
-        execution.failure_reason = str(exc)
-        result = _record_unapplied(execution, step_input, now, Disposition.REFUSED)
-        refusal = NeedsMigration(f"execution {execution.session_id} refused: {exc}")
-        refusal.__cause__ = exc
-        return result, refusal
-    result = _apply(execution, compiled, position, step_input, now, outbox, caller_context)
-    return result, None
+    else:
+        execution.status = ExecutionStatus.NEEDS_REPAIR
+    execution.failure_reason = f"{type(exc).__name__}: {exc}"
+    result = _record_unapplied(
+        execution, step_input, now, Disposition.REFUSED, execution.failure_reason
+    )
+    refusal = _refusal(execution)
+    refusal.__cause__ = exc
+    return result, refusal
+
+
+def _cancel_locked(
+    execution: Execution,
+    step_input: Input,
+    now: datetime,
+    outbox: list[int],
+    caller_context: dict[str, Any] | None,
+) -> tuple[StepResult, StepRefused | None]:
+    """Cancel, as its status's rule says: with ``<onexit>`` when the position can be stepped,
+    without running chart code when it cannot, and recorded as discarded once finished."""
+    rule = rules(execution.status).cancel
+    if rule is CancelRule.FINISHED:
+        result = _record_unapplied(
+            execution, step_input, now, Disposition.DISCARDED, f"execution {execution.status}"
+        )
+        signals.input_discarded.send(Execution, execution=execution, entry=result.entry)
+        return result, None
+    if rule is not CancelRule.WITHOUT_CHART_CODE:
+        try:
+            compiled = compiled_chart(execution.chart)
+            position = _load_position(execution, compiled)
+        except PositionError as exc:
+            return _cancel_without_chart_code(execution, step_input, now, str(exc)), None
+        return _apply(execution, compiled, position, step_input, now, outbox, caller_context)
+    return _cancel_without_chart_code(execution, step_input, now, execution.failure_reason), None
+
+
+def _cancel_without_chart_code(
+    execution: Execution, step_input: Input, now: datetime, why: str
+) -> StepResult:
+    """Cancel an execution whose stored data cannot be stepped, as data: no ``<onexit>`` runs
+    (there is no configuration to run it in); its timers are discarded like any finished
+    execution's (``execution_finished``)."""
+    execution.status = ExecutionStatus.CANCELLED
+    execution.outcome = "cancelled"
+    execution.ended = now
+    reason = f"cancelled without running chart code: {why}"
+    execution.failure_reason = reason[:10_000]
+    execution.steps += 1
+    execution.updated = now
+    sql.update_row(execution, (*_UNAPPLIED_FIELDS, "outcome", "ended"))
+    entry = HistoryEntry(
+        execution=execution,
+        seq=execution.steps,
+        input=step_input.to_dict(),
+        disposition=Disposition.APPLIED,
+        status_after=execution.status,
+        configuration_after=execution.configuration,
+        reason=reason,
+        created=now,
+    )
+    sql.insert_row(entry)
+    signals.execution_finished.send(Execution, execution=execution)
+    return StepResult(execution, entry, ())
 
 
 def perform_delivery(
@@ -254,6 +358,8 @@ def perform_delivery(
     """
     kind = instruction.kind
     event = instruction.event
+    if rules(execution.status).inputs is not InputRule.APPLY:
+        raise _refusal(execution)
     if kind is InstructionKind.DELIVER_SELF or kind is InstructionKind.DELIVER_INTERNAL:
         assert event is not None
         step_input = Input.internal(event) if kind is InstructionKind.DELIVER_INTERNAL else (
@@ -315,7 +421,7 @@ def _apply(
     now: datetime,
     outbox: list[int],
     caller_context: dict[str, Any] | None = None,
-) -> StepResult:
+) -> tuple[StepResult, StepRefused | None]:
     interpreter = interpreter_for(compiled)
     answers: dict[str, bool] = {}
     database = sql.database()
@@ -324,12 +430,12 @@ def _apply(
         if session_id not in answers:
             answers[session_id] = (
                 Execution.objects.using(database)
-                .filter(session_id=session_id, status=ExecutionStatus.ACTIVE)
+                .filter(session_id=session_id, status__in=LIVE_STATUSES)
                 .exists()
             )
         return answers[session_id]
 
-    host = Host(registered_types(), is_reachable)
+    host = Host(registered_types(), is_reachable, step_clock())
     outcome = advance(
         interpreter,
         position.state if position is not None else None,
@@ -341,7 +447,16 @@ def _apply(
     chart = execution.chart
     identity = ChartIdentity(compiled.source_hash, chart.name or None, chart.version or None)
     state = outcome.state
-    blob = encode(state, identity)
+    halted = outcome.halted or _over_host_budgets(outcome)
+    blob = b"" if halted else encode(state, identity)
+    if not halted and len(blob) > statecharts_settings.POSITION_BUDGET_BYTES:
+        halted = {
+            "budget": "position_bytes",
+            "limit": statecharts_settings.POSITION_BUDGET_BYTES,
+            "used": len(blob),
+        }
+    if halted:
+        return _halt(execution, position, step_input, now, halted)
     execution.position = blob
     execution.status = status_of(state)
     execution.configuration = _atomic_ids(compiled, state)
@@ -378,7 +493,62 @@ def _apply(
     )
     if finished:
         signals.execution_finished.send(Execution, execution=execution)
-    return StepResult(execution, entry, effects, instructions)
+    return StepResult(execution, entry, effects, instructions), None
+
+
+def step_clock() -> Any:
+    """The monotonic clock the step's time budget reads (``STEP_CLOCK``; tests inject one)."""
+    clock = statecharts_settings.STEP_CLOCK
+    if isinstance(clock, str):
+        from django.utils.module_loading import import_string
+
+        clock = import_string(clock)
+    return clock
+
+
+def _over_host_budgets(outcome: Advance) -> dict[str, Any] | None:
+    """Budgets only the host can count: the delayed sends one step schedules."""
+    scheduled = sum(1 for i in outcome.outgoing if i.kind is InstructionKind.SCHEDULE)
+    limit = statecharts_settings.DELAYED_SENDS_BUDGET
+    if scheduled > limit:
+        return {"budget": "delayed_sends", "limit": limit, "used": scheduled}
+    return None
+
+
+def describe_budget(halted: dict[str, Any]) -> str:
+    budget, limit, used = halted.get("budget"), halted.get("limit"), halted.get("used")
+    return (
+        f"a step went over its {budget} budget ({used} > {limit}) and was rolled back: "
+        "the chart probably loops, or does far more in one step than it should"
+    )
+
+
+def _halt(
+    execution: Execution,
+    position: Position | None,
+    step_input: Input,
+    now: datetime,
+    halted: dict[str, Any],
+) -> tuple[StepResult, StepRefused]:
+    """The step went over a budget: nothing of it is kept (no effect performed, the position
+    as it was), the execution is ``halted`` with the budget that tripped, and the input is
+    recorded as refused. A wall-clock cut is not deterministic; the record is what replay
+    reads (a refused input is not re-run)."""
+    reason = describe_budget(halted)
+    if position is None:  # a start has no earlier state to keep: nothing is written
+        raise StartRefused(f"the chart could not start: {reason}")
+    execution.status = ExecutionStatus.HALTED
+    execution.failure_reason = reason
+    result = _record_unapplied(
+        execution,
+        step_input,
+        now,
+        Disposition.REFUSED,
+        reason,
+        effects=[{"kind": "budget_exhausted", **halted}],
+    )
+    signals.execution_halted.send(Execution, execution=execution, entry=result.entry)
+    return result, Halted(f"execution {execution.session_id} halted: {reason}")
 
 
 # What a step may change; the rest of the row (chart, session id, key, metadata) is fixed.
@@ -416,20 +586,16 @@ def _record_ending(execution: Execution, outcome: Advance, now: datetime) -> Non
                 execution.donedata_error = str(effect.data.get("error") or "")
             elif effect.data.get("error"):
                 execution.failure_reason = f"datamodel error: {effect.data['error']}"
-        elif effect.kind == fx.BUDGET_EXHAUSTED:
-            execution.failure_reason = (
-                f"the chart ran {effect.data['rounds']} rounds in one macrostep "
-                f"(budget {effect.data['budget']}): it probably loops"
-            )
-    if state.outcome == "send_budget_exhausted":
-        execution.failure_reason = (
-            f"the chart sent more than {statecharts_settings.SEND_BUDGET} events to itself in "
-            "one step: it probably loops"
-        )
 
 
 def _record_unapplied(
-    execution: Execution, step_input: Input, now: datetime, disposition: str
+    execution: Execution,
+    step_input: Input,
+    now: datetime,
+    disposition: str,
+    reason: str = "",
+    *,
+    effects: list[dict[str, Any]] | None = None,
 ) -> StepResult:
     execution.steps += 1
     execution.updated = now
@@ -441,6 +607,8 @@ def _record_unapplied(
         disposition=disposition,
         status_after=execution.status,
         configuration_after=execution.configuration,
+        effects=effects or [],
+        reason=reason,
         created=now,
     )
     sql.insert_row(entry)

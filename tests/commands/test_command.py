@@ -342,15 +342,18 @@ def test_send_user_errors(execution: Execution) -> None:
     assert execution.history.count() == 1  # nothing was fed
 
 
-def test_send_to_an_execution_that_needs_migration(execution: Execution) -> None:
+def test_send_to_an_execution_whose_position_is_damaged(execution: Execution) -> None:
     Execution.objects.filter(pk=execution.pk).update(position=b"not a position")
     message = fails("send", str(execution.pk), "flip")
-    assert message.startswith(f"execution {execution.session_id} refused:")
     execution.refresh_from_db()
-    assert execution.status == ExecutionStatus.NEEDS_MIGRATION
+    assert execution.status == ExecutionStatus.NEEDS_REPAIR
+    assert message == (
+        f"execution {execution.session_id} needs repair: {execution.failure_reason}"
+    )
+    assert execution.failure_reason.startswith("NotAPositionError")
     message = fails("send", str(execution.pk), "flip")
     assert message == (
-        f"execution {execution.session_id} needs migration: {execution.failure_reason}"
+        f"execution {execution.session_id} needs repair: {execution.failure_reason}"
     )
     assert list(execution.history.values_list("disposition", flat=True)) == [
         "applied",

@@ -7,7 +7,9 @@ from typing import Any
 import pytest
 
 from statecharts.core import Chart, Event, Interpreter, NotRunningError, Step, load_chart
+from statecharts.core.budget import StepBudgets
 from statecharts.core.delays import parse_delay
+from statecharts.core.host import Host
 from statecharts.drivers.memory import MemoryDriver
 
 NS = "http://www.w3.org/2005/07/scxml"
@@ -107,7 +109,7 @@ def test_memory_session_cancel() -> None:
         session.send("anything")
 
 
-# ---- the round budget --------------------------------------------------------------------
+# ---- step budgets ---------------------------------------------------------------------------
 
 LOOP = f"""<scxml xmlns="{NS}" version="1.0" initial="a">
   <state id="a"><transition target="b"/></state>
@@ -118,29 +120,42 @@ LOOP = f"""<scxml xmlns="{NS}" version="1.0" initial="a">
 def test_round_budget_stops_an_eventless_loop() -> None:
     step = Interpreter(load_chart(LOOP), round_budget=50).initialize("s")
     assert effects(step) == [{
-        "kind": "budget_exhausted", "macrostep": 1, "microstep": 50, "round": 50,
-        "rounds": 50, "budget": 50,
+        "kind": "budget_exhausted", "macrostep": 1, "microstep": 50, "round": 51,
+        "budget": "rounds", "limit": 50, "used": 51,
     }]
+    # A start that runs away has no earlier state to keep: it is stopped.
     assert not step.state.running
     assert step.state.outcome == "budget_exhausted"
     assert step.state.internal_queue == ()
 
 
-def test_round_budget_stops_a_raise_loop_in_a_later_macrostep() -> None:
-    chart = load_chart(f"""<scxml xmlns="{NS}" version="1.0" initial="a">
+RAISE_LOOP = f"""<scxml xmlns="{NS}" version="1.0" datamodel="ecmascript" initial="a">
+  <datamodel><data id="n" expr="0"/></datamodel>
   <state id="a">
-    <transition event="go"><raise event="again"/></transition>
+    <onexit><log label="exit" expr="n"/></onexit>
+    <transition event="go"><assign location="n" expr="n + 1"/><raise event="again"/></transition>
     <transition event="again"><raise event="again"/></transition>
+    <transition event="fine" target="b"/>
   </state>
-</scxml>""")
+  <state id="b"/>
+</scxml>"""
+
+
+def test_a_step_over_budget_is_rolled_back_and_the_session_stays_cancellable() -> None:
+    chart = load_chart(RAISE_LOOP)
     interpreter = Interpreter(chart, round_budget=50)
     first = interpreter.initialize("s")
-    assert first.state.running
     step = interpreter.handle_event(first.state, Event("go"))
-    assert kinds(step) == ["budget_exhausted"]
-    assert effects(step)[0]["rounds"] == 50
-    with pytest.raises(NotRunningError):
-        interpreter.handle_event(step.state, Event("go"))
+    assert kinds(step) == ["budget_exhausted"]  # the step's own effects are all dropped
+    assert effects(step)[0]["budget"] == "rounds" and effects(step)[0]["used"] == 51
+    assert step.state is first.state  # nothing of the step is kept: n is still 0
+    assert step.state.running and step.state.datamodel == {"n": 0}
+    # The same interpreter carries on from that state exactly as a fresh one would.
+    after = interpreter.handle_event(step.state, Event("fine"))
+    fresh = Interpreter(chart).handle_event(first.state, Event("fine"))
+    assert after.state.to_dict() == fresh.state.to_dict()
+    cancelled = interpreter.cancel(step.state)
+    assert [e.data["value"] for e in cancelled.effects if e.kind == "log"] == [0]
 
 
 def test_round_budget_is_per_macrostep() -> None:
@@ -162,9 +177,90 @@ def test_round_budget_is_per_macrostep() -> None:
         assert "budget_exhausted" not in kinds(step)
 
 
-def test_memory_driver_reports_the_exhausted_budget() -> None:
-    session = MemoryDriver(round_budget=50).start(LOOP)
-    assert (session.running, session.outcome) == (False, "budget_exhausted")
+def test_memory_driver_halts_a_session_over_budget_and_can_cancel_it() -> None:
+    driver = MemoryDriver(round_budget=50)
+    session = driver.start(RAISE_LOOP)
+    session.send("go")
+    assert (session.running, session.done, session.outcome) == (False, False, "budget_exhausted")
+    assert session.halted == {"budget": "rounds", "limit": 50, "used": 51}
+    assert session.datamodel == {"n": 0}
+    with pytest.raises(NotRunningError):
+        session.send("fine")
+    session.cancel()
+    assert (session.done, session.outcome) == (True, "cancelled")
+    assert session.logs == [("exit", 0)]
+
+
+FOREACH_NEST = f"""<scxml xmlns="{NS}" version="1.0" datamodel="ecmascript" initial="a">
+  <datamodel><data id="xs" expr="[1,2,3,4,5,6,7,8,9,10]"/><data id="n" expr="0"/></datamodel>
+  <state id="a">
+    <transition event="go">
+      <foreach array="xs" item="i"><foreach array="xs" item="j"><foreach array="xs" item="k">
+        <assign location="n" expr="n + 1"/>
+      </foreach></foreach></foreach>
+    </transition>
+  </state>
+</scxml>"""
+
+
+@pytest.mark.parametrize(
+    ("budgets", "chart", "event", "budget"),
+    [
+        (StepBudgets(foreach_iterations=500), FOREACH_NEST, "go", "foreach_iterations"),
+        (StepBudgets(effects=20), SPAM := f"""<scxml xmlns="{NS}" version="1.0"
+            datamodel="ecmascript" initial="a">
+          <datamodel><data id="xs" expr="[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21]"/>
+          </datamodel>
+          <state id="a"><transition event="go">
+            <foreach array="xs" item="i"><log label="x" expr="i"/></foreach>
+          </transition></state></scxml>""", "go", "effects"),
+        (StepBudgets(log_bytes=30), SPAM, "go", "log_bytes"),
+    ],
+    ids=["foreach", "effects", "log bytes"],
+)
+def test_every_step_budget_rolls_the_step_back(
+    budgets: StepBudgets, chart: str, event: str, budget: str
+) -> None:
+    compiled = load_chart(chart)
+    interpreter = Interpreter(compiled, budgets=budgets)
+    first = interpreter.initialize("s")
+    step = interpreter.handle_event(first.state, Event(event))
+    assert [(e["kind"], e["budget"], e["limit"]) for e in effects(step)] == [
+        ("budget_exhausted", budget, getattr(budgets, budget))
+    ]
+    assert effects(step)[0]["used"] > getattr(budgets, budget)
+    assert step.state is first.state
+    # Under the default budgets the same step is fine.
+    assert "budget_exhausted" not in kinds(Interpreter(compiled).handle_event(first.state,
+                                                                               Event(event)))
+
+
+def test_the_time_budget_stops_at_the_first_check_after_the_deadline() -> None:
+    """An injected step clock: each reading advances 0.1 s, so a 1 s budget trips on the
+    reading after the tenth; the chart's eventless loop never settles on its own."""
+    readings: list[float] = []
+
+    def clock() -> float:
+        readings.append(len(readings) * 0.1)
+        return readings[-1]
+
+    loop = load_chart(f"""<scxml xmlns="{NS}" version="1.0" initial="a">
+      <state id="a"><transition event="go" target="b"/></state>
+      <state id="b"><transition target="c"/></state>
+      <state id="c"><transition target="b"/></state>
+    </scxml>""")
+    interpreter = Interpreter(loop, budgets=StepBudgets(time_ms=1_000))
+    first = interpreter.initialize("s", host=Host(clock=clock))
+    readings.clear()
+    step = interpreter.handle_event(first.state, Event("go"), host=Host(clock=clock))
+    assert effects(step)[0]["budget"] == "time_ms"
+    assert len(readings) == 12  # the deadline read, ten in time, the one past it
+    assert step.state is first.state
+    # Without a clock there is no time budget (the rounds budget still bounds the loop).
+    no_clock = Interpreter(loop, budgets=StepBudgets(time_ms=1_000)).handle_event(
+        first.state, Event("go")
+    )
+    assert effects(no_clock)[0]["budget"] == "rounds"
 
 
 # ---- delayed sends and cancel ------------------------------------------------------------

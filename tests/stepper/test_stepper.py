@@ -14,7 +14,7 @@ from statecharts.core import ChartError
 from statecharts.core.effects import Effect
 from statecharts.core.plan import Instruction, InstructionKind
 from statecharts.core.position import ChartMismatchError, NotAPositionError, decode
-from statecharts.exceptions import NeedsMigration
+from statecharts.exceptions import Halted, NeedsMigration, NeedsRepair
 from statecharts.models import Chart, Execution, HistoryEntry, OutboxMessage
 from statecharts.replay import replay
 from statecharts.stepper import EffectContext, StepContext
@@ -300,29 +300,38 @@ def test_a_performer_that_raises_rolls_the_whole_step_back() -> None:
 # ---- failures --------------------------------------------------------------------------------
 
 
-def test_a_runaway_chart_fails_with_a_reason() -> None:
+def test_a_runaway_step_is_rolled_back_and_the_execution_halted_with_a_reason() -> None:
     loop = f"""<scxml {NS} initial="a">
       <state id="a"><transition event="go" target="b"/></state>
       <state id="b"><transition target="c"/></state>
-      <state id="c"><transition target="b"/></state>
+      <state id="c"/>
     </scxml>"""
+    loop = loop.replace('<state id="c"/>', '<state id="c"><transition target="b"/></state>')
     with override_settings(STATECHARTS={"ROUND_BUDGET": 50}):
         execution = Execution.objects.start(load(loop))
-        execution.send("go")
-    assert execution.status == "failed"
-    assert execution.outcome == "budget_exhausted"
-    assert "50" in execution.failure_reason
+        with pytest.raises(Halted, match="rounds budget"):
+            execution.send("go")
+    execution.refresh_from_db()
+    assert execution.status == "halted"
+    assert execution.configuration == ["a"]  # the last committed configuration is kept
+    assert "rounds budget (51 > 50)" in execution.failure_reason
+    entry = execution.history.get(seq=2)
+    assert (entry.disposition, entry.effects) == (
+        "refused",
+        [{"kind": "budget_exhausted", "budget": "rounds", "limit": 50, "used": 51}],
+    )
 
 
-def test_a_chart_that_keeps_sending_to_itself_fails_instead_of_holding_the_lock() -> None:
+def test_a_chart_that_keeps_sending_to_itself_halts_instead_of_holding_the_lock() -> None:
     chatter = f"""<scxml {NS} initial="a">
       <state id="a"><transition event="tick"><send event="tick"/></transition></state>
     </scxml>"""
     with override_settings(STATECHARTS={"SEND_BUDGET": 20}):
         execution = Execution.objects.start(load(chatter))
-        execution.send("tick")
-    assert execution.status == "failed"
-    assert "more than 20 events" in execution.failure_reason
+        with pytest.raises(Halted, match="sends budget"):
+            execution.send("tick")
+    execution.refresh_from_db()
+    assert execution.status == "halted" and execution.steps == 2
 
 
 def test_self_sends_are_drained_inside_the_same_step() -> None:
@@ -356,12 +365,21 @@ def test_an_execution_whose_chart_source_changed_is_refused_not_stepped() -> Non
         stepper.send(execution.pk, "checkout")
 
 
-def test_a_position_that_is_not_a_blob_is_refused_with_the_typed_error() -> None:
+def test_a_damaged_position_is_refused_with_the_typed_error_and_needs_repair() -> None:
     execution = Execution.objects.start(load(ORDER))
     Execution.objects.filter(pk=execution.pk).update(position=b"\x80\x04pickle?")
-    with pytest.raises(NeedsMigration) as caught:
+    with pytest.raises(NeedsRepair) as caught:
         stepper.send(execution.pk, "checkout")
     assert isinstance(caught.value.__cause__, NotAPositionError)
+    execution.refresh_from_db()
+    assert execution.status == "needs_repair"
+    assert execution.failure_reason.startswith("NotAPositionError")
+    # The same input again is refused by the status, without decoding anything again.
+    with pytest.raises(NeedsRepair):
+        stepper.send(execution.pk, "checkout")
+    assert [h.disposition for h in execution.history.order_by("seq")] == [
+        "applied", "refused", "refused"
+    ]
 
 
 def test_a_business_key_is_unique_per_chart() -> None:

@@ -1,0 +1,51 @@
+"""Step budgets: everything one step may use, so a runaway chart is bounded as a whole.
+
+A chart can loop (an eventless transition whose guard never settles), iterate without end
+(nested ``<foreach>``), or produce more than any host should store in one step (thousands of
+effects, megabytes of ``<log>``). Each evaluation of an expression is already bounded by the
+datamodel's own limits; these budgets bound the **step**:
+
+========================  ======================================================  ===========
+budget                    counts                                                  default
+========================  ======================================================  ===========
+``rounds``                rounds of the inner macrostep loop, per macrostep       10,000
+``foreach_iterations``    ``<foreach>`` iterations, nested ones included           100,000
+``effects``               effects emitted (each send, cancel, log, ...)            10,000
+``log_bytes``             bytes of ``<log>`` labels and values                     1,000,000
+``time_ms``               wall-clock milliseconds for the whole step (only with   none
+                          a host clock: ``Host.clock``)
+========================  ======================================================  ===========
+
+When one is exceeded the interpreter **rolls the step back**: the entry point returns the
+state it was given, unchanged, and a single ``budget_exhausted`` effect naming the budget
+(``{"budget", "limit", "used"}``). The core is still running and cancellable; a host
+marks the session halted (the planner's ``halt``) and decides what comes next.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DEFAULT_ROUND_BUDGET = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class StepBudgets:
+    rounds: int = DEFAULT_ROUND_BUDGET
+    foreach_iterations: int = 100_000
+    effects: int = 10_000
+    log_bytes: int = 1_000_000
+    time_ms: int | None = None
+
+
+class BudgetExceeded(Exception):
+    """Raised inside the interpreter when a step goes over a budget; never leaves it."""
+
+    def __init__(self, budget: str, limit: int, used: int) -> None:
+        super().__init__(f"the step went over its {budget} budget ({used} > {limit})")
+        self.budget = budget
+        self.limit = limit
+        self.used = used
+
+    def as_data(self) -> dict[str, object]:
+        return {"budget": self.budget, "limit": self.limit, "used": self.used}
