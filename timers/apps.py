@@ -16,3 +16,8 @@ class TimersConfig(AppConfig):
         from timers.scheduling import discard_when_finished
 
         execution_finished.connect(discard_when_finished, dispatch_uid="timers.discard")
+
+        # The timers panel, API endpoints and read-model section (statecharts.extensions).
+        from timers import surface
+
+        surface.register()

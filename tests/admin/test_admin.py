@@ -108,7 +108,7 @@ def test_the_execution_page_shows_where_it_stands(
     page = admin_client.get(reverse("admin:statecharts_execution_change", args=[execution.pk]))
     assert page.status_code == 200
     body = page.content.decode()
-    assert "Where it stands: active in idle" in body
+    assert ">status: active; in state idle<" in body  # the status is never mixed with a state
     assert "<svg" in body and 'data-state="idle"' in body
     assert "&quot;total&quot;: 0" in body  # the datamodel, pretty JSON (escaped)
     assert "nudge" in body and "pending" in body  # the pending timer
@@ -120,8 +120,8 @@ def test_sending_an_event_through_the_admin_steps_the_execution(
 ) -> None:
     url = reverse("admin:statecharts_execution_send", args=[execution.pk])
     response = admin_client.post(url, {"name": "pay", "data": '{"amount": 12}'}, follow=True)
-    # The admin capitalises messages.
-    assert "Pay: applied; now active in paid" in response.content.decode()
+    # The event name as it is spelled, the status apart from the state.
+    assert "Sent pay: applied (status: active; in state paid)" in response.content.decode()
     execution.refresh_from_db()
     assert execution.configuration == ["paid"]
     assert Timer.objects.get().status == "pending"  # not cancelled: the chart does not cancel

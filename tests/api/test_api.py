@@ -228,7 +228,8 @@ def test_start_an_execution(api: APIClient, chart: Chart) -> None:
     ("body", "field", "reason"),
     [
         ({"chart": 9999}, "chart", "does not exist"),
-        ({"chart": "abc"}, "chart", "Incorrect type"),
+        ({"chart": "abc"}, "chart", "no chart with id or name 'abc'"),  # a name (none such)
+        ({"chart": [1]}, "chart", "Incorrect type"),
         ({"chart": None}, "chart", "may not be null"),
         ({"data": [1, 2]}, "data", "JSON object"),
         ({"data": {"nope": 1, "limit": 2}}, "data", r"nope \(declared: items, limit\)"),
