@@ -32,6 +32,7 @@ from statecharts.inspection import (
     Unreadable,
     chart_hints,
     compiled_chart_of,
+    history_row,
     inspect,
     json_text,
     where,
@@ -110,7 +111,8 @@ class ChartAdmin(admin.ModelAdmin):
     def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         if obj is None:
             return ["source", "name", "version"]
-        return ["name", "version", "content_hash", "created"]  # the source is shown numbered
+        # The source is shown numbered below; a version left blank is not a field of dashes.
+        return ["name", *(["version"] if obj.version else []), "content_hash", "created"]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return ["content_hash", "created"] if obj is not None else []
@@ -265,13 +267,9 @@ class ExecutionAdmin(ReadOnlyAdmin):
     ) -> HttpResponse:
         execution = get_object_or_404(Execution.objects.select_related("chart"), pk=object_id)
         view = inspect(execution)  # what the API and `statechart show` display too
-        events = ()
-        if not isinstance(view.compiled, Unreadable):
-            hints = chart_hints(view.compiled)
-            accepted = hints.accepted_in(view.active_states)
-            events = (*accepted, *(h for h in hints.events if h not in accepted))
-        else:
-            accepted = ()
+        hints = None if isinstance(view.compiled, Unreadable) else chart_hints(view.compiled)
+        events = hints.events if hints is not None else ()
+        accepted = hints.accepted_in(view.active_states) if hints is not None else ()
         panels = [
             (panel, view.sections.get(panel.section, Unreadable("the section was not read")))
             for panel in extensions.ordered_panels()
@@ -288,7 +286,7 @@ class ExecutionAdmin(ReadOnlyAdmin):
             "history_page": view.history_page(request.GET.get("history", 1)),
             "panels": panels,
             "outbox": execution.outbox.order_by("-id")[:50],
-            "send_form": SendEventForm(events=events),
+            "send_form": SendEventForm(events=events, accepted=accepted),
             "accepted_events": accepted,
             "event_hints": {hint.name: hint.data_example for hint in events},
             "can_act": request.user.has_perm("statecharts.change_execution")
@@ -356,7 +354,7 @@ class HistoryEntryAdmin(ReadOnlyAdmin):
 
     @admin.display(description="input")
     def summary(self, entry: HistoryEntry) -> str:
-        return str(entry)
+        return f"#{entry.seq} {history_row(entry).input}"  # never fails on a damaged row
 
 
 @admin.register(OutboxMessage)

@@ -68,9 +68,8 @@ class StartExecutionForm(forms.Form):
         super().__init__(*args, **kwargs)
         if hints is not None and hints.data_ids:
             self.fields["data"].widget.attrs["placeholder"] = hints.start_example
-            self.fields[
-                "data"
-            ].help_text = f"The chart's top-level data: {', '.join(hints.data_ids)}."
+            names = ", ".join(hints.data_ids)
+            self.fields["data"].help_text = f"The chart's top-level data: {names}."
         elif hints is not None:
             self.fields["data"].help_text = "This chart declares no top-level data."
 
@@ -81,17 +80,25 @@ class SendEventForm(forms.Form):
 
     EVENT_LIST_ID = "statecharts-events"
 
-    def __init__(self, *args: Any, events: Sequence[EventHint] = (), **kwargs: Any) -> None:
-        """``events``: the events the chart's transitions accept, offered as a pick list
-        (those the active states accept first); each one's data keys become the data
-        field's placeholder when it is picked (a data attribute the page's script reads)."""
+    def __init__(
+        self,
+        *args: Any,
+        events: Sequence[EventHint] = (),
+        accepted: Sequence[EventHint] = (),
+        **kwargs: Any,
+    ) -> None:
+        """``events``: the events the chart's transitions accept, offered as a pick list;
+        ``accepted``: those the active states accept now (listed first). The data field's
+        placeholder shows the ``_event.data`` keys an accepted event's transitions read
+        (the page's script switches it to the picked event's)."""
         super().__init__(*args, **kwargs)
-        self.events = tuple(events)
+        self.events = (*accepted, *(hint for hint in events if hint not in accepted))
         name = self.fields["name"].widget
         name.attrs.update({"list": self.EVENT_LIST_ID, "autocomplete": "off"})
-        with_data = [hint for hint in self.events if hint.data_keys]
-        if with_data:
-            self.fields["data"].widget.attrs["placeholder"] = with_data[0].data_example
+        with_data = [hint for hint in accepted if hint.data_keys]
+        self.fields["data"].widget.attrs["placeholder"] = (
+            with_data[0].data_example if with_data else "optional"
+        )
 
     def clean_name(self) -> str:
         name: str = self.cleaned_data["name"].strip()

@@ -111,8 +111,10 @@ def _compiled(chart: Chart) -> CompiledChart:
 class ChartViewSet(
     mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, APIViewSet
 ):
+    # The docstrings of these viewsets are the browsable API's page descriptions and the
+    # schema's: plain text, no reStructuredText markup.
     """SCXML charts. A chart is identified by the sha256 of its source and never edited: load
-    an edited document as a new chart (give it a ``version``)."""
+    an edited document as a new chart (give it a version)."""
 
     queryset = Chart.objects.all()
     filterset_class = filters.ChartFilter
