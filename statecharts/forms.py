@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from django import forms
+from django.utils.html import escape
 
 from statecharts.core import ChartError
 from statecharts.inspection import ChartHints, EventHint
@@ -68,7 +69,7 @@ class StartExecutionForm(forms.Form):
         super().__init__(*args, **kwargs)
         if hints is not None and hints.data_ids:
             self.fields["data"].widget.attrs["placeholder"] = hints.start_example
-            names = ", ".join(hints.data_ids)
+            names = escape(", ".join(hints.data_ids))  # Django renders help text unescaped
             self.fields["data"].help_text = f"The chart's top-level data: {names}."
         elif hints is not None:
             self.fields["data"].help_text = "This chart declares no top-level data."
