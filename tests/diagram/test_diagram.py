@@ -499,3 +499,103 @@ def test_every_kind_of_state_is_covered_by_these_tests() -> None:
         s.kind for s in load_chart_file(ORDER).states
     }
     assert kinds == set(Kind)
+
+
+# ---- where labels go -------------------------------------------------------------------------
+
+
+def path_points(d: str) -> list[list[tuple[float, float]]]:
+    """An SVG path of M, L and C commands (what the renderer writes) as polylines: each
+    curve sampled at 32 points."""
+    tokens = d.replace("M", " M ").replace("L", " L ").replace("C", " C ").split()
+    numbers: list[float] = []
+    polyline: list[tuple[float, float]] = []
+    command = ""
+
+    def flush() -> None:
+        nonlocal numbers
+        if command == "M":
+            polyline.append((numbers[0], numbers[1]))
+        elif command == "L":
+            polyline.append((numbers[0], numbers[1]))
+        elif command == "C":
+            p0 = polyline[-1]
+            c1, c2, p3 = (numbers[0], numbers[1]), (numbers[2], numbers[3]), (numbers[4], numbers[5])
+            for i in range(1, 33):
+                t = i / 32
+                u = 1 - t
+                polyline.append(
+                    (
+                        u**3 * p0[0] + 3 * u * u * t * c1[0] + 3 * u * t * t * c2[0] + t**3 * p3[0],
+                        u**3 * p0[1] + 3 * u * u * t * c1[1] + 3 * u * t * t * c2[1] + t**3 * p3[1],
+                    )
+                )
+        numbers = []
+
+    for token in tokens:
+        if token in ("M", "L", "C"):
+            if command:
+                flush()
+            command = token
+        else:
+            numbers.append(float(token))
+    flush()
+    return [polyline]
+
+
+def crosses(p: tuple[float, float], q: tuple[float, float], rect: Rect) -> bool:
+    """Whether the segment pq enters the rectangle (sampled finely: segments are short)."""
+    steps = max(1, int(max(abs(q[0] - p[0]), abs(q[1] - p[1]))))
+    for i in range(steps + 1):
+        t = i / steps
+        x, y = p[0] + (q[0] - p[0]) * t, p[1] + (q[1] - p[1]) * t
+        if rect.x + EPSILON < x < rect.x2 - EPSILON and rect.y + EPSILON < y < rect.y2 - EPSILON:
+            return True
+    return False
+
+
+def label_problems(root: etree._Element) -> list[str]:
+    """Labels that cross a state's border, cover a state or a separator, or lie on an arrow."""
+    problems: list[str] = []
+    boxes = {state_id: box_of(group) for state_id, group in state_groups(root).items()}
+    leaves = {
+        state_id
+        for state_id, group in state_groups(root).items()
+        if classes(group) & {"sc-atomic", "sc-final", "sc-history"}
+    }
+    arrows = [
+        (g.get("data-source") or g.get("data-owner"), path_points(path.get("d")))
+        for g in root.iter(f"{{{SVG_NS}}}g")
+        if classes(g) & {"sc-transition", "sc-initial"}
+        for path in g.findall(f"{{{SVG_NS}}}path")
+        if "sc-head" not in classes(path)
+    ]
+    separators = [
+        ((float(s.get("x1")), float(s.get("y1"))), (float(s.get("x2")), float(s.get("y2"))))
+        for s in root.iter(f"{{{SVG_NS}}}line")
+        if "sc-separator" in classes(s)
+    ]
+    for group in root.iter(f"{{{SVG_NS}}}g"):
+        if classes(group) != {"sc-label"}:
+            continue
+        label = rect_of(group.find(f"{{{SVG_NS}}}rect"))
+        text = " ".join(t.text for t in group.findall(f"{{{SVG_NS}}}text"))
+        for state_id, box in boxes.items():
+            if overlap(label, box) and (state_id in leaves or not inside(label, box)):
+                problems.append(f"{text!r} crosses the border of {state_id}")
+        for _source, polylines in arrows:
+            for line in polylines:
+                if any(crosses(p, q, label) for p, q in zip(line, line[1:], strict=False)):
+                    problems.append(f"{text!r} lies on an arrow")
+                    break
+        if any(crosses(p, q, label) for p, q in separators):
+            problems.append(f"{text!r} lies on a separator")
+    return problems
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_labels_cross_no_border_and_lie_on_no_arrow(path: Path) -> None:
+    # The loan example had "score.ready" across reviewing's border and its long guard label
+    # over the arrows it sat between.
+    chart = load_chart_file(path)
+    assert label_problems(parse(render_svg(chart))) == []
