@@ -283,6 +283,7 @@ class ExecutionAdmin(ReadOnlyAdmin):
                 if isinstance(view.datamodel, Unreadable)
                 else json_text(view.datamodel, indent=2)
             ),
+            "donedata_text": json_text(view.donedata),
             "history_page": view.history_page(request.GET.get("history", 1)),
             "panels": panels,
             "outbox": execution.outbox.order_by("-id")[:50],

@@ -223,7 +223,7 @@ class ExecutionCreateSerializer(serializers.Serializer[Execution]):
         allow_null=True,
         default=None,
         help_text="Initial values of the chart's top-level data elements, by id (a JSON "
-        'object), e.g. {"amount": 10}.',
+        "object of data ids to values).",
     )
     business_key = serializers.CharField(
         max_length=200,

@@ -289,3 +289,19 @@ def test_the_chart_list_names_each_chart_once_and_shows_versions_only_when_there
     headers = re.findall(r'<th scope="col" class="[^"]*column-(\w+)', body)
     assert headers == ["label", "version_label", "short_hash", "execution_count", "created"]
     assert re.findall(r'<td class="field-version_label">([^<]*)</td>', body) == ["2", "(none)"]
+
+
+def test_a_finished_execution_says_what_it_returned(admin_client: Client) -> None:
+    chart = Chart.objects.load(
+        FLOW.replace(
+            '<final id="shipped"/>',
+            '<final id="shipped"><donedata><param name="total" expr="total"/></donedata></final>',
+        )
+    )
+    execution = Execution.objects.start(chart)
+    execution.send("pay", {"amount": 12})
+    execution.send("ship")
+    body = change_page(admin_client, execution)
+    assert ">status: completed; in state shipped<" in body
+    assert "donedata: <code>{&quot;total&quot;: 12}</code>" in body
+    assert "Send event" not in body

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 import time
 from collections import Counter
-from itertools import combinations
+from itertools import combinations, pairwise
 from pathlib import Path
 from typing import NamedTuple
 
@@ -504,43 +505,26 @@ def test_every_kind_of_state_is_covered_by_these_tests() -> None:
 # ---- where labels go -------------------------------------------------------------------------
 
 
-def path_points(d: str) -> list[list[tuple[float, float]]]:
-    """An SVG path of M, L and C commands (what the renderer writes) as polylines: each
+def path_points(d: str) -> list[tuple[float, float]]:
+    """An SVG path of M, L and C commands (what the renderer writes) as one polyline, each
     curve sampled at 32 points."""
-    tokens = d.replace("M", " M ").replace("L", " L ").replace("C", " C ").split()
-    numbers: list[float] = []
-    polyline: list[tuple[float, float]] = []
-    command = ""
-
-    def flush() -> None:
-        nonlocal numbers
-        if command == "M":
-            polyline.append((numbers[0], numbers[1]))
-        elif command == "L":
-            polyline.append((numbers[0], numbers[1]))
-        elif command == "C":
-            p0 = polyline[-1]
-            c1, c2, p3 = (numbers[0], numbers[1]), (numbers[2], numbers[3]), (numbers[4], numbers[5])
-            for i in range(1, 33):
-                t = i / 32
-                u = 1 - t
-                polyline.append(
-                    (
-                        u**3 * p0[0] + 3 * u * u * t * c1[0] + 3 * u * t * t * c2[0] + t**3 * p3[0],
-                        u**3 * p0[1] + 3 * u * u * t * c1[1] + 3 * u * t * t * c2[1] + t**3 * p3[1],
-                    )
+    points: list[tuple[float, float]] = []
+    for command, numbers in re.findall(r"([MLC])([^MLC]*)", d):
+        values = [float(v) for v in numbers.split()]
+        if command in "ML":
+            points.append((values[0], values[1]))
+            continue
+        (x0, y0), (x1, y1, x2, y2, x3, y3) = points[-1], values
+        for i in range(1, 33):
+            t = i / 32
+            u = 1 - t
+            points.append(
+                (
+                    u**3 * x0 + 3 * u * u * t * x1 + 3 * u * t * t * x2 + t**3 * x3,
+                    u**3 * y0 + 3 * u * u * t * y1 + 3 * u * t * t * y2 + t**3 * y3,
                 )
-        numbers = []
-
-    for token in tokens:
-        if token in ("M", "L", "C"):
-            if command:
-                flush()
-            command = token
-        else:
-            numbers.append(float(token))
-    flush()
-    return [polyline]
+            )
+    return points
 
 
 def crosses(p: tuple[float, float], q: tuple[float, float], rect: Rect) -> bool:
@@ -564,7 +548,7 @@ def label_problems(root: etree._Element) -> list[str]:
         if classes(group) & {"sc-atomic", "sc-final", "sc-history"}
     }
     arrows = [
-        (g.get("data-source") or g.get("data-owner"), path_points(path.get("d")))
+        path_points(path.get("d"))
         for g in root.iter(f"{{{SVG_NS}}}g")
         if classes(g) & {"sc-transition", "sc-initial"}
         for path in g.findall(f"{{{SVG_NS}}}path")
@@ -583,11 +567,9 @@ def label_problems(root: etree._Element) -> list[str]:
         for state_id, box in boxes.items():
             if overlap(label, box) and (state_id in leaves or not inside(label, box)):
                 problems.append(f"{text!r} crosses the border of {state_id}")
-        for _source, polylines in arrows:
-            for line in polylines:
-                if any(crosses(p, q, label) for p, q in zip(line, line[1:], strict=False)):
-                    problems.append(f"{text!r} lies on an arrow")
-                    break
+        for line in arrows:
+            if any(crosses(p, q, label) for p, q in pairwise(line)):
+                problems.append(f"{text!r} lies on an arrow")
         if any(crosses(p, q, label) for p, q in separators):
             problems.append(f"{text!r} lies on a separator")
     return problems
