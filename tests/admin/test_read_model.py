@@ -248,3 +248,24 @@ def test_hints_come_from_the_charts_data_and_transitions() -> None:
     assert (go.name, go.data_keys, go.states) == ("go", ("n",), ("l1",))
     assert go.data_example == '{"n": …}'
     assert hints.accepted_in(["l2", "r1"]) == ()
+
+
+def test_the_admin_pages_a_long_history_newest_first(
+    admin_client: Client, execution: Execution
+) -> None:
+    for number in range(54):
+        execution.send("go" if number == 0 else "nothing", {"n": number})
+    assert execution.steps == 55
+    url = reverse("admin:statecharts_execution_change", args=[execution.pk])
+
+    def seqs(page: str) -> list[int]:
+        rows = re.findall(r"<tr>\s*<td>(\d+)</td>", page)
+        return [int(seq) for seq in rows]
+
+    first = admin_client.get(url).content.decode()
+    assert seqs(first) == list(range(55, 5, -1))
+    assert "History (55 inputs, newest first)" in first
+    assert 'href="?history=2">older' in first
+    second = admin_client.get(url, {"history": 2}).content.decode()
+    assert seqs(second) == [5, 4, 3, 2, 1] and 'href="?history=1">' in second
+    assert seqs(admin_client.get(url, {"history": "nope"}).content.decode()) == seqs(first)
