@@ -1,14 +1,16 @@
 """The admin: charts (add by pasting SCXML; read-only afterwards), executions (read-only, with
-their diagram, datamodel, history, timers, and actions that go through the stepper), and the
-machine-owned rows (history, outbox) read-only.
+their diagram, datamodel, history, the panels other apps contribute, and actions that go
+through the stepper), and the machine-owned rows (history, outbox) read-only.
 
 No model form ever changes an execution: sending an event, cancelling and starting go through
-``statecharts.stepper``, exactly like the API and the management command.
+``statecharts.stepper``, exactly like the API and the management command. What an execution
+page shows is the read model (``statecharts.inspection``), the one the API and
+``statechart show`` display; other apps add panels to it through ``statecharts.extensions``
+(the timers app adds its timers panel), so this module imports none of them.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.contrib import admin, messages
@@ -22,23 +24,30 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_POST
 
-from statecharts import stepper
+from statecharts import extensions, stepper
 from statecharts.core import StatechartError
-from statecharts.core.datamodel import plain
-from statecharts.core.position import PositionError, decode
+from statecharts.core.model import Chart as CompiledChart
 from statecharts.forms import ChartUploadForm, SendEventForm, StartExecutionForm
+from statecharts.inspection import (
+    Unreadable,
+    chart_hints,
+    compiled_chart_of,
+    history_row,
+    inspect,
+    json_text,
+    where,
+)
+from statecharts.lookups import version_key
 from statecharts.models import Chart, Execution, HistoryEntry, OutboxMessage
 
 
-def diagram(chart: Chart, active: list[str] | tuple[str, ...] = ()) -> SafeString:
+def diagram(compiled: CompiledChart | Unreadable, active: tuple[str, ...] = ()) -> SafeString:
     """The chart's SVG diagram (the renderer escapes every text it draws)."""
     from statecharts.diagram import render_svg
 
-    try:
-        compiled = chart.compiled()
-    except (StatechartError, PositionError) as exc:
-        return format_html("<p class='errornote'>no diagram: {}</p>", exc)
-    return mark_safe(render_svg(compiled, active=tuple(active)))
+    if isinstance(compiled, Unreadable):
+        return format_html("<p class='errornote'>no diagram: {}</p>", compiled.reason)
+    return mark_safe(render_svg(compiled, active=active))
 
 
 def report_form_errors(request: HttpRequest, form: Form) -> None:
@@ -65,13 +74,28 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 @admin.register(Chart)
 class ChartAdmin(admin.ModelAdmin):
-    list_display = ["__str__", "name", "version", "short_hash", "execution_count", "created"]
+    list_display = ["label", "version_label", "short_hash", "execution_count", "created"]
+    list_display_links = ["label"]
     search_fields = ["name", "version", "content_hash"]
     list_filter = ["name"]
     form = ChartUploadForm
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Chart]:
         return super().get_queryset(request).annotate(execution_total=Count("executions"))
+
+    def get_list_display(self, request: HttpRequest) -> list[str]:
+        # A version column where no chart has a version is a column of dashes.
+        if Chart.objects.exclude(version="").exists():
+            return list(self.list_display)
+        return [name for name in self.list_display if name != "version_label"]
+
+    @admin.display(description="chart", ordering="name")
+    def label(self, chart: Chart) -> str:
+        return chart.name or f"(unnamed) {chart.content_hash[:12]}"
+
+    @admin.display(description="version", ordering="version")
+    def version_label(self, chart: Chart) -> str:
+        return chart.version or "(none)"
 
     @admin.display(description="sha256")
     def short_hash(self, chart: Chart) -> str:
@@ -87,7 +111,8 @@ class ChartAdmin(admin.ModelAdmin):
     def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         if obj is None:
             return ["source", "name", "version"]
-        return ["name", "version", "content_hash", "created"]  # the source is shown numbered
+        # The source is shown numbered below; a version left blank is not a field of dashes.
+        return ["name", *(["version"] if obj.version else []), "content_hash", "created"]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return ["content_hash", "created"] if obj is not None else []
@@ -117,26 +142,37 @@ class ChartAdmin(admin.ModelAdmin):
     ) -> HttpResponse:
         chart = get_object_or_404(Chart, pk=object_id)
         lines = chart.source.splitlines()
-        try:
-            warnings = [str(w) for w in chart.compiled().warnings]
-        except (StatechartError, PositionError) as exc:
-            warnings = [str(exc)]
+        compiled = compiled_chart_of(chart)
+        if isinstance(compiled, Unreadable):
+            warnings, hints = [compiled.reason], None
+        else:
+            warnings, hints = [str(w) for w in compiled.warnings], chart_hints(compiled)
         counts = dict(
             chart.executions.values_list("status")
             .annotate(n=Count("id"))
             .values_list("status", "n")
         )
         context = {
-            "diagram": diagram(chart),
+            "subtitle": str(chart),
+            "diagram": diagram(compiled),
             "numbered_source": [(i, line) for i, line in enumerate(lines, 1)],
             "warnings": warnings,
             "status_counts": sorted(counts.items()),
-            "start_form": StartExecutionForm(),
+            "start_form": StartExecutionForm(hints=hints),
             "can_start": request.user.has_perm("statecharts.add_execution"),
+            "other_versions": self._other_versions(chart),
         }
         return super().change_view(
             request, object_id, form_url, {**context, **(extra_context or {})}
         )
+
+    @staticmethod
+    def _other_versions(chart: Chart) -> list[Chart]:
+        """The other charts with this name, latest version first."""
+        if not chart.name:
+            return []
+        others = list(Chart.objects.filter(name=chart.name).exclude(pk=chart.pk))
+        return sorted(others, key=lambda c: (version_key(c.version), c.pk), reverse=True)
 
     def start_view(self, request: HttpRequest, chart_id: int) -> HttpResponse:
         if request.method != "POST":
@@ -158,7 +194,8 @@ class ChartAdmin(admin.ModelAdmin):
         except StatechartError as exc:
             messages.error(request, str(exc))
             return HttpResponseRedirect(back)
-        messages.success(request, f"started execution {execution.pk}: {execution.status}")
+        view = inspect(execution)
+        messages.success(request, f"Started {view.title} ({view.where})")
         return HttpResponseRedirect(
             reverse("admin:statecharts_execution_change", args=[execution.pk])
         )
@@ -175,7 +212,7 @@ class ExecutionAdmin(ReadOnlyAdmin):
         "chart",
         "business_key",
         "status",
-        "where",
+        "in_states",
         "steps",
         "updated",
     ]
@@ -200,9 +237,10 @@ class ExecutionAdmin(ReadOnlyAdmin):
         "ended",
     ]
 
-    @admin.display(description="configuration")
-    def where(self, execution: Execution) -> str:
-        return ", ".join(execution.configuration)
+    @admin.display(description="in states")
+    def in_states(self, execution: Execution) -> str:
+        configuration = execution.configuration
+        return ", ".join(configuration) if isinstance(configuration, list) else ""
 
     def get_urls(self) -> list[URLPattern]:
         view = self.admin_site.admin_view
@@ -228,22 +266,30 @@ class ExecutionAdmin(ReadOnlyAdmin):
         extra_context: dict[str, Any] | None = None,
     ) -> HttpResponse:
         execution = get_object_or_404(Execution.objects.select_related("chart"), pk=object_id)
-        try:
-            datamodel = plain(decode(bytes(execution.position)).state.datamodel)
-            datamodel_text = json.dumps(datamodel, indent=2, sort_keys=True, ensure_ascii=False)
-        except PositionError as exc:
-            datamodel_text = f"(the position cannot be read: {exc})"
-        from timers.models import Timer
-
-        timers = Timer.objects.for_execution(execution).order_by("-status", "due", "id")
+        view = inspect(execution)  # what the API and `statechart show` display too
+        hints = None if isinstance(view.compiled, Unreadable) else chart_hints(view.compiled)
+        events = hints.events if hints is not None else ()
+        accepted = hints.accepted_in(view.active_states) if hints is not None else ()
+        panels = [
+            (panel, view.sections.get(panel.section, Unreadable("the section was not read")))
+            for panel in extensions.ordered_panels()
+        ]
         context = {
-            "diagram": diagram(execution.chart, execution.configuration),
-            "datamodel_text": datamodel_text,
-            "history": execution.history.order_by("-seq")[:200],
-            "pending_timers": [t for t in timers if t.status == "pending"],
-            "past_timers": [t for t in timers if t.status != "pending"][:100],
+            "view": view,
+            "subtitle": view.title,
+            "diagram": diagram(view.compiled, view.active_states),
+            "datamodel_text": (
+                None
+                if isinstance(view.datamodel, Unreadable)
+                else json_text(view.datamodel, indent=2)
+            ),
+            "donedata_text": json_text(view.donedata),
+            "history_page": view.history_page(request.GET.get("history", 1)),
+            "panels": panels,
             "outbox": execution.outbox.order_by("-id")[:50],
-            "send_form": SendEventForm(),
+            "send_form": SendEventForm(events=events, accepted=accepted),
+            "accepted_events": accepted,
+            "event_hints": {hint.name: hint.data_example for hint in events},
             "can_act": request.user.has_perm("statecharts.change_execution")
             and execution.status == "active",
         }
@@ -273,11 +319,13 @@ class ExecutionAdmin(ReadOnlyAdmin):
             return self._back(execution_id)
         execution = result.execution
         level = messages.SUCCESS if result.applied else messages.WARNING
+        # "Sent ..." first: the admin capitalises a message's first letter, and an event
+        # name must read as it is spelled.
         messages.add_message(
             request,
             level,
-            f"{form.cleaned_data['name']}: {result.disposition}; now {execution.status} in "
-            f"{', '.join(execution.configuration) or '-'}",
+            f"Sent {form.cleaned_data['name']}: {result.disposition} "
+            f"({where(execution.status, execution.configuration)})",
         )
         return self._back(execution_id)
 
@@ -290,7 +338,11 @@ class ExecutionAdmin(ReadOnlyAdmin):
         except StatechartError as exc:
             messages.error(request, str(exc))
             return self._back(execution_id)
-        messages.success(request, f"cancel: {result.disposition}; now {result.execution.status}")
+        execution = result.execution
+        messages.success(
+            request,
+            f"Cancel: {result.disposition} ({where(execution.status, execution.configuration)})",
+        )
         return self._back(execution_id)
 
 
@@ -303,7 +355,7 @@ class HistoryEntryAdmin(ReadOnlyAdmin):
 
     @admin.display(description="input")
     def summary(self, entry: HistoryEntry) -> str:
-        return str(entry)
+        return f"#{entry.seq} {history_row(entry).input}"  # never fails on a damaged row
 
 
 @admin.register(OutboxMessage)

@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from django import forms
+from django.utils.html import escape
 
 from statecharts.core import ChartError
+from statecharts.inspection import ChartHints, EventHint
 from statecharts.models import Chart
 
 
 class JSONText(forms.CharField):
-    """A textarea holding JSON; empty means None."""
+    """A textarea holding JSON; empty means None. The page sets its placeholder from the
+    chart (``statecharts.inspection.chart_hints``): no example that does not fit the chart."""
 
-    widget = forms.Textarea(attrs={"rows": 3, "cols": 60, "placeholder": '{"amount": 10}'})
+    widget = forms.Textarea(attrs={"rows": 3, "cols": 60})
 
     def __init__(self, *, object_only: bool = False, **kwargs: Any) -> None:
         self.object_only = object_only
@@ -61,10 +65,41 @@ class StartExecutionForm(forms.Form):
     data = JSONText(object_only=True, label="Initial data (JSON object, optional)")
     business_key = forms.CharField(required=False, max_length=200)
 
+    def __init__(self, *args: Any, hints: ChartHints | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if hints is not None and hints.data_ids:
+            self.fields["data"].widget.attrs["placeholder"] = hints.start_example
+            names = escape(", ".join(hints.data_ids))  # Django renders help text unescaped
+            self.fields["data"].help_text = f"The chart's top-level data: {names}."
+        elif hints is not None:
+            self.fields["data"].help_text = "This chart declares no top-level data."
+
 
 class SendEventForm(forms.Form):
     name = forms.CharField(max_length=200, label="Event name")
     data = JSONText(label="Event data (JSON, optional)")
+
+    EVENT_LIST_ID = "statecharts-events"
+
+    def __init__(
+        self,
+        *args: Any,
+        events: Sequence[EventHint] = (),
+        accepted: Sequence[EventHint] = (),
+        **kwargs: Any,
+    ) -> None:
+        """``events``: the events the chart's transitions accept, offered as a pick list;
+        ``accepted``: those the active states accept now (listed first). The data field's
+        placeholder shows the ``_event.data`` keys an accepted event's transitions read
+        (the page's script switches it to the picked event's)."""
+        super().__init__(*args, **kwargs)
+        self.events = (*accepted, *(hint for hint in events if hint not in accepted))
+        name = self.fields["name"].widget
+        name.attrs.update({"list": self.EVENT_LIST_ID, "autocomplete": "off"})
+        with_data = [hint for hint in accepted if hint.data_keys]
+        self.fields["data"].widget.attrs["placeholder"] = (
+            with_data[0].data_example if with_data else "optional"
+        )
 
     def clean_name(self) -> str:
         name: str = self.cleaned_data["name"].strip()

@@ -18,3 +18,8 @@ class TimersConfig(AppConfig):
         register_performer(InstructionKind.SCHEDULE, "timers.scheduling.schedule")
         register_performer(InstructionKind.CANCEL_TIMERS, "timers.scheduling.cancel")
         execution_finished.connect(discard_when_finished, dispatch_uid="timers.discard")
+
+        # The timers panel, API endpoints and read-model section (statecharts.extensions).
+        from timers import surface
+
+        surface.register()

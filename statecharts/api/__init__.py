@@ -1,4 +1,5 @@
-"""A REST API over charts, executions and timers (Django REST framework).
+"""A REST API over charts and executions (Django REST framework), plus the endpoints that
+installed apps contribute (the timers app: ``/timers/``; see ``statecharts.extensions``).
 
 Thin views over the plain service functions (``statecharts.stepper``): every write goes
 through the same stepper as management commands and workers. Mount it with::

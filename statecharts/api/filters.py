@@ -10,7 +10,6 @@ import django_filters
 from django import forms
 
 from statecharts.models import Chart, Execution, ExecutionStatus
-from timers.models import Timer, TimerStatus
 
 
 class IntegerFilter(django_filters.NumberFilter):
@@ -35,14 +34,3 @@ class ExecutionFilter(django_filters.FilterSet):
     class Meta:
         model = Execution
         fields = ["chart", "status", "business_key", "created"]
-
-
-class TimerFilter(django_filters.FilterSet):
-    # A number, not a choice among existing executions: a timer outlives a deleted
-    # execution (timers.models), and its rows stay listable by the id it had.
-    execution = IntegerFilter(field_name="execution_id")
-    status = django_filters.ChoiceFilter(choices=TimerStatus.choices)
-
-    class Meta:
-        model = Timer
-        fields = ["execution", "status"]

@@ -8,14 +8,15 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from statecharts import extensions
 from statecharts.api.fields import JSONValueField, json_safe
-from statecharts.api.inspection import active_states_of, datamodel_of
 from statecharts.api.validators import validate_chart_value, validate_event_name
 from statecharts.core.errors import ChartError, StatechartError
+from statecharts.inspection import ExecutionView, Unreadable, inspect
+from statecharts.lookups import LookupProblem, find_chart
 from statecharts.models import Chart, Execution, ExecutionStatus, HistoryEntry
 from statecharts.models.history import Disposition
 from statecharts.runtime import compile_source
-from timers.models import Timer
 
 NAMESPACE = "statecharts_api"
 
@@ -67,7 +68,7 @@ class ChartCreateSerializer(serializers.Serializer[Chart]):
         required=False,
         allow_blank=True,
         default="",
-        help_text="Defaults to the <scxml name> attribute.",
+        help_text="Defaults to the name attribute of the document's scxml element.",
     )
     version = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
 
@@ -85,38 +86,6 @@ class ChartCreateSerializer(serializers.Serializer[Chart]):
             name=validated_data.get("name", ""),
             version=validated_data.get("version", ""),
         )
-
-
-# ---- timers ------------------------------------------------------------------------------------
-
-
-class TimerSerializer(serializers.ModelSerializer[Timer]):
-    url = serializers.HyperlinkedIdentityField(view_name=_view("timer-detail"))
-    execution = serializers.IntegerField(source="execution_id", read_only=True)
-    event = JSONValueField(read_only=True)
-    target = JSONValueField(read_only=True)
-    context = JSONValueField(read_only=True)
-
-    class Meta:
-        model = Timer
-        fields = [
-            "id",
-            "url",
-            "execution",
-            "send_id",
-            "event",
-            "target",
-            "due",
-            "status",
-            "attempts",
-            "last_error",
-            "reason",
-            "owner",
-            "context",
-            "created",
-            "settled",
-        ]
-        read_only_fields = fields
 
 
 # ---- executions --------------------------------------------------------------------------------
@@ -146,7 +115,22 @@ class ExecutionSerializer(serializers.ModelSerializer[Execution]):
         read_only_fields = fields
 
 
+def execution_view(field: serializers.Field, execution: Execution) -> ExecutionView:  # type: ignore[type-arg]
+    """The read model of ``execution`` for a field of the execution detail (contributed
+    fields too: ``statecharts.extensions.ExecutionField``): read once per execution, shared
+    by every field, so the fields of one response cannot disagree."""
+    owner: Any = field
+    while owner is not None and not isinstance(owner, ExecutionDetailSerializer):
+        owner = owner.parent
+    if owner is None:
+        return inspect(execution)
+    return owner.view_of(execution)
+
+
 class ExecutionDetailSerializer(ExecutionSerializer):
+    """An execution as the read model (``statecharts.inspection``) shows it, plus the fields
+    installed apps contribute (``pending_timers`` from the timers app)."""
+
     active_states = serializers.SerializerMethodField(
         help_text="Every active state, compound and parallel ancestors included (document order)."
     )
@@ -155,9 +139,10 @@ class ExecutionDetailSerializer(ExecutionSerializer):
     )
     donedata = JSONValueField(read_only=True)
     metadata = JSONValueField(read_only=True)
-    pending_timers = serializers.SerializerMethodField(
-        help_text="Delayed sends not yet settled, soonest first. When an execution finishes, "
-        "its pending timers are discarded in that step, never delivered (docs/timers.md)."
+    unreadable = serializers.SerializerMethodField(
+        help_text="What could not be read for display, by part (configuration, chart, "
+        "datamodel, or a contributed section such as timers), with the reason; empty when "
+        "the whole row reads."
     )
     history = serializers.HyperlinkedIdentityField(view_name=_view("execution-history"))
     diagram = serializers.HyperlinkedIdentityField(view_name=_view("execution-diagram"))
@@ -169,33 +154,76 @@ class ExecutionDetailSerializer(ExecutionSerializer):
             "datamodel",
             "donedata",
             "metadata",
-            "pending_timers",
+            "unreadable",
             "history",
             "diagram",
         ]
         read_only_fields = fields
 
+    def get_fields(self) -> dict[str, serializers.Field]:  # type: ignore[type-arg]
+        declared = super().get_fields()
+        contributed = {item.name: item.field() for item in extensions.execution_fields}
+        # Contributed fields go before the links, where pending_timers always was.
+        fields: dict[str, serializers.Field] = {}  # type: ignore[type-arg]
+        for name, value in declared.items():
+            if name == "history":
+                fields.update((n, f) for n, f in contributed.items() if n not in declared)
+            fields[name] = value
+        return fields
+
+    def view_of(self, execution: Execution) -> ExecutionView:
+        view: ExecutionView | None = getattr(self, "_execution_view", None)
+        if view is None or view.execution is not execution:
+            view = inspect(execution)
+            self._execution_view = view
+        return view
+
     def get_active_states(self, execution: Execution) -> list[str]:
-        return active_states_of(execution)
+        return list(self.view_of(execution).active_states)
 
     @extend_schema_field(OpenApiTypes.OBJECT)
     def get_datamodel(self, execution: Execution) -> dict[str, Any] | None:
-        values = datamodel_of(execution)
-        return None if values is None else json_safe(values)
+        values = self.view_of(execution).datamodel
+        return None if isinstance(values, Unreadable) else json_safe(values)
 
-    @extend_schema_field(TimerSerializer(many=True))
-    def get_pending_timers(self, execution: Execution) -> list[dict[str, Any]]:
-        timers = Timer.objects.for_execution(execution).pending().order_by("due", "id")
-        return list(TimerSerializer(timers, many=True, context=self.context).data)
+    @extend_schema_field({"type": "object", "additionalProperties": {"type": "string"}})
+    def get_unreadable(self, execution: Execution) -> dict[str, str]:
+        return self.view_of(execution).unreadable
+
+
+@extend_schema_field(
+    {
+        "oneOf": [{"type": "integer"}, {"type": "string"}],
+        "description": "A chart id, or a chart name: the latest version of the charts with "
+        "that name (as manage.py statechart start chooses it).",
+    }
+)
+class ChartReferenceField(serializers.PrimaryKeyRelatedField):  # type: ignore[type-arg]
+    """A chart by id (a JSON number) or by id or name (a string), the rule of
+    ``statecharts.lookups.find_chart``: a name means its latest version."""
+
+    def to_internal_value(self, data: Any) -> Chart:
+        if isinstance(data, str) and data.strip():
+            try:
+                return find_chart(data.strip())
+            except LookupProblem as exc:
+                raise serializers.ValidationError(str(exc)) from None
+        chart: Chart = super().to_internal_value(data)
+        return chart
 
 
 class ExecutionCreateSerializer(serializers.Serializer[Execution]):
-    chart = serializers.PrimaryKeyRelatedField(queryset=Chart.objects.all())
+    chart = ChartReferenceField(
+        queryset=Chart.objects.all(),
+        help_text="A chart id, or a chart name (its latest version, compared as dotted "
+        "numbers; refused when that is not one chart).",
+    )
     data = serializers.JSONField(
         required=False,
         allow_null=True,
         default=None,
-        help_text="Initial values of the chart's top-level <data>, by id (a JSON object).",
+        help_text="Initial values of the chart's top-level data elements, by id (a JSON "
+        "object of data ids to values).",
     )
     business_key = serializers.CharField(
         max_length=200,
@@ -205,7 +233,10 @@ class ExecutionCreateSerializer(serializers.Serializer[Execution]):
         help_text="Unique among the executions of one chart (409 if in use).",
     )
     metadata = serializers.JSONField(
-        required=False, default=dict, help_text="Opaque JSON object kept with the execution."
+        required=False,
+        default=dict,
+        initial=dict,
+        help_text="Opaque JSON object kept with the execution.",
     )
 
     def validate_data(self, data: Any) -> dict[str, Any] | None:
@@ -213,7 +244,7 @@ class ExecutionCreateSerializer(serializers.Serializer[Execution]):
             return None
         if not isinstance(data, dict):
             raise serializers.ValidationError(
-                "Must be a JSON object of <data> ids to initial values."
+                "Must be a JSON object of data ids to initial values."
             )
         validate_chart_value(data)
         return data

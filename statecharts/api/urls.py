@@ -13,6 +13,7 @@ from rest_framework.authtoken.views import obtain_auth_token
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.routers import DefaultRouter
 
+from statecharts import extensions
 from statecharts.api import views
 from statecharts.api.renderers import SVGRenderer
 from statecharts.api.schema import SCHEMA_SETTINGS
@@ -22,7 +23,9 @@ app_name = "statecharts_api"
 router = DefaultRouter()
 router.register("charts", views.ChartViewSet, basename="chart")
 router.register("executions", views.ExecutionViewSet, basename="execution")
-router.register("timers", views.TimerViewSet, basename="timer")
+# Endpoints other apps contribute (the timers app: /timers/), see statecharts.extensions.
+for endpoint in extensions.endpoints:
+    router.register(endpoint.prefix, endpoint.viewset(), basename=endpoint.basename)
 
 urlpatterns = [
     path(

@@ -22,7 +22,6 @@ from rest_framework.serializers import BaseSerializer
 from statecharts import stepper
 from statecharts.api import filters, serializers
 from statecharts.api.exceptions import Conflict, DiagramUnavailable
-from statecharts.api.inspection import active_states_of
 from statecharts.api.pagination import PageNumberPagination
 from statecharts.api.parsers import JSONParser
 from statecharts.api.permissions import CHANGE, VIEW, ModelPermissions
@@ -30,10 +29,10 @@ from statecharts.api.renderers import SVGRenderer
 from statecharts.core.errors import StatechartError
 from statecharts.core.model import Chart as CompiledChart
 from statecharts.exceptions import NeedsMigration
-from statecharts.models import Chart, Execution, ExecutionStatus, HistoryEntry
+from statecharts.inspection import history_entries, inspect
+from statecharts.models import Chart, Execution, ExecutionStatus
 from statecharts.models.charts import source_hash
 from statecharts.models.history import Disposition
-from timers.models import Timer
 
 ERRORS = {
     400: OpenApiResponse(description="Invalid input: the reasons, by field."),
@@ -112,8 +111,10 @@ def _compiled(chart: Chart) -> CompiledChart:
 class ChartViewSet(
     mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, APIViewSet
 ):
+    # The docstrings of these viewsets are the browsable API's page descriptions and the
+    # schema's: plain text, no reStructuredText markup.
     """SCXML charts. A chart is identified by the sha256 of its source and never edited: load
-    an edited document as a new chart (give it a ``version``)."""
+    an edited document as a new chart (give it a version)."""
 
     queryset = Chart.objects.all()
     filterset_class = filters.ChartFilter
@@ -167,14 +168,15 @@ class ChartViewSet(
 @extend_schema_view(
     list=extend_schema(summary="List executions"),
     retrieve=extend_schema(
-        summary="An execution: status, configuration, datamodel and pending timers"
+        summary="An execution: status, configuration, datamodel (and what apps add: timers)"
     ),
 )
 class ExecutionViewSet(
     mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, APIViewSet
 ):
-    """Executions: one durable run of a chart each. Every input is one step of
-    ``statecharts.stepper`` (one transaction), recorded in the execution's history."""
+    """Executions: one durable run of a chart each. Every input (start, event, cancel) is one
+    step of the stepper, one database transaction, recorded in the execution's history.
+    Start one with a chart id or a chart name (its latest version)."""
 
     queryset = Execution.objects.all()
     filterset_class = filters.ExecutionFilter
@@ -263,7 +265,7 @@ class ExecutionViewSet(
     @action(detail=True, methods=["get"], filter_backends=[])
     def history(self, request: Request, pk: str | None = None) -> Response:
         execution = self.get_object()  # 404 for an unknown execution, not an empty page
-        page = self.paginate_queryset(HistoryEntry.objects.filter(execution=execution))
+        page = self.paginate_queryset(history_entries(execution))
         serializer = self.get_serializer(page, many=True)
         return self.get_paginated_response(serializer.data)
 
@@ -274,7 +276,7 @@ class ExecutionViewSet(
     )
     def diagram(self, request: Request, pk: str | None = None) -> Response:
         execution = self.get_object()
-        svg = _render_svg(_compiled(execution.chart), active_states_of(execution))
+        svg = _render_svg(_compiled(execution.chart), inspect(execution).active_states)
         return Response(svg, content_type=SVGRenderer.media_type)
 
     def _step(self, request: Request, step: Callable[[], stepper.StepResult]) -> Response:
@@ -311,18 +313,3 @@ class ExecutionViewSet(
             }
         )
         return Response(body.data)
-
-
-# ---- timers ------------------------------------------------------------------------------------
-
-
-@extend_schema_view(
-    list=extend_schema(summary="List timers (delayed sends)"),
-    retrieve=extend_schema(summary="A timer"),
-)
-class TimerViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, APIViewSet):
-    """Timers: one row per delayed ``<send>``, read-only (see docs/timers.md)."""
-
-    queryset = Timer.objects.all()
-    serializer_class = serializers.TimerSerializer
-    filterset_class = filters.TimerFilter

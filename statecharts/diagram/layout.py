@@ -21,7 +21,7 @@ from statecharts.core.model import Chart, Kind, StateNode
 from statecharts.diagram.edges import Edge, Relation, chart_edges, lift, targetless_lines
 from statecharts.diagram.geometry import Point, Rect
 from statecharts.diagram.layering import layer
-from statecharts.diagram.text import SMALL_FONT, STATE_FONT, label_size, text_width
+from statecharts.diagram.text import SMALL_FONT, STATE_FONT, label_size, text_width, wrap_lines
 
 MARGIN = 16.0  # around the chart
 PAD = 12.0  # inside a container, around its children
@@ -38,6 +38,8 @@ MAX_ROW_WIDTH = 760.0  # a layer wider than this wraps
 MAX_LAYERS = 10  # a container with more layers packs them into shared rows
 LOOP_SIZE = 22.0  # how far a self-transition loop reaches right of its box
 LABEL_CAP = 200.0  # the widest label the gaps make room for
+LABEL_WRAP = 14  # characters per line of a label wrapped to sit beside a vertical arrow
+LABEL_SIDE = 8.0  # between an arrow and a label beside it, and between the label and a border
 
 
 @dataclass(slots=True)
@@ -74,7 +76,9 @@ class _Layouter:
         self.lines: list[tuple[str, ...]] = [targetless_lines(s) for s in chart.states]
         self.edges = chart_edges(chart)
         self.loop_room = [0.0] * n  # extra room right of a box for its self loops
-        self.sibling_edges: dict[int, list[tuple[int, int, float]]] = {}
+        # container -> (child holding the source, child holding the target, label width,
+        # the label's width wrapped narrow)
+        self.sibling_edges: dict[int, list[tuple[int, int, float, float]]] = {}
         self.separators: list[tuple[int, Point, Point]] = []
         self.dots: list[tuple[int, Point, tuple[int, ...]]] = []  # relative to the container
         self._index_edges()
@@ -89,7 +93,8 @@ class _Layouter:
                 if lifted is not None:
                     parent, a, b = lifted
                     width = min(label_size(edge.label)[0], LABEL_CAP)
-                    self.sibling_edges.setdefault(parent, []).append((a, b, width))
+                    narrow = min(width, label_size(wrap_lines(edge.label, LABEL_WRAP))[0])
+                    self.sibling_edges.setdefault(parent, []).append((a, b, width, narrow))
         for state, widths in loops.items():
             self.loop_room[state] = LOOP_SIZE + 8 * len(widths) + min(max(widths), LABEL_CAP)
 
@@ -150,14 +155,19 @@ class _Layouter:
         regular = [c for c in node.children if not self.chart.states[c].is_history]
         first = self._initial_child(node)
         layers = layer(
-            regular, ((a, b) for a, b, _ in self.sibling_edges.get(node.index, ())), first
+            regular, ((a, b) for a, b, *_ in self.sibling_edges.get(node.index, ())), first
         )
         gaps = self._pair_gaps(node.index)
         rows = self._rows(layers, gaps)
         targets = node.initial.targets if node.initial is not None else ()
         top = title_h + (INITIAL_SPACE if targets else 0)
         row_widths = [self._row_width(row, gaps) for row in rows]
-        width = max(title_w, max(row_widths, default=0.0) + 2 * PAD, MIN_WIDTH)
+        width = max(
+            title_w,
+            max(row_widths, default=0.0) + 2 * PAD,
+            MIN_WIDTH,
+            self._side_room(node.index, rows),
+        )
         y = top
         row_of: dict[int, int] = {}
         for r, row in enumerate(rows):
@@ -201,10 +211,21 @@ class _Layouter:
                 return None if self.chart.states[c].is_history else c
         return None
 
+    def _side_room(self, parent: int, rows: list[list[int]]) -> float:
+        """The width a container needs so that the label of an arrow running down between
+        its rows fits beside the arrow (wrapped narrow), on one side of the middle, inside the
+        container's border: rows are centred, so such an arrow runs near the middle."""
+        row_of = {c: r for r, row in enumerate(rows) for c in row}
+        need = 0.0
+        for a, b, _width, narrow in self.sibling_edges.get(parent, ()):
+            if row_of.get(a) != row_of.get(b):
+                need = max(need, 2 * (narrow + 2 * LABEL_SIDE))
+        return need
+
     def _pair_gaps(self, parent: int) -> dict[tuple[int, int], float]:
         """Room between two boxes that an arrow joins: enough for its label."""
         gaps: dict[tuple[int, int], float] = {}
-        for a, b, width in self.sibling_edges.get(parent, ()):
+        for a, b, width, _narrow in self.sibling_edges.get(parent, ()):
             key = _pair(a, b)
             gaps[key] = max(gaps.get(key, H_GAP), width + 24)
         return gaps
@@ -244,7 +265,7 @@ class _Layouter:
         """Room between rows r and r+1: more when several labelled arrows cross it."""
         below = set(rows[r + 1])
         crossing = 0
-        for a, b, _ in self.sibling_edges.get(parent, ()):
+        for a, b, _width, _narrow in self.sibling_edges.get(parent, ()):
             ra, rb = row_of.get(a), row_of.get(b)
             if (ra == r and b in below) or (rb == r and a in below):
                 crossing += 1

@@ -51,6 +51,7 @@ class Route:
     edge: Edge | None = None
     label: Rect | None = None
     dot: Point | None = None  # an initial arrow's dot
+    label_lines: tuple[str, ...] = ()  # what the label says, wrapped to fit its place
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ LEAVES = ("atomic", "final", "history")
 # and its remaining arrows go straight, so rendering time stays bounded.
 BUDGET = 150_000
 LABEL_BUDGET = 150_000  # the same for finding places for labels
+BORDER_CLEARANCE = 2.0  # how near a label may come to a container's border
 
 # What a course runs through, by kind: ("thing", n) for box n or title n of
 # ``Scene.obstacles``, ("room", n) for container n of ``Scene.rooms``.
@@ -32,6 +33,9 @@ class Scene:
         self.rooms = Grid()
         self.taken = Grid()
         self.arrows = Lines()
+        self.walls = Lines()  # the dashed lines between parallel regions
+        for number, (_parallel, a, b) in enumerate(layout.separators):
+            self.walls.add(a, b, number)
         for box in self.boxes:
             shape = box.rect if box.role in LEAVES else _title(box)
             self.obstacles.add(shape, box.index)
@@ -90,13 +94,21 @@ class Scene:
             self.arrows.add(p, q, number)
 
     def covered(self, spot: Rect, own: int, related: set[int]) -> int:
-        """How bad a label here would be: 10 per name, box or label covered, 3 per container
-        holding neither end of its arrow, 1 per other arrow."""
+        """How bad a label here would be: 10 per name, box or label covered, per container
+        border or region separator it crosses (a label is inside a box or outside it, never
+        astride its line), 4 per arrow it lies on (its own too: a label on its arrow's line
+        breaks the line), 3 per container holding neither end of its arrow."""
         things = len(self.taken.overlapping(spot))
-        rooms = sum(1 for n in self.rooms.overlapping(spot) if self.rooms.tags[n] not in related)
-        arrows = self.arrows.tags_through(spot)
-        arrows.discard(own)
-        return 10 * things + 3 * rooms + len(arrows)
+        near = spot.inflate(BORDER_CLEARANCE)
+        borders = rooms = 0
+        for n in self.rooms.overlapping(near):
+            if not self.rooms.rects[n].contains(near):
+                borders += 1
+            elif self.rooms.tags[n] not in related:
+                rooms += 1
+        walls = len(self.walls.tags_through(spot))
+        arrows = len(self.arrows.tags_through(spot))
+        return 10 * (things + borders + walls) + 4 * arrows + 3 * rooms
 
     def take(self, spot: Rect) -> None:
         self.taken.add(spot)

@@ -63,7 +63,7 @@ def write_svg(chart: Chart, layout: Layout, routes: list[Route], active: Set[str
     out.append('<g class="sc-labels">')
     for r in routes:
         if r.label is not None and r.edge is not None:
-            _label(out, r.label, r.edge.label)
+            _label(out, r.label, r.label_lines or r.edge.label)
     out.append("</g>")
     out.append("</svg>")
     return "\n".join(out) + "\n"

@@ -86,6 +86,26 @@ def label_lines(transition: Transition) -> tuple[str, ...]:
     return tuple(lines)
 
 
+_BREAK = re.compile(r"(?<=[ .])|(?=\[)")  # after a space or a dot, before a "["
+
+
+def wrap_lines(lines: tuple[str, ...], limit: int) -> tuple[str, ...]:
+    """The label's lines wrapped to at most ``limit`` characters where they can break: after a
+    space or a dot, before a ``[`` (``documents.uploaded`` -> ``documents.`` / ``uploaded``).
+    A piece that cannot break stays whole."""
+    wrapped: list[str] = []
+    for line in lines:
+        current = ""
+        for piece in _BREAK.split(line):
+            if current and len(current.rstrip()) + len(piece.rstrip()) > limit:
+                wrapped.append(current.rstrip())
+                current = ""
+            current += piece
+        if current.strip():
+            wrapped.append(current.rstrip())
+    return tuple(wrapped)
+
+
 def label_size(lines: tuple[str, ...]) -> tuple[float, float]:
     """(width, height) of an arrow label, its halo included."""
     width = max((text_width(line, SMALL_FONT) for line in lines), default=0.0)

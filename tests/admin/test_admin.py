@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
+from datetime import UTC, datetime, timedelta
+
 import pytest
 from django.contrib.auth.models import Permission, User
-from django.test import Client
+from django.test import Client, override_settings
 from django.urls import reverse
 
 from statecharts.models import Chart, Execution
@@ -108,7 +111,7 @@ def test_the_execution_page_shows_where_it_stands(
     page = admin_client.get(reverse("admin:statecharts_execution_change", args=[execution.pk]))
     assert page.status_code == 200
     body = page.content.decode()
-    assert "Where it stands: active in idle" in body
+    assert ">status: active; in state idle<" in body  # the status is never mixed with a state
     assert "<svg" in body and 'data-state="idle"' in body
     assert "&quot;total&quot;: 0" in body  # the datamodel, pretty JSON (escaped)
     assert "nudge" in body and "pending" in body  # the pending timer
@@ -120,8 +123,8 @@ def test_sending_an_event_through_the_admin_steps_the_execution(
 ) -> None:
     url = reverse("admin:statecharts_execution_send", args=[execution.pk])
     response = admin_client.post(url, {"name": "pay", "data": '{"amount": 12}'}, follow=True)
-    # The admin capitalises messages.
-    assert "Pay: applied; now active in paid" in response.content.decode()
+    # The event name as it is spelled, the status apart from the state.
+    assert "Sent pay: applied (status: active; in state paid)" in response.content.decode()
     execution.refresh_from_db()
     assert execution.configuration == ["paid"]
     assert Timer.objects.get().status == "pending"  # not cancelled: the chart does not cancel
@@ -180,3 +183,125 @@ def test_machine_owned_rows_are_read_only(admin_client: Client, execution: Execu
     delete = reverse("admin:statecharts_execution_delete", args=[execution.pk])
     assert admin_client.post(delete, {"post": "yes"}).status_code == 403
     assert Execution.objects.filter(pk=execution.pk).exists()
+
+
+# ---- what a newcomer reads on the pages ------------------------------------------------------
+
+
+def change_page(client: Client, execution: Execution) -> str:
+    page = client.get(reverse("admin:statecharts_execution_change", args=[execution.pk]))
+    assert page.status_code == 200
+    return page.content.decode()
+
+
+def test_an_execution_is_titled_by_its_chart_and_business_key_not_its_session_id(
+    admin_client: Client, execution: Execution
+) -> None:
+    body = change_page(admin_client, execution)
+    assert "<h2>flow · order-7</h2>" in body
+    assert "&rsaquo; flow · order-7\n</div>" in body  # the breadcrumbs
+    assert "<title>flow · order-7 |" in body
+    without_key = Execution.objects.start(execution.chart)
+    assert f"<h2>flow · execution {without_key.pk}</h2>" in change_page(admin_client, without_key)
+
+
+def test_history_shows_data_as_json_and_effects_without_a_trailing_comma(
+    admin_client: Client, execution: Execution
+) -> None:
+    execution.send("pay", {"amount": 12, "note": None})
+    body = change_page(admin_client, execution)
+    assert "<code>{&quot;amount&quot;: 12, &quot;note&quot;: null}</code>" in body
+    effects = re.findall(r'<td class="sc-effects">(.*?)</td>', body, re.S)
+    # Newest first: the pay step changed only the datamodel; the start scheduled a timer.
+    assert effects[0] == ""
+    assert re.fullmatch(r'<span title="[^"]*">send_delayed nudge</span>', effects[1])
+
+
+@pytest.mark.parametrize(
+    ("elapsed", "relative"),
+    [(0, "in 8 s"), (5.2, "in 3 s"), (8, "due now"), (11, "3 s late"), (-3600 * 26, "in 1 d 2 h")],
+)
+def test_timer_due_times_show_seconds_and_how_far_off_they_are(
+    admin_client: Client, elapsed: float, relative: str
+) -> None:
+    t0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+    chart = Chart.objects.load(FLOW.replace('delay="1d"', 'delay="8s"'))
+    with override_settings(STATECHARTS={"CLOCK": lambda: t0}):
+        execution = Execution.objects.start(chart)
+    with override_settings(STATECHARTS={"CLOCK": lambda: t0 + timedelta(seconds=elapsed)}):
+        body = change_page(admin_client, execution)
+    assert "2030-01-01 12:00:08 UTC" in body
+    assert f'<strong class="sc-relative">({relative})</strong>' in body
+
+
+def test_the_send_form_offers_the_charts_events_and_the_data_they_read(
+    admin_client: Client, execution: Execution
+) -> None:
+    body = change_page(admin_client, execution)
+    datalist = re.search(r'<datalist id="statecharts-events">(.*?)</datalist>', body, re.S)
+    assert datalist is not None
+    assert re.findall(r'value="([^"]+)"', datalist.group(1)) == ["pay", "ship"]  # idle's first
+    assert re.findall(r'class="button sc-pick" data-event="([^"]+)"', body) == ["pay"]
+    assert 'placeholder="{&quot;amount&quot;: …}"' in body  # pay reads _event.data.amount
+    assert "amount&quot;: 10}" not in body
+    execution.send("pay", {"amount": 1})
+    body = change_page(admin_client, execution)
+    assert 'placeholder="optional"' in body  # ship reads no data
+
+
+def test_the_start_form_suggests_the_charts_own_data(admin_client: Client) -> None:
+    chart = Chart.objects.load(FLOW)
+    page = admin_client.get(reverse("admin:statecharts_chart_change", args=[chart.pk]))
+    body = page.content.decode()
+    assert 'placeholder="{&quot;total&quot;: 0}"' in body
+    assert "The chart's top-level data: total." in body
+    started = admin_client.post(
+        reverse("admin:statecharts_chart_start", args=[chart.pk]),
+        {"data": "", "business_key": "k-9"},
+        follow=True,
+    )
+    assert "Started flow · k-9 (status: active; in state idle)" in started.content.decode()
+
+
+def test_the_chart_page_shows_its_fields_first_and_the_close_bar_last(
+    admin_client: Client,
+) -> None:
+    chart = Chart.objects.load(FLOW)
+    body = admin_client.get(reverse("admin:statecharts_chart_change", args=[chart.pk]))
+    text = body.content.decode()
+    fields, diagram = text.index("Content hash:"), text.index("<h2>Diagram</h2>")
+    source, close = text.index("<h2>Source</h2>"), text.index('class="submit-row"')
+    assert fields < diagram < source < close
+    assert text.count('class="submit-row"') == 1
+    assert "Version:" not in text  # no field of dashes for a chart without a version
+
+
+def test_the_chart_list_names_each_chart_once_and_shows_versions_only_when_there_are_some(
+    admin_client: Client,
+) -> None:
+    Chart.objects.load(FLOW)
+    url = reverse("admin:statecharts_chart_changelist")
+    body = admin_client.get(url).content.decode()
+    headers = re.findall(r'<th scope="col" class="[^"]*column-(\w+)', body)
+    assert headers == ["label", "short_hash", "execution_count", "created"]
+    Chart.objects.load(FLOW.replace('expr="0"', 'expr="1"'), version="2")
+    body = admin_client.get(url).content.decode()
+    headers = re.findall(r'<th scope="col" class="[^"]*column-(\w+)', body)
+    assert headers == ["label", "version_label", "short_hash", "execution_count", "created"]
+    assert re.findall(r'<td class="field-version_label">([^<]*)</td>', body) == ["2", "(none)"]
+
+
+def test_a_finished_execution_says_what_it_returned(admin_client: Client) -> None:
+    chart = Chart.objects.load(
+        FLOW.replace(
+            '<final id="shipped"/>',
+            '<final id="shipped"><donedata><param name="total" expr="total"/></donedata></final>',
+        )
+    )
+    execution = Execution.objects.start(chart)
+    execution.send("pay", {"amount": 12})
+    execution.send("ship")
+    body = change_page(admin_client, execution)
+    assert ">status: completed; in state shipped<" in body
+    assert "donedata: <code>{&quot;total&quot;: 12}</code>" in body
+    assert "Send event" not in body

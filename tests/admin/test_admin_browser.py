@@ -103,6 +103,23 @@ def box_fill(driver: WebDriver, state_id: str) -> str:
     return fill
 
 
+def overlapping(driver: WebDriver, css: str, others: str) -> list[str]:
+    """The texts of the ``others`` elements whose painted box meets the ``css`` element's."""
+    found = driver.execute_script(
+        """
+        const a = document.querySelector(arguments[0]).getBoundingClientRect();
+        return [...document.querySelectorAll(arguments[1])].filter(e => {
+            const b = e.getBoundingClientRect();
+            return a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+        }).map(e => e.textContent.trim());
+        """,
+        css,
+        others,
+    )
+    assert isinstance(found, list)
+    return found
+
+
 @pytest.mark.django_db(transaction=True)  # the live server's thread must see committed rows
 def test_sending_an_event_in_the_browser_moves_the_highlight_in_the_diagram(
     live_server: LiveServer, browser: WebDriver, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -126,17 +143,21 @@ def test_sending_an_event_in_the_browser_moves_the_highlight_in_the_diagram(
         ec.visibility_of_element_located((By.CSS_SELECTOR, "#diagram svg"))
     )
     assert diagram.size["width"] > 0 and diagram.size["height"] > 0
-    assert "Where it stands: active in idle" in browser.find_element(By.TAG_NAME, "body").text
+    assert browser.title.startswith("flow · order-7 |")  # not the session id
+    assert browser.find_element(By.ID, "where").text == "status: active; in state idle"
     assert is_active(browser, "idle")
     assert not is_active(browser, "paid") and not is_active(browser, "shipped")
     highlighted, plain = box_fill(browser, "idle"), box_fill(browser, "paid")
     assert highlighted != plain, "the active state's box is painted like an inactive one"
+    assert not overlapping(browser, ".object-tools", "table.statecharts-history tbody tr td")
 
-    # Send pay with its data through the page's form, as a user would.
+    # Pick pay from the events idle accepts, as a user would: the data field then shows the
+    # data pay's transition reads; type it and send.
     form = browser.find_element(By.ID, "send-event")
-    form.find_element(By.NAME, "name").send_keys("pay")
     data = form.find_element(By.NAME, "data")
-    data.clear()
+    form.find_element(By.CSS_SELECTOR, 'button.sc-pick[data-event="pay"]').click()
+    assert form.find_element(By.NAME, "name").get_attribute("value") == "pay"
+    assert data.get_attribute("placeholder") == '{"amount": …}'
     data.send_keys('{"amount": 12}')
     page = browser.find_element(By.TAG_NAME, "html")
     form.find_element(By.CSS_SELECTOR, 'input[type="submit"][value="Send event"]').click()
@@ -145,14 +166,17 @@ def test_sending_an_event_in_the_browser_moves_the_highlight_in_the_diagram(
     message = wait(browser).until(
         ec.visibility_of_element_located((By.CSS_SELECTOR, "ul.messagelist li.success"))
     )
-    assert message.text == "Pay: applied; now active in paid"
+    assert message.text == "Sent pay: applied (status: active; in state paid)"
     assert browser.current_url == f"{live_server.url}{change_url}"
-    assert "Where it stands: active in paid" in browser.find_element(By.TAG_NAME, "body").text
+    assert browser.find_element(By.ID, "where").text == "status: active; in state paid"
     assert is_active(browser, "paid")
     assert not is_active(browser, "idle") and not is_active(browser, "shipped")
     # What the user sees: the highlight moved from idle's box to paid's.
     assert box_fill(browser, "paid") == highlighted
     assert box_fill(browser, "idle") == plain
+    # The history shows the event's data as JSON, as the datamodel panel does.
+    newest = browser.find_element(By.CSS_SELECTOR, "table.statecharts-history tbody tr td.sc-data")
+    assert newest.text == '{"amount": 12}'
     execution.refresh_from_db()
     assert execution.configuration == ["paid"] and execution.steps == 2
 

@@ -228,7 +228,8 @@ def test_start_an_execution(api: APIClient, chart: Chart) -> None:
     ("body", "field", "reason"),
     [
         ({"chart": 9999}, "chart", "does not exist"),
-        ({"chart": "abc"}, "chart", "Incorrect type"),
+        ({"chart": "abc"}, "chart", "no chart with id or name 'abc'"),  # a name (none such)
+        ({"chart": [1]}, "chart", "Incorrect type"),
         ({"chart": None}, "chart", "may not be null"),
         ({"data": [1, 2]}, "data", "JSON object"),
         ({"data": {"nope": 1, "limit": 2}}, "data", r"nope \(declared: items, limit\)"),
@@ -289,6 +290,38 @@ def test_a_business_key_in_use_is_a_409_with_the_reason(api: APIClient, chart: C
     assert "order-7" in response.json()["business_key"][0]
     other = Chart.objects.load(NESTED)
     start(api, other, business_key="order-7")  # unique per chart only
+
+
+def test_start_by_chart_name_takes_its_latest_version(api: APIClient) -> None:
+    # The rule of `manage.py statechart start NAME` (statecharts.lookups): dotted versions.
+    Chart.objects.load(ORDER.replace('expr="3"', 'expr="4"'), version="1.9")
+    latest = Chart.objects.load(ORDER.replace('expr="3"', 'expr="5"'), version="1.10")
+    by_name = api.post(f"{API}/executions/", {"chart": "order"}, format="json")
+    assert by_name.status_code == 201, by_name.content
+    assert by_name.json()["chart"] == latest.pk and by_name.json()["datamodel"]["limit"] == 5
+    as_text = api.post(f"{API}/executions/", {"chart": str(latest.pk)}, format="json")
+    assert as_text.json()["chart"] == latest.pk  # an id written as text is still an id
+    tie = Chart.objects.load(ORDER.replace('expr="3"', 'expr="7"'), version="1.10")
+    response = api.post(f"{API}/executions/", {"chart": "order"}, format="json")
+    assert response.status_code == 400
+    [reason] = response.json()["chart"]
+    assert reason.startswith("several charts named 'order' have the latest version '1.10'")
+    assert str(tie.pk) in reason and str(latest.pk) in reason
+    assert Execution.objects.count() == 2
+
+
+def test_the_browsable_api_reads_as_plain_text(chart: Chart) -> None:
+    user_with("reader", *WRITE)
+    client = APIClient()
+    assert client.login(username="reader", password="pw")
+    page = client.get(f"{API}/executions/", HTTP_ACCEPT="text/html").content.decode()
+    assert "``" not in page  # no reStructuredText markup in a page description
+    assert "Start one with a chart id or a chart name (its latest version)." in page
+    # Help texts are drawn as HTML: nothing in them may read as a tag.
+    assert "Initial values of the chart's top-level data elements, by id" in page
+    charts = client.get(f"{API}/charts/", HTTP_ACCEPT="text/html").content.decode()
+    assert "Defaults to the name attribute of the document's scxml element." in charts
+    assert "``" not in charts
 
 
 # ---- executions: events, cancel, history -----------------------------------------------------

@@ -7,11 +7,13 @@ import json
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.test import override_settings
 from django.utils import timezone
 
 from statecharts import stepper
@@ -413,6 +415,40 @@ def test_show_json(execution: Execution) -> None:
     assert second["input"]["event"]["data"] == {"to": 3}
     assert (second["disposition"], second["status_after"]) == ("applied", "active")
     assert second["configuration_after"] == ["on"]
+
+
+REMINDER = """\
+<scxml xmlns="http://www.w3.org/2005/07/scxml" version="1.0" datamodel="ecmascript"
+       name="reminder" initial="outer">
+  <datamodel><data id="count" expr="0"/></datamodel>
+  <state id="outer" initial="waiting">
+    <state id="waiting">
+      <onentry><send id="ping" event="ping" delay="90s"/></onentry>
+      <transition event="ping" target="waiting"><assign location="count" expr="count + 1"/>
+      </transition>
+    </state>
+  </state>
+</scxml>
+"""
+
+
+def test_show_prints_the_read_model_with_the_timers_section() -> None:
+    t0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+    with override_settings(STATECHARTS={"CLOCK": lambda: t0}):
+        execution = stepper.start(Chart.objects.load(REMINDER), business_key="r-1")
+        output = run("show", str(execution.pk))
+        document = json.loads(run("show", str(execution.pk), "--json"))
+    fields = lines(output)
+    assert fields["title"] == "reminder · r-1"
+    assert fields["configuration"] == "waiting"
+    assert fields["active states"] == "outer waiting"  # ancestors too, as the admin shows
+    assert fields["datamodel"] == '{"count": 0}'
+    assert fields["timers"] == "1 pending, 0 settled"
+    assert "  ping [ping] pending, due 2030-01-01T12:01:30+00:00 (in 1 min 30 s)" in output
+    assert document["active_states"] == ["outer", "waiting"]
+    assert document["where"] == "status: active; in state waiting"
+    [timer] = document["timers"]["pending"]
+    assert (timer["event"], timer["due_in_seconds"]) == ("ping", 90.0)
 
 
 def test_django_options_are_accepted_after_the_subcommand(execution: Execution) -> None:

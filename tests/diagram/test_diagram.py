@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 import time
 from collections import Counter
-from itertools import combinations
+from itertools import combinations, pairwise
 from pathlib import Path
 from typing import NamedTuple
 
@@ -499,3 +500,84 @@ def test_every_kind_of_state_is_covered_by_these_tests() -> None:
         s.kind for s in load_chart_file(ORDER).states
     }
     assert kinds == set(Kind)
+
+
+# ---- where labels go -------------------------------------------------------------------------
+
+
+def path_points(d: str) -> list[tuple[float, float]]:
+    """An SVG path of M, L and C commands (what the renderer writes) as one polyline, each
+    curve sampled at 32 points."""
+    points: list[tuple[float, float]] = []
+    for command, numbers in re.findall(r"([MLC])([^MLC]*)", d):
+        values = [float(v) for v in numbers.split()]
+        if command in "ML":
+            points.append((values[0], values[1]))
+            continue
+        (x0, y0), (x1, y1, x2, y2, x3, y3) = points[-1], values
+        for i in range(1, 33):
+            t = i / 32
+            u = 1 - t
+            points.append(
+                (
+                    u**3 * x0 + 3 * u * u * t * x1 + 3 * u * t * t * x2 + t**3 * x3,
+                    u**3 * y0 + 3 * u * u * t * y1 + 3 * u * t * t * y2 + t**3 * y3,
+                )
+            )
+    return points
+
+
+def crosses(p: tuple[float, float], q: tuple[float, float], rect: Rect) -> bool:
+    """Whether the segment pq enters the rectangle (sampled finely: segments are short)."""
+    steps = max(1, int(max(abs(q[0] - p[0]), abs(q[1] - p[1]))))
+    for i in range(steps + 1):
+        t = i / steps
+        x, y = p[0] + (q[0] - p[0]) * t, p[1] + (q[1] - p[1]) * t
+        if rect.x + EPSILON < x < rect.x2 - EPSILON and rect.y + EPSILON < y < rect.y2 - EPSILON:
+            return True
+    return False
+
+
+def label_problems(root: etree._Element) -> list[str]:
+    """Labels that cross a state's border, cover a state or a separator, or lie on an arrow."""
+    problems: list[str] = []
+    boxes = {state_id: box_of(group) for state_id, group in state_groups(root).items()}
+    leaves = {
+        state_id
+        for state_id, group in state_groups(root).items()
+        if classes(group) & {"sc-atomic", "sc-final", "sc-history"}
+    }
+    arrows = [
+        path_points(path.get("d"))
+        for g in root.iter(f"{{{SVG_NS}}}g")
+        if classes(g) & {"sc-transition", "sc-initial"}
+        for path in g.findall(f"{{{SVG_NS}}}path")
+        if "sc-head" not in classes(path)
+    ]
+    separators = [
+        ((float(s.get("x1")), float(s.get("y1"))), (float(s.get("x2")), float(s.get("y2"))))
+        for s in root.iter(f"{{{SVG_NS}}}line")
+        if "sc-separator" in classes(s)
+    ]
+    for group in root.iter(f"{{{SVG_NS}}}g"):
+        if classes(group) != {"sc-label"}:
+            continue
+        label = rect_of(group.find(f"{{{SVG_NS}}}rect"))
+        text = " ".join(t.text for t in group.findall(f"{{{SVG_NS}}}text"))
+        for state_id, box in boxes.items():
+            if overlap(label, box) and (state_id in leaves or not inside(label, box)):
+                problems.append(f"{text!r} crosses the border of {state_id}")
+        for line in arrows:
+            if any(crosses(p, q, label) for p, q in pairwise(line)):
+                problems.append(f"{text!r} lies on an arrow")
+        if any(crosses(p, q, label) for p, q in separators):
+            problems.append(f"{text!r} lies on a separator")
+    return problems
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_labels_cross_no_border_and_lie_on_no_arrow(path: Path) -> None:
+    # The loan example had "score.ready" across reviewing's border and its long guard label
+    # over the arrows it sat between.
+    chart = load_chart_file(path)
+    assert label_problems(parse(render_svg(chart))) == []

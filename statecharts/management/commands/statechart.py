@@ -6,18 +6,21 @@ Subcommands::
     load PATH [--name NAME] [--version V]       store a chart (the same source twice: one chart)
     start CHART [--data JSON] [--key KEY]       start an execution (CHART: id, or name)
     send EXECUTION EVENT [--data JSON]          feed one external event
-    show EXECUTION [--json]                     status, configuration, donedata and history
+    show EXECUTION [--json]                     the read model: status, states, datamodel,
+                                                timers (and other apps' sections), history
     cancel EXECUTION                            cancel an execution (its onexit handlers run)
     replay EXECUTION                            re-drive the history; fails if it diverges
     deliver [--limit N]                         deliver outbox messages left pending
 
 EXECUTION is an execution id or a session id. CHART is a chart id or a chart name; a name
 that several charts share means the highest version of them (versions are compared as dotted
-numbers), and is refused when that is not one chart.
+numbers), and is refused when that is not one chart (``statecharts.lookups``, the rule the
+API's start uses too).
 
-The work is done by ``statecharts.stepper``, ``statecharts.replay`` and
-``Chart.objects.load``; this module parses arguments, looks rows up and prints. A user error
-is a ``CommandError``: a message and a non-zero exit, no traceback.
+The work is done by ``statecharts.stepper``, ``statecharts.replay``,
+``Chart.objects.load`` and the read model ``statecharts.inspection`` (which ``show`` prints,
+as the admin and the API show it); this module parses arguments, looks rows up and prints.
+A user error is a ``CommandError``: a message and a non-zero exit, no traceback.
 """
 
 from __future__ import annotations
@@ -25,87 +28,38 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from statecharts import stepper
+from statecharts import lookups, stepper
 from statecharts.core import ChartError, Problem, StatechartError, load_chart_file
-from statecharts.models import Chart, Execution, ExecutionStatus, HistoryEntry
+from statecharts.inspection import Unreadable, inspect, json_text
+from statecharts.lookups import version_key as version_key  # (re-exported)
+from statecharts.models import Chart, Execution, ExecutionStatus
 from statecharts.replay import replay
 from statecharts.runtime import compile_source
 
 # ---- lookups and conversions (plain functions; the tests call them too) ----------------------
 
 
-def _is_id(ref: str) -> bool:
-    return ref.isascii() and ref.isdigit() and len(ref) <= 18  # fits a 64-bit primary key
-
-
 def find_execution(ref: str) -> Execution:
-    """The execution whose id or session id is ``ref``."""
-    queryset = Execution.objects.select_related("chart")
-    matches: dict[int, Execution] = {}
-    if _is_id(ref):
-        matches.update((e.pk, e) for e in queryset.filter(pk=int(ref)))
-    matches.update((e.pk, e) for e in queryset.filter(session_id=ref))
-    if not matches:
-        raise CommandError(f"no execution with id or session id {ref!r}")
-    if len(matches) > 1:
-        ids = ", ".join(str(pk) for pk in sorted(matches))
-        raise CommandError(
-            f"{ref!r} is the id of one execution and the session id of another "
-            f"(executions {ids}): give the id of the one you mean"
-        )
-    return next(iter(matches.values()))
-
-
-def version_key(version: str) -> tuple[tuple[int, int, str], ...]:
-    """Order versions as dotted numbers: "1.10" is after "1.9"."""
-    return tuple(
-        (0, int(part), "") if part.isdigit() else (1, 0, part)
-        for part in re.findall(r"\d+|\D+", version)
-    )
-
-
-def _describe(charts: Iterable[Chart]) -> str:
-    return ", ".join(
-        f"{c.pk} ({'v' + c.version if c.version else 'no version'})"
-        for c in sorted(charts, key=lambda c: c.pk)
-    )
+    """The execution whose id or session id is ``ref`` (``statecharts.lookups``)."""
+    try:
+        return lookups.find_execution(ref)
+    except lookups.LookupProblem as exc:
+        raise CommandError(str(exc)) from None
 
 
 def find_chart(ref: str) -> Chart:
-    """The chart whose id is ``ref``, or the highest version of the charts named ``ref``."""
-    by_id = Chart.objects.filter(pk=int(ref)).first() if _is_id(ref) else None
-    named = list(Chart.objects.filter(name=ref))
-    if by_id is None and not named:
-        raise CommandError(f"no chart with id or name {ref!r}")
-    if by_id is not None:
-        if any(chart.pk != by_id.pk for chart in named):
-            raise CommandError(
-                f"{ref!r} is the id of chart {by_id.pk} and the name of chart(s) "
-                f"{_describe(named)}: give the id of the one you mean"
-            )
-        return by_id
-    if len(named) == 1:
-        return named[0]
-    if any(not chart.version for chart in named):
-        raise CommandError(
-            f"{len(named)} charts are named {ref!r} and not all of them have a version, so "
-            f"none is the latest: give a chart id, one of {_describe(named)}"
-        )
-    named.sort(key=lambda chart: version_key(chart.version), reverse=True)
-    if version_key(named[0].version) == version_key(named[1].version):
-        tied = [c for c in named if version_key(c.version) == version_key(named[0].version)]
-        raise CommandError(
-            f"several charts named {ref!r} have the latest version {named[0].version!r}: "
-            f"give a chart id, one of {_describe(tied)}"
-        )
-    return named[0]
+    """The chart whose id is ``ref``, or the highest version of the charts named ``ref``
+    (``statecharts.lookups``: the API's start uses the same rule)."""
+    try:
+        return lookups.find_chart(ref)
+    except lookups.LookupProblem as exc:
+        raise CommandError(str(exc)) from None
 
 
 def parse_json(text: str | None, *, option: str = "--data", require_object: bool = False) -> Any:
@@ -172,55 +126,9 @@ def positive_int(value: str) -> int:
     return number
 
 
-def input_label(raw: dict[str, Any]) -> str:
-    event = raw.get("event") or {}
-    return f"{raw.get('kind')} {event['name']}" if event.get("name") else str(raw.get("kind"))
-
-
-def _when(value: Any) -> str | None:
-    return value.isoformat() if value is not None else None
-
-
-def execution_document(execution: Execution) -> dict[str, Any]:
-    """Everything ``show --json`` prints: the execution, its chart and its history."""
-    chart = execution.chart
-    return {
-        "id": execution.pk,
-        "session_id": execution.session_id,
-        "status": execution.status,
-        "chart": {
-            "id": chart.pk,
-            "name": chart.name,
-            "version": chart.version,
-            "sha256": chart.content_hash,
-        },
-        "business_key": execution.business_key,
-        "metadata": execution.metadata,
-        "configuration": execution.configuration,
-        "donedata": execution.donedata,
-        "outcome": execution.outcome,
-        "failure_reason": execution.failure_reason,
-        "steps": execution.steps,
-        "created": _when(execution.created),
-        "updated": _when(execution.updated),
-        "ended": _when(execution.ended),
-        "history": [_history_document(entry) for entry in execution.history.order_by("seq")],
-    }
-
-
-def _history_document(entry: HistoryEntry) -> dict[str, Any]:
-    return {
-        "seq": entry.seq,
-        "input": entry.input,
-        "disposition": entry.disposition,
-        "status_after": entry.status_after,
-        "configuration_after": entry.configuration_after,
-        "effects": entry.effects,
-        "created": _when(entry.created),
-    }
-
-
-def _states(configuration: list[str]) -> str:
+def _states(configuration: Sequence[str] | Unreadable) -> str:
+    if isinstance(configuration, Unreadable):
+        return f"({configuration})"
     return " ".join(configuration) if configuration else "(none)"
 
 
@@ -371,29 +279,39 @@ class Command(BaseCommand):
 
     def show(self, options: dict[str, Any]) -> None:
         execution = find_execution(options["execution"])
-        document = execution_document(execution)
+        view = inspect(execution)  # the read model the admin and the API show
         if options["as_json"]:
-            self.say(json.dumps(document, indent=2, sort_keys=True))
+            self.say(json.dumps(view.document(), indent=2, sort_keys=True, ensure_ascii=False))
             return
         chart = execution.chart
         self.say(f"execution: {execution.pk}")
+        self.say(f"title: {view.title}")
         self.say(f"session: {execution.session_id}")
         self.say(f"chart: {chart.pk} ({chart}) sha256 {chart.content_hash}")
-        self.say(f"status: {execution.status}")
-        if execution.outcome:
-            self.say(f"outcome: {execution.outcome}")
-        if execution.failure_reason:
-            self.say(f"reason: {execution.failure_reason}")
+        self.say(f"status: {view.status}")
+        if view.outcome:
+            self.say(f"outcome: {view.outcome}")
+        if view.failure_reason:
+            self.say(f"reason: {view.failure_reason}")
         if execution.business_key is not None:
             self.say(f"business key: {execution.business_key}")
-        self.say(f"configuration: {_states(execution.configuration)}")
-        self.say(f"donedata: {json.dumps(execution.donedata)}")
+        self.say(f"configuration: {_states(view.atomic_states)}")
+        self.say(f"active states: {_states(view.active_states)}")
+        self.say(f"donedata: {json.dumps(view.donedata)}")
+        if isinstance(view.datamodel, Unreadable):
+            self.say(f"datamodel: ({view.datamodel})")
+        else:
+            self.say(f"datamodel: {json_text(view.datamodel)}")
         self.say(f"steps: {execution.steps}")
+        for part, reason in view.unreadable.items():
+            self.say(f"unreadable {part}: {reason}")
+        for line in view.section_lines():
+            self.say(line)
         self.say("history:")
-        for entry in document["history"]:
+        for row in view.history():
             self.say(
-                f"  #{entry['seq']} {input_label(entry['input'])}: {entry['disposition']} -> "
-                f"{entry['status_after']} [{_states(entry['configuration_after'])}]"
+                f"  #{row.seq} {row.input}: {row.disposition} -> "
+                f"{row.status_after} [{_states(row.configuration_after)}]"
             )
 
     def replay(self, options: dict[str, Any]) -> None:
