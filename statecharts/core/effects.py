@@ -21,7 +21,7 @@ class EffectKind(StrEnum):
     SEND = "send"  # immediate send: {"target": Target, "event": {...}, "send_id", "send_ordinal"}
     # + "delay_ms", "ordinal", "content_index", "owner", "id_from_author"
     SEND_DELAYED = "send_delayed"
-    CANCEL = "cancel"  # {"send_id", "ordinal"}
+    CANCEL = "cancel"  # {"send_id", "ordinal", "content_index", "owner"}
     # {"invokeid", "type", "src", "content", "data", "autoforward", "state", "base_path",
     #  "invoke_ordinal"}
     INVOKE = "invoke"

@@ -1125,7 +1125,13 @@ class Interpreter:
                     action.sendid if action.sendid is not None else self._string(action.sendidexpr)
                 )
                 self.n_ordinal += 1
-                self._emit(fx.CANCEL, send_id=sendid, ordinal=self.n_ordinal)
+                self._emit(
+                    fx.CANCEL,
+                    send_id=sendid,
+                    ordinal=self.n_ordinal,
+                    content_index=action.content_index,
+                    owner=block.owner,
+                )
             elif kind is Script:
                 assert isinstance(action, Script)
                 self.dm.run_script(action.script)

@@ -33,6 +33,12 @@ class HistoryEntry(models.Model):
     reason = models.TextField(
         blank=True, help_text="Why the input was refused or discarded, or how it was cancelled."
     )
+    cause = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="What the input came from: a timer (id, ordinal, the step that scheduled "
+        "it), an outbox message (id, sender). Never part of a key.",
+    )
     created = models.DateTimeField()
 
     class Meta:

@@ -90,7 +90,14 @@ def deliver_one(message_id: int, more: list[int], *, tell_sender: bool = True) -
     if target is not None and rules(target[1]).inputs is InputRule.APPLY:
         step_input = Input.external(Event.from_dict(event))
         try:
-            applied = feed_step(target[0], step_input, None, more, applying=message_id)
+            applied = feed_step(
+                target[0],
+                step_input,
+                None,
+                more,
+                applying=message_id,
+                cause={"message": message_id, "sender": sender_id},
+            )
         except StepRefused:  # the step was refused (e.g. it went over a budget: halted)
             applied = None
         if applied is not None:
@@ -154,7 +161,9 @@ def _settle_undelivered(
             error = Event(
                 "error.communication", PLATFORM, {"message": reason}, sendid=send_id or None
             )
-            step_locked(sender, Input.internal(error), now, more)
+            step_locked(
+                sender, Input.internal(error), now, more, cause={"undeliverable": message_id}
+            )
 
 
 def retry(message_id: int) -> bool:

@@ -181,6 +181,7 @@ def feed_step(
     *,
     caller_context: dict[str, Any] | None = None,
     applying: int | None = None,
+    cause: dict[str, Any] | None = None,
 ) -> StepResult | None:
     """Apply one input to the execution ``pk`` in one transaction.
 
@@ -204,7 +205,9 @@ def feed_step(
                 .exists()
             ):
                 return None  # applied by an earlier delivery of the same message
-        result, refusal = step_locked(execution, step_input, now, outbox, caller_context)
+        result, refusal = step_locked(
+            execution, step_input, now, outbox, caller_context, cause=cause
+        )
         if applying is not None and refusal is None:
             AppliedMessage.objects.using(database).create(
                 execution=execution, message_id=applying, seq=result.entry.seq, applied=now
@@ -222,6 +225,8 @@ def step_locked(
     now: datetime,
     outbox: list[int],
     caller_context: dict[str, Any] | None = None,
+    *,
+    cause: dict[str, Any] | None = None,
 ) -> tuple[StepResult, StepRefused | None]:
     """Apply one input to an execution the caller locked (``lock``), in the caller's transaction.
 
@@ -229,27 +234,36 @@ def step_locked(
     marks it fired atomically). What happens is the execution's status's rule
     (``statecharts.statuses``). Returns the result and, when the input was refused, the error
     to raise after the commit (the refusal itself is recorded). Outbox ids written by the step
-    are appended to ``outbox``: pass them to ``deliver`` after the commit.
+    are appended to ``outbox``: pass them to ``deliver`` after the commit. ``cause`` says what
+    the input came from (a timer, an outbox message: JSON), recorded with the history entry so
+    the timeline links a step to the one that caused it; it is never part of a key.
     """
     status_rules = rules(execution.status)
     if step_input.kind == CANCEL:
-        return _cancel_locked(execution, step_input, now, outbox, caller_context)
+        return _cancel_locked(execution, step_input, now, outbox, caller_context, cause)
     if status_rules.inputs is InputRule.DISCARD:
         result = _record_unapplied(
-            execution, step_input, now, Disposition.DISCARDED, f"execution {execution.status}"
+            execution,
+            step_input,
+            now,
+            Disposition.DISCARDED,
+            f"execution {execution.status}",
+            cause=cause,
         )
         signals.input_discarded.send(Execution, execution=execution, entry=result.entry)
         return result, None
     if status_rules.inputs is InputRule.REFUSE:
         reason = f"execution {execution.status}: {execution.failure_reason}"
-        result = _record_unapplied(execution, step_input, now, Disposition.REFUSED, reason)
+        result = _record_unapplied(
+            execution, step_input, now, Disposition.REFUSED, reason, cause=cause
+        )
         return result, _refusal(execution)
     try:
         compiled = compiled_chart(execution.chart)
         position = _load_position(execution, compiled)
     except PositionError as exc:
-        return _unsteppable(execution, step_input, now, exc)
-    return _apply(execution, compiled, position, step_input, now, outbox, caller_context)
+        return _unsteppable(execution, step_input, now, exc, cause)
+    return _apply(execution, compiled, position, step_input, now, outbox, caller_context, cause)
 
 
 def _refusal(execution: Execution) -> StepRefused:
@@ -265,7 +279,11 @@ def _refusal(execution: Execution) -> StepRefused:
 
 
 def _unsteppable(
-    execution: Execution, step_input: Input, now: datetime, exc: PositionError
+    execution: Execution,
+    step_input: Input,
+    now: datetime,
+    exc: PositionError,
+    cause: dict[str, Any] | None = None,
 ) -> tuple[StepResult, StepRefused]:
     """The stored position cannot be stepped: a chart that no longer matches it needs
     migration; anything else inside the stored data needs repair. Either way the input is
@@ -277,7 +295,7 @@ def _unsteppable(
         execution.status = ExecutionStatus.NEEDS_REPAIR
     execution.failure_reason = f"{type(exc).__name__}: {exc}"
     result = _record_unapplied(
-        execution, step_input, now, Disposition.REFUSED, execution.failure_reason
+        execution, step_input, now, Disposition.REFUSED, execution.failure_reason, cause=cause
     )
     refusal = _refusal(execution)
     refusal.__cause__ = exc
@@ -290,28 +308,42 @@ def _cancel_locked(
     now: datetime,
     outbox: list[int],
     caller_context: dict[str, Any] | None,
+    cause: dict[str, Any] | None = None,
 ) -> tuple[StepResult, StepRefused | None]:
     """Cancel, as its status's rule says: with ``<onexit>`` when the position can be stepped,
     without running chart code when it cannot, and recorded as discarded once finished."""
     rule = rules(execution.status).cancel
     if rule is CancelRule.FINISHED:
         result = _record_unapplied(
-            execution, step_input, now, Disposition.DISCARDED, f"execution {execution.status}"
+            execution,
+            step_input,
+            now,
+            Disposition.DISCARDED,
+            f"execution {execution.status}",
+            cause=cause,
         )
         signals.input_discarded.send(Execution, execution=execution, entry=result.entry)
         return result, None
+    why = execution.failure_reason
     if rule is not CancelRule.WITHOUT_CHART_CODE:
         try:
             compiled = compiled_chart(execution.chart)
             position = _load_position(execution, compiled)
         except PositionError as exc:
-            return _cancel_without_chart_code(execution, step_input, now, str(exc)), None
-        return _apply(execution, compiled, position, step_input, now, outbox, caller_context)
-    return _cancel_without_chart_code(execution, step_input, now, execution.failure_reason), None
+            why = str(exc)
+        else:
+            return _apply(
+                execution, compiled, position, step_input, now, outbox, caller_context, cause
+            )
+    return _cancel_without_chart_code(execution, step_input, now, why, cause), None
 
 
 def _cancel_without_chart_code(
-    execution: Execution, step_input: Input, now: datetime, why: str
+    execution: Execution,
+    step_input: Input,
+    now: datetime,
+    why: str,
+    cause: dict[str, Any] | None = None,
 ) -> StepResult:
     """Cancel an execution whose stored data cannot be stepped, as data: no ``<onexit>`` runs
     (there is no configuration to run it in); its timers are discarded like any finished
@@ -332,6 +364,7 @@ def _cancel_without_chart_code(
         status_after=execution.status,
         configuration_after=execution.configuration,
         reason=reason,
+        cause=cause,
         created=now,
     )
     sql.insert_row(entry)
@@ -345,6 +378,8 @@ def perform_delivery(
     now: datetime,
     outbox: list[int],
     caller_context: dict[str, Any] | None = None,
+    *,
+    cause: dict[str, Any] | None = None,
 ) -> StepResult | None:
     """Perform a delivery the planner made of a stored delayed send (``plan.delivery``), for an
     execution the caller locked, in the caller's transaction.
@@ -365,7 +400,9 @@ def perform_delivery(
         step_input = Input.internal(event) if kind is InstructionKind.DELIVER_INTERNAL else (
             Input.external(event)
         )
-        result, refusal = step_locked(execution, step_input, now, outbox, caller_context)
+        result, refusal = step_locked(
+            execution, step_input, now, outbox, caller_context, cause=cause
+        )
         if refusal is not None:
             raise refusal
         return result
@@ -421,6 +458,7 @@ def _apply(
     now: datetime,
     outbox: list[int],
     caller_context: dict[str, Any] | None = None,
+    cause: dict[str, Any] | None = None,
 ) -> tuple[StepResult, StepRefused | None]:
     interpreter = interpreter_for(compiled)
     answers: dict[str, bool] = {}
@@ -456,7 +494,7 @@ def _apply(
             "used": len(blob),
         }
     if halted:
-        return _halt(execution, position, step_input, now, halted)
+        return _halt(execution, position, step_input, now, halted, cause)
     execution.position = blob
     execution.status = status_of(state)
     execution.configuration = _atomic_ids(compiled, state)
@@ -481,6 +519,7 @@ def _apply(
         reachability=answers,
         registered_types=registered_types_record(),
         position_sha256=hashlib.sha256(blob).hexdigest(),
+        cause=cause,
         created=now,
     )
     sql.insert_row(entry)
@@ -529,6 +568,7 @@ def _halt(
     step_input: Input,
     now: datetime,
     halted: dict[str, Any],
+    cause: dict[str, Any] | None = None,
 ) -> tuple[StepResult, StepRefused]:
     """The step went over a budget: nothing of it is kept (no effect performed, the position
     as it was), the execution is ``halted`` with the budget that tripped, and the input is
@@ -546,6 +586,7 @@ def _halt(
         Disposition.REFUSED,
         reason,
         effects=[{"kind": "budget_exhausted", **halted}],
+        cause=cause,
     )
     signals.execution_halted.send(Execution, execution=execution, entry=result.entry)
     return result, Halted(f"execution {execution.session_id} halted: {reason}")
@@ -596,6 +637,7 @@ def _record_unapplied(
     reason: str = "",
     *,
     effects: list[dict[str, Any]] | None = None,
+    cause: dict[str, Any] | None = None,
 ) -> StepResult:
     execution.steps += 1
     execution.updated = now
@@ -609,6 +651,7 @@ def _record_unapplied(
         configuration_after=execution.configuration,
         effects=effects or [],
         reason=reason,
+        cause=cause,
         created=now,
     )
     sql.insert_row(entry)
