@@ -3,14 +3,23 @@
     path("api/", include("statecharts.api.urls"))
 
 Names are in the ``statecharts_api`` namespace (``statecharts_api:execution-detail``).
+No login or token endpoint: the host project chooses its own authentication (the demo site
+mounts DRF's password-for-token view, throttled). No documentation page either: a site that
+serves one (the demo site does, docs/installation.md shows how) names its URL
+``statecharts-api-docs`` and the API root links it.
 """
 
 from __future__ import annotations
 
-from django.urls import include, path
+from typing import Any
+
+from django.urls import NoReverseMatch, include, path
 from drf_spectacular.views import SpectacularAPIView
-from rest_framework.authtoken.views import obtain_auth_token
 from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.reverse import reverse
+from rest_framework.routers import APIRootView as RouterRootView
 from rest_framework.routers import DefaultRouter
 
 from statecharts.api import views
@@ -18,8 +27,26 @@ from statecharts.api.renderers import SVGRenderer
 from statecharts.api.schema import SCHEMA_SETTINGS
 
 app_name = "statecharts_api"
+# The URL name of a readable documentation page, if the site serves one.
+DOCS_URL_NAME = "statecharts-api-docs"
+
+
+class APIRootView(RouterRootView):
+    """The API's resources, its OpenAPI document (`schema`) and, when the site serves one,
+    a readable documentation page of it (`docs`)."""
+
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        response = super().get(request, *args, **kwargs)
+        response.data["schema"] = reverse(f"{app_name}:schema", request=request)
+        try:
+            response.data["docs"] = reverse(DOCS_URL_NAME, request=request)
+        except NoReverseMatch:
+            pass  # the site serves no documentation page
+        return response
+
 
 router = DefaultRouter()
+router.APIRootView = APIRootView
 router.register("charts", views.ChartViewSet, basename="chart")
 router.register("executions", views.ExecutionViewSet, basename="execution")
 router.register("timers", views.TimerViewSet, basename="timer")
@@ -44,7 +71,5 @@ urlpatterns = [
         ),
         name="schema",
     ),
-    # POST username and password, get the token for "Authorization: Token <key>".
-    path("auth/token/", obtain_auth_token, name="token"),
     path("", include(router.urls)),
 ]

@@ -43,7 +43,7 @@ def test_demo_site_serves_admin_and_api_and_stops_on_ctrl_c(tmp_path: Path) -> N
         "PYTHONUNBUFFERED": "1",
     }
     site = subprocess.Popen(
-        [sys.executable, "-m", "statecharts.demo", "--port", str(port)],
+        [sys.executable, "-m", "demo", "--port", str(port)],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,

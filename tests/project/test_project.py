@@ -8,7 +8,7 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
-from config.database import DatabaseURLError, database_from_url
+from demo.database import DatabaseURLError, database_from_url
 
 
 def test_system_checks_pass() -> None:
@@ -68,7 +68,7 @@ def test_a_misconfigured_statecharts_setting_is_a_system_check_error() -> None:
 
 
 def test_url_for_round_trips_through_database_from_url(tmp_path: Path) -> None:
-    from config.database import url_for
+    from demo.database import url_for
 
     sqlite = database_from_url(f"sqlite:///{tmp_path / 'x.sqlite3'}", default_sqlite=Path("y"))
     assert database_from_url(url_for(sqlite), default_sqlite=Path("y"))["NAME"] == sqlite["NAME"]
