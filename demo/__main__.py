@@ -14,9 +14,10 @@ DEBUG_BANNER = """\
 
 
 def turn_on_debug() -> None:
-    """The demo runs Django in debug mode, and says so; the settings are secure otherwise."""
+    """The demo runs the site's default settings in debug mode (it and the processes it
+    starts), and says so; those settings are secure otherwise."""
+    os.environ["DJANGO_SETTINGS_MODULE"] = "demo.settings.site"
     os.environ["DJANGO_DEBUG"] = "1"
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "demo.settings.site")
     print(DEBUG_BANNER, flush=True)
 
 

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from demo.database import database_from_url
+from statecharts.api.schema import SCHEMA_SETTINGS
 
 BASE_DIR = Path(__file__).resolve().parents[2]  # the repository's root
 
@@ -97,8 +98,11 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_RATES": {"auth-token": os.environ.get("DJANGO_TOKEN_RATE", "10/min")},
 }
 
-# The API docs page (demo/urls.py): Swagger UI from the sidecar package, nothing from a CDN.
 SPECTACULAR_SETTINGS = {
+    # The API's own schema settings (its schema view passes them too), so that what
+    # drf-spectacular's system check generates (`check --deploy`) is the same document.
+    **SCHEMA_SETTINGS,
+    # The API docs page (demo/urls.py): Swagger UI from the sidecar package, no CDN.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
