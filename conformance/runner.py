@@ -98,10 +98,8 @@ def find_suite(explicit: str | None = None) -> Path:
     ``$STATECHARTS_W3C_SUITE`` if given (and nothing else then), otherwise
     ``../shared/w3c`` from the current directory or beside the project checkout."""
     chosen = explicit or os.environ.get(SUITE_ENV)
-    if chosen:
-        candidates = [Path(chosen)]
-    else:
-        candidates = [Path.cwd().parent / "shared" / "w3c", DEFAULT_SUITE]
+    beside = [Path.cwd().parent / "shared" / "w3c", DEFAULT_SUITE]
+    candidates = [Path(chosen)] if chosen else beside
     for candidate in candidates:
         if (candidate / "manifest.xml").is_file():
             return candidate

@@ -11,6 +11,7 @@ serves one (the demo site does, docs/installation.md shows how) names its URL
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from django.urls import NoReverseMatch, include, path
@@ -38,10 +39,8 @@ class APIRootView(RouterRootView):
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         response = super().get(request, *args, **kwargs)
         response.data["schema"] = reverse(f"{app_name}:schema", request=request)
-        try:
+        with contextlib.suppress(NoReverseMatch):  # the site serves no documentation page
             response.data["docs"] = reverse(DOCS_URL_NAME, request=request)
-        except NoReverseMatch:
-            pass  # the site serves no documentation page
         return response
 
 

@@ -56,9 +56,7 @@ def test_timer_documents_fail_when_their_timer_rows_never_fire(
 
 
 @pytest.mark.django_db
-def test_cancel_documents_fail_when_cancel_settles_nothing(
-    settings: Any, w3c_suite: Path
-) -> None:
+def test_cancel_documents_fail_when_cancel_settles_nothing(settings: Any, w3c_suite: Path) -> None:
     settings.STATECHARTS = {"EFFECT_HANDLERS": {"cancel": None}}  # no handler: rows stay pending
     outcomes, _ = run(w3c_suite, NEEDS_CANCEL)
     assert {o.case.test_id: o.passed for o in outcomes} == dict.fromkeys(NEEDS_CANCEL, False)
