@@ -15,6 +15,7 @@ import contextlib
 from typing import Any
 
 from django.urls import NoReverseMatch, include, path
+from django.urls import reverse as django_reverse
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
@@ -40,7 +41,8 @@ class APIRootView(RouterRootView):
         response = super().get(request, *args, **kwargs)
         response.data["schema"] = reverse(f"{app_name}:schema", request=request)
         with contextlib.suppress(NoReverseMatch):  # the site serves no documentation page
-            response.data["docs"] = reverse(DOCS_URL_NAME, request=request)
+            # Django's reverse: DRF's would carry ?format=json over to an HTML-only page.
+            response.data["docs"] = request.build_absolute_uri(django_reverse(DOCS_URL_NAME))
         return response
 
 

@@ -88,6 +88,11 @@ def test_the_api_root_links_the_schema_and_the_docs_page(signed_in: Client) -> N
     assert root["schema"] == "http://testserver/api/schema/"
     assert root["docs"] == "http://testserver/api/docs/"
     assert {"charts", "executions", "timers"} <= set(root)
+    # The JSON rendering's links keep ?format=json, except the docs page's (HTML only).
+    as_json = signed_in.get("/api/?format=json").json()
+    assert as_json["schema"] == "http://testserver/api/schema/?format=json"
+    assert as_json["docs"] == "http://testserver/api/docs/"
+    assert signed_in.get(as_json["docs"]).status_code == 200
 
 
 def test_the_token_endpoint_trades_a_password_for_a_token(empty_cache: None) -> None:
