@@ -11,7 +11,7 @@ any durable step must pay whatever the interpreter does: a bare transaction that
         HistoryEntry.objects.create(...)                        # one history row
 
 on the same tables, through the same ORM and connection settings (SQLite: IMMEDIATE
-transactions, the project's ``config.database``). The floor's blob is the stepped execution's
+transactions, the project's ``demo.database``). The floor's blob is the stepped execution's
 real current position and its history row copies the fields of the stepper's latest one, so
 both write the same bytes. Target: stepper steps/s >= 50% of the floor's.
 
@@ -223,7 +223,7 @@ def setup_django(database_url: str) -> None:
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))  # benchmark the working tree
     os.environ["DATABASE_URL"] = database_url
-    os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
+    os.environ["DJANGO_SETTINGS_MODULE"] = "demo.settings.test"
     os.environ["DJANGO_DEBUG"] = "0"
     import django
     from django.core.management import call_command

@@ -9,7 +9,7 @@ Two measurements, each in the same run, on a throwaway PostgreSQL database
    ``--lead`` seconds after the setup ends (real clock; the setup's length is estimated from a
    first 100 starts, whose timers are due in a day, with 50% slack; the setup is not
    measured). Every timer row is exactly what the stepper writes. Then a real django-q2 cluster
-   (``manage.py qcluster`` with ``config.settings.Q_CLUSTER``: the ORM broker, 4 workers, poll
+   (``manage.py qcluster`` with ``demo.settings.base.Q_CLUSTER``: the ORM broker, 4 workers, poll
    0.1 s) and ``setup_timers`` (the every-minute schedule plus one sweeper, as documented) do
    the firing; each fire is a real durable step (``waiting`` -> ``fired``). The cluster is
    started before the executions, as in production (the sweepers are running when the timers
@@ -168,7 +168,7 @@ def cluster_child(workers: int) -> None:
             cursor.execute("SELECT set_config('application_name', %s, false)", [str(os.getpid())])
 
     connection_created.connect(name_connection, weak=False)
-    if workers != Conf.WORKERS:  # --workers other than config.settings.Q_CLUSTER's
+    if workers != Conf.WORKERS:  # --workers other than demo.settings.base.Q_CLUSTER's
         Conf.WORKERS = workers
         Conf.QUEUE_LIMIT = workers**2  # what django-q2 derives from "workers"
     call_command("qcluster")
@@ -179,7 +179,7 @@ def qcluster(database_url: str, workers: int, out: IO[str]) -> Iterator[subproce
     env = {
         **os.environ,
         "DATABASE_URL": database_url,
-        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DJANGO_SETTINGS_MODULE": "demo.settings.test",
         "DJANGO_DEBUG": "0",
     }
     command = [sys.executable, str(Path(__file__).resolve()), "--cluster-child"]

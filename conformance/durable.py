@@ -205,7 +205,7 @@ def report(outcomes: list[Outcome], selection: Selection) -> dict[str, Any]:
 def setup_django(database_url: str) -> None:
     """Configure Django for the command line on ``database_url`` and migrate it."""
     os.environ["DATABASE_URL"] = database_url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "demo.settings.test")
     import django
     from django.core.management import call_command
 

@@ -36,12 +36,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def test_database_env() -> dict[str, str]:
     """The environment of a subprocess that must use this test run's database."""
-    from config.database import url_for
+    from demo.database import url_for
 
     return {
         **os.environ,
         "DATABASE_URL": url_for(connection.settings_dict),
-        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DJANGO_SETTINGS_MODULE": "demo.settings.test",
     }
 
 

@@ -26,7 +26,7 @@ How this sits on django-q2 (checked against django-q2 1.11):
 - A successful drain is not saved (``save=False``; there can be many); sweepers are, so the
   admin shows one result a minute (the number of drains it enqueued). Failures always are.
 - Each running sweeper occupies a worker for its lifetime, and scheduled sweepers overlap:
-  give the cluster more workers than that (``config/settings.py`` uses 4).
+  give the cluster more workers than that (``demo/settings/base.py`` uses 4).
 """
 
 from __future__ import annotations

@@ -3,14 +3,25 @@
     path("api/", include("statecharts.api.urls"))
 
 Names are in the ``statecharts_api`` namespace (``statecharts_api:execution-detail``).
+No login or token endpoint: the host project chooses its own authentication (the demo site
+mounts DRF's password-for-token view, throttled). No documentation page either: a site that
+serves one (the demo site does, docs/installation.md shows how) names its URL
+``statecharts-api-docs`` and the API root links it.
 """
 
 from __future__ import annotations
 
-from django.urls import include, path
+import contextlib
+from typing import Any
+
+from django.urls import NoReverseMatch, include, path
+from django.urls import reverse as django_reverse
 from drf_spectacular.views import SpectacularAPIView
-from rest_framework.authtoken.views import obtain_auth_token
 from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.reverse import reverse
+from rest_framework.routers import APIRootView as RouterRootView
 from rest_framework.routers import DefaultRouter
 
 from statecharts import extensions
@@ -19,8 +30,25 @@ from statecharts.api.renderers import SVGRenderer
 from statecharts.api.schema import SCHEMA_SETTINGS
 
 app_name = "statecharts_api"
+# The URL name of a readable documentation page, if the site serves one.
+DOCS_URL_NAME = "statecharts-api-docs"
+
+
+class APIRootView(RouterRootView):
+    """The API's resources, its OpenAPI document (`schema`) and, when the site serves one,
+    a readable documentation page of it (`docs`)."""
+
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        response = super().get(request, *args, **kwargs)
+        response.data["schema"] = reverse(f"{app_name}:schema", request=request)
+        with contextlib.suppress(NoReverseMatch):  # the site serves no documentation page
+            # Django's reverse: DRF's would carry ?format=json over to an HTML-only page.
+            response.data["docs"] = request.build_absolute_uri(django_reverse(DOCS_URL_NAME))
+        return response
+
 
 router = DefaultRouter()
+router.APIRootView = APIRootView
 router.register("charts", views.ChartViewSet, basename="chart")
 router.register("executions", views.ExecutionViewSet, basename="execution")
 # Endpoints other apps contribute (the timers app: /timers/), see statecharts.extensions.
@@ -47,7 +75,5 @@ urlpatterns = [
         ),
         name="schema",
     ),
-    # POST username and password, get the token for "Authorization: Token <key>".
-    path("auth/token/", obtain_auth_token, name="token"),
     path("", include(router.urls)),
 ]

@@ -147,7 +147,7 @@ def test_the_real_command_line_exits_non_zero_without_a_traceback(tmp_path: Path
         cwd=ROOT,
         capture_output=True,
         text=True,
-        env={**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings"},
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "demo.settings.test"},
         timeout=120,
     )
     assert done.returncode != 0

@@ -1,7 +1,8 @@
 """The W3C SCXML conformance gate: every test in conformance/passing.json must pass.
 
 The pass list is committed and only grows. The suite is read from ../shared/w3c, never
-copied into the project.
+copied into the project (the ``w3c_suite`` fixture, tests/conformance/conftest.py, skips
+these tests without it, or fails them in CI).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.runner import find_suite, load_cases, report, run
+from conformance.runner import load_cases, report, run
 
 ROOT = Path(__file__).resolve().parents[2]
 PASSING = json.loads((ROOT / "conformance" / "passing.json").read_text())
@@ -43,9 +44,8 @@ pytestmark = pytest.mark.conformance
 
 
 @pytest.fixture(scope="module")
-def suite_report() -> dict[str, object]:
-    suite = find_suite(str(ROOT.parent / "shared" / "w3c"))
-    outcomes, pending = run(suite)
+def suite_report(w3c_suite: Path) -> dict[str, object]:
+    outcomes, pending = run(w3c_suite)
     assert outcomes, "the W3C runner found no tests"
     return report(outcomes, pending)
 
@@ -68,17 +68,15 @@ def test_the_ecmascript_profile_passes(suite_report: dict) -> None:
     assert set(optional["passed"]) >= ECMASCRIPT_PROFILE
 
 
-def test_http_processor_tests_are_reported_as_pending_not_run() -> None:
-    suite = find_suite(str(ROOT.parent / "shared" / "w3c"))
-    cases, pending = load_cases(suite)
+def test_http_processor_tests_are_reported_as_pending_not_run(w3c_suite: Path) -> None:
+    cases, pending = load_cases(w3c_suite)
     ran = {c.test_id for c in cases}
     assert "201" in pending and "201" not in ran
     # Mandatory tests whose numbers fall in the HTTP range still run.
     assert {"525", "530", "533"} <= ran
 
 
-def test_pass_list_only_contains_tests_that_exist() -> None:
-    suite = find_suite(str(ROOT.parent / "shared" / "w3c"))
-    cases, _ = load_cases(suite)
+def test_pass_list_only_contains_tests_that_exist(w3c_suite: Path) -> None:
+    cases, _ = load_cases(w3c_suite)
     ids = {c.test_id for c in cases}
     assert set(PASSING["mandatory"]) | set(PASSING["optional"]) <= ids

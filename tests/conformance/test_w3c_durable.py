@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from conformance.durable import PENDING_HTTP, PENDING_INVOKE, SEND, TIMERS, report, run, select
-from conformance.runner import find_suite
 from statecharts.models import Execution, ExecutionStatus
 from timers.models import Timer, TimerStatus
 
@@ -30,13 +29,9 @@ NEEDS_CANCEL = {"208", "210"}
 pytestmark = pytest.mark.conformance
 
 
-def _suite() -> Path:
-    return find_suite(str(ROOT.parent / "shared" / "w3c"))
-
-
 @pytest.mark.django_db(transaction=True)  # real commits: every step is its own durable atomic
-def test_the_durable_subset_passes_exactly_as_committed() -> None:
-    outcomes, selection = run(_suite())
+def test_the_durable_subset_passes_exactly_as_committed(w3c_suite: Path) -> None:
+    outcomes, selection = run(w3c_suite)
     result = report(outcomes, selection)
     assert result["failed"] == EXPECTED["failed"]
     assert result["passed"] == EXPECTED["passed"]
@@ -49,21 +44,21 @@ def test_the_durable_subset_passes_exactly_as_committed() -> None:
 
 @pytest.mark.django_db
 def test_timer_documents_fail_when_their_timer_rows_never_fire(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, w3c_suite: Path
 ) -> None:
     """The pass of the delayed-send documents is due to fire_all_due, not to luck."""
     from timers import firing
 
     monkeypatch.setattr(firing, "fire_all_due", lambda **_: firing.FireReport())
-    outcomes, _ = run(_suite(), NEEDS_FIRING)
+    outcomes, _ = run(w3c_suite, NEEDS_FIRING)
     assert {o.case.test_id for o in outcomes} == NEEDS_FIRING
     assert not any(o.passed for o in outcomes)
 
 
 @pytest.mark.django_db
-def test_cancel_documents_fail_when_cancel_settles_nothing(settings: Any) -> None:
+def test_cancel_documents_fail_when_cancel_settles_nothing(settings: Any, w3c_suite: Path) -> None:
     settings.STATECHARTS = {"EFFECT_HANDLERS": {"cancel": None}}  # no handler: rows stay pending
-    outcomes, _ = run(_suite(), NEEDS_CANCEL)
+    outcomes, _ = run(w3c_suite, NEEDS_CANCEL)
     assert {o.case.test_id: o.passed for o in outcomes} == dict.fromkeys(NEEDS_CANCEL, False)
 
 
@@ -75,8 +70,8 @@ def test_the_pass_list_is_substantial() -> None:
     assert passed >= NEEDS_FIRING | NEEDS_CANCEL
 
 
-def test_the_selection_and_pending_lists_are_as_committed() -> None:
-    selection = select(_suite())
+def test_the_selection_and_pending_lists_are_as_committed(w3c_suite: Path) -> None:
+    selection = select(w3c_suite)
     chosen: dict[str, list[str]] = {TIMERS: [], SEND: []}
     for case, category in selection.cases:
         chosen[category].append(case.test_id)

@@ -1,5 +1,6 @@
 """The README's main job: the demo site starts the web server and the timer worker together,
-serves the admin and the API, and Ctrl-C stops both."""
+in debug mode and saying so, serves the landing page, the admin and the API, and Ctrl-C stops
+both. A second run keeps the admin user's password unless asked to change it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+
+import pytest
+from django.contrib.auth import authenticate
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,7 +47,7 @@ def test_demo_site_serves_admin_and_api_and_stops_on_ctrl_c(tmp_path: Path) -> N
         "PYTHONUNBUFFERED": "1",
     }
     site = subprocess.Popen(
-        [sys.executable, "-m", "statecharts.demo", "--port", str(port)],
+        [sys.executable, "-m", "demo", "--port", str(port)],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -62,9 +66,13 @@ def test_demo_site_serves_admin_and_api_and_stops_on_ctrl_c(tmp_path: Path) -> N
             if line.startswith("api:"):
                 break
         output = "".join(lines)
+        assert "DEBUG is on: this is the demo (DJANGO_DEBUG=1)" in output
+        assert "never expose the demo to a network" in output
         assert f"admin: http://127.0.0.1:{port}/admin/  (user 'admin', password 'demo-secret')" in (
             output
         ), output
+        assert f"site:  http://127.0.0.1:{port}/" in output
+        assert f"docs: http://127.0.0.1:{port}/api/docs/" in output
         for name in ("order", "signup", "loan"):
             assert f"{name}  (docs/examples/{name}.scxml)" in output
         deadline = time.monotonic() + 30
@@ -72,9 +80,36 @@ def test_demo_site_serves_admin_and_api_and_stops_on_ctrl_c(tmp_path: Path) -> N
             assert time.monotonic() < deadline, "the web server did not come up"
             time.sleep(0.2)
         assert status(f"http://127.0.0.1:{port}/api/") == 401  # anonymous users can do nothing
+        assert status(f"http://127.0.0.1:{port}/") == 200  # the landing page ("View site")
+        # Debug's runserver serves the static files: the API docs page's Swagger UI.
+        bundle = "static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js"
+        assert status(f"http://127.0.0.1:{port}/{bundle}") == 200
     finally:
         site.send_signal(signal.SIGINT)
         rest, _ = site.communicate(timeout=30)
     assert site.returncode == 0, rest
     assert "stopped the web server and the timer worker" in rest
     assert "Q Cluster" in rest and "has stopped" in rest  # the django-q2 cluster ran and stopped
+
+
+@pytest.mark.django_db
+def test_a_second_demo_run_keeps_the_admin_password_unless_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from demo.site import prepare
+
+    monkeypatch.delenv("DEMO_ADMIN_PASSWORD", raising=False)
+    monkeypatch.delenv("DEMO_ADMIN_USERNAME", raising=False)
+    username, first = prepare()
+    assert username == "admin" and first  # a new user: a fresh password, printed
+    assert prepare() == ("admin", None)  # an existing user keeps it
+    assert authenticate(username="admin", password=first)
+
+    _, reset = prepare(reset_admin_password=True)  # --reset-admin-password
+    assert reset and reset != first
+    assert authenticate(username="admin", password=reset)
+    assert not authenticate(username="admin", password=first)
+
+    monkeypatch.setenv("DEMO_ADMIN_PASSWORD", "chosen-one")
+    assert prepare() == ("admin", "chosen-one")
+    assert authenticate(username="admin", password="chosen-one")

@@ -40,7 +40,7 @@ def test_durable_executions_examples_run_in_order() -> None:
 def test_durable_demo_runs_the_example_across_two_processes(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from statecharts.demo import durable
+    from demo import durable
 
     # A 1 ms reminder: the test waits for the worker process, not for a timer's delay.
     assert durable.run(durable.EXAMPLE, remind_after="1ms") == 0
@@ -54,7 +54,7 @@ def test_durable_demo_runs_the_example_across_two_processes(
 
 
 def test_memory_demo_runs_the_example_to_completion(capsys: pytest.CaptureFixture[str]) -> None:
-    from statecharts.demo.__main__ import main
+    from demo.__main__ import main
 
     assert main(["--memory"]) == 0
     out = capsys.readouterr().out

@@ -8,7 +8,7 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
-from config.database import DatabaseURLError, database_from_url
+from demo.database import DatabaseURLError, database_from_url
 
 
 def test_system_checks_pass() -> None:
@@ -73,7 +73,7 @@ def test_a_misconfigured_statecharts_setting_is_a_system_check_error() -> None:
 
 
 def test_url_for_round_trips_through_database_from_url(tmp_path: Path) -> None:
-    from config.database import url_for
+    from demo.database import url_for
 
     sqlite = database_from_url(f"sqlite:///{tmp_path / 'x.sqlite3'}", default_sqlite=Path("y"))
     assert database_from_url(url_for(sqlite), default_sqlite=Path("y"))["NAME"] == sqlite["NAME"]
@@ -82,3 +82,13 @@ def test_url_for_round_trips_through_database_from_url(tmp_path: Path) -> None:
     assert {k: again[k] for k in ("USER", "PASSWORD", "HOST", "PORT", "NAME")} == {
         k: pg[k] for k in ("USER", "PASSWORD", "HOST", "PORT", "NAME")
     }
+
+
+def test_fire_timers_help_says_no_flag_means_once_and_shows_the_defaults() -> None:
+    from timers.management.commands.fire_timers import Command
+
+    text = " ".join(Command().create_parser("manage.py", "fire_timers").format_help().split())
+    assert "With no flag, or --once, it fires everything due now and exits" in text
+    assert "fire what is due, then exit (the default)" in text
+    assert "(default: STATECHARTS['TIMER_BATCH'], 100)" in text
+    assert "seconds between polls with --loop (default: 0.2)" in text

@@ -36,7 +36,7 @@ def main(argv: list[str]) -> int:
         # Without it the worker would step the development database, not the test one.
         parser.error("DATABASE_URL must name the test database")
     sys.path.insert(0, str(ROOT))
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "demo.settings.test")
 
     import django
 

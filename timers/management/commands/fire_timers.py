@@ -11,15 +11,28 @@ from timers.firing import fire_all_due
 
 
 class Command(BaseCommand):
-    help = "Fire due timers. --once fires everything due now; --loop keeps polling."
+    help = (
+        "Fire due timers without django-q2 (cron, tests, debugging). With no flag, or --once, "
+        "it fires everything due now and exits; --loop keeps polling until interrupted."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         mode = parser.add_mutually_exclusive_group()
-        mode.add_argument("--once", action="store_true", help="fire what is due, then exit")
+        mode.add_argument(
+            "--once", action="store_true", help="fire what is due, then exit (the default)"
+        )
         mode.add_argument("--loop", action="store_true", help="keep firing until interrupted")
-        parser.add_argument("--batch", type=int, default=None, help="timers claimed at a time")
         parser.add_argument(
-            "--interval", type=float, default=0.2, help="seconds between polls with --loop"
+            "--batch",
+            type=int,
+            default=None,
+            help="timers claimed at a time (default: STATECHARTS['TIMER_BATCH'], 100)",
+        )
+        parser.add_argument(
+            "--interval",
+            type=float,
+            default=0.2,
+            help="seconds between polls with --loop (default: %(default)s)",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:

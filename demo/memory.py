@@ -1,6 +1,6 @@
 """Run a chart through the core with the in-memory driver and print its trace.
 
-    python -m statecharts.demo --memory [path/to/chart.scxml]
+    python -m demo --memory [path/to/chart.scxml]
 
 A virtual clock, so "1 day later" happens instantly; no database.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 from statecharts.core import ChartError, Effect
 from statecharts.drivers.memory import MemoryDriver, MemorySession
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "order.scxml"
+EXAMPLE = Path(__file__).resolve().parents[1] / "docs" / "examples" / "order.scxml"
 DAY_MS = 86_400_000
 
 

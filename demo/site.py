@@ -1,10 +1,12 @@
 """The demo site: migrate, load the example charts, create an admin user, then run the web
 server and the timer worker (a django-q2 cluster) together until Ctrl-C stops both.
 
-    python -m statecharts.demo [--host 127.0.0.1] [--port 8000]
+    python -m demo [--host 127.0.0.1] [--port 8000]
 
-The admin credentials come from DEMO_ADMIN_USERNAME / DEMO_ADMIN_PASSWORD; without them the
-user is "admin" with a fresh random password, printed.
+The admin user is DEMO_ADMIN_USERNAME ("admin" by default). Its password is set only when
+asked: DEMO_ADMIN_PASSWORD, or ``--reset-admin-password`` (a fresh random one, printed); a
+new user gets a fresh random password, printed. An existing user keeps the password it has,
+so a second run does not lock you out of a browser session you had.
 """
 
 from __future__ import annotations
@@ -21,12 +23,13 @@ from types import FrameType
 
 import django
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "docs" / "examples"
 
 
-def prepare() -> tuple[str, str]:
-    """Migrate, load the examples, make sure the admin user exists. Returns its credentials."""
+def prepare(*, reset_admin_password: bool = False) -> tuple[str, str | None]:
+    """Migrate, load the examples, make sure the admin user exists. Returns its name and the
+    password set now (None when an existing user kept its own)."""
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
@@ -40,13 +43,16 @@ def prepare() -> tuple[str, str]:
     ensure_schedule()  # a sweeper every minute...
     wake()  # ...and one right now, so due timers fire from the first second
     username = os.environ.get("DEMO_ADMIN_USERNAME", "admin")
-    password = os.environ.get("DEMO_ADMIN_PASSWORD") or secrets.token_urlsafe(12)
     user_model = get_user_model()
-    user, _created = user_model.objects.get_or_create(
+    user, created = user_model.objects.get_or_create(
         username=username, defaults={"email": f"{username}@example.com"}
     )
     user.is_staff = user.is_superuser = True
-    user.set_password(password)
+    password = os.environ.get("DEMO_ADMIN_PASSWORD") or None
+    if password is None and (created or reset_admin_password):
+        password = secrets.token_urlsafe(12)
+    if password is not None:
+        user.set_password(password)
     user.save()
     return username, password
 
@@ -56,12 +62,12 @@ def _signal_group(child: subprocess.Popen[bytes], signum: int) -> None:
         os.killpg(child.pid, signum)
 
 
-def main(host: str = "127.0.0.1", port: int = 8000) -> int:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+def main(host: str = "127.0.0.1", port: int = 8000, *, reset_admin_password: bool = False) -> int:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "demo.settings.site")
     django.setup()
-    from statecharts.demo.durable import database_url
+    from demo.durable import database_url
 
-    username, password = prepare()
+    username, password = prepare(reset_admin_password=reset_admin_password)
     env = {**os.environ, "DATABASE_URL": database_url(), "PYTHONUNBUFFERED": "1"}
     manage = [sys.executable, str(ROOT / "manage.py")]
     # Each child leads its own process group, so stopping reaches the cluster's workers too.
@@ -75,9 +81,15 @@ def main(host: str = "127.0.0.1", port: int = 8000) -> int:
         subprocess.Popen([*manage, "qcluster"], env=env, cwd=ROOT, start_new_session=True),
     ]
     base = f"http://{host}:{port}"
+    credentials = (
+        f"password {password!r}"
+        if password is not None
+        else "its password unchanged; --reset-admin-password gives it a new one"
+    )
     print(
-        f"\nadmin: {base}/admin/  (user {username!r}, password {password!r})\n"
-        f"api:   {base}/api/  (schema: {base}/api/schema/)\n"
+        f"\nsite:  {base}/  (what this is, and links)\n"
+        f"admin: {base}/admin/  (user {username!r}, {credentials})\n"
+        f"api:   {base}/api/  (docs: {base}/api/docs/, schema: {base}/api/schema/)\n"
         "the timer worker (django-q2 cluster) is running; Ctrl-C stops both\n",
         flush=True,
     )

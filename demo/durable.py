@@ -16,7 +16,7 @@ from pathlib import Path
 
 import django
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "docs" / "examples" / "order.scxml"
 
 
@@ -24,13 +24,13 @@ def database_url() -> str:
     """The URL of the database this process uses, for the child processes."""
     from django.db import connection
 
-    from config.database import url_for
+    from demo.database import url_for
 
     return url_for(connection.settings_dict)
 
 
 def main(chart_path: str | None = None) -> int:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "demo.settings.site")
     django.setup()
     from django.core.management import call_command
 

@@ -1,17 +1,20 @@
-"""Settings for the runnable demo site and the test suite."""
+"""What every settings module of the repo's site shares (see demo/settings/__init__.py).
+
+No ``SECRET_KEY`` and no ``ALLOWED_HOSTS`` here: each module that serves requests decides
+them. ``DEBUG`` is off; only ``demo.settings.site`` turns it on, and only when asked.
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from config.database import database_from_url
+from demo.database import database_from_url
+from statecharts.api.schema import SCHEMA_SETTINGS
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+BASE_DIR = Path(__file__).resolve().parents[2]  # the repository's root
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "insecure-demo-key-change-me")
-DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
-ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1").split(",")
+DEBUG = False
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -21,13 +24,15 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
+    "rest_framework.authtoken",  # the demo's tokens (POST /api/auth/token/, demo/views.py)
     "django_filters",  # the API's filters (its templates draw them in the browsable API)
     "drf_spectacular",  # the API's OpenAPI 3 schema at /api/schema/
+    "drf_spectacular_sidecar",  # the demo's API docs page (Swagger UI, served offline)
     "django_q",
     "statecharts",
     "timers",
     "invocations",
+    "demo",  # the landing page's template
 ]
 
 MIDDLEWARE = [
@@ -40,7 +45,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
-ROOT_URLCONF = "config.urls"
+ROOT_URLCONF = "demo.urls"
 
 TEMPLATES = [
     {
@@ -57,7 +62,7 @@ TEMPLATES = [
     }
 ]
 
-WSGI_APPLICATION = "config.wsgi.application"
+WSGI_APPLICATION = "demo.wsgi.application"
 
 DATABASES = {
     "default": database_from_url(
@@ -69,6 +74,11 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 USE_TZ = True
 TIME_ZONE = "UTC"
 STATIC_URL = "static/"
+# Where `manage.py collectstatic` puts the admin's, the API's and the docs page's files for the
+# web server in front (docs/deployment.md); DEBUG's runserver serves them from the apps.
+STATIC_ROOT = Path(os.environ.get("DJANGO_STATIC_ROOT") or BASE_DIR / "staticfiles")
+# Pages for signed-in users (the API docs page) send others to the admin's login.
+LOGIN_URL = "admin:login"
 
 # The REST API (statecharts.api): session login for the browsable API, tokens for clients
 # (token first, so an anonymous client gets 401 with WWW-Authenticate: Token). The API's views
@@ -82,6 +92,20 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "statecharts.api.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
+    # The demo's password-for-token endpoint (demo/views.py): guesses per client address.
+    # The counts live in the cache: one shared by every process (CACHES, docs/deployment.md),
+    # or each process counts on its own and the limit multiplies by the number of processes.
+    "DEFAULT_THROTTLE_RATES": {"auth-token": os.environ.get("DJANGO_TOKEN_RATE", "10/min")},
+}
+
+SPECTACULAR_SETTINGS = {
+    # The API's own schema settings (its schema view passes them too), so that what
+    # drf-spectacular's system check generates (`check --deploy`) is the same document.
+    **SCHEMA_SETTINGS,
+    # The API docs page (demo/urls.py): Swagger UI from the sidecar package, no CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # django-q2 runs the timer sweepers and drains (see timers/dispatch.py).
@@ -103,3 +127,26 @@ Q_CLUSTER = {
     "poll": 0.1,
     "catch_up": False,
 }
+
+
+def secret_key_from_environment(*, settings_module: str) -> str:
+    """``DJANGO_SECRET_KEY``, or ImproperlyConfigured saying what to do: a site that serves
+    requests without a key of its own signs sessions and password resets with a key anyone
+    can read in this repository."""
+    key = os.environ.get("DJANGO_SECRET_KEY", "").strip()
+    if key:
+        return key
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(
+        f"DJANGO_SECRET_KEY is not set ({settings_module}). Outside debug the site needs a "
+        "secret key of its own: export DJANGO_SECRET_KEY=\"$(python -c 'import secrets; "
+        "print(secrets.token_urlsafe(50))')\". For local development export DJANGO_DEBUG=1 "
+        "instead (bash scripts/demo does), never on a server. See docs/deployment.md."
+    )
+
+
+def hosts_from_environment(default: str) -> list[str]:
+    """``DJANGO_ALLOWED_HOSTS``, comma-separated (``default`` when unset)."""
+    value = os.environ.get("DJANGO_ALLOWED_HOSTS", default)
+    return [host.strip() for host in value.split(",") if host.strip()]

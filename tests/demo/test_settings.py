@@ -1,0 +1,119 @@
+"""The repository's site is safe unless the developer opts into debug: DEBUG is off by
+default, a missing secret key outside debug is a clear error, the production settings pass
+``manage.py check --deploy``, and an anonymous visitor never gets Django's debug page (the
+one that shows the settings and the environment)."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Run under the default settings with the test client, no test environment: what a visitor
+# of a site started with these settings would get.
+VISIT = """
+import json
+import django
+django.setup()
+from django.conf import settings
+from django.test import Client
+client = Client(raise_request_exception=False, SERVER_NAME="localhost")
+nested = "[" * 10_000 + "]" * 10_000
+token = client.post("/api/auth/token/", nested, content_type="application/json")
+missing = client.get("/no-such-page/")
+print(json.dumps({
+    "debug": settings.DEBUG,
+    "token": [token.status_code, token.content.decode()],
+    "missing": [missing.status_code, missing.content.decode()],
+}))
+"""
+
+
+def environment(tmp_path: Path, **settings: str) -> dict[str, str]:
+    """This process's environment without any DJANGO_* variable, on a scratch database."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_")}
+    env["DATABASE_URL"] = f"sqlite:///{tmp_path / 'site.sqlite3'}"
+    env.update(settings)
+    return env
+
+
+def python(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_manage_py_without_a_secret_key_or_debug_refuses_to_start(tmp_path: Path) -> None:
+    done = python(["manage.py", "check"], environment(tmp_path))
+    assert done.returncode != 0
+    assert "DJANGO_SECRET_KEY is not set (demo.settings.site)" in done.stderr
+    assert "export DJANGO_DEBUG=1" in done.stderr and "docs/deployment.md" in done.stderr
+
+
+def test_debug_is_off_unless_asked_for(tmp_path: Path) -> None:
+    key = {"DJANGO_SECRET_KEY": secrets.token_urlsafe(50)}
+    default = python(
+        ["-c", VISIT], environment(tmp_path, DJANGO_SETTINGS_MODULE="demo.settings.site", **key)
+    )
+    assert default.returncode == 0, default.stderr
+    seen = json.loads(default.stdout)
+    assert seen["debug"] is False
+    # The issue's reproduction: a body nested 10,000 levels to the token endpoint.
+    assert seen["token"][0] == 400
+    assert "nested too deeply" in seen["token"][1]
+    assert seen["missing"][0] == 404
+    assert "DATABASE_URL" not in seen["missing"][1] and "URLconf" not in seen["missing"][1]
+
+    asked = python(
+        ["-c", VISIT],
+        environment(tmp_path, DJANGO_SETTINGS_MODULE="demo.settings.site", DJANGO_DEBUG="1"),
+    )
+    assert asked.returncode == 0, asked.stderr
+    seen = json.loads(asked.stdout)
+    assert seen["debug"] is True  # debug on, and only because it was asked for
+    assert "URLconf" in seen["missing"][1]  # Django's debug 404: what the default never shows
+
+
+def test_the_production_settings_pass_the_deployment_checklist(tmp_path: Path) -> None:
+    env = environment(
+        tmp_path,
+        DJANGO_SETTINGS_MODULE="demo.settings.production",
+        DJANGO_SECRET_KEY=secrets.token_urlsafe(50),
+        DJANGO_ALLOWED_HOSTS="statecharts.example.com",
+        DJANGO_DEBUG="1",  # ignored: production never debugs
+    )
+    done = python(["manage.py", "check", "--deploy", "--fail-level", "WARNING"], env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "System check identified no issues" in done.stdout
+
+
+def test_the_production_settings_refuse_to_start_without_a_key_or_hosts(tmp_path: Path) -> None:
+    production = {"DJANGO_SETTINGS_MODULE": "demo.settings.production"}
+    no_key = python(
+        ["manage.py", "check"],
+        environment(tmp_path, DJANGO_ALLOWED_HOSTS="statecharts.example.com", **production),
+    )
+    assert no_key.returncode != 0
+    assert "DJANGO_SECRET_KEY is not set (demo.settings.production)" in no_key.stderr
+    no_hosts = python(
+        ["manage.py", "check"],
+        environment(tmp_path, DJANGO_SECRET_KEY=secrets.token_urlsafe(50), **production),
+    )
+    assert no_hosts.returncode != 0
+    assert "DJANGO_ALLOWED_HOSTS is not set (demo.settings.production)" in no_hosts.stderr
+
+
+def test_the_wsgi_entry_point_serves_the_production_settings(tmp_path: Path) -> None:
+    env = environment(
+        tmp_path,
+        DJANGO_SECRET_KEY=secrets.token_urlsafe(50),
+        DJANGO_ALLOWED_HOSTS="statecharts.example.com",
+    )
+    done = python(["-c", "import demo.wsgi, os; print(os.environ['DJANGO_SETTINGS_MODULE'])"], env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "demo.settings.production"

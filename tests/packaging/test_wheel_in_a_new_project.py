@@ -1,0 +1,326 @@
+"""The wheel works in someone else's Django project, set up exactly as docs/installation.md
+says: built from the repository, installed into a fresh virtualenv, added to a project made
+by ``django-admin startproject``, migrated, and used only through public doors (management
+commands, the admin and the API).
+
+Bounded and offline where it can be: the wheel is built without build isolation, and the
+dependencies come from a wheelhouse in the user's cache (``STATECHARTS_WHEELHOUSE``, default
+``~/.cache/django-statecharts/wheelhouse``), filled from the package index only when it lacks
+something. The host project's database is its own SQLite file, so the test does not depend
+on the suite's database: it runs once, in the SQLite pass of scripts/test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parents[2]
+INSTALLATION = ROOT / "docs" / "installation.md"
+WHEELHOUSE = Path(
+    os.environ.get("STATECHARTS_WHEELHOUSE")
+    or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    / "django-statecharts"
+    / "wheelhouse"
+)
+# Not part of the wheel's source: caches, builds, local databases, the virtualenv.
+NOT_SOURCE = shutil.ignore_patterns(
+    ".git",
+    ".venv",
+    "build",
+    "dist",
+    "*.egg-info",
+    "__pycache__",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".hypothesis",
+    "reports",
+    "staticfiles",
+    "*.sqlite3*",
+)
+# The chart's diagram (the admin's own pages have <svg> icons too), with a box per state.
+DIAGRAM = re.compile(r'<svg[^>]*class="sc-diagram".*data-state="reminded"', re.DOTALL)
+# What the wheel may hold at its top level: the three apps and the distribution's metadata.
+SHIPPED = {"statecharts", "timers", "invocations"}
+
+CHART = """<scxml xmlns="http://www.w3.org/2005/07/scxml" version="1.0" datamodel="ecmascript"
+       name="reminder" initial="waiting">
+  <state id="waiting">
+    <onentry><send id="remind" event="remind" delay="1h"/></onentry>
+    <transition event="remind" target="reminded"/>
+  </state>
+  <state id="reminded"><transition event="done" target="finished"/></state>
+  <final id="finished"/>
+</scxml>
+"""
+
+# The project's injected clock (STATECHARTS["CLOCK"]): real time, moved ahead on request, so
+# a timer an hour away is due without anyone waiting for it.
+CLOCK = """import os
+from datetime import timedelta
+
+from django.utils import timezone
+
+
+def now():
+    ahead = float(os.environ.get("HOSTSITE_CLOCK_AHEAD_SECONDS", "0"))
+    return timezone.now() + timedelta(seconds=ahead)
+"""
+
+# Renders the pages with Django's test client inside the new project; writes what it saw.
+PAGES = """import json
+import os
+
+import django
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hostsite.settings")
+django.setup()
+
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.test.utils import setup_test_environment
+
+from statecharts.models import Chart, Execution
+
+setup_test_environment()
+admin = get_user_model().objects.create_superuser("admin", "admin@example.com", "pw")
+client = Client()
+client.force_login(admin)
+chart = Chart.objects.get(name="reminder")
+execution = Execution.objects.get(business_key="host-1")
+seen = {}
+for name, url in {
+    "chart": f"/admin/statecharts/chart/{chart.pk}/change/",
+    "execution": f"/admin/statecharts/execution/{execution.pk}/change/",
+    "schema": "/statecharts/api/schema/?format=json",
+    "api_root": "/statecharts/api/",
+}.items():
+    response = client.get(url, HTTP_ACCEPT="application/json" if name == "api_root" else "*/*")
+    seen[name] = {"status": response.status_code, "body": response.content.decode()}
+seen["anonymous_schema"] = Client().get("/statecharts/api/schema/").status_code
+with open("pages.json", "w") as out:
+    json.dump(seen, out)
+"""
+
+
+def python_block(text: str, first_line: str) -> str:
+    """The ```python block of docs/installation.md that starts with ``first_line``."""
+    for block in re.findall(r"```python\n(.*?)```", text, re.DOTALL):
+        if block.startswith(first_line):
+            return block
+    raise AssertionError(f"docs/installation.md has no python block starting {first_line!r}")
+
+
+def run(
+    args: list[str | Path], *, cwd: Path, timeout: float = 120, env: dict[str, str] | None = None
+) -> str:
+    """Run a command to completion (in ``env``, or this process's environment); its output,
+    or a failure that shows it."""
+    done = subprocess.run(
+        [str(arg) for arg in args],
+        cwd=cwd,
+        env=os.environ if env is None else env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, f"{' '.join(map(str, args))} exited {done.returncode}:\n{output}"
+    return output
+
+
+def host_environment() -> dict[str, str]:
+    """The environment of the new project's commands: nothing of this repository's."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_"))}
+    env.pop("PYTHONPATH", None)
+    return env
+
+
+def build_wheel(work: Path) -> tuple[Path, str]:
+    source = work / "source"
+    shutil.copytree(ROOT, source, ignore=NOT_SOURCE)
+    dist = work / "dist"
+    output = run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-build-isolation",
+            "--no-deps",
+            "--no-index",
+            "--wheel-dir",
+            dist,
+            source,
+        ],
+        cwd=work,
+    )
+    (wheel,) = dist.glob("django_statecharts-*.whl")
+    return wheel, output
+
+
+def install(wheel: Path, venv: Path) -> None:
+    """Into a fresh virtualenv, from the wheelhouse; the index only for what it lacks."""
+    run([sys.executable, "-m", "venv", "--without-pip", venv], cwd=venv.parent)
+    python = venv / "bin" / "python"
+    pip = [sys.executable, "-m", "pip", "--python", python, "--disable-pip-version-check"]
+    offline = [*pip, "install", "--no-index", "--find-links", WHEELHOUSE, wheel]
+    try:
+        run(offline, cwd=venv.parent, timeout=300)
+    except AssertionError:
+        WHEELHOUSE.mkdir(parents=True, exist_ok=True)
+        run([*pip, "download", "--dest", WHEELHOUSE, wheel], cwd=venv.parent, timeout=600)
+        (WHEELHOUSE / wheel.name).unlink(missing_ok=True)  # only dependencies are kept
+        run(offline, cwd=venv.parent, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    if connection.vendor != "sqlite":
+        pytest.skip(
+            "independent of the suite's database (the host project has its own "
+            "SQLite file): runs once, in the SQLite pass"
+        )
+    work = tmp_path_factory.mktemp("packaging")
+    wheel, build_output = build_wheel(work)
+    venv = work / "venv"
+    install(wheel, venv)
+    bin_ = venv / "bin"
+    env = host_environment()
+
+    run([bin_ / "django-admin", "startproject", "hostsite"], cwd=work, env=env)
+    project = work / "hostsite"
+    docs = INSTALLATION.read_text()
+    settings = project / "hostsite" / "settings.py"
+    settings.write_text(
+        settings.read_text()
+        + "\n"
+        + python_block(docs, "# settings.py: django-statecharts")
+        + '\nSTATECHARTS = {"CLOCK": "hostsite.clock.now"}\n'
+    )
+    urls = project / "hostsite" / "urls.py"
+    urls.write_text(urls.read_text() + "\n" + python_block(docs, "# urls.py: django-statecharts"))
+    (project / "hostsite" / "clock.py").write_text(CLOCK)
+    (project / "reminder.scxml").write_text(CHART)
+    (project / "pages.py").write_text(PAGES)
+
+    python = bin_ / "python"
+
+    def manage(*args: str, **extra: str) -> str:
+        return run([python, "manage.py", *args], cwd=project, env={**env, **extra})
+
+    outputs = {
+        "check": manage("check", "--fail-level", "WARNING"),
+        "migrate": manage("migrate", "--no-input"),
+        "load": manage("statechart", "load", "reminder.scxml"),
+        "start": manage("statechart", "start", "reminder", "--key", "host-1"),
+        "fire_now": manage("fire_timers", "--once"),
+        "fire_later": manage("fire_timers", "--once", HOSTSITE_CLOCK_AHEAD_SECONDS="7200"),
+        "show": manage("statechart", "show", "1", "--json"),
+    }
+    run([python, "pages.py"], cwd=project, env=env)
+    pages = json.loads((project / "pages.json").read_text())
+    return {
+        "wheel": wheel,
+        "build_output": build_output,
+        "venv": venv,
+        "outputs": outputs,
+        "pages": pages,
+    }
+
+
+def test_the_wheel_holds_the_three_apps_with_their_files_and_nothing_else(
+    host: dict[str, Any],
+) -> None:
+    with zipfile.ZipFile(host["wheel"]) as wheel:
+        names = wheel.namelist()
+        metadata = next(n for n in names if n.endswith(".dist-info/METADATA"))
+        meta = wheel.read(metadata).decode()
+    top = {name.split("/")[0] for name in names}
+    assert {t for t in top if not t.endswith(".dist-info")} == SHIPPED
+    for shipped in (
+        "statecharts/templates/admin/statecharts/execution/change_form.html",
+        "statecharts/templates/admin/statecharts/chart/change_form.html",
+        "statecharts/core/datamodel/sandbox.js",
+        "statecharts/migrations/0001_initial.py",
+        "timers/migrations/0001_initial.py",
+        "invocations/migrations/__init__.py",
+    ):
+        assert shipped in names, shipped
+    assert "License-Expression: BSD-3-Clause" in meta
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
+
+
+def test_the_build_prints_no_warnings(host: dict[str, Any]) -> None:
+    lines = host["build_output"].splitlines()
+    assert not [line for line in lines if re.search(r"warn|deprecat", line, re.IGNORECASE)], host[
+        "build_output"
+    ]
+
+
+def test_the_installed_package_is_the_wheel_not_this_checkout(host: dict[str, Any]) -> None:
+    python = host["venv"] / "bin" / "python"
+    where = run(
+        [
+            python,
+            "-c",
+            "import statecharts, sys; print(statecharts.__file__); "
+            "import importlib.util as u; print([m for m in ('demo', 'config', 'conformance') "
+            "if u.find_spec(m)])",
+        ],
+        cwd=host["venv"],
+        env=host_environment(),
+    ).splitlines()
+    assert str(host["venv"]) in where[0] and str(ROOT) not in where[0]
+    assert where[1] == "[]"
+
+
+def test_a_new_project_migrates_loads_starts_and_fires_a_timer_on_its_own_clock(
+    host: dict[str, Any],
+) -> None:
+    outputs = host["outputs"]
+    assert "no issues" in outputs["check"]
+    assert "Applying statecharts.0001_initial" in outputs["migrate"]
+    assert "Applying timers.0001_initial" in outputs["migrate"]
+    assert "reminder" in outputs["load"]
+    assert outputs["fire_now"].strip() == "nothing due"  # an hour away on the real clock
+    assert outputs["fire_later"].strip() == "1 fired"  # due on the project's clock, 2 h ahead
+    shown = json.loads(outputs["show"])
+    assert shown["configuration"] == ["reminded"], shown
+
+
+def test_the_admin_pages_render_with_the_projects_panels(host: dict[str, Any]) -> None:
+    chart, execution = host["pages"]["chart"], host["pages"]["execution"]
+    assert chart["status"] == 200
+    assert DIAGRAM.search(chart["body"]), "the chart page shows the chart's diagram"
+    assert execution["status"] == 200
+    body = execution["body"]
+    assert DIAGRAM.search(body), "the execution page shows the diagram"
+    assert 'id="send-event"' in body  # the send form
+    assert "statecharts-history" in body  # the history timeline
+    timers = re.search(r">\s*Timers\s*<.*?remind.*?fired", body, re.DOTALL)
+    assert timers, "the timers list shows the fired timer"
+
+
+def test_the_api_schema_and_root_are_served(host: dict[str, Any]) -> None:
+    pages = host["pages"]
+    assert pages["schema"]["status"] == 200
+    schema = json.loads(pages["schema"]["body"])
+    assert schema["openapi"].startswith("3.")
+    assert "/statecharts/api/executions/" in schema["paths"]
+    assert not any("token" in path for path in schema["paths"])  # the host chooses its auth
+    assert pages["anonymous_schema"] in (401, 403)
+    root = json.loads(pages["api_root"]["body"])
+    assert root["schema"].endswith("/statecharts/api/schema/")
+    assert "docs" not in root  # this project serves no docs page
