@@ -1,18 +1,17 @@
-"""Run the W3C SCXML suite's send/cancel/delay subset through the durable stepper.
+"""Run the W3C SCXML suite through the durable stepper: every automated document.
 
-Each selected document is stored with ``Chart.objects.load``, started with
-``statecharts.stepper.start`` and driven only by what the database holds: pending outbox rows
-are delivered (``deliver_pending``), then a fake clock jumps to the due time of the
-execution's next pending timer row and ``timers.firing.fire_all_due`` fires it. Nothing
-sleeps: the clock is injected both as ``now=`` and as ``STATECHARTS["CLOCK"]`` (outbox
-deliveries read the setting). A document passes, as in ``conformance.runner``, when the
-execution reaches its top-level ``<final id="pass">``.
+Each document is stored with ``Chart.objects.load_file`` (the files it references are read
+then and stored with it), started with ``statecharts.stepper.start`` and driven only by what
+the database holds: pending outbox rows are delivered (``deliver_pending``: events between
+executions, and the invocations app's child starts and cancels), then a fake clock jumps to
+the due time of the next pending timer row, of the document's execution or of any child it
+invoked, and ``timers.firing.fire_all_due`` fires it. Nothing sleeps: the clock is injected
+both as ``now=`` and as ``STATECHARTS["CLOCK"]``. A document passes, as in
+``conformance.runner``, when the execution reaches its top-level ``<final id="pass">``.
 
-The subset: documents with a ``<send>`` that has ``delay``/``delayexpr`` or a ``<cancel>``
-("timers"), plus documents that only use undelayed ``<send>`` (to the external queue,
-``#_internal``, ``#_scxml_<id>`` or an unreachable target: "send"). Documents that use
-``<invoke>`` (durable invocations are a later issue) or need the Basic HTTP Event I/O
-Processor are reported as pending, with the reason, never run.
+The categories are reported: "timers" (a delayed ``<send>`` or a ``<cancel>``), "invoke"
+(an ``<invoke>``), "send" (undelayed sends only) and "core" (the rest). Documents that need
+the Basic HTTP Event I/O Processor are reported as pending, with the reason, never run.
 
     python -m conformance.durable [--suite ../shared/w3c] [--json report.json] [--only 208,210]
         [--database-url URL]
@@ -42,8 +41,9 @@ if TYPE_CHECKING:
 
 SCXML_NS = "{http://www.w3.org/2005/07/scxml}"
 TIMERS = "timers"  # delayed <send> or <cancel>: the timer rows are exercised
+INVOKE = "invoke"  # an <invoke>: invocation rows, child executions, the outbox
 SEND = "send"  # undelayed <send> only: self-sends, #_internal, #_scxml_, the outbox
-PENDING_INVOKE = "uses <invoke>: durable invocations are a later issue"
+CORE = "core"  # none of those: the durable step itself
 PENDING_HTTP = "needs the Basic HTTP Event I/O Processor (later issue)"
 MAX_ROUNDS = 1_000  # deliver + fire rounds per document; suite documents need a handful
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -70,38 +70,29 @@ class Selection:
     pending: dict[str, list[str]]  # reason -> test ids
 
 
-def classify(path: Path) -> tuple[str | None, bool]:
-    """(category or None when the document sends nothing, whether it uses ``<invoke>``)."""
+def classify(path: Path) -> str:
+    """The document's category (see the module docstring)."""
     tree = etree.parse(str(path))
     sends = list(tree.iter(f"{SCXML_NS}send"))
     delayed = any(s.get("delay") is not None or s.get("delayexpr") is not None for s in sends)
     cancels = next(tree.iter(f"{SCXML_NS}cancel"), None) is not None
     invokes = next(tree.iter(f"{SCXML_NS}invoke"), None) is not None
+    if invokes:
+        return INVOKE
     if delayed or cancels:
-        return TIMERS, invokes
-    if sends:
-        return SEND, invokes
-    return None, invokes
+        return TIMERS
+    return SEND if sends else CORE
 
 
 def select(suite: Path, only: set[str] | None = None) -> Selection:
-    """The durable subset of the automated suite, and what is left pending and why."""
+    """Every automated document of the suite, and what is left pending and why."""
     cases, http_pending = load_cases(suite)
     chosen: list[tuple[Case, str]] = []
-    pending: dict[str, list[str]] = {PENDING_INVOKE: [], PENDING_HTTP: []}
     for case in cases:
-        category, invokes = classify(case.path)
-        if category is None:
-            continue
-        if invokes:
-            pending[PENDING_INVOKE].append(case.test_id)
-        elif only is None or case.test_id in only or case.assertion in only:
-            chosen.append((case, category))
-    for test_id in http_pending:
-        path = suite / "scxml" / f"test{test_id}.scxml"
-        if path.is_file() and classify(path)[0] is not None:
-            pending[PENDING_HTTP].append(test_id)
-    return Selection(chosen, {k: sorted(v, key=_key) for k, v in pending.items()})
+        if only is None or case.test_id in only or case.assertion in only:
+            chosen.append((case, classify(case.path)))
+    pending = {PENDING_HTTP: sorted(http_pending, key=_key)}
+    return Selection(chosen, pending)
 
 
 def run_case(case: Case, clock: FakeClock) -> Outcome:
@@ -116,16 +107,18 @@ def run_case(case: Case, clock: FakeClock) -> Outcome:
     began = clock()
     cap = began + timedelta(milliseconds=MAX_VIRTUAL_MS)
     try:
-        chart = Chart.objects.load(case.path.read_text(encoding="utf-8"))
+        chart = Chart.objects.load_file(case.path)
         execution = stepper.start(chart, now=clock())
         for _round in range(MAX_ROUNDS):
             stepper.deliver_pending()
             execution.refresh_from_db()
             if execution.status != ExecutionStatus.ACTIVE:
                 break
+            # The next timer of this document: its own, or of a child it invoked (earlier
+            # documents' leftovers are of finished executions, discarded when they fire).
             due = (
                 Timer.objects.pending()
-                .filter(execution=execution)
+                .filter(due__gte=began)
                 .order_by("due", "id")
                 .values_list("due", flat=True)
                 .first()
@@ -179,7 +172,10 @@ def run(
     clock = FakeClock(start)
     configured: dict[str, Any] = dict(getattr(settings, "STATECHARTS", {}) or {})
     outcomes: list[Outcome] = []
-    with override_settings(STATECHARTS={**configured, "CLOCK": clock}):
+    # The documents' run-time references (W3C 216 builds a file: name in srcexpr) resolve in
+    # their own folder, as conformance.runner's in-memory driver does.
+    resolver = "statecharts.core.resolve.default_resolver"
+    with override_settings(STATECHARTS={**configured, "CLOCK": clock, "RESOLVER": resolver}):
         for case, _category in selection.cases:
             outcomes.append(run_case(case, clock))
             clock.advance_to(clock() + GAP)
@@ -192,7 +188,7 @@ def report(outcomes: list[Outcome], selection: Selection) -> dict[str, Any]:
     return {
         "subset": {
             category: sorted((t for t, c in categories.items() if c == category), key=_key)
-            for category in (TIMERS, SEND)
+            for category in (TIMERS, INVOKE, SEND, CORE)
         },
         "passed": [o.case.test_id for o in ordered if o.passed],
         "failed": {o.case.test_id: o.reason for o in ordered if not o.passed},

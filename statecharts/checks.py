@@ -34,7 +34,11 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         problems.append(
             Error(f"STATECHARTS[{name!r}] is not a setting.", hint=hint, id="statecharts.E002")
         )
-    positive = [name for name, value in defaults.items() if isinstance(value, int)]
+    positive = [
+        name
+        for name, value in defaults.items()
+        if isinstance(value, int) and not isinstance(value, bool)
+    ]
     for name in positive:
         value = configured.get(name, defaults[name])
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:

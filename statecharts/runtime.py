@@ -3,20 +3,35 @@
 A compiled chart is immutable and shared by every thread. An interpreter keeps the datamodel
 engine of the last state it produced, and embedded engines must stay on their thread, so
 interpreters are cached per thread (one per chart).
+
+**Stored resources.** A chart loaded from a file (``Chart.objects.load_file``) may reference
+other files (``<data src>``, ``<script src>``, ``<invoke src>``). They are read once, when it
+is loaded, and stored with it (``Chart.resources``: URI -> text), so an execution never depends
+on a file that may have changed or gone. The chart's identity then covers them too
+(``identity_of``); a chart without resources keeps exactly the identity it always had, the
+sha256 of its source (or every running execution would need migration).
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import hashlib
+import json
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from statecharts.conf import statecharts_settings
 from statecharts.core import Interpreter, load_chart
 from statecharts.core.budget import StepBudgets
 from statecharts.core.datamodel import Limits
+from statecharts.core.errors import ResolveError
 from statecharts.core.model import Chart as CompiledChart
 from statecharts.core.position import ChartMismatchError
+from statecharts.core.resolve import Resolver, default_resolver
 
 if TYPE_CHECKING:
     from statecharts.models import Chart
@@ -34,19 +49,81 @@ def _resolver():  # type: ignore[no-untyped-def]
     return import_string(resolver) if isinstance(resolver, str) else resolver
 
 
-def compile_source(source: str) -> CompiledChart:
-    """Compile (or fetch from the cache) the chart whose source is ``source``."""
+# Bounds on what loading a chart from a file may store with it.
+MAX_RESOURCE_BYTES = 1_000_000
+MAX_RESOURCES = 100
+
+
+def identity_of(source: str, resources: Mapping[str, str] | None = None) -> str:
+    """A stored chart's identity: the sha256 of its source, and of its resources if any."""
+    data = source.encode("utf-8")
+    if resources:
+        canonical = json.dumps(sorted(resources.items()), ensure_ascii=False)
+        data += b"\0" + canonical.encode("utf-8")
+    return hashlib.sha256(data).hexdigest()
+
+
+def stored_resolver(resources: Mapping[str, str], fallback: Resolver) -> Resolver:
+    """Serves the chart's stored resources; anything else goes to ``fallback``."""
+
+    def resolve(uri: str, base_path: str | None) -> str:
+        if uri in resources:
+            return resources[uri]
+        return fallback(uri, base_path)
+
+    return resolve
+
+
+def compile_source(
+    source: str, resources: Mapping[str, str] | None = None, folder: str = ""
+) -> CompiledChart:
+    """Compile (or fetch from the cache) the chart whose source is ``source`` (with its stored
+    ``resources``; ``folder`` is where it was loaded from, for run-time references)."""
+    key = identity_of(source, resources) + "\0" + folder
     with _compiled_lock:
-        found = _compiled.get(source)
+        found = _compiled.get(key)
         if found is not None:
-            _compiled.move_to_end(source)
+            _compiled.move_to_end(key)
             return found
-    compiled = load_chart(source, resolver=_resolver())
+    resolver = stored_resolver(resources, _resolver()) if resources else _resolver()
+    compiled = load_chart(source, resolver=resolver, base_path=folder or None)
+    if resources:
+        compiled = dataclasses.replace(compiled, source_hash=identity_of(source, resources))
     with _compiled_lock:
-        _compiled[source] = compiled
+        _compiled[key] = compiled
         while len(_compiled) > _CACHE_SIZE:
             _compiled.popitem(last=False)
     return compiled
+
+
+def read_chart_file(path: str | Path) -> tuple[str, dict[str, str], str]:
+    """A chart file's source, the files it references (read now, bounded) and its folder.
+
+    ``<data src>`` and ``<script src>`` are whatever the core's file resolver read while
+    compiling it; each static ``<invoke src>`` is read too. A reference that cannot be read is
+    left out: the core reports it (a load problem, or ``error.execution`` when it runs).
+    """
+    path = Path(path)
+    folder = str(path.parent.resolve())
+    source = path.read_text(encoding="utf-8")
+    recorded: dict[str, str] = {}
+
+    def recording(uri: str, base_path: str | None) -> str:
+        text = default_resolver(uri, base_path)
+        if len(text.encode("utf-8")) > MAX_RESOURCE_BYTES:
+            raise ResolveError(f"{uri!r} is larger than {MAX_RESOURCE_BYTES} bytes")
+        if uri not in recorded and len(recorded) >= MAX_RESOURCES:
+            raise ResolveError(f"a chart may reference at most {MAX_RESOURCES} files")
+        recorded[uri] = text
+        return text
+
+    compiled = load_chart(source, resolver=recording, base_path=folder, source_name=str(path))
+    for invoke in compiled.invokes:
+        if invoke.src is not None:
+            # One that cannot be read fails when it runs: error.execution, as the spec says.
+            with contextlib.suppress(ResolveError):
+                recording(invoke.src, folder)
+    return source, recorded, folder
 
 
 # Stored chart (id, content hash) -> (its source, compiled). A hit still compares the row's
@@ -62,7 +139,7 @@ def compiled_chart(chart: Chart) -> CompiledChart:
     hit = _by_row.get(key)
     if hit is not None and (hit[0] is source or hit[0] == source):
         return hit[1]
-    compiled = compile_source(source)
+    compiled = compile_source(source, chart.resources or None, chart.folder or "")
     if compiled.source_hash != chart.content_hash:
         raise ChartMismatchError(chart.content_hash, compiled.source_hash)
     if chart.pk is not None:

@@ -1350,6 +1350,9 @@ class Interpreter:
             autoforward=inv.autoforward,
             state=node.id,
             base_path=self.chart.base_path,
+            # <content expr> or srcexpr: a chart defined at run time (a host may refuse it)
+            defined_at_run_time=(inv.content is not None and inv.content.expr is not None)
+            or (inv.src is None and inv.srcexpr is not None),
         )
 
     def cancelInvoke(self, inv: Invoke) -> None:

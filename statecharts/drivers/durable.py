@@ -35,6 +35,10 @@ DEFAULT_SEND_BUDGET = 1_000
 
 # Outcomes that end an execution as failed rather than completed or cancelled.
 FAILED_OUTCOMES = frozenset({"datamodel_error"})
+# A cancel from outside, and a child cancelled because its parent left the invoking state
+# (it then sends its parent nothing more, not even done.invoke: spec 6.4).
+CANCELLED_BY_PARENT = "cancelled_by_parent"
+CANCELLED_OUTCOMES = frozenset({"cancelled", CANCELLED_BY_PARENT})
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +50,9 @@ class Input:
     data: dict[str, Any] | None = None  # start: overrides of top-level <data>
     session_id: str | None = None  # start: the _sessionid the chart sees
     io_processors: dict[str, str] | None = None  # start: host entries of _ioprocessors
+    parent_session_id: str | None = None  # start of an invoked child: its parent
+    invokeid: str | None = None  # start of an invoked child: the id its parent knows it by
+    reason: str | None = None  # cancel: why (the interpreter's outcome), default "cancelled"
 
     def __post_init__(self) -> None:
         if self.kind not in INPUT_KINDS:
@@ -61,8 +68,18 @@ class Input:
         session_id: str,
         data: dict[str, Any] | None = None,
         io_processors: dict[str, str] | None = None,
+        *,
+        parent_session_id: str | None = None,
+        invokeid: str | None = None,
     ) -> Input:
-        return cls(START, data=data, session_id=session_id, io_processors=io_processors or None)
+        return cls(
+            START,
+            data=data,
+            session_id=session_id,
+            io_processors=io_processors or None,
+            parent_session_id=parent_session_id,
+            invokeid=invokeid,
+        )
 
     @classmethod
     def external(cls, event: Event) -> Input:
@@ -73,8 +90,8 @@ class Input:
         return cls(INTERNAL, event=event)
 
     @classmethod
-    def cancel(cls) -> Input:
-        return cls(CANCEL)
+    def cancel(cls, reason: str | None = None) -> Input:
+        return cls(CANCEL, reason=reason)
 
     def to_dict(self) -> dict[str, Any]:
         raw: dict[str, Any] = {"kind": self.kind}
@@ -85,6 +102,11 @@ class Input:
             raw["data"] = self.data
             if self.io_processors:
                 raw["io_processors"] = dict(self.io_processors)
+            if self.parent_session_id is not None:
+                raw["parent_session_id"] = self.parent_session_id
+                raw["invokeid"] = self.invokeid
+        if self.reason is not None:
+            raw["reason"] = self.reason
         return raw
 
     @classmethod
@@ -96,6 +118,9 @@ class Input:
             data=raw.get("data"),
             session_id=raw.get("session_id"),
             io_processors=raw.get("io_processors"),
+            parent_session_id=raw.get("parent_session_id"),
+            invokeid=raw.get("invokeid"),
+            reason=raw.get("reason"),
         )
 
 
@@ -134,6 +159,8 @@ def advance(
         step = interpreter.initialize(
             step_input.session_id,
             data=step_input.data,
+            parent_session_id=step_input.parent_session_id,
+            invokeid=step_input.invokeid,
             io_processors=step_input.io_processors,
             host=host,
         )
@@ -147,7 +174,7 @@ def advance(
             assert step_input.event is not None
             step = interpreter.deliver_internal(state, step_input.event, host=host)
         else:
-            step = interpreter.cancel(state, host=host)
+            step = interpreter.cancel(state, reason=step_input.reason or "cancelled", host=host)
     result = Advance(step.state)
     pending: deque[Event] = deque()
     _collect(result, step.effects, pending)
@@ -182,7 +209,7 @@ def status_of(state: State) -> str:
     keeps the position it had and marks the execution halted itself)."""
     if state.running:
         return "active"
-    if state.outcome == "cancelled":
+    if state.outcome in CANCELLED_OUTCOMES:
         return "cancelled"
     if state.outcome in FAILED_OUTCOMES:
         return "failed"

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 from typing import Any
 
 from django.db import IntegrityError, models, transaction
 
 from statecharts.core.model import Chart as CompiledChart
-from statecharts.runtime import compile_source, compiled_chart
+from statecharts.runtime import compile_source, compiled_chart, read_chart_file
 
 
 def source_hash(source: str) -> str:
@@ -25,28 +26,57 @@ def _as_text(source: str | bytes) -> str:
         raise ValueError(f"a stored chart must be UTF-8 text: {exc}") from None
 
 
+class ChartOrigin(models.TextChoices):
+    LOADED = "loaded", "loaded"  # by a person or a program: takes part in names and versions
+    INVOKED = "invoked", "invoked"  # stored for an <invoke>'s child: identified by hash only
+
+
 class ChartManager(models.Manager["Chart"]):
-    def load(self, source: str | bytes, *, name: str = "", version: str = "") -> Chart:
+    def load(
+        self,
+        source: str | bytes,
+        *,
+        name: str = "",
+        version: str = "",
+        resources: dict[str, str] | None = None,
+        folder: str = "",
+        origin: str = ChartOrigin.LOADED,
+    ) -> Chart:
         """Validate ``source`` and store it, or return the chart already stored with it.
 
-        Raises ``ChartError`` (every problem, with line:column) for an invalid document.
+        ``resources`` are the files it references, already read (``load_file`` reads them);
+        ``folder`` is where it came from. Raises ``ChartError`` (every problem, with
+        line:column) for an invalid document. A chart stored for an invocation
+        (``origin=invoked``) never takes a name: its ``<scxml name>`` is not a version of
+        anyone's chart.
         """
         text = _as_text(source)
-        compiled = compile_source(text)
+        compiled = compile_source(text, resources or None, folder)
         digest = compiled.source_hash
         existing = self.filter(content_hash=digest).first()
         if existing is not None:
             return existing
+        invoked = origin == ChartOrigin.INVOKED
         try:
             with transaction.atomic():
                 return self.create(
                     source=text,
                     content_hash=digest,
-                    name=name or compiled.name or "",
-                    version=version,
+                    name="" if invoked else (name or compiled.name or ""),
+                    version="" if invoked else version,
+                    resources=resources or {},
+                    folder=folder,
+                    origin=origin,
                 )
         except IntegrityError:  # loaded concurrently by someone else: theirs is ours
             return self.get(content_hash=digest)
+
+    def load_file(self, path: str | Path, *, name: str = "", version: str = "") -> Chart:
+        """``load`` a chart file, with the files it references read now and stored with it
+        (bounded: ``statecharts.runtime.MAX_RESOURCE_BYTES`` each, ``MAX_RESOURCES``), and its
+        folder recorded for references computed at run time."""
+        source, resources, folder = read_chart_file(path)
+        return self.load(source, name=name, version=version, resources=resources, folder=folder)
 
 
 class Chart(models.Model):
@@ -56,6 +86,17 @@ class Chart(models.Model):
     )
     name = models.CharField(max_length=200, blank=True)
     version = models.CharField(max_length=100, blank=True)
+    resources = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Files the chart references (URI -> text), read when it was loaded.",
+    )
+    folder = models.CharField(
+        max_length=1000, blank=True, help_text="Where it was loaded from (run-time references)."
+    )
+    origin = models.CharField(
+        max_length=10, choices=ChartOrigin.choices, default=ChartOrigin.LOADED
+    )
     created = models.DateTimeField(auto_now_add=True)
 
     objects = ChartManager()

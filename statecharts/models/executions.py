@@ -100,6 +100,18 @@ class Execution(models.Model):
     outcome = models.CharField(max_length=40, blank=True)
     failure_reason = models.TextField(blank=True)
     business_key = models.CharField(max_length=200, null=True, blank=True)
+    # Set for the child of an <invoke>: its parent, and the invocation's ordinal there (an
+    # invoke id can repeat; the ordinal cannot). Unique together: one child per invocation.
+    parent = models.ForeignKey(
+        "statecharts.Execution",
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="children",
+    )
+    invoke_ordinal = models.PositiveIntegerField(null=True, blank=True)
+    invokeid = models.CharField(max_length=200, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
     created = models.DateTimeField()
     updated = models.DateTimeField()
@@ -114,7 +126,12 @@ class Execution(models.Model):
                 fields=["chart", "business_key"],
                 condition=models.Q(business_key__isnull=False),
                 name="statecharts_execution_unique_business_key",
-            )
+            ),
+            models.UniqueConstraint(
+                fields=["parent", "invoke_ordinal"],
+                condition=models.Q(parent__isnull=False),
+                name="statecharts_execution_one_child_per_invocation",
+            ),
         ]
 
     def __str__(self) -> str:

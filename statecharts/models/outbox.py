@@ -36,8 +36,17 @@ class OutboxMessage(models.Model):
     sender = models.ForeignKey(
         "statecharts.Execution", on_delete=models.CASCADE, related_name="outbox"
     )
+    # What delivering it means: "event" (an event for the target, applied in its step), or a
+    # kind an app registered (statecharts.stepper.register_message_kind), e.g. the invocations
+    # app's "invocations.start" (create and start an invoked child).
+    kind = models.CharField(max_length=40, default="event")
     target_session_id = models.CharField(max_length=64, db_index=True)
     event = models.JSONField()
+    # Set when the sender is an invoked child writing to its parent: its invocation ordinal
+    # there, so the parent can ignore what a cancelled invocation still sends (spec 6.4.3).
+    via_invocation = models.PositiveIntegerField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    last_error = models.TextField(blank=True)
     send_id = models.CharField(max_length=200, blank=True)
     status = models.CharField(
         max_length=20, choices=OutboxStatus.choices, default=OutboxStatus.PENDING

@@ -12,6 +12,8 @@ the core's public names)::
     lock(pk) / lock_many(pks)                                   # inside your transaction
     perform_delivery(execution, instruction, now, outbox, caller_context)
     deliver(message_ids) / deliver_pending() / retry_message(message_id)
+    register_message_kind(kind, handler)                        # outbox messages of an app
+    register_input_guard(guard)                                 # discard an input with a cause
     database()                                                  # the alias steps use
     register_performer(kind, performer)                         # in AppConfig.ready()
     register_invoke_types(types) / register_send_type(type, route)
@@ -38,16 +40,22 @@ from typing import Any
 
 from statecharts.core.datamodel import check_tagged
 from statecharts.core.events import EXTERNAL, Event
-from statecharts.drivers.durable import Input
+from statecharts.drivers.durable import CANCELLED_BY_PARENT, Input
 from statecharts.exceptions import NeedsMigration, StepRefused
 from statecharts.models import Chart, Execution
-from statecharts.stepper.delivery import deliver, deliver_pending
+from statecharts.stepper.delivery import (
+    MessageHandler,
+    deliver,
+    deliver_pending,
+    register_message_kind,
+)
 from statecharts.stepper.delivery import retry as retry_message
 from statecharts.stepper.performing import (
     EffectContext,
     NoPerformer,
     Performer,
     StepContext,
+    register_input_guard,
     register_invoke_types,
     register_performer,
     register_send_type,
@@ -76,10 +84,19 @@ def start(
     now: datetime | None = None,
     caller_context: dict[str, Any] | None = None,
     io_processors: dict[str, str] | None = None,
+    parent: Execution | None = None,
+    invokeid: str | None = None,
+    invoke_ordinal: int | None = None,
+    outbox: list[int] | None = None,
 ) -> Execution:
     """Create an execution of ``chart`` and run it to its first stable configuration (one
-    transaction), then deliver what it sent to other executions."""
-    outbox: list[int] = []
+    transaction), then deliver what it sent to other executions. (``parent``, ``invokeid``
+    and ``invoke_ordinal`` are for the invocations app starting an ``<invoke>``'s child.)
+
+    With ``outbox``, the ids of what it sent are appended there instead, for the caller to
+    ``deliver`` when it is ready (e.g. after its own bookkeeping)."""
+    deliver_now = outbox is None
+    outbox = [] if outbox is None else outbox
     result = start_step(
         chart,
         outbox,
@@ -90,8 +107,12 @@ def start(
         now=now,
         caller_context=caller_context,
         io_processors=io_processors,
+        parent=parent,
+        invokeid=invokeid,
+        invoke_ordinal=invoke_ordinal,
     )
-    deliver(outbox)
+    if deliver_now:
+        deliver(outbox)
     return result.execution
 
 
@@ -118,9 +139,13 @@ def cancel(
     *,
     now: datetime | None = None,
     caller_context: dict[str, Any] | None = None,
+    reason: str | None = None,
 ) -> StepResult:
-    """Stop an execution from outside: its onexit handlers run, then it is ``cancelled``."""
-    return feed(execution, Input.cancel(), now=now, caller_context=caller_context)
+    """Stop an execution from outside: its onexit handlers run, then it is ``cancelled``.
+
+    ``reason`` becomes its outcome (default ``cancelled``; the invocations app cancels a child
+    whose parent left the invoking state with ``cancelled_by_parent``)."""
+    return feed(execution, Input.cancel(reason), now=now, caller_context=caller_context)
 
 
 def feed(
@@ -140,9 +165,11 @@ def feed(
 
 
 __all__ = [
+    "CANCELLED_BY_PARENT",
     "BusinessKeyInUse",
     "EffectContext",
     "Input",
+    "MessageHandler",
     "NeedsMigration",
     "NoPerformer",
     "Performer",
@@ -157,7 +184,9 @@ __all__ = [
     "lock",
     "lock_many",
     "perform_delivery",
+    "register_input_guard",
     "register_invoke_types",
+    "register_message_kind",
     "register_performer",
     "register_send_type",
     "registered_types",

@@ -16,15 +16,26 @@ process died right after its commit. Delivering message M to the target T:
 A crash between 1 and 2 leaves M pending with T's record of it: the next delivery finds the
 record (1 applies nothing) and does 2. Re-delivery is therefore harmless, and the lock order
 is one execution per transaction: there is nothing to deadlock on.
+
+Messages of other kinds (``OutboxMessage.kind``) are delivered by the handler an app
+registered for the kind (``register_message_kind``), with the same guarantees to keep: it is
+called again after a crash until it says the message is handled, so it must be idempotent
+(the invocations app's ``invocations.start`` creates a child at most once, on its unique
+(parent, invocation ordinal)). A kind nobody registered here stays pending (a fact about this
+deployment, not about the message); a handler that raises leaves it pending with the attempt
+counted and the error kept, for an operator to see.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import transaction
+from django.db.models import F
 
 from statecharts.conf import statecharts_settings
 from statecharts.core.events import PLATFORM, Event
@@ -35,6 +46,21 @@ from statecharts.models.outbox import OutboxStatus
 from statecharts.statuses import InputRule, rules
 from statecharts.stepper import sql
 from statecharts.stepper.transaction import feed_step, lock, step_locked
+
+log = logging.getLogger("statecharts.stepper")
+
+EVENT = "event"
+
+# (the message, the list to append the outbox ids it writes to) -> whether it is handled
+MessageHandler = Callable[[OutboxMessage, list[int]], bool]
+_kinds: dict[str, MessageHandler] = {}
+
+
+def register_message_kind(kind: str, handler: MessageHandler) -> None:
+    """Deliver outbox messages of ``kind`` with ``handler`` (an app does it in ``ready()``)."""
+    if kind == EVENT:
+        raise ValueError("the 'event' kind is the stepper's own")
+    _kinds[kind] = handler
 
 
 def deliver(message_ids: Iterable[int], *, limit: int | None = None) -> int:
@@ -77,18 +103,23 @@ def deliver_one(message_id: int, more: list[int], *, tell_sender: bool = True) -
     delivered undeliverable again without telling the sender a second time.
     """
     database = sql.database()
-    row = (
-        OutboxMessage.objects.using(database)
-        .filter(pk=message_id, status=OutboxStatus.PENDING)
-        .values_list("target_session_id", "event", "sender_id", "send_id")
-        .first()
-    )
-    if row is None:
+    message = OutboxMessage.objects.using(database).filter(
+        pk=message_id, status=OutboxStatus.PENDING
+    ).first()
+    if message is None:
         return False
-    target_session_id, event, sender_id, send_id = row
+    if message.kind != EVENT:
+        return _deliver_other_kind(message, more)
+    target_session_id, event = message.target_session_id, message.event
+    sender_id, send_id = message.sender_id, message.send_id
     target = _target(target_session_id)
+    if target is None and _waiting_for_its_target(message):
+        return False  # the target is still to be created (e.g. an invoked child): later
     if target is not None and rules(target[1]).inputs is InputRule.APPLY:
         step_input = Input.external(Event.from_dict(event))
+        cause: dict[str, Any] = {"message": message_id, "sender": sender_id}
+        if message.via_invocation is not None:
+            cause["invocation"] = message.via_invocation
         try:
             applied = feed_step(
                 target[0],
@@ -96,7 +127,7 @@ def deliver_one(message_id: int, more: list[int], *, tell_sender: bool = True) -
                 None,
                 more,
                 applying=message_id,
-                cause={"message": message_id, "sender": sender_id},
+                cause=cause,
             )
         except StepRefused:  # the step was refused (e.g. it went over a budget: halted)
             applied = None
@@ -113,6 +144,35 @@ def deliver_one(message_id: int, more: list[int], *, tell_sender: bool = True) -
     )
     _settle_undelivered(sender_id, message_id, send_id, reason, more, tell_sender)
     return False
+
+
+def _waiting_for_its_target(message: OutboxMessage) -> bool:
+    """Whether an earlier message still pending will create the target (sent to a child
+    whose start is not delivered yet): then this one waits, in order, instead of failing."""
+    return (
+        OutboxMessage.objects.using(sql.database())
+        .pending()
+        .filter(target_session_id=message.target_session_id, pk__lt=message.pk)
+        .exclude(kind=EVENT)
+        .exists()
+    )
+
+
+def _deliver_other_kind(message: OutboxMessage, more: list[int]) -> bool:
+    handler = _kinds.get(message.kind)
+    if handler is None:
+        return False  # no app here delivers this kind: it waits (the sweeper tries again)
+    try:
+        handled = handler(message, more)
+    except Exception as exc:  # kept on the row for an operator; the sweeper tries again
+        log.warning("outbox message %s (%s) failed: %s", message.pk, message.kind, exc)
+        OutboxMessage.objects.using(sql.database()).filter(pk=message.pk).update(
+            attempts=F("attempts") + 1, last_error=f"{type(exc).__name__}: {exc}"[:2000]
+        )
+        return False
+    if handled:
+        _mark_delivered(message.pk)
+    return handled
 
 
 def _target(session_id: str) -> tuple[int, str] | None:

@@ -54,6 +54,7 @@ from statecharts.core.effects import Effect, EffectKind
 from statecharts.core.host import RegisteredTypes
 from statecharts.core.plan import Instruction, InstructionKind
 from statecharts.core.state import State
+from statecharts.drivers.durable import CANCELLED_BY_PARENT
 from statecharts.models import Execution, OutboxMessage
 from statecharts.stepper.sql import database
 
@@ -92,6 +93,31 @@ LEGACY_EFFECT_KINDS: Mapping[str, InstructionKind] = {
     "send:invoke": InstructionKind.DELIVER_CHILD,
     "done": InstructionKind.FINISH,
 }
+
+
+# (the locked execution, the input, its cause, the state it would be applied to) -> a reason
+# to discard it, or None
+InputGuard = Callable[[Execution, Any, dict[str, Any], State], "str | None"]
+_guards: list[InputGuard] = []
+
+
+def register_input_guard(guard: InputGuard) -> None:
+    """Let an app look at each input that has a cause (an outbox message, a timer) before it
+    is applied; a reason returned has it recorded as discarded instead. The invocations app
+    uses it for spec 6.4.3 (nothing a cancelled invocation sends after its cancellation is
+    processed)."""
+    if guard not in _guards:
+        _guards.append(guard)
+
+
+def guard_input(
+    execution: Execution, step_input: Any, cause: dict[str, Any], state: State
+) -> str | None:
+    for guard in _guards:
+        reason = guard(execution, step_input, cause, state)
+        if reason is not None:
+            return reason
+    return None
 
 
 class NoPerformer(LookupError):
@@ -274,11 +300,16 @@ def write_outbox(context: StepContext, instruction: Instruction) -> None:
     """``deliver_session`` / ``deliver_parent``: an outbox row of this execution, delivered
     to the target after the commit, exactly once (``statecharts.stepper.delivery``)."""
     assert instruction.target is not None and instruction.event is not None
+    execution = context.execution
+    to_parent = instruction.kind is InstructionKind.DELIVER_PARENT
+    if to_parent and context.state.outcome == CANCELLED_BY_PARENT:
+        return  # sent while its parent cancels it: the parent must not get it (spec 6.4.3)
     message = OutboxMessage.objects.using(database()).create(
-        sender=context.execution,
+        sender=execution,
         target_session_id=instruction.target.session_id,
         event=instruction.event.to_dict(),
         send_id=instruction.data.get("send_id") or instruction.event.sendid or "",
+        via_invocation=execution.invoke_ordinal if to_parent else None,
         created=context.now,
     )
     context.outbox.append(message.pk)

@@ -74,6 +74,7 @@ from statecharts.stepper import sql
 from statecharts.stepper.performing import (
     NoPerformer,
     StepContext,
+    guard_input,
     perform,
     performer_for,
     registered_types,
@@ -125,9 +126,14 @@ def start_step(
     now: datetime | None = None,
     caller_context: dict[str, Any] | None = None,
     io_processors: dict[str, str] | None = None,
+    parent: Execution | None = None,
+    invokeid: str | None = None,
+    invoke_ordinal: int | None = None,
 ) -> StepResult:
     """Create an execution of ``chart`` and run it to its first stable configuration, in one
-    transaction; the outbox ids it wrote are appended to ``outbox``."""
+    transaction; the outbox ids it wrote are appended to ``outbox``. ``parent``, ``invokeid``
+    and ``invoke_ordinal`` start the child of an ``<invoke>`` (``_event`` of what it sends to
+    ``#_parent`` carries the invoke id; one child per (parent, ordinal))."""
     compiled = compiled_chart(chart)
     if data is not None:
         check_tagged(data)  # ValueError names the bad path; nothing is written
@@ -148,9 +154,18 @@ def start_step(
                 session_id=session_id,
                 business_key=business_key,
                 metadata=metadata or {},
+                parent=parent,
+                invoke_ordinal=invoke_ordinal,
+                invokeid=invokeid or "",
                 created=now,
             )
-            start_input = Input.start(session_id, data, io_processors)
+            start_input = Input.start(
+                session_id,
+                data,
+                io_processors,
+                parent_session_id=parent.session_id if parent is not None else None,
+                invokeid=invokeid,
+            )
             result, _ = _apply(
                 execution, compiled, None, start_input, now, outbox, caller_context
             )
@@ -206,7 +221,12 @@ def feed_step(
             ):
                 return None  # applied by an earlier delivery of the same message
         result, refusal = step_locked(
-            execution, step_input, now, outbox, caller_context, cause=cause
+            execution,
+            step_input,
+            now,
+            outbox,
+            caller_context,
+            cause=cause,
         )
         if applying is not None and refusal is None:
             AppliedMessage.objects.using(database).create(
@@ -237,6 +257,10 @@ def step_locked(
     are appended to ``outbox``: pass them to ``deliver`` after the commit. ``cause`` says what
     the input came from (a timer, an outbox message: JSON), recorded with the history entry so
     the timeline links a step to the one that caused it; it is never part of a key.
+    An input with a cause passes the input guards apps registered first
+    (``register_input_guard``): a guard may have it recorded as discarded with a reason (the
+    invocations app discards what a cancelled invocation sent after its cancellation, spec
+    6.4.3).
     """
     status_rules = rules(execution.status)
     if step_input.kind == CANCEL:
@@ -263,6 +287,14 @@ def step_locked(
         position = _load_position(execution, compiled)
     except PositionError as exc:
         return _unsteppable(execution, step_input, now, exc, cause)
+    if cause is not None:
+        reason = guard_input(execution, step_input, cause, position.state)
+        if reason is not None:
+            result = _record_unapplied(
+                execution, step_input, now, Disposition.DISCARDED, reason, cause=cause
+            )
+            signals.input_discarded.send(Execution, execution=execution, entry=result.entry)
+            return result, None
     return _apply(execution, compiled, position, step_input, now, outbox, caller_context, cause)
 
 

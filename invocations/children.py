@@ -1,0 +1,237 @@
+"""SCXML children: what invoking a chart does, durably.
+
+The parent's step writes the ``Invocation`` row and an outbox message of kind
+``invocations.start``; delivering that message (after the parent's commit, or by the outbox
+sweeper after a crash) resolves the child chart and starts the child in a transaction of its
+own. The child's session id is derived from (parent session id, invocation ordinal), so a
+delivery that runs twice finds the child already there and starts nothing: one child per
+invocation, whatever crashes. Cancelling is the same shape: the parent's step marks the row
+and writes an ``invocations.cancel`` message; its delivery cancels the child (its ``<onexit>``
+runs, its timers are discarded) with the outcome ``cancelled_by_parent``.
+
+Lock order: every transaction here locks one execution (the parent's step, or the child's);
+the parent and its child never wait for each other.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from invocations.conf import invocation_settings
+from invocations.models import Invocation, InvocationStatus
+from statecharts import stepper
+from statecharts.core.errors import ChartError, ResolveError
+from statecharts.core.events import PLATFORM, Event
+from statecharts.models import Chart, Execution, OutboxMessage
+from statecharts.statuses import TERMINAL_STATUSES
+from statecharts.stepper import CANCELLED_BY_PARENT
+
+START = "invocations.start"
+CANCEL = "invocations.cancel"
+CHART_SCHEME = "chart:"
+_NAMESPACE = uuid.UUID("5d0f6a7e-3c1b-4c55-9a52-1c6f2f0b7d11")
+
+
+def child_session_id(parent_session_id: str, ordinal: int) -> str:
+    """The child's ``_sessionid``: the same for the same invocation, every time."""
+    return uuid.uuid5(_NAMESPACE, f"{parent_session_id}/{ordinal}").hex
+
+
+def write_message(
+    parent: Execution, kind: str, invocation: Invocation, now: datetime, outbox: list[int]
+) -> None:
+    """An outbox row of the parent's for its child (written in the parent's step)."""
+    message = OutboxMessage.objects.using(stepper.database()).create(
+        sender=parent,
+        kind=kind,
+        target_session_id=child_session_id(parent.session_id, invocation.ordinal),
+        event={"invocation": invocation.pk},
+        created=now,
+    )
+    outbox.append(message.pk)
+
+
+class ChildRefused(Exception):
+    """The child chart cannot be had: the parent gets error.execution (spec 6.4)."""
+
+
+# ---- delivering invocations.start -----------------------------------------------------------
+
+
+def deliver_start(message: OutboxMessage, more: list[int]) -> bool:
+    """Create and start the child of one invocation (idempotent); True when handled."""
+    database = stepper.database()
+    invocation = (
+        Invocation.objects.using(database)
+        .select_related("parent", "parent__chart")
+        .filter(pk=message.event.get("invocation"))
+        .first()
+    )
+    if invocation is None or invocation.status != InvocationStatus.STARTING:
+        return True  # cancelled before it started, or started by an earlier delivery
+    parent = invocation.parent
+    session_id = child_session_id(parent.session_id, invocation.ordinal)
+    child = Execution.objects.using(database).filter(session_id=session_id).first()
+    if child is None:
+        try:
+            chart = resolve_chart(invocation, parent)
+        except ChildRefused as exc:
+            _fail(invocation, str(exc), more)
+            return True
+        data = invocation.params if isinstance(invocation.params, dict) else None
+        try:
+            child = stepper.start(
+                chart,
+                data=data,
+                session_id=session_id,
+                parent=parent,
+                invokeid=invocation.invokeid,
+                invoke_ordinal=invocation.ordinal,
+                caller_context=invocation.caller_context,
+                outbox=more,  # delivered after the bookkeeping below, by the caller's loop
+            )
+        except IntegrityError:  # started meanwhile by another delivery of this message
+            child = Execution.objects.using(database).get(session_id=session_id)
+        except stepper.StepRefused as exc:  # e.g. it ran away while starting
+            _fail(invocation, f"the child could not start: {exc}", more)
+            return True
+    # Bookkeeping on the parent's row (its step already decided to invoke): which child, and,
+    # unless the parent has moved on meanwhile, that it is active.
+    rows = Invocation.objects.using(database).filter(pk=invocation.pk)
+    rows.update(child=child, chart_id=child.chart_id)
+    rows.filter(status=InvocationStatus.STARTING).update(status=InvocationStatus.ACTIVE)
+    invocation.refresh_from_db(fields=["status"])
+    if invocation.status == InvocationStatus.CANCELLED and child.status not in TERMINAL_STATUSES:
+        stepper.cancel(child, reason=CANCELLED_BY_PARENT)  # cancelled while it was starting
+    return True
+
+
+def _fail(invocation: Invocation, reason: str, more: list[int]) -> None:
+    """In the parent's step: the invocation failed, and the parent is told error.execution
+    (with ``invokeid`` set, as for any error about an invocation)."""
+    database = stepper.database()
+    with transaction.atomic(using=database, durable=True):
+        parent = stepper.lock(invocation.parent_id)
+        updated = (
+            Invocation.objects.using(database)
+            .filter(pk=invocation.pk, status=InvocationStatus.STARTING)
+            .update(status=InvocationStatus.FAILED, reason=reason[:2000])
+        )
+        if not updated:
+            return
+        error = Event(
+            "error.execution", PLATFORM, {"message": reason}, invokeid=invocation.invokeid
+        )
+        stepper.step_locked(
+            parent,
+            stepper.Input.internal(error),
+            invocation_settings.now(),
+            more,
+            invocation.caller_context,
+            cause={"invocation": invocation.ordinal, "failed": True},
+        )
+
+
+def resolve_chart(invocation: Invocation, parent: Execution) -> Chart:
+    """The child's chart, stored by content hash (outside the name/version namespace).
+
+    Inline ``<content>`` is the chart; a static ``src`` was read when the parent chart was
+    loaded (``Chart.resources``) or names a stored chart (``chart:NAME`` for the latest
+    version, ``chart:NAME@VERSION``); a chart defined at run time (``<content expr>``, or a
+    ``srcexpr`` value not among the resources) is resolved now, through the configured
+    ``RESOLVER`` against the folder the parent chart was loaded from, if run-time charts are
+    allowed, and counted against the parent's budget. What it resolved to is stored by hash
+    and recorded on the invocation row, so replay never reads a file again.
+    """
+    parent_chart = parent.chart
+    resources = parent_chart.resources or {}
+    source = invocation.content
+    src = invocation.src
+    if not source:
+        if not src:
+            raise ChildRefused("<invoke> has neither src nor content")
+        if src.startswith(CHART_SCHEME):
+            return _named_chart(src[len(CHART_SCHEME) :])
+        if src in resources:
+            source = resources[src]
+        else:
+            source = _resolve_at_run_time(src, parent_chart.folder or None, invocation)
+    elif invocation.defined_at_run_time:
+        _allow_run_time_chart(f"<content expr> of {invocation.invokeid!r}", invocation)
+    limit = invocation_settings.INVOKE_CHART_MAX_BYTES
+    if len(source.encode("utf-8")) > limit:
+        raise ChildRefused(f"the child chart is larger than {limit} bytes")
+    try:
+        return Chart.objects.load(
+            source,
+            resources=dict(resources) or None,
+            folder=parent_chart.folder,
+            origin="invoked",
+        )
+    except (ChartError, ValueError) as exc:
+        raise ChildRefused(f"the child chart is invalid: {exc}") from None
+
+
+def _resolve_at_run_time(src: str, folder: str | None, invocation: Invocation) -> str:
+    _allow_run_time_chart(repr(src), invocation)
+    from django.utils.module_loading import import_string
+
+    resolver: Any = invocation_settings.RESOLVER
+    if isinstance(resolver, str):
+        resolver = import_string(resolver)
+    try:
+        text: str = resolver(src, folder)
+    except ResolveError as exc:
+        raise ChildRefused(str(exc)) from None
+    return text
+
+
+def _allow_run_time_chart(what: str, invocation: Invocation) -> None:
+    """Charts defined at run time let event data define code that runs in the sandbox: they
+    can be switched off, and each parent may start a bounded number of them."""
+    if not invocation_settings.INVOKE_RUNTIME_CHARTS:
+        raise ChildRefused(
+            f"{what}: child charts defined at run time are disabled (INVOKE_RUNTIME_CHARTS)"
+        )
+    limit = invocation_settings.INVOKE_RUNTIME_CHARTS_PER_EXECUTION
+    used = (
+        Invocation.objects.using(stepper.database())
+        .filter(parent_id=invocation.parent_id, defined_at_run_time=True, chart__isnull=False)
+        .count()
+    )
+    if used >= limit:
+        raise ChildRefused(f"{what}: this execution has started {used} run-time child charts")
+
+
+def _named_chart(ref: str) -> Chart:
+    from statecharts.lookups import LookupProblem, find_chart
+
+    name, _, version = ref.partition("@")
+    try:
+        if version:
+            found = Chart.objects.filter(name=name, version=version).first()
+            if found is None:
+                raise LookupProblem(f"no chart named {name!r} with version {version!r}")
+            return found
+        return find_chart(name)
+    except LookupProblem as exc:
+        raise ChildRefused(f"chart:{ref}: {exc}") from None
+
+
+# ---- delivering invocations.cancel ----------------------------------------------------------
+
+
+def deliver_cancel(message: OutboxMessage, more: list[int]) -> bool:
+    """Cancel the child (its onexit runs, its timers are discarded); idempotent."""
+    child = (
+        Execution.objects.using(stepper.database())
+        .filter(session_id=message.target_session_id)
+        .first()
+    )
+    if child is not None and child.status not in TERMINAL_STATUSES:
+        stepper.cancel(child, reason=CANCELLED_BY_PARENT)
+    return True

@@ -1,0 +1,85 @@
+"""Invocation rows: one per ``<invoke>`` started by an execution, written in its step.
+
+An invocation is identified by (parent, invocation ordinal): invoke ids can repeat (the same
+``<invoke id="x">`` entered twice), ordinals cannot, so a step that is re-run never makes a
+second row. The row is the parent's: only the parent's steps write it, except two pieces of
+bookkeeping after a child's own step commits (``active`` with its child, like an outbox row
+marked ``delivered``).
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class InvocationStatus(models.TextChoices):
+    STARTING = "starting", "starting"  # written by the parent's step; the child is not up yet
+    ACTIVE = "active", "active"  # the child runs
+    DONE = "done", "done"  # the child finished; its done.invoke reached the parent
+    FAILED = "failed", "failed"  # it could not start (the parent got error.execution)
+    CANCELLED = "cancelled", "cancelled"  # the parent left the invoking state, or stopped
+
+
+OPEN_STATUSES = frozenset({InvocationStatus.STARTING, InvocationStatus.ACTIVE})
+
+
+class InvocationQuerySet(models.QuerySet["Invocation"]):
+    def open(self) -> InvocationQuerySet:
+        return self.filter(status__in=OPEN_STATUSES)
+
+
+class Invocation(models.Model):
+    parent = models.ForeignKey(
+        "statecharts.Execution",
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="invocations",
+    )
+    ordinal = models.PositiveIntegerField(help_text="The invocation's ordinal in its parent.")
+    invokeid = models.CharField(max_length=200)
+    type = models.CharField(max_length=200, default="scxml")
+    state = models.CharField(max_length=200, help_text="The invoking state's id.")
+    src = models.TextField(blank=True, help_text="The src (or srcexpr's value), if any.")
+    content = models.TextField(blank=True, help_text="Inline <content>, if any.")
+    params = models.JSONField(null=True, blank=True, help_text="<param>/namelist values.")
+    autoforward = models.BooleanField(default=False)
+    defined_at_run_time = models.BooleanField(
+        default=False, help_text="Its chart came from <content expr> or srcexpr."
+    )
+    status = models.CharField(
+        max_length=12, choices=InvocationStatus.choices, default=InvocationStatus.STARTING
+    )
+    reason = models.TextField(blank=True)
+    # What was invoked: the child chart (by content hash: replay never reads a file again).
+    chart = models.ForeignKey(
+        "statecharts.Chart", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    child = models.ForeignKey(
+        "statecharts.Execution",
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="+",
+    )
+    # When it was cancelled: the last message its child had written to the parent by then.
+    # What the child sent up to there is processed (it was sent before the cancellation);
+    # anything after is ignored (spec 6.4.3).
+    cancelled_after_message = models.BigIntegerField(null=True, blank=True)
+    caller_context = models.JSONField(null=True, blank=True)
+    started_in = models.PositiveIntegerField(help_text="The parent's history entry (seq).")
+    created = models.DateTimeField()
+    updated = models.DateTimeField()
+
+    objects = InvocationQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["parent", "ordinal"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["parent", "ordinal"], name="invocations_one_per_ordinal"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.invokeid} #{self.ordinal} ({self.status})"

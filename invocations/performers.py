@@ -1,0 +1,130 @@
+"""The performers the invocations app registers: how a step performs ``<invoke>`` durably.
+
+All run inside the step's transaction, under its execution's lock, and write only rows of
+that execution (its invocation rows, its outbox): the child is started, cancelled and sent to
+through the outbox, in the child's own steps (docs/architecture.md, the scale-out invariant).
+
+- ``start_invocation``: the invocation row (``starting``) and an ``invocations.start`` message;
+- ``cancel_invocation``: the row ``cancelled`` (unless it already finished) and an
+  ``invocations.cancel`` message;
+- ``deliver_child`` (``<send target="#_<invokeid>">``, now or from a timer) and
+  ``autoforward``: an event message for the child's session;
+- ``finish`` (of a child): ``done.invoke.<invokeid>`` with its donedata, for its parent,
+  unless the parent is the one that cancelled it.
+"""
+
+from __future__ import annotations
+
+from django.db.models import Max
+
+from invocations.children import CANCEL, START, child_session_id, write_message
+from invocations.models import OPEN_STATUSES, Invocation, InvocationStatus
+from statecharts.core.events import EXTERNAL, PLATFORM, Event
+from statecharts.core.plan import Instruction
+from statecharts.models import OutboxMessage
+from statecharts.stepper import CANCELLED_BY_PARENT, Input, StepContext, database, step_locked
+
+
+def start_invocation(context: StepContext, instruction: Instruction) -> None:
+    data = instruction.data
+    content = data.get("content")
+    invocation = Invocation.objects.using(database()).create(
+        parent=context.execution,
+        ordinal=data["invoke_ordinal"],
+        invokeid=data["invokeid"],
+        type=data.get("type") or "scxml",
+        state=data.get("state") or "",
+        src=data.get("src") or "",
+        content=content if isinstance(content, str) else "",
+        params=data.get("data"),
+        autoforward=bool(data.get("autoforward")),
+        defined_at_run_time=bool(data.get("defined_at_run_time")),
+        caller_context=context.caller_context,
+        started_in=context.seq,
+        created=context.now,
+        updated=context.now,
+    )
+    write_message(context.execution, START, invocation, context.now, context.outbox)
+
+
+def cancel_invocation(context: StepContext, instruction: Instruction) -> None:
+    ordinal = instruction.data.get("invoke_ordinal")
+    invocation = (
+        Invocation.objects.using(database())
+        .filter(parent=context.execution, ordinal=ordinal)
+        .first()
+    )
+    if invocation is None or invocation.status not in OPEN_STATUSES:
+        return  # it finished, failed, or was never started: nothing to stop
+    reason = (
+        "the parent stopped" if not context.state.running else "the invoking state was exited"
+    )
+    # The cut: what the child had sent this parent when it was cancelled (a read of the
+    # child's rows; they are committed, or they come after the cut).
+    child = child_session_id(context.execution.session_id, invocation.ordinal)
+    cut = (
+        OutboxMessage.objects.using(database())
+        .filter(sender__session_id=child, target_session_id=context.execution.session_id)
+        .aggregate(last=Max("id"))["last"]
+    )
+    Invocation.objects.using(database()).filter(pk=invocation.pk).update(
+        status=InvocationStatus.CANCELLED,
+        reason=reason,
+        cancelled_after_message=cut or 0,
+        updated=context.now,
+    )
+    write_message(context.execution, CANCEL, invocation, context.now, context.outbox)
+
+
+def _to_child(context: StepContext, ordinal: int, event: dict[str, object]) -> None:
+    message = OutboxMessage.objects.using(database()).create(
+        sender=context.execution,
+        target_session_id=child_session_id(context.execution.session_id, ordinal),
+        event=event,
+        send_id=str(event.get("sendid") or ""),
+        created=context.now,
+    )
+    context.outbox.append(message.pk)
+
+
+def deliver_child(context: StepContext, instruction: Instruction) -> None:
+    assert instruction.target is not None and instruction.event is not None
+    invokeid = instruction.target.invokeid
+    active = [i for i in context.state.invocations if i.invokeid == invokeid]
+    if not active:
+        # (a delayed send fired after the invocation ended: the sender is told, spec 6.2)
+        error = Event(
+            "error.communication",
+            PLATFORM,
+            {"message": f"invocation {invokeid!r} is gone"},
+            sendid=instruction.event.sendid,
+        )
+        step_locked(context.execution, Input.internal(error), context.now, context.outbox)
+        return
+    _to_child(context, active[-1].ordinal, instruction.event.to_dict())
+
+
+def autoforward(context: StepContext, instruction: Instruction) -> None:
+    data = instruction.data
+    _to_child(context, data["invoke_ordinal"], data["event"])  # unmodified (spec 6.4.2)
+
+
+def finish(context: StepContext, instruction: Instruction) -> None:
+    execution = context.execution
+    parent_session_id = context.state.parent_session_id
+    if parent_session_id is None or execution.invoke_ordinal is None:
+        return  # not an invoked child
+    if instruction.data.get("reason") == CANCELLED_BY_PARENT:
+        return  # the parent cancelled it: it tells the parent nothing more
+    invokeid = execution.invokeid or context.state.invokeid or ""
+    event = Event(
+        f"done.invoke.{invokeid}", EXTERNAL, instruction.data.get("donedata"), invokeid=invokeid
+    )
+    message = OutboxMessage.objects.using(database()).create(
+        sender=execution,
+        target_session_id=parent_session_id,
+        event=event.to_dict(),
+        via_invocation=execution.invoke_ordinal,
+        created=context.now,
+    )
+    context.outbox.append(message.pk)
