@@ -32,6 +32,8 @@ from statecharts.stepper import CANCELLED_BY_PARENT
 
 START = "invocations.start"
 CANCEL = "invocations.cancel"
+RUN_HANDLER = "invocations.run"  # a handler's start, on the django-q2 cluster
+CANCEL_HANDLER = "invocations.handler_cancel"
 CHART_SCHEME = "chart:"
 _NAMESPACE = uuid.UUID("5d0f6a7e-3c1b-4c55-9a52-1c6f2f0b7d11")
 
@@ -234,4 +236,22 @@ def deliver_cancel(message: OutboxMessage, more: list[int]) -> bool:
     )
     if child is not None and child.status not in TERMINAL_STATUSES:
         stepper.cancel(child, reason=CANCELLED_BY_PARENT)
+    return True
+
+
+# ---- handlers (other types): the messages only hand the work to the django-q2 cluster -------
+
+
+def deliver_run(message: OutboxMessage, more: list[int]) -> bool:
+    from invocations.tasks import RUN, enqueue
+
+    enqueue(RUN, int(message.event["invocation"]))
+    return True
+
+
+def deliver_handler_cancel(message: OutboxMessage, more: list[int]) -> bool:
+    from invocations.tasks import CANCEL as CANCEL_TASK
+    from invocations.tasks import enqueue
+
+    enqueue(CANCEL_TASK, int(message.event["invocation"]))
     return True

@@ -5,9 +5,20 @@
                                       # sandbox); False refuses them with error.execution
     "INVOKE_CHART_MAX_BYTES": 1_000_000,  # a child chart's source
     "INVOKE_RUNTIME_CHARTS_PER_EXECUTION": 100,  # distinct run-time child charts per parent
+    "INVOKERS": {"task": "invocations.handlers.TaskInvoker"},  # <invoke type> -> handler class
+    "TASKS": {},                      # name -> dotted path: what the "task" handler may call
+    "INVOKE_HANDLER_MAX_ATTEMPTS": 5, # a handler's start that raises, before it fails
+    "INVOKE_HANDLER_RETRY_SECONDS": 5,  # backoff base: 5 s, 10 s, 20 s, ...
+    "INVOKE_HANDLER_TIMEOUT_SECONDS": 600,  # no answer by then: the invocation fails
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.core.checks import CheckMessage, Error
+from django.utils.module_loading import import_string
 
 from statecharts.conf import register_settings, statecharts_settings
 
@@ -15,8 +26,38 @@ DEFAULTS = {
     "INVOKE_RUNTIME_CHARTS": True,
     "INVOKE_CHART_MAX_BYTES": 1_000_000,
     "INVOKE_RUNTIME_CHARTS_PER_EXECUTION": 100,
+    "INVOKERS": {"task": "invocations.handlers.TaskInvoker"},
+    "TASKS": {},
+    "INVOKE_HANDLER_MAX_ATTEMPTS": 5,
+    "INVOKE_HANDLER_RETRY_SECONDS": 5,
+    "INVOKE_HANDLER_TIMEOUT_SECONDS": 600,
 }
 
-register_settings("invocations", DEFAULTS)
+
+
+def check(configured: Mapping[str, Any]) -> list[CheckMessage]:
+    """INVOKERS and TASKS name importable things (by name in charts, by path here only)."""
+    problems: list[CheckMessage] = []
+    for key in ("INVOKERS", "TASKS"):
+        value = configured.get(key, DEFAULTS[key])
+        if not isinstance(value, dict):
+            problems.append(Error(f"STATECHARTS[{key!r}] must be a dict.", id="invocations.E001"))
+            continue
+        for name, target in value.items():
+            if callable(target):
+                continue
+            try:
+                import_string(str(target))
+            except ImportError as exc:
+                problems.append(
+                    Error(
+                        f"STATECHARTS[{key!r}][{name!r}] cannot be imported: {exc}",
+                        id="invocations.E002",
+                    )
+                )
+    return problems
+
+
+register_settings("invocations", DEFAULTS, check)
 
 invocation_settings = statecharts_settings

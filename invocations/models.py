@@ -67,11 +67,21 @@ class Invocation(models.Model):
     # anything after is ignored (spec 6.4.3).
     cancelled_after_message = models.BigIntegerField(null=True, blank=True)
     caller_context = models.JSONField(null=True, blank=True)
+    # Handlers (types other than SCXML): attempts at start(), the last error, when to try
+    # again (a durable schedule: django-q2 has no backoff), and when to give up waiting.
+    attempts = models.PositiveSmallIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    deadline = models.DateTimeField(null=True, blank=True)
     started_in = models.PositiveIntegerField(help_text="The parent's history entry (seq).")
     created = models.DateTimeField()
     updated = models.DateTimeField()
 
     objects = InvocationQuerySet.as_manager()
+
+    @property
+    def is_scxml(self) -> bool:
+        return self.type == "scxml"
 
     class Meta:
         ordering = ["parent", "ordinal"]

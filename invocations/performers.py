@@ -15,9 +15,19 @@ through the outbox, in the child's own steps (docs/architecture.md, the scale-ou
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.db.models import Max
 
-from invocations.children import CANCEL, START, child_session_id, write_message
+from invocations.children import (
+    CANCEL,
+    CANCEL_HANDLER,
+    RUN_HANDLER,
+    START,
+    child_session_id,
+    write_message,
+)
+from invocations.conf import invocation_settings
 from invocations.models import OPEN_STATUSES, Invocation, InvocationStatus
 from statecharts.core.events import EXTERNAL, PLATFORM, Event
 from statecharts.core.plan import Instruction
@@ -28,6 +38,8 @@ from statecharts.stepper import CANCELLED_BY_PARENT, Input, StepContext, databas
 def start_invocation(context: StepContext, instruction: Instruction) -> None:
     data = instruction.data
     content = data.get("content")
+    scxml = (data.get("type") or "scxml") == "scxml"
+    timeout = timedelta(seconds=invocation_settings.INVOKE_HANDLER_TIMEOUT_SECONDS)
     invocation = Invocation.objects.using(database()).create(
         parent=context.execution,
         ordinal=data["invoke_ordinal"],
@@ -41,10 +53,12 @@ def start_invocation(context: StepContext, instruction: Instruction) -> None:
         defined_at_run_time=bool(data.get("defined_at_run_time")),
         caller_context=context.caller_context,
         started_in=context.seq,
+        deadline=None if scxml else context.now + timeout,
         created=context.now,
         updated=context.now,
     )
-    write_message(context.execution, START, invocation, context.now, context.outbox)
+    kind = START if scxml else RUN_HANDLER
+    write_message(context.execution, kind, invocation, context.now, context.outbox)
 
 
 def cancel_invocation(context: StepContext, instruction: Instruction) -> None:
@@ -71,9 +85,11 @@ def cancel_invocation(context: StepContext, instruction: Instruction) -> None:
         status=InvocationStatus.CANCELLED,
         reason=reason,
         cancelled_after_message=cut or 0,
+        next_attempt_at=None,
         updated=context.now,
     )
-    write_message(context.execution, CANCEL, invocation, context.now, context.outbox)
+    kind = CANCEL if invocation.is_scxml else CANCEL_HANDLER
+    write_message(context.execution, kind, invocation, context.now, context.outbox)
 
 
 def _to_child(context: StepContext, ordinal: int, event: dict[str, object]) -> None:

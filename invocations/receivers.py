@@ -21,7 +21,20 @@ def note_answers(
     ordinal = cause.get("invocation")
     if ordinal is None:
         return
-    name = ((entry.input or {}).get("event") or {}).get("name") or ""
+    event = (entry.input or {}).get("event") or {}
+    name = event.get("name") or ""
+    if name.startswith("error.communication.invoke."):
+        data = event.get("data")
+        reason = str(data.get("message")) if isinstance(data, dict) else "failed"
+        Invocation.objects.using(database()).filter(
+            parent=execution,
+            ordinal=ordinal,
+            status__in=[
+                InvocationStatus.STARTING,
+                InvocationStatus.ACTIVE,
+                InvocationStatus.CANCELLED,  # (this same step may have left the state)
+            ],
+        ).update(status=InvocationStatus.FAILED, reason=reason[:2000], updated=entry.created)
     if name.startswith("done.invoke."):
         Invocation.objects.using(database()).filter(
             parent=execution,

@@ -28,3 +28,8 @@ class NeedsRepair(StepRefused):
 class StartRefused(StepRefused):
     """A start that could not produce a first configuration within the step budgets: nothing
     was written."""
+
+
+class IdempotencyConflict(StepRefused):
+    """An input arrived again with the idempotency key of an earlier one, but with different
+    content: nothing was applied (a client bug, or a key reused for another request)."""

@@ -33,6 +33,12 @@ class HistoryEntry(models.Model):
     reason = models.TextField(
         blank=True, help_text="Why the input was refused or discarded, or how it was cancelled."
     )
+    idempotency_key = models.CharField(
+        max_length=200,
+        null=True,
+        blank=True,
+        help_text="The caller's key for this input: a repeat with it applies nothing.",
+    )
     cause = models.JSONField(
         null=True,
         blank=True,
@@ -46,7 +52,12 @@ class HistoryEntry(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["execution", "seq"], name="statecharts_history_unique_seq"
-            )
+            ),
+            models.UniqueConstraint(
+                fields=["execution", "idempotency_key"],
+                condition=models.Q(idempotency_key__isnull=False),
+                name="statecharts_history_idempotency_key",
+            ),
         ]
         verbose_name_plural = "history entries"
 

@@ -41,7 +41,7 @@ from typing import Any
 from statecharts.core.datamodel import check_tagged
 from statecharts.core.events import EXTERNAL, Event
 from statecharts.drivers.durable import CANCELLED_BY_PARENT, Input
-from statecharts.exceptions import NeedsMigration, StepRefused
+from statecharts.exceptions import IdempotencyConflict, NeedsMigration, StepRefused
 from statecharts.models import Chart, Execution
 from statecharts.stepper.delivery import (
     MessageHandler,
@@ -123,15 +123,23 @@ def send(
     *,
     now: datetime | None = None,
     caller_context: dict[str, Any] | None = None,
+    idempotency_key: str | None = None,
     **fields: Any,
 ) -> StepResult:
     """Feed one external event named ``name`` (fields: sendid, origin, origintype, invokeid).
 
     ``caller_context`` is opaque JSON handed to performers (timer rows keep it).
+    ``idempotency_key``: see ``feed``.
     """
     check_tagged(data)  # ValueError names the bad path; nothing is written
     event = Event(name, EXTERNAL, data, **fields)
-    return feed(execution, Input.external(event), now=now, caller_context=caller_context)
+    return feed(
+        execution,
+        Input.external(event),
+        now=now,
+        caller_context=caller_context,
+        idempotency_key=idempotency_key,
+    )
 
 
 def cancel(
@@ -140,12 +148,19 @@ def cancel(
     now: datetime | None = None,
     caller_context: dict[str, Any] | None = None,
     reason: str | None = None,
+    idempotency_key: str | None = None,
 ) -> StepResult:
     """Stop an execution from outside: its onexit handlers run, then it is ``cancelled``.
 
     ``reason`` becomes its outcome (default ``cancelled``; the invocations app cancels a child
     whose parent left the invoking state with ``cancelled_by_parent``)."""
-    return feed(execution, Input.cancel(reason), now=now, caller_context=caller_context)
+    return feed(
+        execution,
+        Input.cancel(reason),
+        now=now,
+        caller_context=caller_context,
+        idempotency_key=idempotency_key,
+    )
 
 
 def feed(
@@ -154,20 +169,61 @@ def feed(
     *,
     now: datetime | None = None,
     caller_context: dict[str, Any] | None = None,
+    idempotency_key: str | None = None,
+    cause: dict[str, Any] | None = None,
 ) -> StepResult:
-    """Apply one input in one transaction, then deliver the outbox rows it wrote."""
+    """Apply one input in one transaction, then deliver the outbox rows it wrote.
+
+    ``idempotency_key``: a client that retries after losing the response (a timeout, a
+    dropped connection) passes the same key; the input is applied once, and the repeat
+    returns the first one's result (``StepResult.repeated``); the same key with different
+    content raises ``IdempotencyConflict``. ``cause`` records where the input came from.
+    """
     pk = execution.pk if isinstance(execution, Execution) else execution
     outbox: list[int] = []
-    result = feed_step(pk, step_input, now, outbox, caller_context=caller_context)
+    result = feed_step(
+        pk,
+        step_input,
+        now,
+        outbox,
+        caller_context=caller_context,
+        idempotency_key=idempotency_key,
+        cause=cause,
+    )
     assert result is not None
     deliver(outbox)
     return result
+
+
+def answer(
+    execution: Execution | int,
+    event: Event,
+    *,
+    key: str,
+    cause: dict[str, Any] | None = None,
+    caller_context: dict[str, Any] | None = None,
+    now: datetime | None = None,
+) -> StepResult:
+    """The entry point for an invoke handler's answer (``done.invoke.<id>``,
+    ``error.communication.invoke.<id>`` or an event of its own), idempotent per ``key``.
+
+    Answers are not sends from outside: the platform's reserved names are open to them.
+    """
+    return feed(
+        execution,
+        Input.external(event),
+        now=now,
+        caller_context=caller_context,
+        idempotency_key=key,
+        cause=cause,
+    )
 
 
 __all__ = [
     "CANCELLED_BY_PARENT",
     "BusinessKeyInUse",
     "EffectContext",
+    "IdempotencyConflict",
     "Input",
     "MessageHandler",
     "NeedsMigration",
@@ -176,6 +232,7 @@ __all__ = [
     "StepContext",
     "StepRefused",
     "StepResult",
+    "answer",
     "cancel",
     "database",
     "deliver",

@@ -128,7 +128,7 @@ class NoPerformer(LookupError):
 class _Registry:
     def __init__(self) -> None:
         self.performers: dict[InstructionKind, str | Performer] = {}
-        self.invoke_types: set[str] = set()
+        self.invoke_types: dict[str, frozenset[str]] = {}  # owner -> types
         self.send_types: dict[str, str] = {}
         self.lock = threading.Lock()
         self.resolved: dict[InstructionKind, Performer | None] = {}
@@ -151,10 +151,14 @@ def register_performer(kind: InstructionKind | str, performer: str | Performer) 
     _registry.changed()
 
 
-def register_invoke_types(types: Iterable[str]) -> None:
+def register_invoke_types(types: Iterable[str], *, owner: str = "") -> None:
     """Declare ``<invoke type>`` values this deployment can start (its app performs
-    ``start_invocation`` for them)."""
-    _registry.invoke_types.update(types)
+    ``start_invocation`` for them). Registering again under the same ``owner`` replaces that
+    owner's types (an app whose handlers come from settings re-registers when they change)."""
+    if owner:
+        _registry.invoke_types[owner] = frozenset(types)
+    else:
+        _registry.invoke_types[owner] = _registry.invoke_types.get(owner, frozenset()) | set(types)
     _registry.changed()
 
 
@@ -226,11 +230,10 @@ def registered_types() -> RegisteredTypes:
     """The registered-types snapshot for a step: what the installed apps can perform."""
     types = _registry.types
     if types is None:
+        invoke = frozenset().union(*_registry.invoke_types.values())
         types = RegisteredTypes.of(
             send=_registry.send_types,
-            invoke=_registry.invoke_types
-            if performer_for(InstructionKind.START_INVOCATION) is not None
-            else (),
+            invoke=invoke if performer_for(InstructionKind.START_INVOCATION) is not None else (),
             timers=performer_for(InstructionKind.SCHEDULE) is not None,
         )
         with _registry.lock:

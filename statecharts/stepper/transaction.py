@@ -58,7 +58,14 @@ from statecharts.core.position import (
 )
 from statecharts.core.state import State
 from statecharts.drivers.durable import CANCEL, Advance, Input, advance, status_of
-from statecharts.exceptions import Halted, NeedsMigration, NeedsRepair, StartRefused, StepRefused
+from statecharts.exceptions import (
+    Halted,
+    IdempotencyConflict,
+    NeedsMigration,
+    NeedsRepair,
+    StartRefused,
+    StepRefused,
+)
 from statecharts.models import AppliedMessage, Chart, Execution, HistoryEntry
 from statecharts.models.history import Disposition
 from statecharts.runtime import compiled_chart, interpreter_for
@@ -102,6 +109,9 @@ class StepResult:
     effects: tuple[Effect, ...]
     # One instruction per effect, in order (the planner's): what the step asked for.
     instructions: tuple[Instruction, ...] = ()
+    # True when the input repeated an earlier one's idempotency key: nothing was applied, and
+    # ``entry`` is the earlier input's history entry (what it did then).
+    repeated: bool = False
 
     @property
     def disposition(self) -> str:
@@ -197,6 +207,7 @@ def feed_step(
     caller_context: dict[str, Any] | None = None,
     applying: int | None = None,
     cause: dict[str, Any] | None = None,
+    idempotency_key: str | None = None,
 ) -> StepResult | None:
     """Apply one input to the execution ``pk`` in one transaction.
 
@@ -205,6 +216,11 @@ def feed_step(
     if it already had, or if the execution can no longer take it (not active: the sender is
     then told instead, by the delivery). Raises the refusal (``NeedsMigration``) after the
     commit when the input was refused.
+
+    ``idempotency_key`` (a caller's retry after losing the response): if this execution
+    already took an input with that key, nothing is applied and the earlier entry comes back
+    (``repeated``); with different content, ``IdempotencyConflict`` is raised. The key is
+    stored with the entry, unique per execution.
     """
     database = sql.database()
     with transaction.atomic(using=database, durable=True):
@@ -220,6 +236,10 @@ def feed_step(
                 .exists()
             ):
                 return None  # applied by an earlier delivery of the same message
+        if idempotency_key is not None:
+            earlier = _earlier_with_key(pk, idempotency_key, step_input)
+            if earlier is not None:
+                return StepResult(execution, earlier, (), (), repeated=True)
         result, refusal = step_locked(
             execution,
             step_input,
@@ -232,11 +252,32 @@ def feed_step(
             AppliedMessage.objects.using(database).create(
                 execution=execution, message_id=applying, seq=result.entry.seq, applied=now
             )
+        if idempotency_key is not None:
+            HistoryEntry.objects.using(database).filter(pk=result.entry.pk).update(
+                idempotency_key=idempotency_key
+            )
+            result.entry.idempotency_key = idempotency_key
         phase("before_commit")
     phase("committed")
     if refusal is not None:
         raise refusal
     return result
+
+
+def _earlier_with_key(pk: int, key: str, step_input: Input) -> HistoryEntry | None:
+    earlier = (
+        HistoryEntry.objects.using(sql.database())
+        .filter(execution_id=pk, idempotency_key=key)
+        .first()
+    )
+    if earlier is None:
+        return None
+    if earlier.input != step_input.to_dict():
+        raise IdempotencyConflict(
+            f"idempotency key {key!r} was used for another input of this execution "
+            f"(step {earlier.seq}); nothing was applied"
+        )
+    return earlier
 
 
 def step_locked(

@@ -1,0 +1,151 @@
+"""The django-q2 tasks of invoke handlers, and the sweeper that retries and times them out.
+
+``run`` calls a handler's ``start`` (at least once); ``cancel_task`` its ``cancel``; ``sweep``
+(a django-q2 schedule every minute, created on migrate) starts again what is due for a retry
+and fails what waited past its deadline. Each works from the invocation row, the source of
+truth; the django-q2 queue is only how work reaches a worker.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db.models import F, Q
+
+from invocations.answers import answer
+from invocations.conf import invocation_settings
+from invocations.handlers import Answer, HandlerInvocation, handler_for
+from invocations.models import OPEN_STATUSES, Invocation, InvocationStatus
+
+log = logging.getLogger("invocations")
+
+RUN = "invocations.tasks.run"
+CANCEL = "invocations.tasks.cancel_task"
+SWEEP = "invocations.tasks.sweep"
+SCHEDULE_NAME = "statecharts invocations: sweep"
+
+
+def enqueue(func: str, invocation_id: int) -> None:
+    from django_q.tasks import async_task
+
+    async_task(func, invocation_id, ack_failure=True)
+
+
+def _handler_view(invocation: Invocation) -> HandlerInvocation:
+    return HandlerInvocation(
+        invocation.pk,
+        invocation.invokeid,
+        invocation.type,
+        invocation.src,
+        invocation.params,
+        invocation.caller_context,
+        invocation.attempts,
+    )
+
+
+def run(invocation_id: int, *, now: datetime | None = None) -> str:
+    """Call the handler's ``start`` for one invocation; returns what happened."""
+    now = now or invocation_settings.now()
+    invocation = Invocation.objects.filter(pk=invocation_id).first()
+    if invocation is None or invocation.status not in OPEN_STATUSES:
+        return "skipped"  # cancelled (or answered) before it ran: it does nothing
+    handler = handler_for(invocation.type)
+    if handler is None:
+        # A fact about this deployment (a host that lost the setting, a rolling deploy):
+        # try again later without spending an attempt.
+        _retry_later(invocation, now, spend=False, error="no handler registered here")
+        return "snoozed"
+    Invocation.objects.filter(pk=invocation.pk).update(
+        status=InvocationStatus.ACTIVE,
+        attempts=F("attempts") + 1,
+        next_attempt_at=None,
+        updated=now,
+    )
+    invocation.refresh_from_db()
+    try:
+        reply = handler.start(_handler_view(invocation))
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        log.warning("invocation %s: start failed (%s)", invocation.pk, error)
+        if invocation.attempts >= invocation_settings.INVOKE_HANDLER_MAX_ATTEMPTS:
+            fail(invocation, f"start failed {invocation.attempts} times: {error}")
+            return "failed"
+        _retry_later(invocation, now, spend=True, error=error)
+        return "retrying"
+    if reply is not None:
+        if not isinstance(reply, Answer):
+            fail(invocation, f"the handler answered {reply!r}, not an Answer")
+            return "failed"
+        answer(invocation, reply, key="start")
+    return "started"
+
+
+def _retry_later(invocation: Invocation, now: datetime, *, spend: bool, error: str) -> None:
+    attempts = max(invocation.attempts, 1) if spend else max(invocation.attempts, 0) + 1
+    backoff = invocation_settings.INVOKE_HANDLER_RETRY_SECONDS * 2 ** (attempts - 1)
+    Invocation.objects.filter(pk=invocation.pk, status__in=OPEN_STATUSES).update(
+        next_attempt_at=now + timedelta(seconds=backoff), last_error=error[:2000], updated=now
+    )
+
+
+def fail(invocation: Invocation, reason: str) -> None:
+    """The invocation failed: its row says why, and the parent gets
+    ``error.communication.invoke.<id>`` (ignored if it cancelled the invocation meanwhile)."""
+    Invocation.objects.filter(pk=invocation.pk, status__in=OPEN_STATUSES).update(
+        last_error=reason[:2000], next_attempt_at=None
+    )
+    answer(invocation, Answer.failed(reason), key="failed")
+
+
+def cancel_task(invocation_id: int) -> str:
+    invocation = Invocation.objects.filter(pk=invocation_id).first()
+    if invocation is None:
+        return "skipped"
+    handler = handler_for(invocation.type)
+    if handler is not None:
+        handler.cancel(_handler_view(invocation))
+    return "cancelled"
+
+
+def sweep(now: datetime | None = None, *, run_inline: bool = False) -> dict[str, int]:
+    """Start again what is due for a retry; fail what has waited past its deadline."""
+    now = now or invocation_settings.now()
+    handlers = Invocation.objects.open().exclude(type="scxml")
+    overdue = list(handlers.filter(deadline__lt=now))
+    for invocation in overdue:
+        waited = invocation_settings.INVOKE_HANDLER_TIMEOUT_SECONDS
+        fail(invocation, f"timed out: no answer within {waited} s")
+    due = list(
+        handlers.filter(Q(next_attempt_at__lte=now)).exclude(pk__in=[i.pk for i in overdue])
+    )
+    for invocation in due:
+        if run_inline:
+            run(invocation.pk, now=now)
+        else:
+            enqueue(RUN, invocation.pk)
+    return {"timed_out": len(overdue), "retried": len(due)}
+
+
+def ensure_schedule_after_migrate(sender: Any, using: str, **kwargs: Any) -> None:
+    from django.apps import apps
+
+    if not apps.is_installed("django_q"):
+        return
+    from django.db import connections
+
+    if "django_q_schedule" not in connections[using].introspection.table_names():
+        return
+    from django_q.models import Schedule
+
+    Schedule.objects.using(using).update_or_create(
+        name=SCHEDULE_NAME,
+        defaults={
+            "func": SWEEP,
+            "schedule_type": Schedule.MINUTES,
+            "minutes": 1,
+            "repeats": -1,
+            "kwargs": repr({"q_options": {"ack_failure": True}}),
+        },
+    )
