@@ -34,8 +34,6 @@ from statecharts import stepper
 from statecharts.conf import statecharts_settings
 from statecharts.core.position import decode
 from statecharts.models import Chart, Execution
-from statecharts.stepper.sweeper import SCHEDULE_NAME as OUTBOX_SCHEDULE
-from statecharts.stepper.sweeper import SWEEP as OUTBOX_SWEEP
 from timers import dispatch, firing
 from timers.models import Timer
 
@@ -234,8 +232,8 @@ def test_wake_and_the_drains_go_to_the_broker_acked_on_failure() -> None:
 def test_the_schedule_starts_a_sweeper_with_the_same_options() -> None:
     dispatch.ensure_schedule()
     dispatch.ensure_schedule()  # idempotent
-    # (the statecharts app keeps a schedule of its own: the outbox sweeper)
-    schedule = Schedule.objects.exclude(name=OUTBOX_SCHEDULE).get()
+    # (other apps keep schedules of their own: the outbox and invocations sweepers)
+    schedule = Schedule.objects.get(name=dispatch.SCHEDULE_NAME)
     assert (schedule.name, schedule.func, schedule.minutes) == (
         dispatch.SCHEDULE_NAME,
         dispatch.SWEEP,
@@ -243,7 +241,7 @@ def test_the_schedule_starts_a_sweeper_with_the_same_options() -> None:
     )
     Schedule.objects.filter(pk=schedule.pk).update(next_run=timezone.now() - timedelta(seconds=1))
     scheduler(broker=get_broker())  # what the cluster's guard runs every ~30 s
-    (task,) = [task for task in queued() if task["func"] != OUTBOX_SWEEP]
+    (task,) = [task for task in queued() if task["func"] == dispatch.SWEEP]
     assert (task["func"], task["args"], task["kwargs"]) == (dispatch.SWEEP, (), {})
     assert task["ack_failure"] is True
     schedule.refresh_from_db()

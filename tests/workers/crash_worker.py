@@ -9,6 +9,10 @@ It installs ``step_transaction.fault_hook``; the OCCURRENCE-th time the stepper 
 first, then every outbox delivery step does), it prints ``AT <phase>`` to stdout and blocks
 forever, holding whatever it holds (the row lock, the SQLite write lock, an open transaction).
 If it never gets there it prints ``DONE`` and exits.
+
+EVENT ``__deliver_pending__`` (EXECUTION_PK and DATA ignored) delivers the outbox messages
+left pending instead (``stepper.deliver_pending``): the invocation crash tests start a child,
+or deliver its answer, that way.
 """
 
 from __future__ import annotations
@@ -57,7 +61,10 @@ def main(argv: list[str]) -> int:
             threading.Event().wait()
 
     step_transaction.fault_hook = freeze
-    stepper.send(args.execution, args.event, args.data)
+    if args.event == "__deliver_pending__":
+        stepper.deliver_pending()
+    else:
+        stepper.send(args.execution, args.event, args.data)
     print("DONE", flush=True)
     return 0
 
