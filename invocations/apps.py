@@ -44,6 +44,11 @@ class InvocationsConfig(AppConfig):
         step_finished.connect(receivers.note_answers, dispatch_uid="invocations.answers")
         register_input_guard(receivers.ignore_after_cancellation)
 
+        # The invocations panel, API endpoints and read-model section (statecharts.extensions).
+        from invocations import surface
+
+        surface.register()
+
 
 def register_handler_types() -> None:
     from invocations.handlers import handler_types

@@ -41,13 +41,17 @@ from statecharts.lookups import version_key
 from statecharts.models import Chart, Execution, HistoryEntry, OutboxMessage
 
 
-def diagram(compiled: CompiledChart | Unreadable, active: tuple[str, ...] = ()) -> SafeString:
+def diagram(
+    compiled: CompiledChart | Unreadable,
+    active: tuple[str, ...] = (),
+    invoking: tuple[str, ...] = (),
+) -> SafeString:
     """The chart's SVG diagram (the renderer escapes every text it draws)."""
     from statecharts.diagram import render_svg
 
     if isinstance(compiled, Unreadable):
         return format_html("<p class='errornote'>no diagram: {}</p>", compiled.reason)
-    return mark_safe(render_svg(compiled, active=active))
+    return mark_safe(render_svg(compiled, active=active, invoking=invoking))
 
 
 def report_form_errors(request: HttpRequest, form: Form) -> None:
@@ -277,7 +281,7 @@ class ExecutionAdmin(ReadOnlyAdmin):
         context = {
             "view": view,
             "subtitle": view.title,
-            "diagram": diagram(view.compiled, view.active_states),
+            "diagram": diagram(view.compiled, view.active_states, view.invoking_states),
             "datamodel_text": (
                 None
                 if isinstance(view.datamodel, Unreadable)

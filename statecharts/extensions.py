@@ -52,6 +52,10 @@ def _as_is(value: Any) -> Any:
     return value
 
 
+def _no_marks(value: Any) -> tuple[str, ...]:
+    return ()
+
+
 @dataclass(frozen=True, slots=True)
 class Section:
     """A part of an execution's read model, contributed by ``app``.
@@ -61,7 +65,9 @@ class Section:
     clock's time for the whole display, so that "due in 8 s" agrees across sections. If it
     raises, the read model records the section as ``Unreadable`` with the reason instead of
     failing the page. ``document(value)`` is the section as JSON (``statechart show --json``,
-    under the key ``name``); ``lines(value)`` its lines in ``statechart show``.
+    under the key ``name``); ``lines(value)`` its lines in ``statechart show``;
+    ``invoking(value)`` the state ids the diagram marks as invoking (states with running
+    invocations).
     """
 
     app: str
@@ -69,6 +75,7 @@ class Section:
     read: Callable[[Execution, datetime], Any]
     document: Callable[[Any], Any] = _as_is
     lines: Callable[[Any], list[str]] = _no_lines
+    invoking: Callable[[Any], tuple[str, ...]] = _no_marks
 
 
 @dataclass(frozen=True, slots=True)

@@ -296,6 +296,16 @@ class ExecutionView:
         return self.execution.chart
 
     @property
+    def invoking_states(self) -> tuple[str, ...]:
+        """States with running invocations, as the sections that know say (for the diagram)."""
+        marked: set[str] = set()
+        for section in registered_sections:
+            value = self.sections.get(section.name)
+            if section.name in self.sections and not isinstance(value, Unreadable):
+                marked.update(section.invoking(value))
+        return tuple(sorted(marked))
+
+    @property
     def where(self) -> str:
         return where(self.status, self.atomic_states)
 

@@ -81,7 +81,9 @@ class APIViewSet(viewsets.GenericViewSet):  # type: ignore[type-arg]
         return super().finalize_response(request, response, *args, **kwargs)
 
 
-def _render_svg(compiled: CompiledChart, active: Iterable[str] = ()) -> str:
+def _render_svg(
+    compiled: CompiledChart, active: Iterable[str] = (), invoking: Iterable[str] = ()
+) -> str:
     """Draw a chart with ``statecharts.diagram``, imported when first asked for."""
     try:
         from statecharts.diagram import render_svg
@@ -90,7 +92,7 @@ def _render_svg(compiled: CompiledChart, active: Iterable[str] = ()) -> str:
         if exc.name != "statecharts.diagram":
             raise
         raise DiagramUnavailable() from None
-    svg: str = render_svg(compiled, active=tuple(active))
+    svg: str = render_svg(compiled, active=tuple(active), invoking=tuple(invoking))
     return svg
 
 
@@ -276,7 +278,8 @@ class ExecutionViewSet(
     )
     def diagram(self, request: Request, pk: str | None = None) -> Response:
         execution = self.get_object()
-        svg = _render_svg(_compiled(execution.chart), inspect(execution).active_states)
+        view = inspect(execution)
+        svg = _render_svg(_compiled(execution.chart), view.active_states, view.invoking_states)
         return Response(svg, content_type=SVGRenderer.media_type)
 
     def _step(self, request: Request, step: Callable[[], stepper.StepResult]) -> Response:

@@ -38,10 +38,13 @@ def routes(layout: Layout) -> list[Route]:
     return place_labels(route(layout, scene), scene)
 
 
-def render_svg(chart: Chart, active: Iterable[str] = ()) -> str:
-    """The chart as an SVG document; states whose id is in ``active`` are highlighted.
+def render_svg(
+    chart: Chart, active: Iterable[str] = (), invoking: Iterable[str] = ()
+) -> str:
+    """The chart as an SVG document; states whose id is in ``active`` are highlighted, and
+    those in ``invoking`` (states with running invocations) carry a badge.
 
     Ids in ``active`` that the chart does not have are ignored (a configuration recorded
     against an older version of the chart still renders)."""
     layout = layout_chart(chart)
-    return write_svg(chart, layout, routes(layout), frozenset(active))
+    return write_svg(chart, layout, routes(layout), frozenset(active), frozenset(invoking))

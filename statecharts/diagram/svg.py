@@ -42,7 +42,13 @@ STYLE = (
 )
 
 
-def write_svg(chart: Chart, layout: Layout, routes: list[Route], active: Set[str]) -> str:
+def write_svg(
+    chart: Chart,
+    layout: Layout,
+    routes: list[Route],
+    active: Set[str],
+    invoking: Set[str] = frozenset(),
+) -> str:
     frame = _frame(layout, routes)
     bounds = frame.inflate(MARGIN)
     name = escape(chart.name or "scxml")
@@ -54,7 +60,7 @@ def write_svg(chart: Chart, layout: Layout, routes: list[Route], active: Set[str
         f"<style>{STYLE}</style>",
         '<g class="sc-states">',
     ]
-    _States(out, chart, layout, active).write(0, frame)
+    _States(out, chart, layout, active, invoking).write(0, frame)
     out.append("</g>")
     out.append('<g class="sc-transitions">')
     for r in routes:
@@ -87,11 +93,19 @@ class _States:
     """The nested state groups: each state's group holds its shape, its text, then the
     groups of its children, so the document tree mirrors the chart."""
 
-    def __init__(self, out: list[str], chart: Chart, layout: Layout, active: Set[str]) -> None:
+    def __init__(
+        self,
+        out: list[str],
+        chart: Chart,
+        layout: Layout,
+        active: Set[str],
+        invoking: Set[str] = frozenset(),
+    ) -> None:
         self.out = out
         self.chart = chart
         self.boxes = layout.boxes
         self.active = active
+        self.invoking = invoking
         self.separators: dict[int, list[tuple[Point, Point]]] = {}
         for parallel, a, b in layout.separators:
             self.separators.setdefault(parallel, []).append((a, b))
@@ -107,9 +121,11 @@ class _States:
             out.append('<g class="sc-chart">')
         else:
             status = "active" if is_active else "inactive"
+            invoking = node.id in self.invoking
             out.append(
-                f'<g class="sc-state sc-{box.role} {status}" data-state="{escape(node.id)}">'
-                f"<title>{escape(node.id)}</title>"
+                f'<g class="sc-state sc-{box.role} {status}'
+                f'{" invoking" if invoking else ""}" data-state="{escape(node.id)}">'
+                f"<title>{escape(node.id)}{' (invoking)' if invoking else ''}</title>"
             )
         paint = f'fill="{fill}" stroke="{stroke}" stroke-width="{number(width)}"'
         if box.role == "history":
@@ -134,6 +150,12 @@ class _States:
             _leaf_text(out, box)
         else:
             _container_text(out, box, r)
+        if index != 0 and node.id in self.invoking:
+            # A running invocation: a small filled badge in the top right corner.
+            out.append(
+                f'<circle class="sc-invoking" cx="{number(r.x2 - 7)}" cy="{number(r.y + 7)}" '
+                f'r="3.5" fill="{stroke}"/>'
+            )
         for a, b in self.separators.get(index, ()):
             out.append(
                 f'<line class="sc-separator" x1="{number(a[0])}" y1="{number(a[1])}" '

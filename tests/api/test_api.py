@@ -691,6 +691,8 @@ EXPECTED_PATHS = {
     "/api/executions/{id}/diagram.svg",
     "/api/timers/",
     "/api/timers/{id}/",
+    "/api/invocations/",
+    "/api/invocations/{id}/",
     "/api/schema/",
 }
 
@@ -739,7 +741,9 @@ def fake_renderer(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, tuple[str,
     """A stand-in statecharts.diagram that records what the views ask it to draw."""
     calls: list[tuple[Any, tuple[str, ...]]] = []
 
-    def render_svg(compiled: Any, active: tuple[str, ...] = ()) -> str:
+    def render_svg(
+        compiled: Any, active: tuple[str, ...] = (), invoking: tuple[str, ...] = ()
+    ) -> str:
         calls.append((compiled, active))
         return f'<svg xmlns="http://www.w3.org/2000/svg"><title>{",".join(active)}</title></svg>'
 

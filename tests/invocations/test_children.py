@@ -209,3 +209,34 @@ def test_a_chart_loaded_from_a_file_stores_the_files_it_invokes(tmp_path: Path) 
     parent = stepper.start(chart, now=T0)
     parent.refresh_from_db()
     assert parent.configuration == ["b"]
+
+
+def test_every_door_shows_the_invocations_and_the_diagram_marks_the_invoking_state(
+    admin_client: Any,
+) -> None:
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    parent = start_parent()
+    child = Invocation.objects.get(parent=parent).child
+    assert child is not None
+    page = admin_client.get(f"/admin/statecharts/execution/{parent.pk}/change/")
+    assert page.status_code == 200
+    body = page.content.decode()
+    assert "Invocations" in body and f"/admin/statecharts/execution/{child.pk}/change/" in body
+    assert 'class="sc-state sc-atomic active invoking" data-state="working"' in body
+    child_page = admin_client.get(f"/admin/statecharts/execution/{child.pk}/change/")
+    assert f"/admin/statecharts/execution/{parent.pk}/change/" in child_page.content.decode()
+
+    detail = admin_client.get(f"/api/executions/{parent.pk}/").json()
+    (row,) = detail["invocations"]
+    assert (row["invokeid"], row["status"], row["child"]) == ("kid", "active", child.pk)
+    listed = admin_client.get(f"/api/invocations/?parent={parent.pk}").json()
+    assert [r["id"] for r in listed["results"]] == [row["id"]]
+    svg = admin_client.get(f"/api/executions/{parent.pk}/diagram.svg").content.decode()
+    assert "invoking" in svg
+
+    out = StringIO()
+    call_command("statechart", "show", str(parent.pk), stdout=out)
+    assert "kid #1 (scxml) in working: active" in out.getvalue()
