@@ -7,12 +7,15 @@ tests run as real subprocesses (never collected by pytest).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 from django.db import connection
@@ -70,3 +73,58 @@ def spawn_on_test_database(args: list[str], **popen: Any) -> subprocess.Popen[st
 def spawn() -> Spawn:
     """``spawn(["crash_worker.py", ...], stdout=..., stderr=...)``: see spawn_on_test_database."""
     return spawn_on_test_database
+
+
+@contextlib.contextmanager
+def running_qcluster(log: IO[str], *, grace: float = 30.0) -> Iterator[subprocess.Popen[str]]:
+    """A real ``manage.py qcluster`` on the test database, its output in ``log``; SIGTERMed
+    when the block ends (its process group SIGKILLed if it does not stop in ``grace``)."""
+    cluster = spawn_on_test_database(
+        ["manage.py", "qcluster"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # its own process group: the fallback kills its children too
+    )
+    try:
+        yield cluster
+    finally:
+        if cluster.poll() is None:
+            cluster.send_signal(signal.SIGTERM)
+            try:
+                cluster.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                os.killpg(cluster.pid, signal.SIGKILL)
+                cluster.wait(timeout=grace)
+
+
+def wait_until(
+    condition: Callable[[], bool],
+    cluster: subprocess.Popen[str],
+    log: IO[str],
+    what: str,
+    *,
+    deadline: float = 60.0,
+) -> float:
+    """Poll the database until ``condition`` holds (another process is doing the work; this
+    is not waiting for a timer); the seconds it took. Fails at ``deadline`` or if the cluster
+    exits, with its log."""
+    started = time.monotonic()
+    while not condition():
+        if cluster.poll() is not None or time.monotonic() - started > deadline:
+            log.flush()
+            log.seek(0)
+            state = f"exited ({cluster.returncode})" if cluster.poll() is not None else "running"
+            pytest.fail(f"no {what} (cluster {state}); its log:\n{log.read()[-10_000:]}")
+        time.sleep(0.05)
+    return time.monotonic() - started
+
+
+@pytest.fixture
+def qcluster() -> Callable[..., Any]:
+    """``with qcluster(log) as cluster:`` a real django-q2 cluster (see running_qcluster)."""
+    return running_qcluster
+
+
+@pytest.fixture
+def wait_for_cluster() -> Callable[..., float]:
+    return wait_until

@@ -11,3 +11,7 @@ from demo.settings.base import *  # noqa: F403
 
 SECRET_KEY = "tests-only-key-never-used-to-serve-anything"
 ALLOWED_HOSTS = ["testserver", "localhost", "127.0.0.1"]
+
+# A task function for the invoke-handler test that runs a real django-q2 cluster (the
+# cluster reads these settings, so it cannot be given the task any other way).
+STATECHARTS = {"TASKS": {"double": "tests.invocations.task_functions.double"}}
