@@ -11,6 +11,11 @@ recorded ones back:
   timer queue is ``error.communication``; both skip the rest of the block as the spec says.
 - ``is_reachable(session_id)``: can ``#_scxml_<id>`` be reached? Answered from the host's
   own records.
+- ``check_route(route, type, target)``: may this route take a send to ``target``? A route
+  says so while the ``<send>`` executes (spec 6.2.4): :class:`RouteAnswer` ``ok``, ``invalid``
+  (an unsupported or malformed target: ``error.execution``) or ``unreachable`` (it cannot be
+  dispatched, e.g. Basic HTTP with no target: ``error.communication``). A durable host records
+  each answer with the step, so replay gets the same.
 - ``clock``: a monotonic clock in seconds, for the step's wall-clock budget
   (``statecharts.core.budget``); without one, the step has no time budget. It never reaches
   the chart: a step cut short by it is rolled back, so nothing of it is recorded but the cut.
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
@@ -44,6 +50,7 @@ class RegisteredTypes:
     send: Mapping[str, str] = field(default_factory=lambda: _frozen({}))  # type -> route
     invoke: frozenset[str] = frozenset()
     timers: bool = True  # the host keeps delayed sends
+    route_timers: bool = False  # ... and delayed sends on routes (a route timer queue)
 
     @classmethod
     def of(
@@ -52,8 +59,9 @@ class RegisteredTypes:
         send: Mapping[str, str] | None = None,
         invoke: Iterable[str] = (),
         timers: bool = True,
+        route_timers: bool = False,
     ) -> RegisteredTypes:
-        return cls(_frozen(send or {}), frozenset(invoke), timers)
+        return cls(_frozen(send or {}), frozenset(invoke), timers, route_timers)
 
     def route_for(self, send_type: str) -> str | None:
         return self.send.get(send_type)
@@ -64,13 +72,21 @@ class RegisteredTypes:
             and dict(self.send) == dict(other.send)
             and self.invoke == other.invoke
             and self.timers == other.timers
+            and self.route_timers == other.route_timers
         )
 
     def __hash__(self) -> int:
-        return hash((tuple(self.send.items()), self.invoke, self.timers))
+        return hash((tuple(self.send.items()), self.invoke, self.timers, self.route_timers))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"send": dict(self.send), "invoke": sorted(self.invoke), "timers": self.timers}
+        raw: dict[str, Any] = {
+            "send": dict(self.send),
+            "invoke": sorted(self.invoke),
+            "timers": self.timers,
+        }
+        if self.route_timers:  # (absent when false: records written before keep their shape)
+            raw["route_timers"] = True
+        return raw
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> RegisteredTypes:
@@ -78,6 +94,7 @@ class RegisteredTypes:
             send=dict(raw.get("send") or {}),
             invoke=raw.get("invoke") or (),
             timers=bool(raw.get("timers", True)),
+            route_timers=bool(raw.get("route_timers", False)),
         )
 
 
@@ -90,6 +107,33 @@ def _unreachable(_session_id: str) -> bool:
     return False
 
 
+class RouteVerdict(StrEnum):
+    OK = "ok"
+    INVALID = "invalid"  # error.execution: the target is malformed or not supported
+    UNREACHABLE = "unreachable"  # error.communication: it cannot be dispatched
+
+
+@dataclass(frozen=True, slots=True)
+class RouteAnswer:
+    verdict: RouteVerdict
+    reason: str = ""
+
+    def to_text(self) -> str:
+        return self.verdict.value if not self.reason else f"{self.verdict.value}: {self.reason}"
+
+    @classmethod
+    def from_text(cls, text: str) -> RouteAnswer:
+        verdict, _, reason = text.partition(": ")
+        return cls(RouteVerdict(verdict), reason)
+
+
+ROUTE_OK = RouteAnswer(RouteVerdict.OK)
+
+
+def _any_target(route: str, send_type: str, target: str | None) -> RouteAnswer:
+    return ROUTE_OK
+
+
 @dataclass(frozen=True, slots=True)
 class Host:
     """Everything the host tells the core for one step (see the module docstring)."""
@@ -97,6 +141,7 @@ class Host:
     types: RegisteredTypes = IN_MEMORY_TYPES
     is_reachable: Callable[[str], bool] = _unreachable
     clock: Callable[[], float] | None = None
+    check_route: Callable[[str, str, str | None], RouteAnswer] = _any_target
 
 
 DEFAULT_HOST = Host()

@@ -31,7 +31,13 @@ from statecharts.core.events import (
     Event,
     descriptor_matches,
 )
-from statecharts.core.host import DEFAULT_HOST, SCXML_INVOKE_TYPES, SCXML_SEND_TYPES, Host
+from statecharts.core.host import (
+    DEFAULT_HOST,
+    SCXML_INVOKE_TYPES,
+    SCXML_SEND_TYPES,
+    Host,
+    RouteVerdict,
+)
 from statecharts.core.model import (
     Action,
     Assign,
@@ -1196,8 +1202,10 @@ class Interpreter:
             delay_ms = action.delay_ms or 0
         if action.content is not None:
             data = self._content_value(action.content)
+            payload = "content"  # (an I/O processor such as Basic HTTP sends it as the body)
         else:
             data = self._params_value(action.params, action.namelist)
+            payload = "params" if action.params or action.namelist else None
         self.n_send += 1  # the send's ordinal (and its generated id)
         send_id = action.id if action.id is not None else f"send_{self.n_send}"
         if action.idlocation is not None:
@@ -1219,6 +1227,22 @@ class Interpreter:
                     "error.execution", f"<send> type {send_type!r} is not supported", send_id
                 )
                 raise _Stop()
+            answer = self._host.check_route(route, send_type, target)
+            if answer.verdict is RouteVerdict.INVALID:  # spec 6.2.4: an invalid target
+                self._raise_error(
+                    "error.execution",
+                    f"<send> target {target!r} is not valid for {send_type!r}: {answer.reason}",
+                    send_id,
+                )
+                raise _Stop()
+            if answer.verdict is RouteVerdict.UNREACHABLE:  # it cannot be dispatched
+                self._raise_error(
+                    "error.communication",
+                    f"<send> to {target!r} by {send_type!r} cannot be dispatched: "
+                    f"{answer.reason}",
+                    send_id,
+                )
+                return
             resolved = Target(TargetKind.ROUTE, route=route, type=send_type, address=target)
         kind = resolved.kind
         if kind is TargetKind.INTERNAL and delay_ms <= 0:
@@ -1237,6 +1261,15 @@ class Interpreter:
             event = Event(name, EXTERNAL, data, sendid=sendid, origin=origin,
                           origintype=SCXML_PROCESSOR)
         if delay_ms > 0:
+            if kind is TargetKind.ROUTE and not self._host.types.route_timers:
+                # No timer queue for delayed route sends here: refused, never dropped.
+                self._raise_error(
+                    "error.communication",
+                    f"<send> with a delay by {send_type!r}: this host has no timer queue for "
+                    "delayed sends on routes",
+                    send_id,
+                )
+                return
             if not self._host.types.timers:
                 # The host keeps no delayed sends: it cannot dispatch this one (spec 6.2).
                 self._raise_error(
@@ -1252,6 +1285,7 @@ class Interpreter:
                 event=event.to_dict(),
                 send_id=send_id,
                 send_ordinal=self.n_send,
+                payload=payload,
                 delay_ms=delay_ms,
                 ordinal=self.n_ordinal,
                 content_index=action.content_index,
@@ -1261,7 +1295,7 @@ class Interpreter:
         else:
             self._emit(
                 fx.SEND, target=resolved, event=event.to_dict(), send_id=send_id,
-                send_ordinal=self.n_send,
+                send_ordinal=self.n_send, payload=payload,
             )
 
     def _resolve_target(self, target: str | None, send_id: str) -> Target | None:

@@ -22,6 +22,7 @@ Instruction kinds (the design documents' ``Effects.plan`` vocabulary, typed):
 ``deliver_child``         to an invoked child (``#_<invokeid>``)
 ``deliver_route``         to a host-registered route (a ``<send type>`` that is not SCXML)
 ``schedule``              keep a delayed send until it is due (a timer), then deliver it
+``schedule_route``        keep a delayed send on a route (the route timer queue) until due
 ``cancel_timers``         cancel this session's delayed sends under a send id (spec 6.3)
 ``start_invocation``      start an ``<invoke>``
 ``cancel_invocation``     stop an invocation (its state was exited, or the session stopped)
@@ -54,6 +55,7 @@ class InstructionKind(StrEnum):
     DELIVER_CHILD = "deliver_child"
     DELIVER_ROUTE = "deliver_route"
     SCHEDULE = "schedule"
+    SCHEDULE_ROUTE = "schedule_route"
     CANCEL_TIMERS = "cancel_timers"
     START_INVOCATION = "start_invocation"
     CANCEL_INVOCATION = "cancel_invocation"
@@ -159,7 +161,12 @@ def plan_one(effect: Effect) -> Instruction:
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             return Instruction(InstructionKind.UNROUTABLE, effect, reason=_why(exc))
         if kind is EffectKind.SEND_DELAYED:
-            return Instruction(InstructionKind.SCHEDULE, effect, target, event)
+            schedule = (
+                InstructionKind.SCHEDULE_ROUTE
+                if target.kind is TargetKind.ROUTE
+                else InstructionKind.SCHEDULE
+            )
+            return Instruction(schedule, effect, target, event)
         return Instruction(_DELIVERY_OF[target.kind], effect, target, event)
     return Instruction(_BY_KIND[kind], effect)
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from statecharts.core.budget import StepBudgets
 from statecharts.core.compile import load_chart
@@ -24,12 +24,22 @@ from statecharts.core.datamodel import Limits, check_tagged, plain
 from statecharts.core.effects import Effect
 from statecharts.core.errors import ChartError, NotRunningError, ResolveError
 from statecharts.core.events import EXTERNAL, PLATFORM, Event, external_event
-from statecharts.core.host import IN_MEMORY_TYPES, Host, RegisteredTypes
+from statecharts.core.host import IN_MEMORY_TYPES, ROUTE_OK, Host, RegisteredTypes, RouteAnswer
 from statecharts.core.interpreter import DEFAULT_ROUND_BUDGET, Interpreter, Step
 from statecharts.core.model import Chart
 from statecharts.core.plan import Instruction, InstructionKind, delivery, plan_one
 from statecharts.core.resolve import Resolver, default_resolver
 from statecharts.core.state import State
+
+
+class MemoryRoute(Protocol):
+    """A route the in-memory driver delivers to (a host-registered ``<send type>``)."""
+
+    types: tuple[str, ...]  # the <send type> values it serves
+
+    def check(self, send_type: str, target: str | None) -> RouteAnswer: ...
+
+    def deliver(self, session: MemorySession, instruction: Instruction, key: str) -> None: ...
 
 
 @dataclass(slots=True)
@@ -146,6 +156,7 @@ class MemoryDriver:
         on_effect: Callable[[MemorySession, Effect], None] | None = None,
         on_instruction: Callable[[MemorySession, Instruction], None] | None = None,
         types: RegisteredTypes = IN_MEMORY_TYPES,
+        routes: Mapping[str, MemoryRoute] | None = None,
     ) -> None:
         self.tracing = tracing
         self.resolver = resolver
@@ -156,7 +167,17 @@ class MemoryDriver:
         self.on_effect = on_effect
         self.on_instruction = on_instruction
         # What the core may rely on (statecharts.core.host): SCXML children and delayed sends.
-        self.host = Host(types, self._is_reachable)
+        # Routes (host-registered <send type>s) this driver delivers to, by name: their types
+        # join the registered types, with a timer queue (the virtual clock) for delayed ones.
+        self.routes: dict[str, MemoryRoute] = dict(routes or {})
+        if self.routes:
+            send = dict(types.send)
+            for name, route in self.routes.items():
+                send.update(dict.fromkeys(route.types, name))
+            types = RegisteredTypes.of(
+                send=send, invoke=types.invoke, timers=types.timers, route_timers=True
+            )
+        self.host = Host(types, self._is_reachable, check_route=self._check_route)
         self.sessions: dict[str, MemorySession] = {}
         self._queue: deque[tuple[MemorySession, Event]] = deque()
         self._timers: list[_Timer] = []
@@ -290,8 +311,9 @@ class MemoryDriver:
                 k.DELIVER_SESSION: self._deliver_session,
                 k.DELIVER_PARENT: self._deliver_parent,
                 k.DELIVER_CHILD: self._deliver_child,
-                k.DELIVER_ROUTE: self._unroutable,
+                k.DELIVER_ROUTE: self._deliver_route,
                 k.SCHEDULE: self._schedule,
+                k.SCHEDULE_ROUTE: self._schedule,
                 k.CANCEL_TIMERS: self._cancel_timers,
                 k.START_INVOCATION: self._start_invocation,
                 k.CANCEL_INVOCATION: self._cancel_invocation,
@@ -337,6 +359,22 @@ class MemoryDriver:
         else:
             self._communication_error(session, f"session {session_id!r} is gone")
 
+    def _check_route(self, route: str, send_type: str, target: str | None) -> RouteAnswer:
+        known = self.routes.get(route)
+        return known.check(send_type, target) if known is not None else ROUTE_OK
+
+    def _deliver_route(self, session: MemorySession, instruction: Instruction) -> None:
+        assert instruction.target is not None and instruction.event is not None
+        route = self.routes.get(instruction.target.route or "")
+        if route is None:
+            self._communication_error(session, f"no route {instruction.target.route!r} here")
+            return
+        key = f"{session.session_id}:{instruction.data.get('send_ordinal', 0)}"
+        try:
+            route.deliver(session, instruction, key)
+        except Exception as exc:  # the delivery failed: the sender is told (spec 6.2)
+            self._communication_error(session, f"{type(exc).__name__}: {exc}")
+
     def _unroutable(self, session: MemorySession, instruction: Instruction) -> None:
         reason = instruction.reason or f"this driver has no {instruction.kind.value}"
         self._communication_error(session, reason)
@@ -348,7 +386,8 @@ class MemoryDriver:
             next(self._seq),
             session.session_id,
             instruction.effect,
-            delivery(instruction.target, instruction.event),
+            # The delivery it becomes, keeping the send's effect (its ordinal, its payload).
+            replace(delivery(instruction.target, instruction.event), effect=instruction.effect),
         )
         heapq.heappush(self._timers, timer)
 

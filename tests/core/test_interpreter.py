@@ -290,16 +290,19 @@ def test_send_delayed_effects_carry_everything_a_timer_needs() -> None:
     ] == [
         {"kind": "send_delayed", "target": {"kind": "self", "session_id": "s"},
          "event": {"name": "later", "sendid": None, **origin},
-         "send_id": "send_1", "send_ordinal": 1, "delay_ms": 259_200_000, "ordinal": 1,
+         "send_id": "send_1", "send_ordinal": 1, "payload": None, "delay_ms": 259_200_000,
+         "ordinal": 1,
          "content_index": 2,
          "owner": "onentry:a:0", "id_from_author": False},
         {"kind": "send_delayed", "target": {"kind": "self", "session_id": "s"},
          "event": {"name": "soon", "sendid": "mine", **origin},
-         "send_id": "mine", "send_ordinal": 2, "delay_ms": 1500, "ordinal": 2, "content_index": 3,
+         "send_id": "mine", "send_ordinal": 2, "payload": None, "delay_ms": 1500, "ordinal": 2,
+         "content_index": 3,
          "owner": "onentry:a:0", "id_from_author": True},
         {"kind": "send_delayed", "target": {"kind": "self", "session_id": "s"},
          "event": {"name": "other", "sendid": "send_3", **origin},
-         "send_id": "send_3", "send_ordinal": 3, "delay_ms": 250, "ordinal": 3, "content_index": 4,
+         "send_id": "send_3", "send_ordinal": 3, "payload": None,
+         "delay_ms": 250, "ordinal": 3, "content_index": 4,
          "owner": "onentry:a:0", "id_from_author": False},
     ]
     # The immediate send takes the next send number but no ordinal.
