@@ -84,6 +84,15 @@ def test_demo_site_serves_admin_and_api_and_stops_on_ctrl_c(tmp_path: Path) -> N
         # Debug's runserver serves the static files: the API docs page's Swagger UI.
         bundle = "static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js"
         assert status(f"http://127.0.0.1:{port}/{bundle}") == 200
+        # The timer worker is a second process: Ctrl-C once it says it runs (on a loaded
+        # machine it may still be starting when the web server already answers).
+        deadline = time.monotonic() + 60
+        while not any("Q Cluster" in line and "running" in line for line in lines):
+            assert time.monotonic() < deadline, "the timer worker did not start"
+            line = site.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
     finally:
         site.send_signal(signal.SIGINT)
         rest, _ = site.communicate(timeout=30)
