@@ -44,6 +44,10 @@ class InvocationsConfig(AppConfig):
         step_finished.connect(receivers.note_answers, dispatch_uid="invocations.answers")
         register_input_guard(receivers.ignore_after_cancellation)
 
+        from statecharts.work import register_work_source
+
+        register_work_source(tasks.invocation_work)
+
         # The invocations panel, API endpoints and read-model section (statecharts.extensions).
         from invocations import surface
 

@@ -10,6 +10,8 @@
     "INVOKE_HANDLER_MAX_ATTEMPTS": 5, # a handler's start that raises, before it fails
     "INVOKE_HANDLER_RETRY_SECONDS": 5,  # backoff base: 5 s, 10 s, 20 s, ...
     "INVOKE_HANDLER_TIMEOUT_SECONDS": 600,  # no answer by then: the invocation fails
+    "INVOKE_HANDLER_QUEUE": "django_q",  # or "inline": handlers run in the caller's process
+                                      # (tests, statecharts.testing; small sites)
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ DEFAULTS = {
     "INVOKE_HANDLER_MAX_ATTEMPTS": 5,
     "INVOKE_HANDLER_RETRY_SECONDS": 5,
     "INVOKE_HANDLER_TIMEOUT_SECONDS": 600,
+    "INVOKE_HANDLER_QUEUE": "django_q",
 }
 
 
@@ -38,6 +41,14 @@ DEFAULTS = {
 def check(configured: Mapping[str, Any]) -> list[CheckMessage]:
     """INVOKERS and TASKS name importable things (by name in charts, by path here only)."""
     problems: list[CheckMessage] = []
+    queue = configured.get("INVOKE_HANDLER_QUEUE", DEFAULTS["INVOKE_HANDLER_QUEUE"])
+    if queue not in ("django_q", "inline"):
+        problems.append(
+            Error(
+                "STATECHARTS['INVOKE_HANDLER_QUEUE'] must be 'django_q' or 'inline'.",
+                id="invocations.E003",
+            )
+        )
     for key in ("INVOKERS", "TASKS"):
         value = configured.get(key, DEFAULTS[key])
         if not isinstance(value, dict):

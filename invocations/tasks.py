@@ -18,6 +18,7 @@ from invocations.answers import answer
 from invocations.conf import invocation_settings
 from invocations.handlers import Answer, HandlerInvocation, handler_for
 from invocations.models import OPEN_STATUSES, Invocation, InvocationStatus
+from statecharts.work import WorkSource
 
 log = logging.getLogger("invocations")
 
@@ -28,6 +29,13 @@ SCHEDULE_NAME = "statecharts invocations: sweep"
 
 
 def enqueue(func: str, invocation_id: int) -> None:
+    """Hand a handler's work to the django-q2 cluster, or run it now when
+    ``INVOKE_HANDLER_QUEUE`` is ``inline``."""
+    if invocation_settings.INVOKE_HANDLER_QUEUE == "inline":
+        from django.utils.module_loading import import_string
+
+        import_string(func)(invocation_id)
+        return
     from django_q.tasks import async_task
 
     async_task(func, invocation_id, ack_failure=True)
@@ -149,3 +157,27 @@ def ensure_schedule_after_migrate(sender: Any, using: str, **kwargs: Any) -> Non
             "kwargs": repr({"q_options": {"ack_failure": True}}),
         },
     )
+
+
+def _next_due() -> datetime | None:
+    handlers = Invocation.objects.open().exclude(type="scxml")
+    times = [
+        t
+        for t in (
+            handlers.order_by("next_attempt_at").values_list("next_attempt_at", flat=True)
+            .exclude(next_attempt_at=None).first(),
+            handlers.order_by("deadline").values_list("deadline", flat=True)
+            .exclude(deadline=None).first(),
+        )
+        if t is not None
+    ]
+    return min(times) if times else None
+
+
+def _run_due(now: datetime) -> int:
+    done = sweep(now, run_inline=True)
+    return done["timed_out"] + done["retried"]
+
+
+# Handlers to retry or time out, for tools that run pending work themselves (statecharts.work).
+invocation_work = WorkSource("invocations", next_due=_next_due, run_due=_run_due)

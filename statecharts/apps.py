@@ -21,3 +21,7 @@ class StatechartsConfig(AppConfig):
         post_migrate.connect(
             ensure_schedule_after_migrate, sender=self, dispatch_uid="statecharts.outbox_sweep"
         )
+        from statecharts.stepper.sweeper import outbox_work
+        from statecharts.work import register_work_source
+
+        register_work_source(outbox_work)

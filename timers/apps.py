@@ -19,6 +19,12 @@ class TimersConfig(AppConfig):
         register_performer(InstructionKind.CANCEL_TIMERS, "timers.scheduling.cancel")
         execution_finished.connect(discard_when_finished, dispatch_uid="timers.discard")
 
+        # Due timers, for tools that run pending work themselves (statecharts.work).
+        from statecharts.work import register_work_source
+        from timers.firing import timer_work
+
+        register_work_source(timer_work)
+
         # The timers panel, API endpoints and read-model section (statecharts.extensions).
         from timers import surface
 

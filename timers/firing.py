@@ -21,6 +21,7 @@ from statecharts import stepper
 from statecharts.core.plan import Instruction, InstructionKind, delivery
 from statecharts.models import Execution
 from statecharts.statuses import TimerRule, rules
+from statecharts.work import WorkSource
 from timers.conf import timer_settings
 from timers.models import Timer, TimerStatus
 
@@ -406,3 +407,20 @@ def _record_attempt(timer: Timer, now: datetime, exc: Exception) -> str:
         claimed_until=None,
     )
     return RETRYING
+
+
+def _next_due() -> datetime | None:
+    due: datetime | None = (
+        Timer.objects.using(stepper.database())
+        .pending()
+        .order_by("due", "id")
+        .values_list("due", flat=True)
+        .first()
+    )
+    return due
+
+
+# Due timers, for tools that run pending work themselves (statecharts.work).
+timer_work = WorkSource(
+    "timers", next_due=_next_due, run_due=lambda now: fire_all_due(now=now).handled
+)

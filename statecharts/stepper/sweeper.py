@@ -17,7 +17,10 @@ from datetime import timedelta
 from typing import Any
 
 from statecharts.conf import statecharts_settings
+from statecharts.models import OutboxMessage
 from statecharts.stepper.delivery import deliver_pending
+from statecharts.stepper.sql import database
+from statecharts.work import WorkSource
 
 SCHEDULE_NAME = "statecharts outbox: sweep"
 SWEEP = "statecharts.stepper.sweeper.sweep"
@@ -57,3 +60,19 @@ def ensure_schedule_after_migrate(sender: Any, using: str, **kwargs: Any) -> Non
     if "django_q_schedule" not in connections[using].introspection.table_names():
         return
     ensure_schedule()
+
+
+def _oldest_pending() -> Any:
+    return (
+        OutboxMessage.objects.using(database())
+        .pending()
+        .order_by("created")
+        .values_list("created", flat=True)
+        .first()
+    )
+
+
+# Pending outbox messages are due as soon as they are written (statecharts.work).
+outbox_work = WorkSource(
+    "statecharts", next_due=_oldest_pending, run_due=lambda now: deliver_pending()
+)

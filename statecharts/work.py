@@ -1,0 +1,57 @@
+"""Pending work: what is waiting to happen to executions, and when, from every app.
+
+Work that happens later (a timer due in three days, an outbox message a crash left pending, an
+invoke handler to retry) is done in production by workers (the django-q2 cluster) and sweepers.
+Tools that must run it themselves, in order and on their own clock (the test workbench in
+``statecharts.testing``, ``manage.py statechart deliver``), ask the apps through this registry,
+so ``statecharts`` needs to know none of them: each app registers a :class:`WorkSource` in its
+``AppConfig.ready()``::
+
+    register_work_source(WorkSource("timers", next_due=..., run_due=...))
+
+``next_due()`` is when its earliest pending work is due (None: nothing pending); ``run_due(now)``
+does what is due at ``now`` and returns how many things it did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.apps import apps
+
+
+@dataclass(frozen=True, slots=True)
+class WorkSource:
+    app: str  # the app label (its work is ignored when the app is not installed)
+    next_due: Callable[[], datetime | None]
+    run_due: Callable[[datetime], int]
+
+
+_sources: dict[str, WorkSource] = {}
+
+
+def register_work_source(source: WorkSource) -> None:
+    _sources[source.app] = source
+
+
+def work_sources() -> list[WorkSource]:
+    return [s for s in _sources.values() if apps.is_installed(s.app)]
+
+
+def next_due() -> datetime | None:
+    """When the earliest pending work of any app is due."""
+    times = [t for t in (s.next_due() for s in work_sources()) if t is not None]
+    return min(times) if times else None
+
+
+def run_due(now: datetime) -> int:
+    """Do all the work due at ``now``, app after app, until none is left; how much was done."""
+    done = 0
+    for _ in range(10_000):  # (bounded: work that makes due work forever is a bug to see)
+        round_done = sum(source.run_due(now) for source in work_sources())
+        if not round_done:
+            return done
+        done += round_done
+    raise RuntimeError("pending work keeps making more pending work at the same instant")
