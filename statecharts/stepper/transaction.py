@@ -571,6 +571,7 @@ def _apply(
     execution.position = blob
     execution.status = status_of(state)
     execution.configuration = _atomic_ids(compiled, state)
+    execution.active_states = _active_ids(compiled, state)
     execution.steps += 1
     execution.updated = now
     finished = execution.status in TERMINAL_STATUSES
@@ -668,7 +669,14 @@ def _halt(
 # What a step may change; the rest of the row (chart, session id, key, metadata) is fixed.
 # A step that leaves the execution running changes only the first five (``_record_ending``
 # writes the rest, and only when it finishes).
-_RUNNING_STEP_FIELDS = ("position", "status", "configuration", "steps", "updated")
+_RUNNING_STEP_FIELDS = (
+    "position",
+    "status",
+    "configuration",
+    "active_states",
+    "steps",
+    "updated",
+)
 _STEP_FIELDS = (
     *_RUNNING_STEP_FIELDS,
     "ended",
@@ -685,6 +693,12 @@ def _atomic_ids(compiled: CompiledChart, state: State) -> list[str]:
     return [states[i].id for i in state.configuration if states[i].is_atomic]
 
 
+def _active_ids(compiled: CompiledChart, state: State) -> list[str]:
+    """Every active state id, ancestors included (what ``Execution.objects.in_state`` finds)."""
+    states = compiled.states
+    return [states[i].id for i in state.configuration if i != 0]
+
+
 def _record_ending(execution: Execution, outcome: Advance, now: datetime) -> None:
     state = outcome.state
     if state.running:
@@ -696,6 +710,7 @@ def _record_ending(execution: Execution, outcome: Advance, now: datetime) -> Non
             execution.donedata = effect.data.get("donedata")
             if effect.data.get("final"):
                 execution.configuration = [effect.data["final"]]
+                execution.active_states = [effect.data["final"]]
             if effect.data.get("donedata_error"):
                 execution.donedata_error = str(effect.data.get("error") or "")
             elif effect.data.get("error"):

@@ -1,0 +1,63 @@
+"""Finding executions by where they stand: ``Execution.objects.in_state("paid")``, any active
+state (atomic, compound or parallel), kept exact by the stepper in each step's transaction."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+
+from statecharts import stepper
+from statecharts.models import Chart, Execution
+
+pytestmark = pytest.mark.django_db
+NS = 'xmlns="http://www.w3.org/2005/07/scxml" version="1.0"'
+ORDER = f"""<scxml {NS} initial="shopping">
+  <state id="shopping">
+    <transition event="checkout" target="paying"/>
+  </state>
+  <state id="fulfilment" initial="paying">
+    <state id="paying"><transition event="paid" target="shipping"/></state>
+    <parallel id="shipping">
+      <state id="packing"><state id="boxed"/></state>
+      <state id="billing"><state id="invoiced"/></state>
+    </parallel>
+  </state>
+</scxml>"""
+
+
+def ids(queryset: object) -> set[int]:
+    return set(queryset.values_list("pk", flat=True))  # type: ignore[attr-defined]
+
+
+def test_in_state_finds_atomic_compound_and_parallel_states_as_the_steps_leave_them() -> None:
+    chart = Chart.objects.load(ORDER)
+    a, b, c = (stepper.start(chart) for _ in range(3))
+    stepper.send(b, "checkout")
+    stepper.send(c, "checkout")
+    stepper.send(c, "paid")
+    found = Execution.objects.in_state
+    assert ids(found("shopping")) == {a.pk}
+    assert ids(found("paying")) == {b.pk}
+    assert ids(found("fulfilment")) == {b.pk, c.pk}  # a compound ancestor
+    assert ids(found("shipping")) == {c.pk}  # a parallel state
+    assert ids(found("boxed")) == ids(found("invoiced")) == {c.pk}  # both regions
+    assert ids(found("nowhere")) == set()
+    assert ids(Execution.objects.in_states(["shopping", "paying"])) == {a.pk, b.pk}
+    assert ids(Execution.objects.in_states(["boxed", "fulfilment"], every=True)) == {c.pk}
+    # A state whose id is a prefix or part of another's is not confused with it.
+    assert ids(found("pay")) == set() and ids(found("ship")) == set()
+    # It composes with the rest of the ORM.
+    assert ids(found("fulfilment").filter(chart=chart).exclude(pk=b.pk)) == {c.pk}
+
+
+@pytest.mark.postgres
+def test_on_postgresql_the_query_uses_its_gin_index() -> None:
+    chart = Chart.objects.load(ORDER)
+    stepper.start(chart)
+    with connection.cursor() as cursor:
+        cursor.execute("SET enable_seqscan = off")
+        sql, params = Execution.objects.in_state("paying").values("pk").query.sql_with_params()
+        cursor.execute(f"EXPLAIN {sql}", params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+        cursor.execute("SET enable_seqscan = on")
+    assert "statecharts_execution_active_states" in plan, plan
