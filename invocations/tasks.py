@@ -18,6 +18,7 @@ from invocations.answers import answer
 from invocations.conf import invocation_settings
 from invocations.handlers import Answer, HandlerInvocation, handler_for
 from invocations.models import OPEN_STATUSES, Invocation, InvocationStatus
+from statecharts.stepper import ensure_every_minute
 from statecharts.work import WorkSource
 
 log = logging.getLogger("invocations")
@@ -137,26 +138,8 @@ def sweep(now: datetime | None = None, *, run_inline: bool = False) -> dict[str,
 
 
 def ensure_schedule_after_migrate(sender: Any, using: str, **kwargs: Any) -> None:
-    from django.apps import apps
-
-    if not apps.is_installed("django_q"):
-        return
-    from django.db import connections
-
-    if "django_q_schedule" not in connections[using].introspection.table_names():
-        return
-    from django_q.models import Schedule
-
-    Schedule.objects.using(using).update_or_create(
-        name=SCHEDULE_NAME,
-        defaults={
-            "func": SWEEP,
-            "schedule_type": Schedule.MINUTES,
-            "minutes": 1,
-            "repeats": -1,
-            "kwargs": repr({"q_options": {"ack_failure": True}}),
-        },
-    )
+    """``post_migrate`` receiver: the sweep's django-q2 schedule, once its tables exist."""
+    ensure_every_minute(SCHEDULE_NAME, SWEEP, using=using)
 
 
 def _next_due() -> datetime | None:

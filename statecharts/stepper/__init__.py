@@ -14,6 +14,7 @@ the core's public names)::
     deliver(message_ids) / deliver_pending() / retry_message(message_id)
     register_message_kind(kind, handler)                        # outbox messages of an app
     register_input_guard(guard)                                 # discard an input with a cause
+    ensure_every_minute(name, func)                             # a sweeper's django-q2 schedule
     database()                                                  # the alias steps use
     register_performer(kind, performer)                         # in AppConfig.ready()
     register_invoke_types(types) / register_send_type(type, route)
@@ -62,6 +63,7 @@ from statecharts.stepper.performing import (
     registered_types,
 )
 from statecharts.stepper.sql import database
+from statecharts.stepper.sweeper import ensure_every_minute
 from statecharts.stepper.transaction import (
     BusinessKeyInUse,
     StepResult,
@@ -237,6 +239,7 @@ __all__ = [
     "database",
     "deliver",
     "deliver_pending",
+    "ensure_every_minute",
     "feed",
     "lock",
     "lock_many",

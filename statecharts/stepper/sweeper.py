@@ -32,34 +32,42 @@ def sweep() -> int:
     return deliver_pending(older_than=age)
 
 
-def ensure_schedule() -> None:
-    """Create or update the schedule that runs ``sweep`` every minute."""
+def ensure_every_minute(name: str, func: str, *, using: str | None = None) -> bool:
+    """Create or update the django-q2 schedule ``name`` that runs ``func`` every minute (a
+    sweep that fails is recorded and not re-delivered: the next one covers it). False, and
+    nothing done, when django-q2 is not installed or not migrated on that database. Apps
+    keeping work for later use it for their sweepers."""
+    from django.apps import apps
+    from django.db import connections
+
+    using = using or database()
+    if not apps.is_installed("django_q"):
+        return False
+    if "django_q_schedule" not in connections[using].introspection.table_names():
+        return False
     from django_q.models import Schedule
 
-    Schedule.objects.update_or_create(
-        name=SCHEDULE_NAME,
+    Schedule.objects.using(using).update_or_create(
+        name=name,
         defaults={
-            "func": SWEEP,
+            "func": func,
             "schedule_type": Schedule.MINUTES,
             "minutes": 1,
             "repeats": -1,
-            # A sweep that fails is recorded and not re-delivered: the next one covers it.
             "kwargs": repr({"q_options": {"ack_failure": True}}),
         },
     )
+    return True
+
+
+def ensure_schedule() -> None:
+    """Create or update the schedule that runs ``sweep`` every minute."""
+    ensure_every_minute(SCHEDULE_NAME, SWEEP)
 
 
 def ensure_schedule_after_migrate(sender: Any, using: str, **kwargs: Any) -> None:
     """``post_migrate`` receiver: the schedule exists once django-q2's tables do."""
-    from django.apps import apps
-
-    if not apps.is_installed("django_q"):
-        return
-    from django.db import connections
-
-    if "django_q_schedule" not in connections[using].introspection.table_names():
-        return
-    ensure_schedule()
+    ensure_every_minute(SCHEDULE_NAME, SWEEP, using=using)
 
 
 def _oldest_pending() -> Any:

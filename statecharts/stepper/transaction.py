@@ -307,16 +307,8 @@ def step_locked(
     if step_input.kind == CANCEL:
         return _cancel_locked(execution, step_input, now, outbox, caller_context, cause)
     if status_rules.inputs is InputRule.DISCARD:
-        result = _record_unapplied(
-            execution,
-            step_input,
-            now,
-            Disposition.DISCARDED,
-            f"execution {execution.status}",
-            cause=cause,
-        )
-        signals.input_discarded.send(Execution, execution=execution, entry=result.entry)
-        return result, None
+        reason = f"execution {execution.status}"
+        return _record_discarded(execution, step_input, now, reason, cause), None
     if status_rules.inputs is InputRule.REFUSE:
         reason = f"execution {execution.status}: {execution.failure_reason}"
         result = _record_unapplied(
@@ -331,11 +323,7 @@ def step_locked(
     if cause is not None:
         reason = guard_input(execution, step_input, cause, position.state)
         if reason is not None:
-            result = _record_unapplied(
-                execution, step_input, now, Disposition.DISCARDED, reason, cause=cause
-            )
-            signals.input_discarded.send(Execution, execution=execution, entry=result.entry)
-            return result, None
+            return _record_discarded(execution, step_input, now, reason, cause), None
     return _apply(execution, compiled, position, step_input, now, outbox, caller_context, cause)
 
 
@@ -387,16 +375,8 @@ def _cancel_locked(
     without running chart code when it cannot, and recorded as discarded once finished."""
     rule = rules(execution.status).cancel
     if rule is CancelRule.FINISHED:
-        result = _record_unapplied(
-            execution,
-            step_input,
-            now,
-            Disposition.DISCARDED,
-            f"execution {execution.status}",
-            cause=cause,
-        )
-        signals.input_discarded.send(Execution, execution=execution, entry=result.entry)
-        return result, None
+        reason = f"execution {execution.status}"
+        return _record_discarded(execution, step_input, now, reason, cause), None
     why = execution.failure_reason
     if rule is not CancelRule.WITHOUT_CHART_CODE:
         try:
@@ -715,6 +695,21 @@ def _record_ending(execution: Execution, outcome: Advance, now: datetime) -> Non
                 execution.donedata_error = str(effect.data.get("error") or "")
             elif effect.data.get("error"):
                 execution.failure_reason = f"datamodel error: {effect.data['error']}"
+
+
+def _record_discarded(
+    execution: Execution,
+    step_input: Input,
+    now: datetime,
+    reason: str,
+    cause: dict[str, Any] | None,
+) -> StepResult:
+    """Record an input that was not applied because nothing should be (recorded, signalled)."""
+    result = _record_unapplied(
+        execution, step_input, now, Disposition.DISCARDED, reason, cause=cause
+    )
+    signals.input_discarded.send(Execution, execution=execution, entry=result.entry)
+    return result
 
 
 def _record_unapplied(
