@@ -481,18 +481,11 @@ def big_chart(groups: int, per_group: int) -> str:
     return "".join(parts)
 
 
-def test_a_chart_of_hundreds_of_states_renders_quickly() -> None:
+def test_a_chart_of_hundreds_of_states_renders_whole() -> None:
+    """(How fast is measured by benchmarks/diagram_rendering.py, not by a timed test.)"""
     chart = load_chart(big_chart(20, 10))
     assert len(chart.states) > 600
-    best = min(_timed(chart) for _ in range(2))
-    assert best < 1.0
     check_diagram(chart, render_svg(chart))
-
-
-def _timed(chart: Chart) -> float:
-    started = time.perf_counter()
-    render_svg(chart)
-    return time.perf_counter() - started
 
 
 def test_every_kind_of_state_is_covered_by_these_tests() -> None:
