@@ -43,6 +43,24 @@ deleted afterwards; PostgreSQL, a dedicated database
 ``postgres://root@127.0.0.1:5432/postgres``), migrated, and dropped afterwards. Django runs
 with ``DJANGO_DEBUG=0`` (no query log), as in production.
 
+**The state index** (``Execution.active_states``, what ``Execution.objects.in_state`` reads;
+GIN-indexed on PostgreSQL) is measured twice in the same run:
+
+- each round also times ``--steps`` steps of a third execution with the stepper's
+  ``active_states`` write taken out (the step as it was before the column existed: the
+  UPDATE does not set it, so PostgreSQL's GIN index is not touched), interleaved floor,
+  stepper, stepper without the write. Reported: its median steps/s and the ratio with /
+  without (on medians, and per round). The verification checks that the third execution took
+  every step and that its ``active_states`` was never written.
+- on PostgreSQL, after the steps, ``--state-rows`` executions (default 1,000,000) are added
+  with ``INSERT ... SELECT generate_series`` (0.1% waiting for payment in ``paying``, 10% in
+  a parallel ``shipping`` state, 40% finished, the rest in ``shopping``), ``ANALYZE``d, and
+  four queries the API's list and the admin's filter run are timed, ``--state-rounds``
+  times each, interleaved with the index and without it (dropped inside a transaction that
+  is rolled back): the first page (``ORDER BY created DESC, id DESC LIMIT 100``) and the
+  ``count()``, for the selective state (``paying``) and the common one (``shipping``).
+  Reported: median milliseconds and the plan's scan (``EXPLAIN ANALYZE``) of each.
+
 ``--profile`` then also runs ``--steps`` floor transactions and ``--steps`` stepper steps per
 chart under cProfile (after the timed rounds, so it does not disturb them) and prints where the
 time goes: the phases of a step side by side for the floor and the stepper (BEGIN, SELECT FOR
@@ -55,6 +73,7 @@ Usage (from the repository root)::
 
     python benchmarks/durable_steps.py [--db sqlite|postgres|both] [--steps N] [--rounds R]
                                        [--warmup W] [--pg-url URL] [--sqlite-dir DIR]
+                                       [--state-rows N] [--state-rounds R]
                                        [--profile] [--json OUT]
 """
 
@@ -146,6 +165,9 @@ class ChartResult:
     stepper: list[float] = field(default_factory=list)
     floor_cpu: list[float] = field(default_factory=list)  # this process's CPU us per step
     stepper_cpu: list[float] = field(default_factory=list)
+    # The stepper with its active_states write taken out (the state index's cost).
+    plain: list[float] = field(default_factory=list)
+    plain_cpu: list[float] = field(default_factory=list)
     profile: dict[str, Any] | None = None
 
     @property
@@ -164,6 +186,19 @@ class ChartResult:
     def paired_ratios(self) -> list[float]:
         return [s / f for f, s in zip(self.floor, self.stepper, strict=True)]
 
+    @property
+    def plain_median(self) -> float:
+        return statistics.median(self.plain)
+
+    @property
+    def index_ratio(self) -> float:
+        """Steps/s with the active_states write / without it (medians)."""
+        return self.stepper_median / self.plain_median
+
+    @property
+    def paired_index_ratios(self) -> list[float]:
+        return [s / p for s, p in zip(self.stepper, self.plain, strict=True)]
+
 
 @dataclass
 class DatabaseResult:
@@ -171,6 +206,7 @@ class DatabaseResult:
     server: str
     settings: dict[str, str]
     charts: list[ChartResult]
+    state_query: dict[str, Any] | None = None
 
 
 # --------------------------------------------------------------------------- child: one database
@@ -277,8 +313,26 @@ def server_description() -> tuple[str, dict[str, str]]:
         return f"{version} at {host} (TCP)", settings
 
 
+@contextmanager
+def without_active_states() -> Iterator[None]:
+    """The step as it was before ``active_states`` existed: not computed, not in the UPDATE.
+
+    (The stepper reads both names from its module at every step, so patching them there is
+    exactly that step; they are put back afterwards.)"""
+    from statecharts.stepper import transaction as step
+
+    saved = step._RUNNING_STEP_FIELDS, step._STEP_FIELDS, step._active_ids
+    step._RUNNING_STEP_FIELDS = tuple(f for f in saved[0] if f != "active_states")
+    step._STEP_FIELDS = tuple(f for f in saved[1] if f != "active_states")
+    step._active_ids = lambda compiled, state: []  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        step._RUNNING_STEP_FIELDS, step._STEP_FIELDS, step._active_ids = saved
+
+
 class Pair:
-    """One chart's two executions: ``stepped`` by the stepper, ``floored`` by the floor."""
+    """One chart's executions: ``stepped`` by the stepper, ``floored`` by the floor."""
 
     def __init__(self, chart: BenchChart) -> None:
         from django.db import transaction
@@ -297,7 +351,12 @@ class Pair:
         stored = Chart.objects.load(chart.source)
         self.stepped_pk: int = stepper.start(stored).pk
         self.floored_pk: int = stepper.start(stored).pk
+        self.plain_pk: int = stepper.start(stored).pk  # stepped without active_states
+        self.plain_started_states = list(
+            Execution.objects.values_list("active_states", flat=True).get(pk=self.plain_pk)
+        )
         self.sent = 0  # events the stepper applied
+        self.plain_sent = 0  # events the stepper without the active_states write applied
         self.floor_rows = 0  # history rows the floor inserted
         self._floor_seq = 1  # the floored execution's start wrote seq 1
         self.blob = b""
@@ -359,9 +418,36 @@ class Pair:
         self.sent += steps
         return steps / elapsed, 1e6 * cpu / steps
 
+    def plain_round(self, steps: int) -> tuple[float, float]:
+        """``stepper_round`` with the step's ``active_states`` write taken out."""
+        from statecharts import stepper
+
+        pk, send = self.plain_pk, stepper.send
+        with without_active_states():
+            gc.collect()
+            cpu, start = time.process_time(), time.perf_counter()
+            for _ in range(steps):
+                send(pk, EVENT)
+            elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+        self.plain_sent += steps
+        return steps / elapsed, 1e6 * cpu / steps
+
     def verify(self) -> None:
         from statecharts.core.position import decode
         from statecharts.models import Execution, HistoryEntry
+
+        plain = Execution.objects.get(pk=self.plain_pk)
+        if plain.steps != 1 + self.plain_sent or plain.status != "active":
+            raise SystemExit(
+                f"VERIFICATION FAILED, {self.chart.key}: the execution stepped without "
+                f"active_states has {plain.steps} steps ({plain.status}), expected "
+                f"{1 + self.plain_sent}"
+            )
+        if self.plain_sent % 2 and plain.active_states != self.plain_started_states:
+            raise SystemExit(
+                f"VERIFICATION FAILED, {self.chart.key}: active_states was written by the "
+                f"stepper without the write: {plain.active_states}"
+            )
 
         stepped = Execution.objects.get(pk=self.stepped_pk)
         where = f"{self.chart.key}: stepped execution after {self.sent} events"
@@ -523,6 +609,7 @@ def run_database(args: argparse.Namespace) -> DatabaseResult:
             if args.warmup:
                 log(f"[{database}] {chart.key}: warm-up, {args.warmup} steps of each")
                 pair.stepper_round(args.warmup)
+                pair.plain_round(args.warmup)
                 pair.refresh_floor_payload()
                 pair.floor_round(args.warmup)
             for index in range(1, args.rounds + 1):
@@ -533,10 +620,14 @@ def run_database(args: argparse.Namespace) -> DatabaseResult:
                 rate, cpu = pair.stepper_round(args.steps)
                 result.stepper.append(rate)
                 result.stepper_cpu.append(cpu)
+                rate, cpu = pair.plain_round(args.steps)
+                result.plain.append(rate)
+                result.plain_cpu.append(cpu)
                 log(
                     f"[{database}] {chart.key} round {index}/{args.rounds}: floor "
                     f"{result.floor[-1]:,.0f}/s, stepper {result.stepper[-1]:,.0f}/s, "
-                    f"ratio {result.stepper[-1] / result.floor[-1]:.2f}"
+                    f"ratio {result.stepper[-1] / result.floor[-1]:.2f}; without "
+                    f"active_states {result.plain[-1]:,.0f}/s"
                 )
             pair.verify()
             if args.profile:
@@ -544,10 +635,203 @@ def run_database(args: argparse.Namespace) -> DatabaseResult:
                 result.profile = profile_pair(pair, args.steps)
                 pair.verify()
             results.append(result)
+        state_query = None
+        if database == POSTGRES and args.state_rows:
+            state_query = measure_state_queries(args.state_rows, args.state_rounds)
         from django.db import connections
 
         connections.close_all()
-    return DatabaseResult(database, server, settings, results)
+    return DatabaseResult(database, server, settings, results, state_query)
+
+
+# ----------------------------------------------------------------- the state index at scale
+
+# (share of the rows per 1,000, configuration, active_states, status) of the added executions
+STATE_GROUPS: tuple[tuple[range, list[str], list[str], str], ...] = (
+    (range(0, 1), ["paying"], ["fulfilment", "paying"], "active"),
+    (
+        range(1, 101),
+        ["boxed", "invoiced"],
+        ["fulfilment", "shipping", "packing", "boxed", "billing", "invoiced"],
+        "active",
+    ),
+    (range(101, 501), ["done"], ["done"], "completed"),
+    (range(501, 1000), ["shopping"], ["shopping"], "active"),
+)
+SELECTIVE_STATE, COMMON_STATE = "paying", "shipping"
+INDEX_NAME = "statecharts_execution_active_states"
+
+
+def _case(column: str, values: Callable[[tuple[Any, ...]], Any]) -> str:
+    """A CASE over ``g % 1000`` giving each group's value (JSON text cast, or text); ``%%``
+    since the statement has parameters."""
+    parts = []
+    for group in STATE_GROUPS:
+        shares, value = group[0], values(group)
+        literal = json.dumps(value) if not isinstance(value, str) else value
+        cast = "::jsonb" if not isinstance(value, str) else ""
+        parts.append(
+            f"WHEN g %% 1000 BETWEEN {shares.start} AND {shares.stop - 1} "
+            f"THEN '{literal}'{cast}"
+        )
+    return f"CASE {' '.join(parts)} END"
+
+
+def add_executions(rows: int) -> None:
+    """Add ``rows`` executions of one chart with ``INSERT ... SELECT generate_series`` (the GIN
+    index dropped while inserting and built again afterwards, as a bulk load would), then
+    ``ANALYZE``. Every column not set here gets its model default."""
+    from django.db import connection
+
+    from statecharts.models import Chart, Execution
+
+    chart = Chart.objects.load(TOGGLE_NULL)
+    blob = bytes(Execution.objects.filter(chart=chart).values_list("position", flat=True)[0])
+    quote = connection.ops.quote_name
+    computed = {
+        "chart_id": ("%s", [chart.pk]),
+        "status": (_case("status", lambda group: group[3]), []),
+        "session_id": ("'bench-state-' || g", []),
+        "position": ("%s", [blob]),
+        "configuration": (_case("configuration", lambda group: group[1]), []),
+        "active_states": (_case("active_states", lambda group: group[2]), []),
+        "steps": ("1 + g %% 7", []),
+        "created": ("now() - g * interval '1 second'", []),
+        "updated": ("now() - g * interval '1 second'", []),
+    }
+    columns, expressions, params = [], [], []
+    for model_field in Execution._meta.concrete_fields:
+        if model_field.primary_key:
+            continue
+        columns.append(quote(model_field.column))
+        if model_field.attname in computed:
+            sql, values = computed[model_field.attname]
+            expressions.append(sql)
+            params.extend(values)
+        else:
+            expressions.append("%s")  # its default ("" for text, None where nullable)
+            params.append(model_field.get_db_prep_save(model_field.get_default(), connection))
+    table = quote(Execution._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s", [INDEX_NAME])
+        (index_sql,) = cursor.fetchone()
+    with connection.cursor() as cursor:  # (autocommit: the FK check is deferred to commit)
+        cursor.execute(f"DROP INDEX {INDEX_NAME}")
+        cursor.execute(
+            f"INSERT INTO {table} ({', '.join(columns)}) SELECT {', '.join(expressions)} "
+            "FROM generate_series(1, %s) AS g",
+            [*params, rows],
+        )
+        cursor.execute(index_sql)
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {table}")
+
+
+def _state_queries() -> dict[str, tuple[str, Callable[[], object], Any]]:
+    """name -> (what it is, a call that runs it, its queryset for EXPLAIN)."""
+    from statecharts.models import Execution
+
+    queries: dict[str, tuple[str, Callable[[], object], Any]] = {}
+    for label, state in (("selective", SELECTIVE_STATE), ("common", COMMON_STATE)):
+        found = Execution.objects.in_state(state)
+        page = found.values_list("pk", flat=True)[:100]
+        queries[f"{label} page"] = (
+            f"in_state({state!r}): first page of 100, newest first",
+            lambda page=page: list(page.all()),
+            page,
+        )
+        queries[f"{label} count"] = (
+            f"in_state({state!r}).count()",
+            lambda found=found: found.all().count(),
+            found.values("pk"),
+        )
+    return queries
+
+
+def _plan_scan(queryset: Any) -> tuple[str, float]:
+    """The plan's innermost scan node (the index, for a bitmap scan) and its execution time
+    (ms), from EXPLAIN ANALYZE."""
+    from django.db import connection
+
+    sql, params = queryset.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS) {sql}", params)
+        plan = [row[0] for row in cursor.fetchall()]
+    scans = [line.strip().lstrip("-> ").split("  (")[0] for line in plan if "Scan" in line]
+    executed = [line for line in plan if line.startswith("Execution Time")]
+    took = float(executed[0].split(":")[1].split()[0]) if executed else float("nan")
+    return (scans[-1] if scans else plan[0].split("  (")[0]), took  # the innermost scan
+
+
+def _shown_plan(scan: str, took_ms: float) -> str:
+    return f"{scan} ({took_ms:.2f} ms)"
+
+
+def measure_state_queries(rows: int, rounds: int) -> dict[str, Any]:
+    """Time the in_state queries with and without the GIN index, interleaved (see the module
+    docstring)."""
+    from django.db import connection, transaction
+
+    from statecharts.models import Execution
+
+    log(f"[postgres] adding {rows:,} executions for the state queries")
+    started = time.perf_counter()
+    add_executions(rows)
+    log(f"[postgres] added in {time.perf_counter() - started:.1f} s; timing the queries")
+    queries = _state_queries()
+    timings: dict[str, dict[str, list[float]]] = {
+        name: {"indexed": [], "unindexed": []} for name in queries
+    }
+    plans: dict[str, dict[str, str]] = {name: {} for name in queries}
+    matches = {name: 0 for name in queries}
+
+    def timed(run: Callable[[], object]) -> float:
+        start = time.perf_counter()
+        run()
+        return 1000 * (time.perf_counter() - start)
+
+    for index in range(rounds + 1):  # the first round warms the cache and is not kept
+        for name, (_, run, _queryset) in queries.items():
+            took = timed(run)
+            if index:
+                timings[name]["indexed"].append(took)
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute(f"DROP INDEX {INDEX_NAME}")
+            for name, (_, run, _queryset) in queries.items():
+                took = timed(run)
+                if index:
+                    timings[name]["unindexed"].append(took)
+            transaction.set_rollback(True)  # the index is back
+    for name, (_, run, queryset) in queries.items():
+        result = run()
+        matches[name] = result if isinstance(result, int) else len(result)  # type: ignore[arg-type]
+        plans[name]["indexed"] = _shown_plan(*_plan_scan(queryset))
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute(f"DROP INDEX {INDEX_NAME}")
+            plans[name]["unindexed"] = _shown_plan(*_plan_scan(queryset))
+            transaction.set_rollback(True)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_relation_size(%s)", [INDEX_NAME])
+        index_bytes = int(cursor.fetchone()[0])
+    return {
+        "rows": Execution.objects.count(),
+        "added": rows,
+        "rounds": rounds,
+        "index_bytes": index_bytes,
+        "queries": {
+            name: {
+                "what": what,
+                "matches": matches[name],
+                "indexed_ms": statistics.median(timings[name]["indexed"]),
+                "unindexed_ms": statistics.median(timings[name]["unindexed"]),
+                "indexed_plan": plans[name]["indexed"],
+                "unindexed_plan": plans[name]["unindexed"],
+            }
+            for name, (what, _run, _queryset) in queries.items()
+        },
+    }
 
 
 # --------------------------------------------------------------------------- parent: report
@@ -571,6 +855,10 @@ def _child(database: str, args: argparse.Namespace) -> DatabaseResult:
         str(args.warmup),
         "--pg-url",
         args.pg_url,
+        "--state-rows",
+        str(args.state_rows),
+        "--state-rounds",
+        str(args.state_rounds),
     ]
     if args.profile:
         command.append("--profile")
@@ -583,7 +871,9 @@ def _child(database: str, args: argparse.Namespace) -> DatabaseResult:
         if line.startswith(RESULT_MARKER):
             raw = json.loads(line[len(RESULT_MARKER) :])
             charts = [ChartResult(**c) for c in raw["charts"]]
-            return DatabaseResult(raw["database"], raw["server"], raw["settings"], charts)
+            return DatabaseResult(
+                raw["database"], raw["server"], raw["settings"], charts, raw.get("state_query")
+            )
     raise ChildFailed(f"{database}: the benchmark process printed no result")
 
 
@@ -619,6 +909,43 @@ def render(args: argparse.Namespace, command: str, results: Sequence[DatabaseRes
                 f" | {c.stepper_median:,.0f} | **{100 * c.ratio:.0f}%**"
                 f" | {100 * statistics.median(paired):.0f}%"
                 f" ({100 * min(paired):.0f}-{100 * max(paired):.0f}%) | {met} |"
+            )
+    lines += [
+        "",
+        "the state index: the same stepper with its active_states write taken out, interleaved"
+        " in the same rounds (with / without, on medians; per-round: median and range)",
+        "",
+        "| database | chart | with active_states steps/s | without steps/s | with / without"
+        " | per-round: median (range) |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for db in results:
+        for c in db.charts:
+            paired = c.paired_index_ratios
+            lines.append(
+                f"| {db.database} | {c.chart} | {c.stepper_median:,.0f} | {c.plain_median:,.0f}"
+                f" | **{100 * c.index_ratio:.0f}%** | {100 * statistics.median(paired):.0f}%"
+                f" ({100 * min(paired):.0f}-{100 * max(paired):.0f}%) |"
+            )
+    for db in results:
+        query = db.state_query
+        if not query:
+            continue
+        lines += [
+            "",
+            f"in_state queries on {db.database}: {query['rows']:,} executions"
+            f" ({query['added']:,} added), GIN index {query['index_bytes'] / 2**20:.1f} MiB;"
+            f" median of {query['rounds']} timed runs each, with and without the index"
+            " (dropped in a rolled-back transaction), interleaved",
+            "",
+            "| query | matching | with the index | without | plan with | plan without |",
+            "|---|---:|---:|---:|---|---|",
+        ]
+        for item in query["queries"].values():
+            lines.append(
+                f"| {item['what']} | {item['matches']:,} | {item['indexed_ms']:.2f} ms"
+                f" | {item['unindexed_ms']:.2f} ms | {item['indexed_plan']}"
+                f" | {item['unindexed_plan']} |"
             )
     lines += [
         "",
@@ -677,6 +1004,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--sqlite-dir", help="where the SQLite file goes (default: the system temporary dir)"
     )
     parser.add_argument(
+        "--state-rows",
+        type=int,
+        default=1_000_000,
+        help="PostgreSQL: executions added for the in_state queries (0: skip them)",
+    )
+    parser.add_argument(
+        "--state-rounds", type=int, default=15, help="timed rounds of each in_state query"
+    )
+    parser.add_argument(
         "--profile", action="store_true", help="also cProfile the floor and the stepper"
     )
     parser.add_argument("--json", type=Path, metavar="OUT", help="also write results as JSON")
@@ -684,6 +1020,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(None if argv is None else list(argv))
     if args.steps < 1 or args.rounds < 1 or args.warmup < 0:
         parser.error("--steps and --rounds must be >= 1, --warmup >= 0")
+    if args.state_rows < 0 or args.state_rounds < 1:
+        parser.error("--state-rows must be >= 0, --state-rounds >= 1")
     return args
 
 

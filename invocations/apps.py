@@ -53,6 +53,16 @@ class InvocationsConfig(AppConfig):
 
         surface.register()
 
+        # Settled rows pruned, rows of erased executions erased (statecharts.retention).
+        from invocations import pruning
+
+        pruning.register()
+
+        # This app's figures in `statechart health` (statecharts.health).
+        from invocations import health
+
+        health.register()
+
 
 def register_handler_types() -> None:
     from invocations.handlers import handler_types

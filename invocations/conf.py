@@ -12,6 +12,8 @@
     "INVOKE_HANDLER_TIMEOUT_SECONDS": 600,  # no answer by then: the invocation fails
     "INVOKE_HANDLER_QUEUE": "django_q",  # or "inline": handlers run in the caller's process
                                       # (tests, statecharts.testing; small sites)
+    "INVOKE_RETENTION_DAYS": 30,      # settled invocation rows of finished parents are pruned
+                                      # this long after they settled (statechart prune)
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ DEFAULTS = {
     "INVOKE_HANDLER_RETRY_SECONDS": 5,
     "INVOKE_HANDLER_TIMEOUT_SECONDS": 600,
     "INVOKE_HANDLER_QUEUE": "django_q",
+    "INVOKE_RETENTION_DAYS": 30,
 }
 
 

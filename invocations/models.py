@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from statecharts.models.fields import PortableJSONField, PortableTextField
+
 
 class InvocationStatus(models.TextChoices):
     STARTING = "starting", "starting"  # written by the parent's step; the child is not up yet
@@ -41,7 +43,7 @@ class Invocation(models.Model):
     state = models.CharField(max_length=200, help_text="The invoking state's id.")
     src = models.TextField(blank=True, help_text="The src (or srcexpr's value), if any.")
     content = models.TextField(blank=True, help_text="Inline <content>, if any.")
-    params = models.JSONField(null=True, blank=True, help_text="<param>/namelist values.")
+    params = PortableJSONField(null=True, blank=True, help_text="<param>/namelist values.")
     autoforward = models.BooleanField(default=False)
     defined_at_run_time = models.BooleanField(
         default=False, help_text="Its chart came from <content expr> or srcexpr."
@@ -49,7 +51,7 @@ class Invocation(models.Model):
     status = models.CharField(
         max_length=12, choices=InvocationStatus.choices, default=InvocationStatus.STARTING
     )
-    reason = models.TextField(blank=True)
+    reason = PortableTextField(blank=True)
     # What was invoked: the child chart (by content hash: replay never reads a file again).
     chart = models.ForeignKey(
         "statecharts.Chart", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
@@ -66,11 +68,11 @@ class Invocation(models.Model):
     # What the child sent up to there is processed (it was sent before the cancellation);
     # anything after is ignored (spec 6.4.3).
     cancelled_after_message = models.BigIntegerField(null=True, blank=True)
-    caller_context = models.JSONField(null=True, blank=True)
+    caller_context = PortableJSONField(null=True, blank=True)
     # Handlers (types other than SCXML): attempts at start(), the last error, when to try
     # again (a durable schedule: django-q2 has no backoff), and when to give up waiting.
     attempts = models.PositiveSmallIntegerField(default=0)
-    last_error = models.TextField(blank=True)
+    last_error = PortableTextField(blank=True)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     deadline = models.DateTimeField(null=True, blank=True)
     started_in = models.PositiveIntegerField(help_text="The parent's history entry (seq).")

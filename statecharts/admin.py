@@ -11,20 +11,28 @@ page shows is the read model (``statecharts.inspection``), the one the API and
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Exists, OuterRef, QuerySet
 from django.forms import Form
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_POST
 
-from statecharts import extensions, stepper
+from statecharts import extensions, retention, stepper
 from statecharts.core import StatechartError
 from statecharts.core.model import Chart as CompiledChart
 from statecharts.forms import ChartUploadForm, SendEventForm, StartExecutionForm
@@ -35,10 +43,12 @@ from statecharts.inspection import (
     history_row,
     inspect,
     json_text,
+    title_of,
     where,
 )
 from statecharts.lookups import version_key
 from statecharts.models import Chart, Execution, HistoryEntry, OutboxMessage
+from statecharts.models.outbox import OutboxStatus
 
 
 def diagram(
@@ -60,7 +70,120 @@ def report_form_errors(request: HttpRequest, form: Form) -> None:
         messages.error(request, f"{field}: {' '.join(errors)}")
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+# ---- bulk actions with a confirmation page ---------------------------------------------------
+
+# Rows one bulk action takes at most: each is a step (or a short transaction) of its own, done
+# within the request.
+MAX_BULK_ROWS = 500
+
+
+@dataclass(frozen=True, slots=True)
+class ConfirmRow:
+    label: str
+    note: str = ""
+
+
+def confirmed(request: HttpRequest) -> bool:
+    """Whether this is the confirmation page's own post (not the changelist's first one)."""
+    return request.POST.get("post") == "yes"
+
+
+def confirm_action(
+    model_admin: admin.ModelAdmin,  # type: ignore[type-arg]
+    request: HttpRequest,
+    *,
+    action: str,
+    title: str,
+    summary: str,
+    rows: Sequence[ConfirmRow],
+    pks: Sequence[int],
+    button: str,
+    form: Form | None = None,
+    warning: str = "",
+) -> TemplateResponse:
+    """The confirmation page of the bulk action ``action``: nothing is done until it is posted
+    back (with ``post=yes``, the same selected ``pks`` and the form's fields)."""
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "opts": model_admin.model._meta,
+        "title": title,
+        "subtitle": None,
+        "summary": summary,
+        "warning": warning,
+        "rows": rows,
+        "pks": pks,
+        "actionable": bool(pks),
+        "action": action,
+        "button": button,
+        "form": form,
+        "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+        "media": model_admin.media,
+    }
+    request.current_app = model_admin.admin_site.name
+    return TemplateResponse(request, "admin/statecharts/confirm_action.html", context)
+
+
+def too_many(model_admin: admin.ModelAdmin, request: HttpRequest, rows: Sequence[Any]) -> bool:  # type: ignore[type-arg]
+    if len(rows) <= MAX_BULK_ROWS:
+        return False
+    model_admin.message_user(
+        request,
+        f"Select at most {MAX_BULK_ROWS} rows for this action (each is done on its own): "
+        "narrow the list with its filters.",
+        messages.ERROR,
+    )
+    return True
+
+
+class EraseForm(forms.Form):
+    reason = forms.CharField(
+        max_length=1000,
+        required=False,
+        label="Reason",
+        help_text="Recorded in each execution's history (e.g. the request's reference).",
+    )
+    cancel_running = forms.BooleanField(
+        required=False,
+        label="Cancel those still running first",
+        help_text="Each is cancelled in its own step (its onexit handlers run), then erased.",
+    )
+
+
+class TextOnlyQueries(admin.ModelAdmin):
+    """A changelist whose search or filters hold a NUL character drops them, with a message:
+    no text column of PostgreSQL can hold one, and Django's admin would send it to the
+    database (a server error) instead of answering the person who typed it.
+
+    Every view of these admins is outside ``ATOMIC_REQUESTS``' per-request transaction: their
+    forms and actions step executions, and the stepper commits each step itself
+    (``transaction.atomic(durable=True)``), which cannot nest in another transaction."""
+
+    @property
+    def urls(self) -> list[URLPattern]:
+        patterns = self.get_urls()
+        for pattern in patterns:
+            pattern.callback._non_atomic_requests = set(settings.DATABASES)  # type: ignore[attr-defined]
+        return patterns
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        bad = [
+            key
+            for key, values in request.GET.lists()
+            if "\x00" in key or any("\x00" in value for value in values)
+        ]
+        if not bad:
+            return super().changelist_view(request, extra_context)
+        kept = request.GET.copy()
+        for key in bad:
+            del kept[key]
+        names = ", ".join(repr(key.replace("\x00", "\\0")[:40]) for key in bad)
+        messages.error(request, f"Ignored {names}: a search or filter cannot hold a NUL character.")
+        return HttpResponseRedirect(f"{request.path}?{kept.urlencode()}")
+
+
+class ReadOnlyAdmin(TextOnlyQueries):
     """Machine-owned rows: viewable, never edited or deleted by hand."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -77,7 +200,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 
 @admin.register(Chart)
-class ChartAdmin(admin.ModelAdmin):
+class ChartAdmin(TextOnlyQueries):
     list_display = ["label", "version_label", "short_hash", "execution_count", "created"]
     list_display_links = ["label"]
     search_fields = ["name", "version", "content_hash"]
@@ -144,7 +267,9 @@ class ChartAdmin(admin.ModelAdmin):
         form_url: str = "",
         extra_context: dict[str, Any] | None = None,
     ) -> HttpResponse:
-        chart = get_object_or_404(Chart, pk=object_id)
+        chart = self.get_object(request, unquote(object_id))
+        if chart is None:  # no such chart, or an id that is not one: the admin's own answer
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
         lines = chart.source.splitlines()
         compiled = compiled_chart_of(chart)
         if isinstance(compiled, Unreadable):
@@ -184,7 +309,9 @@ class ChartAdmin(admin.ModelAdmin):
         if not request.user.has_perm("statecharts.add_execution"):
             raise PermissionDenied
         chart = get_object_or_404(Chart, pk=chart_id)
-        form = StartExecutionForm(request.POST)
+        compiled = compiled_chart_of(chart)
+        hints = None if isinstance(compiled, Unreadable) else chart_hints(compiled)
+        form = StartExecutionForm(request.POST, hints=hints)
         back = reverse("admin:statecharts_chart_change", args=[chart.pk])
         if not form.is_valid():
             report_form_errors(request, form)
@@ -208,6 +335,45 @@ class ChartAdmin(admin.ModelAdmin):
 # ---- executions ------------------------------------------------------------------------------
 
 
+class InStateFilter(admin.SimpleListFilter):
+    """"In state": executions where a state is active now (``Execution.objects.in_state``,
+    indexed on PostgreSQL), atomic or any compound or parallel ancestor of the active ones.
+
+    The choices are the states of the chart chosen in the chart filter, in document order
+    ("every order waiting for payment": chart ``order``, then ``awaiting_payment``); with no
+    chart chosen, the states of the charts that have executions, while there are at most
+    :attr:`MAX_CHARTS` of them (else choose a chart first). ``?in_state=ID`` in the URL works
+    whatever the choices are."""
+
+    title = "in state"
+    parameter_name = "in_state"
+    MAX_CHARTS = 20
+    CHART_PARAMETER = "chart__id__exact"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        chosen = request.GET.get(self.CHART_PARAMETER, "")
+        if chosen.isdigit():
+            charts = list(Chart.objects.filter(pk=int(chosen)))
+        else:
+            used = Execution.objects.filter(chart=OuterRef("pk"))
+            charts = list(Chart.objects.filter(Exists(used)).order_by("-pk")[: self.MAX_CHARTS + 1])
+            if len(charts) > self.MAX_CHARTS:
+                charts = []
+        ids: dict[str, None] = {}
+        for chart in charts:
+            compiled = compiled_chart_of(chart)
+            if not isinstance(compiled, Unreadable):
+                ids.update(dict.fromkeys(state.id for state in compiled.states[1:]))
+        value = self.value()
+        if value and value not in ids:
+            ids[value] = None  # chosen by URL: shown, so the list says what it is filtered by
+        return [(state_id, state_id) for state_id in ids]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Execution]) -> QuerySet[Execution]:
+        value = self.value()
+        return queryset.in_state(value) if value else queryset  # type: ignore[attr-defined]
+
+
 @admin.register(Execution)
 class ExecutionAdmin(ReadOnlyAdmin):
     list_display = [
@@ -220,31 +386,152 @@ class ExecutionAdmin(ReadOnlyAdmin):
         "steps",
         "updated",
     ]
-    list_filter = ["status", "chart", "created", "updated"]
+    list_filter = ["status", "chart", InStateFilter, "created", "updated"]
     search_fields = ["=id", "session_id", "business_key"]
     date_hierarchy = "created"
     list_select_related = ["chart"]
-    exclude = ["position"]
+    actions = ["cancel_selected", "erase_selected"]
+    exclude = ["position", "configuration", "donedata", "metadata"]  # shown as *_json below
     readonly_fields = [
         "chart",
         "status",
         "session_id",
         "business_key",
-        "configuration",
+        "configuration_json",
         "steps",
-        "donedata",
+        "donedata_json",
         "outcome",
         "failure_reason",
-        "metadata",
+        "metadata_json",
         "created",
         "updated",
         "ended",
+        "erased",
     ]
+
+    # The JSON columns shown through the read model's json_text: bounded, never failing on a
+    # value nested too deeply (Django's own display would recurse into it).
+    @admin.display(description="configuration")
+    def configuration_json(self, execution: Execution) -> str:
+        return json_text(execution.configuration)
+
+    @admin.display(description="donedata")
+    def donedata_json(self, execution: Execution) -> str:
+        return json_text(execution.donedata)
+
+    @admin.display(description="metadata")
+    def metadata_json(self, execution: Execution) -> str:
+        return json_text(execution.metadata)
 
     @admin.display(description="in states")
     def in_states(self, execution: Execution) -> str:
         configuration = execution.configuration
         return ", ".join(configuration) if isinstance(configuration, list) else ""
+
+    # ---- bulk actions (a confirmation page each; every cancel is a step of its own) ----
+
+    def has_cancel_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.has_perm("statecharts.change_execution"))
+
+    def has_erase_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.has_perm("statecharts.erase_execution"))
+
+    @admin.action(description="Cancel the selected executions", permissions=["cancel"])
+    def cancel_selected(
+        self, request: HttpRequest, queryset: QuerySet[Execution]
+    ) -> HttpResponse | None:
+        executions = list(queryset.select_related("chart").order_by("pk")[: MAX_BULK_ROWS + 1])
+        if too_many(self, request, executions):
+            return None
+        running = [e for e in executions if not e.is_terminal]
+        if not confirmed(request):
+            rows = [ConfirmRow(title_of(e), where(e.status, e.configuration)) for e in running]
+            rows += [
+                ConfirmRow(title_of(e), f"{e.status}: nothing to cancel")
+                for e in executions
+                if e.is_terminal
+            ]
+            return confirm_action(
+                self,
+                request,
+                action="cancel_selected",
+                title="Cancel executions",
+                summary=f"Cancel {len(running)} execution(s)? Each is cancelled in a step of "
+                "its own: its onexit handlers run, its pending timers are discarded and its "
+                "invoked children cancelled.",
+                rows=rows,
+                pks=[e.pk for e in running],
+                button=f"Yes, cancel {len(running)}",
+            )
+        outcomes: Counter[str] = Counter()
+        for execution in running:
+            try:
+                result = stepper.cancel(execution.pk)
+            except StatechartError as exc:
+                self.message_user(request, f"{title_of(execution)}: {exc}", messages.ERROR)
+                continue
+            outcomes[result.disposition] += 1
+        said = ", ".join(f"{n} {disposition}" for disposition, n in sorted(outcomes.items()))
+        self.message_user(request, f"Cancel: {said or 'nothing was cancelled'}.")
+        return None
+
+    @admin.action(
+        description="Erase the personal data of the selected executions", permissions=["erase"]
+    )
+    def erase_selected(
+        self, request: HttpRequest, queryset: QuerySet[Execution]
+    ) -> HttpResponse | None:
+        ids = list(queryset.order_by("pk").values_list("pk", flat=True)[: MAX_BULK_ROWS + 1])
+        if too_many(self, request, ids):
+            return None
+        form = EraseForm(request.POST if confirmed(request) else None)
+        if not confirmed(request) or not form.is_valid():
+            everything = retention.family(ids)
+            found = Execution.objects.filter(pk__in=everything).select_related("chart")
+            rows = [
+                ConfirmRow(
+                    title_of(e),
+                    ("invoked child; " if e.pk not in ids else "")
+                    + (e.status if e.is_terminal else f"{e.status}: still running"),
+                )
+                for e in found.order_by("pk")
+            ]
+            running = sum(1 for e in found if not e.is_terminal)
+            warning = (
+                "This cannot be undone. Their datamodel, donedata, metadata and business "
+                "keys, and the data of every input, message, timer and invocation of theirs "
+                "are removed; each gets an 'erased' entry in its history."
+            )
+            if running:
+                warning += (
+                    f" {running} of them are still running: they are erased only if you "
+                    "choose to cancel them first."
+                )
+            return confirm_action(
+                self,
+                request,
+                action="erase_selected",
+                title="Erase personal data",
+                summary=f"Erase the personal data of {len(everything)} execution(s) "
+                f"({len(everything) - len(ids)} of them invoked by the selected ones)?",
+                rows=rows,
+                pks=ids,
+                button="Yes, erase",
+                form=form,
+                warning=warning,
+            )
+        try:
+            report = retention.erase(
+                ids,
+                reason=form.cleaned_data["reason"],
+                cancel=form.cleaned_data["cancel_running"],
+                requested_by=request.user.get_username(),
+            )
+        except retention.ErasureRefused as exc:
+            self.message_user(request, f"Nothing was erased: {exc}", messages.ERROR)
+            return None
+        self.message_user(request, f"Erasure: {report}.")
+        return None
 
     def get_urls(self) -> list[URLPattern]:
         view = self.admin_site.admin_view
@@ -269,7 +556,9 @@ class ExecutionAdmin(ReadOnlyAdmin):
         form_url: str = "",
         extra_context: dict[str, Any] | None = None,
     ) -> HttpResponse:
-        execution = get_object_or_404(Execution.objects.select_related("chart"), pk=object_id)
+        execution = self.get_object(request, unquote(object_id))
+        if execution is None:  # no such execution, or an id that is not one
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
         view = inspect(execution)  # what the API and `statechart show` display too
         hints = None if isinstance(view.compiled, Unreadable) else chart_hints(view.compiled)
         events = hints.events if hints is not None else ()
@@ -367,6 +656,52 @@ class OutboxMessageAdmin(ReadOnlyAdmin):
     list_display = ["id", "sender", "target_session_id", "event_name", "status", "created"]
     list_filter = ["status"]
     search_fields = ["target_session_id", "sender__session_id"]
+    actions = ["retry_selected"]
+
+    def has_retry_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.has_perm("statecharts.change_outboxmessage"))
+
+    @admin.action(
+        description="Retry delivering the selected undeliverable messages", permissions=["retry"]
+    )
+    def retry_selected(
+        self, request: HttpRequest, queryset: QuerySet[OutboxMessage]
+    ) -> HttpResponse | None:
+        chosen = list(queryset.order_by("pk")[: MAX_BULK_ROWS + 1])
+        if too_many(self, request, chosen):
+            return None
+        retryable = [m for m in chosen if m.status == OutboxStatus.UNDELIVERABLE]
+        if not confirmed(request):
+            rows = [ConfirmRow(str(m), m.reason) for m in retryable]
+            rows += [
+                ConfirmRow(str(m), "only undeliverable messages are retried")
+                for m in chosen
+                if m.status != OutboxStatus.UNDELIVERABLE
+            ]
+            return confirm_action(
+                self,
+                request,
+                action="retry_selected",
+                title="Retry undeliverable messages",
+                summary=f"Deliver {len(retryable)} undeliverable message(s) again? Their "
+                "senders were told error.communication when they failed; a message that "
+                "fails again is not told twice.",
+                rows=rows,
+                pks=[m.pk for m in retryable],
+                button=f"Yes, retry {len(retryable)}",
+            )
+        for message in retryable:
+            stepper.retry_message(message.pk)
+        # Counted from the rows: a message its target had applied after all is delivered.
+        delivered = OutboxMessage.objects.filter(
+            pk__in=[m.pk for m in retryable], status=OutboxStatus.DELIVERED
+        ).count()
+        self.message_user(
+            request,
+            f"Retried {len(retryable)} message(s): {delivered} delivered, "
+            f"{len(retryable) - delivered} still undeliverable.",
+        )
+        return None
 
     @admin.display(description="event")
     def event_name(self, message: OutboxMessage) -> str:

@@ -25,3 +25,16 @@ class StatechartsConfig(AppConfig):
         from statecharts.work import register_work_source
 
         register_work_source(outbox_work)
+
+        # Retention and erasure of this app's rows (the other apps register theirs), and
+        # the hourly prune's django-q2 schedule.
+        from statecharts import (
+            health,  # noqa: F401  (registers this app's health figures)
+            retention,
+        )
+
+        post_migrate.connect(
+            retention.ensure_schedule_after_migrate,
+            sender=self,
+            dispatch_uid="statecharts.retention",
+        )

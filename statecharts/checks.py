@@ -47,10 +47,61 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             )
     for name in ("CLOCK", "RESOLVER"):
         problems.extend(_importable(f"STATECHARTS[{name!r}]", configured.get(name)))
+    problems.extend(_check_retention(configured))
     problems.extend(_check_performers(configured))
     for group in registered_groups():
         if group.check is not None:
             problems.extend(group.check(configured))
+    return problems
+
+
+# Retention settings that may be None (keep forever): a positive number of days otherwise.
+OPTIONAL_DAYS = ("EXECUTION_RETENTION_DAYS", "HISTORY_RETENTION_DAYS")
+
+
+def _check_retention(configured: dict[str, Any]) -> list[CheckMessage]:
+    problems: list[CheckMessage] = []
+    for name in OPTIONAL_DAYS:
+        value = configured.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+            problems.append(
+                Error(
+                    f"STATECHARTS[{name!r}] must be a positive number of days, or None "
+                    "(kept forever).",
+                    id="statecharts.E006",
+                )
+            )
+    if not isinstance(configured.get("PRUNE_SCHEDULED", True), bool):
+        problems.append(
+            Error("STATECHARTS['PRUNE_SCHEDULED'] must be True or False.", id="statecharts.E006")
+        )
+    return problems + _check_thresholds(configured.get("HEALTH_THRESHOLDS", {}))
+
+
+def _check_thresholds(thresholds: Any) -> list[CheckMessage]:
+    """``{"timers.oldest_overdue_seconds": {"warning": 30, "critical": None}, ...}``."""
+    label = "STATECHARTS['HEALTH_THRESHOLDS']"
+    if not isinstance(thresholds, dict):
+        return [Error(f"{label} must be a dict.", id="statecharts.E007")]
+    problems: list[CheckMessage] = []
+    for name, levels in thresholds.items():
+        where = f"{label}[{name!r}]"
+        if not isinstance(levels, dict) or not set(levels) <= {"warning", "critical"}:
+            problems.append(
+                Error(
+                    f"{where} must be a dict with 'warning' and/or 'critical'.",
+                    id="statecharts.E007",
+                )
+            )
+            continue
+        for level, value in levels.items():
+            number = isinstance(value, int | float) and not isinstance(value, bool)
+            if value is not None and not number:
+                problems.append(
+                    Error(f"{where}[{level!r}] must be a number or None.", id="statecharts.E007")
+                )
     return problems
 
 

@@ -25,6 +25,15 @@ dict. The ``statecharts`` app's own keys::
         "OUTBOX_SWEEP_AGE_SECONDS": 5,  # the sweeper delivers messages left pending this long
         "PERFORMERS": {},           # instruction kind -> dotted path (statecharts.stepper)
         "EFFECT_HANDLERS": {},      # deprecated alias of PERFORMERS, by effect kind
+        # Retention (statecharts.retention, docs/operations.md): days; None keeps forever.
+        "EXECUTION_RETENTION_DAYS": None,  # finished executions, with all their rows
+        "HISTORY_RETENTION_DAYS": None,    # the history of finished executions
+        "OUTBOX_RETENTION_DAYS": 30,       # delivered/undeliverable messages, finished senders
+        "PRUNE_BATCH": 500,         # rows (about) per pruning transaction
+        "PRUNE_TASK_SECONDS": 300,  # how long the hourly django-q2 prune may run
+        "PRUNE_SCHEDULED": True,    # False: the hourly task prunes nothing
+        # Health (statecharts.health): figure -> {"warning": n, "critical": n} overrides.
+        "HEALTH_THRESHOLDS": {},
     }
 
 The ``timers`` app registers the ``TIMER_*`` keys (``timers/conf.py``, docs/timers.md).
@@ -62,6 +71,16 @@ DEFAULTS: dict[str, Any] = {
     "PERFORMERS": {},
     # Deprecated (a system check warns): the same by effect kind, with the old signature.
     "EFFECT_HANDLERS": {},
+    # Retention (statecharts.retention): how many days rows are kept; None keeps them forever.
+    # Nothing of an execution that may still step is ever pruned, nor an unsettled row.
+    "EXECUTION_RETENTION_DAYS": None,
+    "HISTORY_RETENTION_DAYS": None,
+    "OUTBOX_RETENTION_DAYS": 30,
+    "PRUNE_BATCH": 500,
+    "PRUNE_TASK_SECONDS": 300,
+    "PRUNE_SCHEDULED": True,
+    # Health (statecharts.health): thresholds by figure name, overriding the apps' defaults.
+    "HEALTH_THRESHOLDS": {},
 }
 
 SettingsCheck = Callable[[Mapping[str, Any]], list[CheckMessage]]

@@ -142,7 +142,8 @@ RESERVED_SECTION_NAMES = frozenset(
     {
         "id", "session_id", "title", "status", "where", "chart", "business_key", "metadata",
         "configuration", "active_states", "datamodel", "donedata", "outcome",
-        "failure_reason", "steps", "created", "updated", "ended", "unreadable", "history",
+        "failure_reason", "steps", "created", "updated", "ended", "erased", "unreadable",
+        "history",
     }
 )  # fmt: skip
 

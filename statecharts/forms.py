@@ -2,26 +2,38 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from django import forms
 from django.utils.html import escape
 
+from statecharts import validation
 from statecharts.core import ChartError
 from statecharts.inspection import ChartHints, EventHint
-from statecharts.models import Chart
+from statecharts.models import Chart, Execution
+
+BUSINESS_KEY_LENGTH = Execution._meta.get_field("business_key").max_length or 0
+
+
+def refused(error: validation.InvalidInput) -> forms.ValidationError:
+    """A form error listing every problem ``statecharts.validation`` found, with its path."""
+    return forms.ValidationError([str(problem) for problem in error.problems])
 
 
 class JSONText(forms.CharField):
-    """A textarea holding JSON; empty means None. The page sets its placeholder from the
-    chart (``statecharts.inspection.chart_hints``): no example that does not fit the chart."""
+    """A textarea holding JSON; empty means None. The text is read strictly and the value
+    checked by ``check(value, where)`` (``statecharts.validation``): deep nesting, ``NaN``
+    or a code-carrying tag is a form error, never a server error. The page sets its
+    placeholder from the chart (``statecharts.inspection.chart_hints``)."""
 
     widget = forms.Textarea(attrs={"rows": 3, "cols": 60})
 
-    def __init__(self, *, object_only: bool = False, **kwargs: Any) -> None:
-        self.object_only = object_only
+    def __init__(
+        self, *, check: Callable[[Any, str], Any], where: str = "data", **kwargs: Any
+    ) -> None:
+        self.check = check
+        self.where = where
         kwargs.setdefault("required", False)
         super().__init__(**kwargs)
 
@@ -30,12 +42,9 @@ class JSONText(forms.CharField):
         if not text or not text.strip():
             return None
         try:
-            parsed = json.loads(text)
-        except ValueError as exc:
-            raise forms.ValidationError(f"not valid JSON: {exc}") from None
-        if self.object_only and not isinstance(parsed, dict):
-            raise forms.ValidationError('must be a JSON object, e.g. {"key": 1}')
-        return parsed
+            return self.check(validation.parse_json(text, self.where), self.where)
+        except validation.InvalidInput as exc:
+            raise refused(exc) from None
 
 
 class ChartUploadForm(forms.ModelForm):
@@ -58,15 +67,25 @@ class ChartUploadForm(forms.ModelForm):
                 raise forms.ValidationError(
                     [forms.ValidationError(str(problem)) for problem in exc.problems]
                 ) from None
+            # Without a name, the chart takes its <scxml name>: that must fit the column too.
+            name = cleaned.get("name") or self.compiled.name or ""
+            limit = Chart._meta.get_field("name").max_length or 0
+            try:
+                validation.text(name, "name", max_length=limit)
+            except validation.InvalidInput as exc:
+                self.add_error("name", f"the chart's name {exc.problems[0].message}")
         return cleaned
 
 
 class StartExecutionForm(forms.Form):
-    data = JSONText(object_only=True, label="Initial data (JSON object, optional)")
-    business_key = forms.CharField(required=False, max_length=200)
+    data = JSONText(check=validation.start_data, label="Initial data (JSON object, optional)")
+    business_key = forms.CharField(required=False, max_length=BUSINESS_KEY_LENGTH)
 
     def __init__(self, *args: Any, hints: ChartHints | None = None, **kwargs: Any) -> None:
+        """``hints``: the chart's, to show what start data it takes and to refuse ids it
+        does not declare (as the API does)."""
         super().__init__(*args, **kwargs)
+        self.hints = hints
         if hints is not None and hints.data_ids:
             self.fields["data"].widget.attrs["placeholder"] = hints.start_example
             names = escape(", ".join(hints.data_ids))  # Django renders help text unescaped
@@ -74,10 +93,31 @@ class StartExecutionForm(forms.Form):
         elif hints is not None:
             self.fields["data"].help_text = "This chart declares no top-level data."
 
+    def clean_data(self) -> dict[str, Any] | None:
+        data: dict[str, Any] | None = self.cleaned_data["data"]
+        if data and self.hints is not None:
+            unknown = validation.undeclared_data_ids(data, self.hints.data_ids)
+            if unknown:
+                known = ", ".join(self.hints.data_ids) or "none"
+                raise forms.ValidationError(
+                    f"not a top-level <data> id of this chart: {', '.join(unknown)} "
+                    f"(declared: {known})"
+                )
+        return data
+
+    def clean_business_key(self) -> str | None:
+        key = self.cleaned_data["business_key"] or None
+        try:
+            return validation.text(
+                key, "business_key", max_length=BUSINESS_KEY_LENGTH, optional=True
+            )
+        except validation.InvalidInput as exc:
+            raise forms.ValidationError(exc.problems[0].message) from None
+
 
 class SendEventForm(forms.Form):
-    name = forms.CharField(max_length=200, label="Event name")
-    data = JSONText(label="Event data (JSON, optional)")
+    name = forms.CharField(max_length=validation.EVENT_NAME_MAX_LENGTH, label="Event name")
+    data = JSONText(check=validation.chart_value, label="Event data (JSON, optional)")
 
     EVENT_LIST_ID = "statecharts-events"
 
@@ -105,4 +145,7 @@ class SendEventForm(forms.Form):
         name: str = self.cleaned_data["name"].strip()
         if not name or any(c.isspace() for c in name):
             raise forms.ValidationError("an event name is one word, e.g. order.paid")
-        return name
+        try:
+            return validation.event_name(name)  # control characters, reserved names
+        except validation.InvalidInput as exc:
+            raise forms.ValidationError(exc.problems[0].message) from None

@@ -58,17 +58,40 @@ class Unreadable:
 # ---- values as JSON ---------------------------------------------------------------------------
 
 
+# How deep a stored value is shown; deeper parts are replaced by TOO_DEEP. Input is bounded
+# on the way in (statecharts.validation), but a row written before that must still display.
+DISPLAY_DEPTH = 100
+TOO_DEEP = "(nested too deeply to show)"
+
+
 def json_safe(value: Any) -> Any:
     """``value`` with every non-finite float written as JavaScript spells it (``"NaN"``,
     ``"Infinity"``, ``"-Infinity"``): strict JSON has no such numbers, and the plain view of a
-    datamodel (``statecharts.core.datamodel.plain``) makes them from ``number`` tags."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    if isinstance(value, list | tuple):
-        return [json_safe(item) for item in value]
-    if isinstance(value, dict):
-        return {key: json_safe(item) for key, item in value.items()}
-    return value
+    datamodel (``statecharts.core.datamodel.plain``) makes them from ``number`` tags.
+
+    Never recursive and never deeper than :data:`DISPLAY_DEPTH` levels (what lies deeper is
+    shown as :data:`TOO_DEEP`), so any stored value can be shown and rendered as JSON."""
+    root: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any, int]] = [(value, root, 0, 0)]
+    while stack:
+        item, parent, slot, depth = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            parent[slot] = (
+                "NaN" if math.isnan(item) else ("Infinity" if item > 0 else "-Infinity")
+            )
+        elif isinstance(item, list | tuple | dict) and depth >= DISPLAY_DEPTH:
+            parent[slot] = TOO_DEEP
+        elif isinstance(item, list | tuple):
+            items: list[Any] = [None] * len(item)
+            parent[slot] = items
+            stack.extend((child, items, i, depth + 1) for i, child in enumerate(item))
+        elif isinstance(item, dict):
+            copy: dict[Any, Any] = dict.fromkeys(item)
+            parent[slot] = copy
+            stack.extend((child, copy, key, depth + 1) for key, child in item.items())
+        else:
+            parent[slot] = item
+    return root[0]
 
 
 def json_text(value: Any, *, indent: int | None = None) -> str:
@@ -123,13 +146,16 @@ def active_states(compiled: CompiledChart | Unreadable, atomic: Iterable[str]) -
 
 def datamodel_of(execution: Execution) -> dict[str, Any] | Unreadable:
     """The datamodel of the last committed step as plain values (a lossy, read-only view: see
-    docs/embedding.md, "Reading from Python"), or why the position cannot be read."""
+    docs/embedding.md, "Reading from Python"), or why the position cannot be read (or that
+    it was erased: ``statecharts.retention.erase``)."""
+    if execution.erased is not None:
+        return Unreadable(f"personal data erased at {execution.erased.isoformat()}")
     try:
         state = decode(bytes(execution.position or b"")).state
         values = plain(state.datamodel)
     except StatechartError as exc:  # PositionError and its kinds: refused, with the reason
         return Unreadable(f"the position cannot be read: {exc}")
-    except (KeyError, ValueError, TypeError, AttributeError) as exc:  # malformed tagged values
+    except (KeyError, ValueError, TypeError, AttributeError, RecursionError) as exc:  # malformed
         return Unreadable(f"the datamodel cannot be read: {type(exc).__name__}: {exc}")
     if not isinstance(values, dict):
         return Unreadable(f"the datamodel is not an object: {type(values).__name__}")
@@ -357,6 +383,7 @@ class ExecutionView:
             "created": _when(execution.created),
             "updated": _when(execution.updated),
             "ended": _when(execution.ended),
+            "erased": _when(execution.erased),
             "unreadable": self.unreadable,
         }
         document["datamodel"] = json_safe(document["datamodel"])

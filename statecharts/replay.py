@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from statecharts.conf import statecharts_settings
@@ -48,26 +49,63 @@ class Mismatch:
         return f"step {self.seq} ({what}): " + "; ".join(self.differences)
 
 
+class Verdict(StrEnum):
+    MATCHES = "matches"  # every position matches the recorded one
+    DIVERGED = "diverged"  # one does not (the mismatch says where)
+    ERASED = "erased"  # not replayed: the inputs' data were erased (statecharts.retention)
+    PRUNED = "pruned"  # not replayed: the history was pruned (retention)
+
+
 @dataclass(frozen=True, slots=True)
 class ReplayReport:
     execution_id: int
     steps_replayed: int
     mismatch: Mismatch | None = None
     notes: list[str] = field(default_factory=list)
+    # For an execution replay cannot check (erased, history pruned): the marker entry's seq
+    # and what it says.
+    marker: tuple[int, str] | None = None
+    verdict: Verdict = Verdict.MATCHES
 
     @property
     def ok(self) -> bool:
-        return self.mismatch is None
+        """Replayed, and every position matches."""
+        return self.verdict is Verdict.MATCHES
+
+    @property
+    def diverged(self) -> bool:
+        return self.verdict is Verdict.DIVERGED
 
     def __str__(self) -> str:
-        if self.ok:
+        if self.verdict is Verdict.MATCHES:
             return f"replayed {self.steps_replayed} step(s): every position matches"
-        return f"replay diverged at {self.mismatch}"
+        if self.verdict is Verdict.DIVERGED:
+            return f"replay diverged at {self.mismatch}"
+        seq, reason = self.marker or (0, "")
+        what = "erased" if self.verdict is Verdict.ERASED else "history pruned"
+        return f"not replayed: {what} (step {seq}: {reason})"
+
+
+MARKER_VERDICTS = {Disposition.ERASED: Verdict.ERASED, Disposition.PRUNED: Verdict.PRUNED}
 
 
 def replay(execution: Execution | int) -> ReplayReport:
+    """Re-drive the history and compare (see the module docstring). An execution whose
+    personal data were erased, or whose history was pruned, is not replayed: the report says
+    so (``Verdict.ERASED`` / ``PRUNED``, with the entry that recorded it), never a divergence.
+    """
     if not isinstance(execution, Execution):
         execution = Execution.objects.select_related("chart").get(pk=execution)
+    marker = (
+        execution.history.filter(disposition__in=list(MARKER_VERDICTS))
+        .order_by("-seq")
+        .values_list("seq", "disposition", "reason")
+        .first()
+    )
+    if marker is not None:
+        seq, disposition, reason = marker
+        verdict = MARKER_VERDICTS[Disposition(disposition)]
+        return ReplayReport(execution.pk, 0, marker=(seq, reason), verdict=verdict)
     compiled = compiled_chart(execution.chart)
     stored = decode(bytes(execution.position), chart=compiled)
     identity: ChartIdentity = stored.chart
@@ -103,7 +141,10 @@ def replay(execution: Execution | int) -> ReplayReport:
                     f"status recorded {entry.status_after}, replayed {status_of(state)}"
                 )
             return ReplayReport(
-                execution.pk, replayed, Mismatch(entry.seq, entry.input, differences)
+                execution.pk,
+                replayed,
+                Mismatch(entry.seq, entry.input, differences),
+                verdict=Verdict.DIVERGED,
             )
     if blob != bytes(execution.position):
         return ReplayReport(
@@ -114,5 +155,6 @@ def replay(execution: Execution | int) -> ReplayReport:
                 {"kind": "stored position"},
                 ["the execution's stored position is not the one its history leads to"],
             ),
+            verdict=Verdict.DIVERGED,
         )
     return ReplayReport(execution.pk, replayed)

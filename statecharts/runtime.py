@@ -30,6 +30,7 @@ from statecharts.core.budget import StepBudgets
 from statecharts.core.datamodel import Limits
 from statecharts.core.errors import ResolveError
 from statecharts.core.model import Chart as CompiledChart
+from statecharts.core.parse import decode_utf8, read_document
 from statecharts.core.position import ChartMismatchError
 from statecharts.core.resolve import Resolver, default_resolver
 
@@ -105,7 +106,7 @@ def read_chart_file(path: str | Path) -> tuple[str, dict[str, str], str]:
     """
     path = Path(path)
     folder = str(path.parent.resolve())
-    source = path.read_text(encoding="utf-8")
+    source = decode_utf8(read_document(path))
     recorded: dict[str, str] = {}
 
     def recording(uri: str, base_path: str | None) -> str:

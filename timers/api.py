@@ -48,6 +48,11 @@ class TimerSerializer(serializers.ModelSerializer[Timer]):
             "reason",
             "owner",
             "context",
+            "scheduled_in",
+            "delivery",
+            "fire_timeout_seconds",
+            "claimed_until",
+            "fire_deadline",
             "created",
             "settled",
         ]

@@ -29,3 +29,13 @@ class TimersConfig(AppConfig):
         from timers import surface
 
         surface.register()
+
+        # Settled timers pruned, timers of erased executions erased (statecharts.retention).
+        from timers import pruning
+
+        pruning.register()
+
+        # This app's figures in `statechart health` (statecharts.health).
+        from timers import health
+
+        health.register()

@@ -2,14 +2,23 @@
 
 ``fire_due`` is what every firer runs: the ``fire_timers`` command, the django-q2 tasks and
 the tests. Correctness never depends on the claim: any firer may fire any pending timer, and
-the timer row is settled under the execution lock, so a fire and a cancel of one row (the
-cancel runs inside a step, which holds the same lock) can never both succeed, and two firers
-never deliver one timer twice. Claims only keep concurrent firers from doing the same work.
+a timer row only ever leaves ``pending`` through a conditional UPDATE (``WHERE status =
+'pending'``) under its row lock, taken under its execution's lock when it is delivered, so a
+fire and a cancel of one row (the cancel runs inside a step, which holds the same lock) can
+never both succeed, and two firers never deliver one timer twice. Claims keep concurrent
+firers from doing the same work, and count attempts: a claim is an attempt of each timer it
+takes, and a claim that ended unsettled (its lease ran out, or its per-fire timeout passed,
+whichever came first) is an attempt spent; the next claim records it, and ends the timer
+``failed`` ("timed out") when it was the last one.
+
+What a fired timer does is its delivery's business (``timers.delivery``: a name on the row,
+looked up in ``TIMER_DELIVERIES``; by default the stepper's ``perform_delivery``).
 """
 
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -23,6 +32,7 @@ from statecharts.models import Execution
 from statecharts.statuses import TimerRule, rules
 from statecharts.work import WorkSource
 from timers.conf import timer_settings
+from timers.delivery import Delivery, DeliveryUnavailable, Fire, Snooze, resolve
 from timers.models import Timer, TimerStatus
 
 log = logging.getLogger("timers")
@@ -34,10 +44,16 @@ RETRYING = "retrying"
 FAILED = "failed"
 SKIPPED = "skipped"  # settled or taken by someone else meanwhile
 
+TIMED_OUT = "timed out"  # the reason of a timer whose last attempt timed out
 
 
 class Undecodable(Exception):
     """A timer row whose event or target cannot be read back."""
+
+
+class InvalidAnswer(Exception):
+    """A delivery answered something other than None or ``Snooze(positive int)``: it is
+    treated as a raise (rolled back, the attempt spent)."""
 
 
 @dataclass(slots=True)
@@ -60,6 +76,24 @@ class FireReport:
         return ", ".join(parts) or "nothing due"
 
 
+@dataclass(slots=True)
+class Claim:
+    """What one claim took, for one firer."""
+
+    fresh: list[Timer]  # due order; fired in chunks
+    # Timers whose previous claim ended unsettled (an attempt spent): fired one by one, after
+    # the others, so a timer that kills or hangs its firer cannot take a chunk down again.
+    suspects: list[Timer]
+    failed: int  # timers whose last attempt timed out: ended failed by this claim
+    claimed: datetime  # the clock the claim was taken at
+    until: datetime  # the lease it wrote
+    window: timedelta  # the shortest of the lease and the rows' per-fire timeouts
+
+    @property
+    def rows(self) -> list[Timer]:
+        return sorted(self.fresh + self.suspects, key=lambda t: (t.due, t.pk))
+
+
 def claim(now: datetime, limit: int, *, lease: timedelta | None = None) -> list[int]:
     """Claim up to ``limit`` due timers for this firer (their ids); see ``claim_rows``."""
     return [timer.pk for timer in claim_rows(now, limit, lease=lease)]
@@ -72,36 +106,158 @@ def claim_rows(now: datetime, limit: int, *, lease: timedelta | None = None) -> 
     lease, so a firer that dies only delays its timers. The rows come back whole: what a
     timer delivers (event, target, context) never changes after it is written, so the
     firing transaction only has to re-check its status, under the execution's lock.
+
+    The claim is an attempt of each row it takes: it writes the lease (``claimed_until``) and
+    the per-fire deadline (``fire_deadline``: now plus the row's ``fire_timeout_seconds``). A
+    row still carrying an earlier claim was left unsettled by a firer that died, hung, or
+    outlived its lease or its timeout: that attempt is spent here (``last_error`` says which
+    bound passed first), and a timer whose last attempt it was is ended ``failed`` with
+    reason "timed out" instead of being returned.
     """
+    return claim_batch(now, limit, lease=lease).rows
+
+
+def claim_batch(now: datetime, limit: int, *, lease: timedelta | None = None) -> Claim:
+    """``claim_rows``, telling the fresh rows from the suspects and counting the failed."""
     lease = lease or timedelta(seconds=timer_settings.TIMER_LEASE_SECONDS)
     database = stepper.database()
+    until = now + lease
+    failed: set[int] = set()
+    suspects: set[int] = set()
     with transaction.atomic(using=database):
         candidates = Timer.objects.using(database).claimable(now)
         if connections[database].features.has_select_for_update_skip_locked:
             candidates = candidates.select_for_update(skip_locked=True)
         timers = list(candidates[:limit])
-        if timers:
-            Timer.objects.using(database).filter(pk__in=[t.pk for t in timers]).update(
-                claimed_until=now + lease
+        stale = [timer for timer in timers if timer.claimed_until is not None]
+        if stale:
+            failed = _spend_timed_out(stale, now)
+        suspects = {timer.pk for timer in stale} - failed
+        kept = [timer for timer in timers if timer.pk not in failed]
+        by_timeout: dict[int | None, list[Timer]] = defaultdict(list)
+        for timer in kept:
+            by_timeout[timer.fire_timeout_seconds].append(timer)
+        for seconds, rows in by_timeout.items():  # one UPDATE, unless timeouts differ
+            deadline = None if seconds is None else now + timedelta(seconds=seconds)
+            Timer.objects.using(database).filter(pk__in=[t.pk for t in rows]).update(
+                claimed_until=until, fire_deadline=deadline
             )
-    return timers
+            for timer in rows:
+                timer.claimed_until, timer.fire_deadline = until, deadline
+    timeouts = [timedelta(seconds=s) for s in by_timeout if s is not None]
+    return Claim(
+        fresh=[timer for timer in kept if timer.pk not in suspects],
+        suspects=[timer for timer in kept if timer.pk in suspects],
+        failed=len(failed),
+        claimed=now,
+        until=until,
+        window=min([lease, *timeouts]),
+    )
+
+
+def _spend_timed_out(stale: list[Timer], now: datetime) -> set[int]:
+    """Spend the attempt of each row whose earlier claim ended unsettled; end those whose
+    last attempt it was (``failed``, "timed out"). Returns the ids it ended.
+
+    In the claim's transaction, under the rows' locks and only while they are pending; no
+    execution lock is needed (nothing is delivered, and a fire or a cancel only ever acts on
+    a pending row), so a transaction hung holding the execution cannot keep the timer from
+    ending."""
+    ended: set[int] = set()
+    database = stepper.database()
+    for timer in stale:
+        error = _timed_out_error(timer)
+        attempts = timer.attempts + 1
+        rows = Timer.objects.using(database).filter(pk=timer.pk, status=TimerStatus.PENDING)
+        if attempts >= timer_settings.TIMER_MAX_ATTEMPTS:
+            rows.update(
+                status=TimerStatus.FAILED,
+                attempts=F("attempts") + 1,
+                last_error=error,
+                reason=TIMED_OUT,
+                settled=now,
+                claimed_until=None,
+                fire_deadline=None,
+            )
+            ended.add(timer.pk)
+            log.warning("timer %s: %s; failed after %s attempts", timer.pk, error, attempts)
+        else:
+            rows.update(attempts=F("attempts") + 1, last_error=error)
+            timer.attempts, timer.last_error = attempts, error
+            log.warning("timer %s: %s; attempt %s spent", timer.pk, error, attempts)
+    return ended
+
+
+def _timed_out_error(timer: Timer) -> str:
+    lease, deadline = timer.claimed_until, timer.fire_deadline
+    assert lease is not None
+    if deadline is not None and deadline < lease:
+        return (
+            f"timed out: the per-fire timeout ({timer.fire_timeout_seconds} s) passed at "
+            f"{deadline.isoformat()} with the fire unsettled"
+        )
+    return f"timed out: the claim's lease ended at {lease.isoformat()} with the fire unsettled"
 
 
 def fire_due(*, now: datetime | None = None, limit: int | None = None) -> FireReport:
     """Claim and fire one batch of due timers. Returns what happened to each.
 
-    The batch is fired in chunks of ``TIMER_FIRE_CHUNK`` timers, each chunk in one transaction
-    (``fire_rows``). Without ``now`` each chunk reads the clock when it starts, so its steps
-    are stamped with the time they really ran, not the time the batch was claimed.
+    The batch's fresh timers are fired in chunks of ``TIMER_FIRE_CHUNK`` timers, each chunk in
+    one transaction (``fire_rows``); its suspects (their previous claim ended unsettled) then
+    one by one (``fire_row``). Without ``now`` each chunk reads the clock when it starts, so
+    its steps are stamped with the time they really ran, not the time the batch was claimed;
+    and a batch that runs long renews the claim of what it has not fired yet before half its
+    window has passed (``_keep``), so a live firer never lets its own timers time out.
     """
     limit = limit or timer_settings.TIMER_BATCH
     report = FireReport()
-    timers = claim_rows(now or timer_settings.now(), limit)
-    chunk = timer_settings.TIMER_FIRE_CHUNK
-    for start in range(0, len(timers), chunk):
-        for outcome in fire_rows(timers[start : start + chunk], now=now):
+    batch = claim_batch(now or timer_settings.now(), limit)
+    for _ in range(batch.failed):
+        report.add(FAILED)
+    size = timer_settings.TIMER_FIRE_CHUNK
+    units: list[list[Timer]] = [
+        batch.fresh[start : start + size] for start in range(0, len(batch.fresh), size)
+    ]
+    units += [[timer] for timer in batch.suspects]
+    for index, unit in enumerate(units):
+        if index:
+            unit = _keep(batch, unit, [t for rest in units[index:] for t in rest], now)
+        for outcome in fire_rows(unit, now=now):
             report.add(outcome)
     return report
+
+
+def _keep(batch: Claim, unit: list[Timer], rest: list[Timer], now: datetime | None) -> list[Timer]:
+    """Before firing ``unit``: once half the batch's window has passed since its claim,
+    renew the claim of every timer not fired yet (``rest``: lease and per-fire deadline from
+    now; their attempt has not started), and return those of ``unit`` still ours. A row whose
+    claim another firer took over meanwhile is left to it."""
+    clock = now or timer_settings.now()
+    if clock < batch.claimed + batch.window / 2:
+        return unit
+    lease = batch.until - batch.claimed
+    until = clock + lease
+    renewed: set[int] = set()
+    by_timeout: dict[int | None, list[int]] = defaultdict(list)
+    for timer in rest:
+        by_timeout[timer.fire_timeout_seconds].append(timer.pk)
+    database = stepper.database()
+    skip_locked = connections[database].features.has_select_for_update_skip_locked
+    with transaction.atomic(using=database):
+        for seconds, pks in by_timeout.items():
+            deadline = None if seconds is None else clock + timedelta(seconds=seconds)
+            mine = Timer.objects.using(database).filter(
+                pk__in=pks, status=TimerStatus.PENDING, claimed_until=batch.until
+            )
+            if skip_locked:  # a row locked now is being claimed (or fired) by another firer
+                mine = mine.select_for_update(skip_locked=True)
+            kept = set(mine.values_list("pk", flat=True))
+            Timer.objects.using(database).filter(pk__in=kept).update(
+                claimed_until=until, fire_deadline=deadline
+            )
+            renewed |= kept
+    batch.claimed, batch.until = clock, until
+    return [timer for timer in unit if timer.pk in renewed]
 
 
 def fire_all_due(*, now: datetime | None = None, batch: int | None = None) -> FireReport:
@@ -194,31 +350,29 @@ def _fire_batch_locked(timers: list[Timer], now: datetime, outbox: list[int]) ->
     first: dict[int, Timer] = {}
     for timer in timers:
         first.setdefault(timer.execution_id, timer)
-    decided: dict[int, str] = {}  # first timers settled without delivery
-    deliveries: dict[int, Instruction] = {}
+    decided: dict[int, str] = {}  # first timers settled or snoozed without delivery
+    ready: dict[int, tuple[Instruction, Delivery]] = {}
+    resolved: dict[str, Delivery | DeliveryUnavailable] = {}
     for timer in first.values():
-        execution = executions.get(timer.execution_id)
-        outcome = _liveness(timer, execution, now)
-        if outcome is not None:
-            decided[timer.pk] = outcome
-            continue
-        try:
-            deliveries[timer.pk] = _decode(timer)
-        except Undecodable as exc:
-            decided[timer.pk] = _settle(timer, TimerStatus.DISCARDED, now, f"undecodable: {exc}")
-    taken = _take(list(deliveries), now)
+        prepared = _prepare(timer, executions.get(timer.execution_id), now, resolved)
+        if isinstance(prepared, str):
+            decided[timer.pk] = prepared
+        else:
+            ready[timer.pk] = prepared
+    taken = _take(list(ready), now)
     outcomes: list[str] = []
     for timer in timers:
         if first[timer.execution_id] is not timer:
             execution = executions.get(timer.execution_id)
-            outcomes.append(_fire_with(execution, timer, now, outbox))
+            outcomes.append(_fire_with(execution, timer, now, outbox, resolved))
         elif timer.pk in decided:
             outcomes.append(decided[timer.pk])
         elif timer.pk not in taken:
             outcomes.append(SKIPPED)  # cancelled, fired or rescheduled since it was read
         else:
+            instruction, delivery = ready[timer.pk]
             execution = executions[timer.execution_id]
-            outcomes.append(_deliver(execution, timer, deliveries[timer.pk], now, outbox))
+            outcomes.append(_deliver(execution, timer, instruction, delivery, now, outbox))
     return outcomes
 
 
@@ -228,7 +382,37 @@ def _take(pks: list[int], now: datetime) -> set[int]:
 
 
 def _fire_locked(timer: Timer, now: datetime, outbox: list[int]) -> str:
-    return _fire_with(_lock_execution(timer.execution_id), timer, now, outbox)
+    return _fire_with(_lock_execution(timer.execution_id), timer, now, outbox, {})
+
+
+def _prepare(
+    timer: Timer,
+    execution: Execution | None,
+    now: datetime,
+    resolved: dict[str, Delivery | DeliveryUnavailable],
+) -> str | tuple[Instruction, Delivery]:
+    """Everything decided before the take, under the execution's lock: its liveness, the
+    row's decoding, its delivery's resolution. The outcome when the timer was settled or
+    snoozed here, else what to deliver and who delivers it."""
+    outcome = _liveness(timer, execution, now)
+    if outcome is not None:
+        return outcome
+    try:
+        instruction = _decode(timer)
+    except Undecodable as exc:  # a fact about the row: no retry makes it readable
+        return _settle(timer, TimerStatus.DISCARDED, now, f"undecodable: {exc}")
+    delivery = resolved.get(timer.delivery)
+    if delivery is None:
+        try:
+            delivery = resolve(timer.delivery)
+        except DeliveryUnavailable as exc:
+            delivery = exc
+        resolved[timer.delivery] = delivery
+    if isinstance(delivery, DeliveryUnavailable):
+        # A fact about this deployment (a rolling deploy, a setting not yet changed), not
+        # about the row: try again later, no attempt spent.
+        return _snooze(timer, now, reason=f"{delivery}: snoozed")
+    return instruction, delivery
 
 
 def _liveness(timer: Timer, execution: Execution | None, now: datetime) -> str | None:
@@ -247,22 +431,26 @@ def _liveness(timer: Timer, execution: Execution | None, now: datetime) -> str |
 
 
 def _held(execution: Execution) -> str:
+    """The snooze reason of a timer held by its execution's status (statecharts.statuses)."""
     return f"execution {str(execution.status).replace('_', ' ')}: snoozed"
 
 
-def _fire_with(execution: Execution | None, timer: Timer, now: datetime, outbox: list[int]) -> str:
-    """Everything of a fire after the lock: liveness, take, deliver."""
-    outcome = _liveness(timer, execution, now)
-    if outcome is not None:
-        return outcome
+def _fire_with(
+    execution: Execution | None,
+    timer: Timer,
+    now: datetime,
+    outbox: list[int],
+    resolved: dict[str, Delivery | DeliveryUnavailable],
+) -> str:
+    """Everything of a fire after the lock: liveness, decoding, delivery, take, deliver."""
+    prepared = _prepare(timer, execution, now, resolved)
+    if isinstance(prepared, str):
+        return prepared
     assert execution is not None
-    try:
-        instruction = _decode(timer)
-    except Undecodable as exc:
-        return _settle(timer, TimerStatus.DISCARDED, now, f"undecodable: {exc}")
     if _settle(timer, TimerStatus.FIRED, now, "") == SKIPPED:
         return SKIPPED  # cancelled, fired or rescheduled since it was read
-    return _deliver(execution, timer, instruction, now, outbox)
+    instruction, delivery = prepared
+    return _deliver(execution, timer, instruction, delivery, now, outbox)
 
 
 def _lock_execution(execution_id: int) -> Execution | None:
@@ -285,13 +473,15 @@ def _deliver(
     execution: Execution,
     timer: Timer,
     instruction: Instruction,
+    delivery: Delivery,
     now: datetime,
     outbox: list[int],
 ) -> str:
-    """Perform the delivery through the stepper's public API (a step of this execution, an
-    outbox row, or an app's performer), in the fire's transaction."""
+    """Hand the taken timer to its delivery (by default a step of this execution, an outbox
+    row, or an app's performer, through the stepper's public API), in the fire's
+    transaction, and act on its answer (``timers.delivery``)."""
     try:
-        stepper.perform_delivery(execution, instruction, now, outbox, timer.context)
+        answer = delivery.deliver(Fire(timer, execution, instruction, now, outbox))
     except stepper.StepRefused:
         # The step was refused and recorded (the position no longer matches its chart, its
         # data cannot be stepped, or the step went over a budget and was rolled back): the
@@ -301,7 +491,17 @@ def _deliver(
         # A fact about this deployment (e.g. the app that delivers to invoked children is not
         # installed here yet), not about the row: try again later, no attempt spent.
         return _snooze(timer, now, taken=True, reason=f"{exc}: snoozed")
-    return FIRED
+    if answer is None:
+        return FIRED
+    if isinstance(answer, Snooze) and answer.valid:
+        said = f": {answer.reason}" if answer.reason else ""
+        reason = f"delivery {timer.delivery!r} asked to snooze {answer.seconds} s{said}"
+        return _snooze(timer, now, taken=True, reason=reason, seconds=answer.seconds)
+    # Rolls the fire back; the attempt is spent as for any raise.
+    raise InvalidAnswer(
+        f"delivery {timer.delivery!r} answered {answer!r}: not None or Snooze(seconds) with "
+        "seconds a positive int"
+    )
 
 
 def _still_pending(timer: Timer, now: datetime) -> Any:
@@ -358,9 +558,17 @@ _settle_sql: dict[tuple[str, int], str] = {}
 _DATETIME = Timer._meta.get_field("settled")
 
 
-def _snooze(timer: Timer, now: datetime, *, reason: str, taken: bool = False) -> str:
-    """Try again later; no attempt is spent: nothing was tried."""
-    delay = timedelta(seconds=timer_settings.TIMER_SNOOZE_SECONDS)
+def _snooze(
+    timer: Timer,
+    now: datetime,
+    *,
+    reason: str,
+    taken: bool = False,
+    seconds: int | None = None,
+) -> str:
+    """Try again later (``seconds``, default ``TIMER_SNOOZE_SECONDS``); no attempt is spent:
+    nothing was tried, or the delivery said "not now"."""
+    delay = timedelta(seconds=timer_settings.TIMER_SNOOZE_SECONDS if seconds is None else seconds)
     rows = (
         Timer.objects.using(stepper.database()).filter(pk=timer.pk)
         if taken
@@ -371,6 +579,7 @@ def _snooze(timer: Timer, now: datetime, *, reason: str, taken: bool = False) ->
         settled=None,
         due=now + delay,
         claimed_until=None,
+        fire_deadline=None,
         reason=reason[:300],
     )
     return SNOOZED if snoozed else SKIPPED
@@ -384,27 +593,30 @@ def _retry_or_fail(timer: Timer, now: datetime, exc: Exception) -> str:
 
 
 def _record_attempt(timer: Timer, now: datetime, exc: Exception) -> str:
-    current = _still_pending(timer, now).values_list("attempts", flat=True).first()
+    rows = _still_pending(timer, now)
+    current = rows.values_list("attempts", flat=True).first()
     if current is None:
         return SKIPPED  # settled by someone else meanwhile
     attempts = current + 1
     error = f"{type(exc).__name__}: {exc}"
     if attempts >= timer_settings.TIMER_MAX_ATTEMPTS:
-        Timer.objects.using(stepper.database()).filter(pk=timer.pk).update(
+        rows.update(
             status=TimerStatus.FAILED,
             attempts=F("attempts") + 1,
             last_error=error,
             reason=f"delivery failed {attempts} times",
             settled=now,
             claimed_until=None,
+            fire_deadline=None,
         )
         return FAILED
     backoff = timer_settings.TIMER_RETRY_SECONDS * 2 ** (attempts - 1)
-    Timer.objects.using(stepper.database()).filter(pk=timer.pk).update(
+    rows.update(
         attempts=F("attempts") + 1,
         last_error=error,
         due=now + timedelta(seconds=backoff),
         claimed_until=None,
+        fire_deadline=None,
     )
     return RETRYING
 

@@ -4,6 +4,10 @@ One read, shown by every door: the admin's timers panel, the API's ``pending_tim
 ``statechart show``. Times are relative to the read model's ``now`` (the injected clock), so
 "in 8 s" agrees with the rest of the page. A timer row of the wrong shape is shown with
 "(unreadable ...)" in place of the part that cannot be read; it never fails the page.
+
+Each timer links the history both ways: ``scheduled_in`` is the seq of the step that
+scheduled it (kept on the row), ``fired_in`` the seq of the step its fire applied (the
+history entry whose cause names it). The admin links both to the history page showing them.
 """
 
 from __future__ import annotations
@@ -12,6 +16,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from statecharts.inspection import HISTORY_PAGE_SIZE
+from statecharts.models import HistoryEntry
+from statecharts.models.history import Disposition
 from timers.models import Timer, TimerStatus
 
 PAST_LIMIT = 100  # settled timers shown, most recently due first
@@ -50,6 +57,9 @@ class TimerRow:
     reason: str
     settled: datetime | None
     now: datetime
+    scheduled_in: int | None = None  # the history seq of the step that scheduled it
+    fired_in: int | None = None  # the history seq of the step its fire applied
+    steps: int = 0  # the execution's history length: which admin page shows a seq
 
     @property
     def pending(self) -> bool:
@@ -64,6 +74,20 @@ class TimerRow:
     def seconds_left(self) -> float:
         return (self.due - self.now).total_seconds()
 
+    def _page(self, seq: int | None) -> int | None:
+        """The admin history page (newest first) that shows step ``seq``."""
+        if seq is None or not 1 <= seq <= self.steps:
+            return None
+        return (self.steps - seq) // HISTORY_PAGE_SIZE + 1
+
+    @property
+    def scheduled_page(self) -> int | None:
+        return self._page(self.scheduled_in)
+
+    @property
+    def fired_page(self) -> int | None:
+        return self._page(self.fired_in)
+
     def document(self) -> dict[str, Any]:
         return {
             "id": self.timer.pk,
@@ -74,13 +98,30 @@ class TimerRow:
             "reason": self.reason,
             "settled": self.settled.isoformat() if self.settled else None,
             "due_in_seconds": round(self.seconds_left, 3) if self.pending else None,
+            "scheduled_in": self.scheduled_in,
+            "fired_in": self.fired_in,
+            "delivery": self.timer.delivery,
+            "attempts": self.timer.attempts,
+            "last_error": self.timer.last_error,
         }
+
+    @property
+    def steps_text(self) -> str:
+        """``scheduled in step 3, fired in step 7`` (what is known of the two)."""
+        parts = []
+        if self.scheduled_in is not None:
+            parts.append(f"scheduled in step {self.scheduled_in}")
+        if self.fired_in is not None:
+            parts.append(f"fired in step {self.fired_in}")
+        return ", ".join(parts)
 
     def line(self) -> str:
         text = f"  {self.event} [{self.send_id}] {self.status}, due {self.due.isoformat()}"
         if self.pending:
-            return f"{text} ({self.relative})"
-        return f"{text}: {self.reason}" if self.reason else text
+            text = f"{text} ({self.relative})"
+        elif self.reason:
+            text = f"{text}: {self.reason}"
+        return f"{text} [{self.steps_text}]" if self.steps_text else text
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +132,7 @@ class TimersSection:
     now: datetime
 
 
-def _row(timer: Timer, now: datetime) -> TimerRow:
+def _row(timer: Timer, now: datetime, fired_in: dict[int, int], steps: int) -> TimerRow:
     event = timer.event if isinstance(timer.event, dict) else {}
     name = event.get("name")
     return TimerRow(
@@ -103,18 +144,42 @@ def _row(timer: Timer, now: datetime) -> TimerRow:
         reason=timer.reason,
         settled=timer.settled,
         now=now,
+        scheduled_in=timer.scheduled_in,
+        fired_in=fired_in.get(timer.pk),
+        steps=steps,
     )
 
 
+def fired_steps(execution: Any, timer_ids: list[int]) -> dict[int, int]:
+    """Timer id -> the seq of the applied step its fire caused (``HistoryEntry.cause``), for
+    those of ``timer_ids`` that caused one here (a timer delivered to another execution, or
+    fired before causes were recorded, has none). A cause of the wrong shape is left out."""
+    if not timer_ids:
+        return {}
+    entries = HistoryEntry.objects.filter(
+        execution=execution, disposition=Disposition.APPLIED, cause__timer__in=timer_ids
+    ).values_list("cause", "seq")
+    found: dict[int, int] = {}
+    for cause, seq in entries:
+        timer = cause.get("timer") if isinstance(cause, dict) else None
+        if isinstance(timer, int):
+            found[timer] = seq
+    return found
+
+
 def read_timers(execution: Any, now: datetime) -> TimersSection:
-    """The execution's pending timers (soonest first) and its settled ones (latest first)."""
+    """The execution's pending timers (soonest first) and its settled ones (latest first),
+    each with the steps that scheduled and fired it."""
     timers = Timer.objects.for_execution(execution)
-    pending = timers.pending().order_by("due", "id")
-    past = timers.exclude(status=TimerStatus.PENDING).order_by("-due", "-id")
+    pending = list(timers.pending().order_by("due", "id"))
+    past_query = timers.exclude(status=TimerStatus.PENDING).order_by("-due", "-id")
+    past = list(past_query[:PAST_LIMIT])
+    fired = fired_steps(execution, [t.pk for t in past if t.status == TimerStatus.FIRED])
+    steps = getattr(execution, "steps", 0)
     return TimersSection(
-        pending=tuple(_row(timer, now) for timer in pending),
-        past=tuple(_row(timer, now) for timer in past[:PAST_LIMIT]),
-        past_count=past.count(),
+        pending=tuple(_row(timer, now, fired, steps) for timer in pending),
+        past=tuple(_row(timer, now, fired, steps) for timer in past),
+        past_count=past_query.count(),
         now=now,
     )
 

@@ -11,6 +11,8 @@ from typing import Any
 from django.db import models
 from django.db.models import Q
 
+from statecharts.models.fields import PortableJSONField, PortableTextField
+
 
 class TimerStatus(models.TextChoices):
     PENDING = "pending", "pending"
@@ -34,8 +36,12 @@ class TimerQuerySet(models.QuerySet["Timer"]):
         return self.pending().filter(due__lte=now).order_by("due", "id")
 
     def claimable(self, now: datetime) -> TimerQuerySet:
-        """Due timers no live firer has claimed (a claim expires: a dead firer delays only)."""
-        return self.due(now).filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now))
+        """Due timers no live firer holds: never claimed, or claimed by a firer whose lease
+        ran out or whose per-fire timeout passed (that attempt is then spent: see
+        ``timers.firing.claim_rows``)."""
+        return self.due(now).filter(
+            Q(claimed_until__isnull=True) | Q(claimed_until__lt=now) | Q(fire_deadline__lt=now)
+        )
 
     def for_execution(self, execution: Any) -> TimerQuerySet:
         return self.filter(execution=execution)
@@ -55,24 +61,56 @@ class Timer(models.Model):
     )
     send_id = models.CharField(max_length=200, help_text="Cancellation key, with the execution.")
     ordinal = models.PositiveIntegerField(help_text="Deduplication key, with the execution.")
-    event = models.JSONField(help_text="name, type, data, sendid, origin, origintype, invokeid")
-    target = models.JSONField(help_text="Resolved when scheduled: kind and session or invoke id.")
+    event = PortableJSONField(help_text="name, type, data, sendid, origin, origintype, invokeid")
+    target = PortableJSONField(help_text="Resolved when scheduled: kind and session or invoke id.")
     due = models.DateTimeField(help_text="Absolute, computed once from the scheduling step.")
     macrostep = models.PositiveIntegerField()
     microstep = models.PositiveIntegerField()
     round = models.PositiveIntegerField()
     content_index = models.IntegerField(null=True, blank=True)
     owner = models.CharField(max_length=200, blank=True, help_text="The block that scheduled it.")
-    context = models.JSONField(
+    context = PortableJSONField(
         null=True, blank=True, help_text="Opaque caller context (row data, never a key)."
+    )
+    scheduled_in = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="The history seq of the step that scheduled it (null: written before it "
+        "was recorded).",
+    )
+    # A name, looked up in STATECHARTS["TIMER_DELIVERIES"] when the timer fires: never a
+    # dotted path read from a row. A database default too, so rows written by raw SQL (or by
+    # a node still running the previous code) name the default delivery.
+    delivery = models.CharField(
+        max_length=100,
+        default="default",
+        db_default="default",
+        help_text="The delivery that fires it: a name registered in TIMER_DELIVERIES.",
+    )
+    fire_timeout_seconds = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Per-fire timeout (TIMER_FIRE_TIMEOUT_SECONDS when scheduled); null: none, "
+        "the claim's lease alone bounds an attempt.",
     )
     status = models.CharField(
         max_length=12, choices=TimerStatus.choices, default=TimerStatus.PENDING
     )
     attempts = models.PositiveSmallIntegerField(default=0)
-    last_error = models.TextField(blank=True)
+    last_error = PortableTextField(blank=True)
     reason = models.CharField(max_length=300, blank=True, help_text="Why it was settled so.")
-    claimed_until = models.DateTimeField(null=True, blank=True)
+    # The claim of the firer working on it. Two bounds, either of which ends the attempt
+    # (the first to pass; the next claim then spends the attempt): the lease, which a live
+    # firer may renew, and the per-fire deadline, which nothing renews, so a hung fire is
+    # bounded even where leases are kept alive by heartbeats.
+    claimed_until = models.DateTimeField(
+        null=True, blank=True, help_text="The claim's lease (null: not claimed)."
+    )
+    fire_deadline = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When the current claim's per-fire timeout passes (never renewed).",
+    )
     created = models.DateTimeField()
     settled = models.DateTimeField(null=True, blank=True)
 

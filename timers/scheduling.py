@@ -11,6 +11,7 @@ from datetime import timedelta
 from statecharts.core.plan import Instruction
 from statecharts.models import Execution
 from statecharts.stepper import StepContext, database
+from timers.conf import timer_settings
 from timers.models import Timer, TimerStatus
 
 
@@ -18,7 +19,10 @@ def schedule(context: StepContext, instruction: Instruction) -> None:
     """Write the timer row. The same (execution, ordinal) twice is a no-op, forever.
 
     The row keeps the target and event as the planner read them; when it fires, the planner
-    makes its delivery of them again (``statecharts.core.plan.delivery``)."""
+    makes its delivery of them again (``statecharts.core.plan.delivery``). It also keeps what
+    firing it needs to know later, whatever the settings are by then: the delivery's name
+    (``TIMER_DELIVERY``), the per-fire timeout (``TIMER_FIRE_TIMEOUT_SECONDS``) and the
+    history seq of this step (``scheduled_in``: the fired step's cause points back to it)."""
     effect = instruction.effect
     assert effect is not None and instruction.target is not None
     data = effect.data
@@ -37,6 +41,9 @@ def schedule(context: StepContext, instruction: Instruction) -> None:
                 content_index=data.get("content_index"),
                 owner=data.get("owner") or "",
                 context=context.caller_context,
+                scheduled_in=context.seq,
+                delivery=timer_settings.TIMER_DELIVERY,
+                fire_timeout_seconds=timer_settings.TIMER_FIRE_TIMEOUT_SECONDS,
                 created=context.now,
             )
         ],

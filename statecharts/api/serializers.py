@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from statecharts import extensions
-from statecharts.api.fields import JSONValueField, json_safe
-from statecharts.api.validators import validate_chart_value, validate_event_name
+from statecharts import extensions, validation
+from statecharts.api.fields import InputJSONField, JSONValueField, json_safe
+from statecharts.api.validators import validate_event_name
 from statecharts.core.errors import ChartError, StatechartError
 from statecharts.inspection import ExecutionView, Unreadable, inspect
 from statecharts.lookups import LookupProblem, find_chart
@@ -19,6 +20,7 @@ from statecharts.models.history import Disposition
 from statecharts.runtime import compile_source
 
 NAMESPACE = "statecharts_api"
+CHART_NAME_LENGTH = Chart._meta.get_field("name").max_length or 0
 
 
 def _view(name: str) -> str:
@@ -80,6 +82,16 @@ class ChartCreateSerializer(serializers.Serializer[Chart]):
             raise serializers.ValidationError([str(problem) for problem in exc.problems]) from None
         return source
 
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        # The name defaults to the document's <scxml name>, which must fit the column too.
+        name = attrs.get("name") or compile_source(attrs["source"]).name or ""
+        try:
+            validation.text(name, "name", max_length=CHART_NAME_LENGTH)
+        except validation.InvalidInput as exc:
+            message = exc.problems[0].message
+            raise serializers.ValidationError({"name": [f"the chart's name {message}."]}) from None
+        return attrs
+
     def create(self, validated_data: dict[str, Any]) -> Chart:
         return Chart.objects.load(
             validated_data["source"],
@@ -111,6 +123,7 @@ class ExecutionSerializer(serializers.ModelSerializer[Execution]):
             "created",
             "updated",
             "ended",
+            "erased",
         ]
         read_only_fields = fields
 
@@ -205,6 +218,11 @@ class ChartReferenceField(serializers.PrimaryKeyRelatedField):  # type: ignore[t
     def to_internal_value(self, data: Any) -> Chart:
         if isinstance(data, str) and data.strip():
             try:
+                # Looked up in text columns: it must be text they could hold.
+                validation.text(data, "chart", max_length=CHART_NAME_LENGTH)
+            except validation.InvalidInput as exc:
+                raise serializers.ValidationError(exc.problems[0].message) from None
+            try:
                 return find_chart(data.strip())
             except LookupProblem as exc:
                 raise serializers.ValidationError(str(exc)) from None
@@ -218,12 +236,13 @@ class ExecutionCreateSerializer(serializers.Serializer[Execution]):
         help_text="A chart id, or a chart name (its latest version, compared as dotted "
         "numbers; refused when that is not one chart).",
     )
-    data = serializers.JSONField(
+    data = InputJSONField(
+        check=validation.start_data,
         required=False,
         allow_null=True,
         default=None,
         help_text="Initial values of the chart's top-level data elements, by id (a JSON "
-        "object of data ids to values).",
+        "object of data ids to values, in the tagged encoding: docs/admin-and-api.md).",
     )
     business_key = serializers.CharField(
         max_length=200,
@@ -232,27 +251,13 @@ class ExecutionCreateSerializer(serializers.Serializer[Execution]):
         default=None,
         help_text="Unique among the executions of one chart (409 if in use).",
     )
-    metadata = serializers.JSONField(
+    metadata = InputJSONField(
+        check=functools.partial(validation.json_object, optional=False),
         required=False,
         default=dict,
         initial=dict,
         help_text="Opaque JSON object kept with the execution.",
     )
-
-    def validate_data(self, data: Any) -> dict[str, Any] | None:
-        if data is None:
-            return None
-        if not isinstance(data, dict):
-            raise serializers.ValidationError(
-                "Must be a JSON object of data ids to initial values."
-            )
-        validate_chart_value(data)
-        return data
-
-    def validate_metadata(self, metadata: Any) -> dict[str, Any]:
-        if not isinstance(metadata, dict):
-            raise serializers.ValidationError("Must be a JSON object.")
-        return metadata
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         chart: Chart = attrs["chart"]
@@ -265,7 +270,7 @@ class ExecutionCreateSerializer(serializers.Serializer[Execution]):
         data = attrs.get("data")
         if data:
             declared = [data_item.id for data_item in compiled.root.datas]
-            unknown = sorted(set(data) - set(declared))
+            unknown = validation.undeclared_data_ids(data, declared)
             if unknown:
                 known = ", ".join(declared) if declared else "none"
                 raise serializers.ValidationError(
@@ -281,17 +286,19 @@ class ExecutionCreateSerializer(serializers.Serializer[Execution]):
 
 class EventSerializer(serializers.Serializer[Any]):
     name = serializers.CharField(
-        max_length=200,
+        max_length=validation.EVENT_NAME_MAX_LENGTH,
         trim_whitespace=False,
         validators=[validate_event_name],
-        help_text="The event name: non-empty, no whitespace (e.g. 'order.paid').",
+        help_text="The event name: non-empty, no whitespace (e.g. 'order.paid'); names under "
+        "a reserved prefix (error.*, done.*) are the platform's own and refused.",
     )
-    data = serializers.JSONField(
-        required=False, allow_null=True, default=None, help_text="_event.data: any JSON value."
+    data = InputJSONField(
+        check=validation.chart_value,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="_event.data: any JSON value (the tagged encoding: docs/admin-and-api.md).",
     )
-
-    def validate_data(self, data: Any) -> Any:
-        return validate_chart_value(data)
 
 
 class StepResultSerializer(serializers.Serializer[Any]):

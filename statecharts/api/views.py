@@ -26,6 +26,7 @@ from statecharts.api.pagination import PageNumberPagination
 from statecharts.api.parsers import JSONParser
 from statecharts.api.permissions import CHANGE, VIEW, ModelPermissions
 from statecharts.api.renderers import SVGRenderer
+from statecharts.api.validators import refusal
 from statecharts.core.errors import StatechartError
 from statecharts.core.model import Chart as CompiledChart
 from statecharts.exceptions import NeedsMigration
@@ -33,6 +34,7 @@ from statecharts.inspection import history_entries, inspect
 from statecharts.models import Chart, Execution, ExecutionStatus
 from statecharts.models.charts import source_hash
 from statecharts.models.history import Disposition
+from statecharts.validation import InvalidInput
 
 ERRORS = {
     400: OpenApiResponse(description="Invalid input: the reasons, by field."),
@@ -227,6 +229,8 @@ class ExecutionViewSet(
             )
         except stepper.BusinessKeyInUse as exc:
             raise Conflict({"business_key": [str(exc)]}) from None
+        except InvalidInput as exc:  # the serializer checked it; the stepper checks again
+            raise refusal(exc) from None
         body = serializers.ExecutionDetailSerializer(
             execution, context=self.get_serializer_context()
         )
@@ -285,9 +289,11 @@ class ExecutionViewSet(
     def _step(self, request: Request, step: Callable[[], stepper.StepResult]) -> Response:
         try:
             result = step()
+        except InvalidInput as exc:
+            raise refusal(exc) from None
         except NeedsMigration as exc:
-            refusal = {"detail": str(exc), "disposition": Disposition.REFUSED}
-            raise Conflict({**refusal, "status": ExecutionStatus.NEEDS_MIGRATION}) from None
+            refused = {"detail": str(exc), "disposition": Disposition.REFUSED}
+            raise Conflict({**refused, "status": ExecutionStatus.NEEDS_MIGRATION}) from None
         except Execution.DoesNotExist:  # deleted since get_object()
             raise NotFound() from None
         execution = result.execution

@@ -16,6 +16,11 @@ budget                    counts                                                
                           a host clock: ``Host.clock``)
 ========================  ======================================================  ===========
 
+The time budget is checked before each round's guards (and each ``<foreach>`` iteration);
+near the deadline the datamodel's per-evaluation limit is lowered to what is left, so one
+evaluation cannot outlast the step by its own limit (it is cut short as ``error.execution``
+and the next check finds the budget spent).
+
 When one is exceeded the interpreter **rolls the step back**: the entry point returns the
 state it was given, unchanged, and a single ``budget_exhausted`` effect naming the budget
 (``{"budget", "limit", "used"}``). The core is still running and cancellable; a host

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from lxml import etree
@@ -30,8 +33,15 @@ from statecharts.core.model import (
     Send,
     StateNode,
     Transition,
+    descendants_of,
 )
-from statecharts.core.parse import ParsedDocument, local_name, namespace, parse_document
+from statecharts.core.parse import (
+    ParsedDocument,
+    local_name,
+    namespace,
+    parse_document,
+    read_document,
+)
 from statecharts.core.resolve import Resolver, default_resolver
 from statecharts.core.validate import STATE_LIKE, validate
 from statecharts.core.values import body_value, text_value
@@ -53,6 +63,14 @@ class _Compiler:
         self.content_counter = 0
         self.problems: list[Problem] = []
         self.ids: dict[str, int] = {}
+        self._kids: dict[
+            etree._Element,
+            tuple[list[tuple[str, etree._Element]], dict[str, list[etree._Element]]],
+        ] = {}
+        # lxml selects the children in the chart's namespace (or in none) itself, and their
+        # tags all begin with that namespace in braces (or with nothing).
+        self._ns_children = f"{{{self.ns or ''}}}*"
+        self._ns_prefix_length = len(self.ns) + 2 if self.ns else 0
 
     # -- small helpers ---------------------------------------------------------------------
 
@@ -72,13 +90,31 @@ class _Compiler:
         return expression
 
     def kids(self, element: etree._Element, *names: str) -> list[etree._Element]:
-        return [
-            c
-            for c in element
-            if isinstance(c.tag, str)
-            and namespace(c) == self.ns
-            and (not names or local_name(c) in names)
-        ]
+        """The SCXML children of ``element`` (named one of ``names``, if given), in order."""
+        named, groups = self._classified(element)
+        if not names:
+            return [c for _, c in named]
+        if len(names) == 1:
+            return groups.get(names[0], [])
+        return [c for name, c in named if name in names]
+
+    def _classified(
+        self, element: etree._Element
+    ) -> tuple[list[tuple[str, etree._Element]], dict[str, list[etree._Element]]]:
+        """The SCXML children of ``element`` with their local names, in order and grouped by
+        name: classified once per element, not once per question asked."""
+        known = self._kids.get(element)
+        if known is None:
+            start = self._ns_prefix_length
+            named = [(c.tag[start:], c) for c in element.iterchildren(self._ns_children)]
+            groups: dict[str, list[etree._Element]] = {}
+            for name, c in named:
+                if name in groups:
+                    groups[name].append(c)
+                else:
+                    groups[name] = [c]
+            known = self._kids[element] = (named, groups)
+        return known
 
     def resolve(self, uri: str, element: etree._Element, *, fatal: bool) -> str | None:
         """Fetch ``uri``. A failed ``<script src>`` refuses the document (spec 5.8); a failed
@@ -121,6 +157,8 @@ class _Compiler:
             column=column,
             depth=depth,
         )
+        # parent first, root last (the parent's own tuple is already set: it was numbered first)
+        node.ancestors = (parent, *self.states[parent].ancestors) if parent != -1 else ()
         self.states.append(node)
         self.elements.append(element)
         if index != 0:
@@ -136,36 +174,35 @@ class _Compiler:
         ):
             node.kind = Kind.COMPOUND
         node.history = tuple(c for c in children if self.states[c].is_history)
-        ancestors = []
-        p = parent
-        while p != -1:
-            ancestors.append(p)
-            p = self.states[p].parent
-        node.ancestors = tuple(ancestors)
-        for a in ancestors:
-            anc = self.states[a]
-            anc.descendants = anc.descendants | {index}
+        # States are numbered in document order (preorder), so a state's descendants are the
+        # indexes numbered while its children were: one range, built once (adding each state
+        # to every ancestor's set one by one copied the root's set per state: quadratic).
+        node.descendants = descendants_of(index, len(self.states))
 
     def _fill(self, node: StateNode, element: etree._Element) -> None:
+        _, groups = self._classified(element)
+        none: list[etree._Element] = []
         node.transitions = tuple(
-            self._transition(t, node.index) for t in self.kids(element, "transition")
+            [self._transition(t, node.index) for t in groups.get("transition", none)]
         )
-        node.onentry = tuple(
-            self._block(b, f"onentry:{node.id}:{i}")
-            for i, b in enumerate(self.kids(element, "onentry"))
-        )
-        node.onexit = tuple(
-            self._block(b, f"onexit:{node.id}:{i}")
-            for i, b in enumerate(self.kids(element, "onexit"))
-        )
-        node.datas = tuple(
-            self._data(d) for dm in self.kids(element, "datamodel") for d in self.kids(dm, "data")
-        )
-        node.invokes = tuple(self._invoke(i, node) for i in self.kids(element, "invoke"))
-        for dd in self.kids(element, "donedata"):
+        if "onentry" in groups:
+            node.onentry = tuple(
+                [self._block(b, f"onentry:{node.id}:{i}") for i, b in enumerate(groups["onentry"])]
+            )
+        if "onexit" in groups:
+            node.onexit = tuple(
+                [self._block(b, f"onexit:{node.id}:{i}") for i, b in enumerate(groups["onexit"])]
+            )
+        if "datamodel" in groups:
+            node.datas = tuple(
+                [self._data(d) for dm in groups["datamodel"] for d in self.kids(dm, "data")]
+            )
+        if "invoke" in groups:
+            node.invokes = tuple([self._invoke(i, node) for i in groups["invoke"]])
+        for dd in groups.get("donedata", none):
             node.donedata = DoneData(self._content(dd), self._params(dd))
         if node.is_history:
-            defaults = self.kids(element, "transition")
+            defaults = groups.get("transition")
             if defaults:
                 node.initial = self._transition(defaults[0], node.index, register=False)
         elif node.kind in (Kind.COMPOUND, Kind.ROOT):
@@ -398,17 +435,38 @@ def load_chart(
     source_name: str | None = None,
 ) -> Chart:
     """Parse, validate and compile ``source``. Raises ChartError listing every problem."""
-    document = parse_document(source)
-    return compile_document(
-        document,
-        resolver=resolver,
-        base_path=str(base_path) if base_path is not None else None,
-        source_name=source_name,
-    )
+    with _collector_paused():
+        document = parse_document(source)
+        return compile_document(
+            document,
+            resolver=resolver,
+            base_path=str(base_path) if base_path is not None else None,
+            source_name=source_name,
+        )
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused while a document is loaded: loading makes
+    hundreds of thousands of objects that all stay alive, and the collector would walk them
+    again and again (about a third of the time on a 2 MB chart). What loading leaves for it
+    is collected once it runs again."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def load_chart_file(path: str | Path, *, resolver: Resolver = default_resolver) -> Chart:
+    """Load the chart in the file ``path``. Reads at most one byte more than a document may
+    have (a bigger or endless file is refused with ChartError); OSError when unreadable."""
     path = Path(path)
-    return load_chart(
-        path.read_bytes(), base_path=path.parent, resolver=resolver, source_name=str(path)
-    )
+    try:
+        data = read_document(path)
+    except ChartError as exc:
+        raise ChartError(exc.problems, source_name=str(path)) from None
+    return load_chart(data, base_path=path.parent, resolver=resolver, source_name=str(path))

@@ -19,7 +19,7 @@ from typing import Any
 from statecharts.core import effects as fx
 from statecharts.core.budget import DEFAULT_ROUND_BUDGET, BudgetExceeded, StepBudgets
 from statecharts.core.datamodel import Datamodel, Limits, create_datamodel, plain, tagged
-from statecharts.core.delays import parse_delay
+from statecharts.core.delays import delay_problem, parse_delay
 from statecharts.core.effects import Effect
 from statecharts.core.errors import DatamodelError, NotRunningError
 from statecharts.core.events import (
@@ -118,6 +118,9 @@ class Interpreter:
         self.budgets = budgets or StepBudgets(rounds=round_budget)
         self.round_budget = self.budgets.rounds
         self.limits = limits
+        # The datamodel's own per-evaluation limit, and whether this step lowered it.
+        self._eval_limit_ms = (limits or Limits()).time_ms
+        self._eval_capped = False
         # What the host tells the core (statecharts.core.host): its registered types and the
         # answer to "can session X be reached?". The default for every entry point; a host
         # that steps several sessions passes its own per call (``host=``).
@@ -239,6 +242,8 @@ class Interpreter:
                     invoke_ordinal=invocation.ordinal,
                     event=event.to_dict(),
                 )
+        if self._clock is not None:
+            self._check_time()  # before the event's guards run
         enabled = self.selectTransitions(event)
         if enabled:
             self.microstep(enabled)
@@ -403,6 +408,11 @@ class Interpreter:
         self._clock = clock if time_ms is not None else None
         self._started = clock() if self._clock is not None else 0.0
         self._deadline = self._started + (time_ms or 0) / 1000
+        if self._eval_capped:
+            self._eval_capped = False
+            working = getattr(self, "dm", None)
+            if working is not None:
+                working.set_evaluation_time_limit(None)
 
     def _check_time(self) -> None:
         clock = self._clock
@@ -411,6 +421,13 @@ class Interpreter:
             if now > self._deadline:
                 used = int((now - self._started) * 1000)
                 raise BudgetExceeded("time_ms", self.budgets.time_ms or 0, used)
+            # One evaluation may not outlast the step: near the deadline, the datamodel's
+            # per-evaluation limit is lowered to what is left (an evaluation cut short is
+            # error.execution; the next check then finds the budget spent).
+            left_ms = (self._deadline - now) * 1000
+            if left_ms < self._eval_limit_ms:
+                self._eval_capped = True
+                self.dm.set_evaluation_time_limit(max(left_ms, 1.0))
 
     def _rolled_back(self, state: State | None, exc: BudgetExceeded) -> Step:
         """The step went over a budget: nothing of it is kept. The state given comes back
@@ -489,6 +506,8 @@ class Interpreter:
 
     def _one_round(self) -> bool:
         """One iteration of the inner macrostep loop. Returns False when the macrostep is done."""
+        if self._clock is not None:
+            self._check_time()  # before this round's guards run
         enabled = self.selectEventlessTransitions() if self._any_eventless else None
         if not enabled:
             if not self.internal_queue:
@@ -503,8 +522,6 @@ class Interpreter:
         self.rounds_this_macrostep += 1
         if self.rounds_this_macrostep > self.budgets.rounds:
             raise BudgetExceeded("rounds", self.budgets.rounds, self.rounds_this_macrostep)
-        if self._clock is not None:
-            self._check_time()
         if enabled:
             self.microstep(enabled)
         return True
@@ -1197,7 +1214,7 @@ class Interpreter:
             delay_text = self._string(action.delayexpr)
             delay_ms = parse_delay(delay_text)
             if delay_ms is None:
-                raise DatamodelError(f"<send> delayexpr gave a malformed delay {delay_text!r}")
+                raise DatamodelError(f"<send> delayexpr: {delay_problem(delay_text)}")
         else:
             delay_ms = action.delay_ms or 0
         if action.content is not None:

@@ -7,6 +7,7 @@ precomputed tuple or set lookup. Nothing here changes after compilation.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
@@ -20,6 +21,62 @@ class Kind(IntEnum):
     FINAL = 4
     HISTORY_SHALLOW = 5
     HISTORY_DEEP = 6
+
+
+class StateRange:
+    """The states numbered ``start`` to ``stop - 1``: the descendants of a state with a large
+    subtree (states are numbered in document order, so a subtree is one range).
+
+    It answers what the interpreter asks of a set of state indexes (``in``, ``set & it``,
+    iteration, ``len``) in constant memory: storing every large subtree as a frozenset made
+    a deeply nested chart take memory in its size times its depth.
+    """
+
+    __slots__ = ("start", "stop")
+
+    def __init__(self, start: int, stop: int) -> None:
+        self.start = start
+        self.stop = stop
+
+    def __contains__(self, index: object) -> bool:
+        return type(index) is int and self.start <= index < self.stop
+
+    def __and__(self, other: Iterable[int]) -> set[int]:
+        start, stop = self.start, self.stop
+        return {i for i in other if start <= i < stop}
+
+    __rand__ = __and__
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(self.start, self.stop))
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, StateRange):
+            return (self.start, self.stop) == (other.start, other.stop)
+        if isinstance(other, set | frozenset):
+            return len(other) == len(self) and all(i in self for i in other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.start, self.stop))
+
+    def __repr__(self) -> str:
+        return f"StateRange({self.start}, {self.stop})"
+
+
+# Subtrees up to this many descendants keep a frozenset (the fastest membership test); the
+# rest a StateRange. Together they hold at most this many entries per state.
+SMALL_SUBTREE = 64
+
+
+def descendants_of(index: int, stop: int) -> frozenset[int] | StateRange:
+    """The descendants of state ``index`` whose subtree ends before ``stop``."""
+    if stop - index - 1 <= SMALL_SUBTREE:
+        return frozenset(range(index + 1, stop))
+    return StateRange(index + 1, stop)
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +265,7 @@ class StateNode:
     datas: tuple[Data, ...] = ()
     donedata: DoneData | None = None
     ancestors: tuple[int, ...] = ()  # parent first, root last
-    descendants: frozenset[int] = frozenset()
+    descendants: frozenset[int] | StateRange = frozenset()  # see descendants_of
     history: tuple[int, ...] = ()  # history children
     depth: int = 0
 

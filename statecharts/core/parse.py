@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from lxml import etree
 
@@ -58,7 +59,7 @@ def parse_document(
     max_depth: int = MAX_DEPTH,
 ) -> ParsedDocument:
     """Parse ``source`` or raise ChartError with the position of the problem."""
-    data = source.encode("utf-8") if isinstance(source, str) else bytes(source)
+    data = _utf8(source) if isinstance(source, str) else bytes(source)
     digest = hashlib.sha256(data).hexdigest()
     if isinstance(source, str):
         # An encoding declaration would contradict the bytes we just produced.
@@ -68,10 +69,12 @@ def parse_document(
             [Problem(1, 1, f"document is {len(data)} bytes; the limit is {max_bytes}")]
         )
     scan = _text_for_scan(data)
-    if "<!DOCTYPE" in scan:
-        line = scan[: scan.index("<!DOCTYPE")].count("\n") + 1
+    doctype = _doctype_offset(scan)
+    if doctype is not None:
+        line = scan.count("\n", 0, doctype) + 1
+        column = doctype - (scan.rfind("\n", 0, doctype) + 1) + 1
         raise ChartError(
-            [Problem(line, 1, "a DOCTYPE is not allowed (no DTDs or entities are processed)")]
+            [Problem(line, column, "a DOCTYPE is not allowed (no DTDs or entities are processed)")]
         )
     try:
         root = etree.fromstring(data, hardened_parser())
@@ -93,6 +96,52 @@ def parse_document(
     return ParsedDocument(root=root, positions=_positions(root, data), source=data, sha256=digest)
 
 
+def _where(text: str, index: int) -> tuple[int, int]:
+    """(line, column), 1-based, of the character at ``index`` of ``text``."""
+    line_start = text.rfind("\n", 0, index) + 1
+    return text.count("\n", 0, index) + 1, index - line_start + 1
+
+
+def _utf8(text: str) -> bytes:
+    """``text`` as UTF-8, or ChartError where a character cannot be (a lone surrogate, as
+    left by decoding invalid bytes with ``errors="surrogateescape"``)."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        line, column = _where(text, exc.start)
+        raise ChartError(
+            [Problem(line, column, f"U+{ord(text[exc.start]):04X} is not a character (a lone "
+                     "surrogate: was the document decoded from invalid UTF-8?)")]
+        ) from None
+
+
+def decode_utf8(data: bytes) -> str:
+    """A document's bytes as text, for hosts that store charts as text: UTF-8 (a leading BOM
+    dropped), or ChartError naming the line and column of the first byte that is not."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        good = data[: exc.start].decode("utf-8-sig")
+        line, column = _where(good, len(good))
+        raise ChartError(
+            [Problem(line, column, f"byte 0x{data[exc.start]:02X} is not valid UTF-8 "
+                     f"(a chart stored as text must be UTF-8)")]
+        ) from None
+
+
+def read_document(path: str | Path, *, max_bytes: int = MAX_DOCUMENT_BYTES) -> bytes:
+    """A chart file's bytes, read at most one byte past ``max_bytes``: a file that is too
+    big (or endless, such as /dev/zero) is refused with ChartError instead of read whole.
+    OSError (a missing file, a directory, no permission) is raised as it is."""
+    with open(path, "rb") as stream:
+        data = stream.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise ChartError(
+            [Problem(1, 1, f"document is over {max_bytes} bytes; the limit is {max_bytes}")]
+        )
+    return data
+
+
 def _text_for_scan(data: bytes) -> str:
     """The document as text, whatever its encoding, only to look for a DOCTYPE."""
     for bom, codec in (
@@ -110,6 +159,30 @@ def _text_for_scan(data: bytes) -> str:
     return data.decode("latin-1")
 
 
+# Markup that may contain the text "<!DOCTYPE" without declaring one, and where it ends.
+_OPAQUE_END = {"<!--": "-->", "<![CDATA[": "]]>", "<?": "?>"}
+_MARKUP = re.compile(r"<!--|<!\[CDATA\[|<\?|<!DOCTYPE")
+
+
+def _doctype_offset(text: str) -> int | None:
+    """Where a DOCTYPE declaration starts in ``text``, or None. The text ``<!DOCTYPE``
+    inside a comment, a CDATA section or a processing instruction declares nothing and is
+    skipped. One pass: each such piece is searched for its end once; an unterminated one
+    ends the search (the parser then reports it)."""
+    position = 0
+    while True:
+        found = _MARKUP.search(text, position)
+        if found is None:
+            return None
+        opener = found.group()
+        if opener == "<!DOCTYPE":
+            return found.start()
+        end = text.find(_OPAQUE_END[opener], found.end())
+        if end < 0:
+            return None
+        position = end + len(_OPAQUE_END[opener])
+
+
 def _depth(root: etree._Element, limit: int) -> int:
     deepest = 0
     stack = [(root, 1)]
@@ -123,33 +196,49 @@ def _depth(root: etree._Element, limit: int) -> int:
 
 
 def _positions(root: etree._Element, data: bytes) -> dict[etree._Element, tuple[int, int]]:
+    """Each element's start tag as (line, column), 1-based; the column counts characters.
+
+    Linear in the document whatever its shape: the offsets come in increasing order, so the
+    column of a tag is the previous tag's column plus the characters between the two when
+    they share a line (recounting from the start of the line was quadratic on a document
+    written on one line).
+    """
     offsets = [m.start() for m in _TOKENS.finditer(data) if m.group(1)]
     elements = [e for e in root.iter() if isinstance(e.tag, str)]
     positions: dict[etree._Element, tuple[int, int]] = {}
     if len(offsets) != len(elements):
         return positions
-    line_starts = [0] + [m.end() for m in re.finditer(rb"\n", data)]
-    import bisect
-
+    line = 1
+    line_start = 0  # offset of the first byte of the current line
+    previous = 0  # offset of the previous tag (or of the line start), where counting resumes
+    column = 1
     for element, offset in zip(elements, offsets, strict=True):
-        line_index = bisect.bisect_right(line_starts, offset) - 1
-        line = line_index + 1
+        newlines = data.count(b"\n", previous, offset)
+        if newlines:
+            line += newlines
+            line_start = data.rindex(b"\n", previous, offset) + 1
+            previous = line_start
+            column = 1
+        # Tag offsets are at "<" bytes, never inside a UTF-8 sequence, so the pieces decode
+        # to exactly the characters of the whole.
+        column += len(data[previous:offset].decode("utf-8", errors="replace"))
+        previous = offset
         # lxml's sourceline is where the start tag ends; it can only be at or after ours.
         if element.sourceline is not None and element.sourceline < line:
             return {}
-        prefix = data[line_starts[line_index] : offset]
-        column = len(prefix.decode("utf-8", errors="replace")) + 1
         positions[element] = (line, column)
     return positions
 
 
 def local_name(element: etree._Element) -> str:
     tag = element.tag
-    return tag.rsplit("}", 1)[-1] if isinstance(tag, str) else ""
+    if type(tag) is not str:
+        return ""
+    return tag[tag.find("}") + 1 :]
 
 
 def namespace(element: etree._Element) -> str | None:
     tag = element.tag
-    if isinstance(tag, str) and tag.startswith("{"):
-        return tag[1:].split("}", 1)[0]
+    if type(tag) is str and tag[:1] == "{":
+        return tag[1 : tag.find("}")]
     return None

@@ -44,6 +44,7 @@ from typing import Any
 
 from statecharts.core.effects import Effect, EffectKind
 from statecharts.core.events import Event
+from statecharts.core.state import positional_constructor
 from statecharts.core.targets import Target, TargetError, TargetKind
 
 
@@ -109,6 +110,13 @@ _BY_KIND: Mapping[EffectKind, InstructionKind] = {
     EffectKind.TRACE_STABLE: InstructionKind.OBSERVE,
 }
 
+# The effect kinds planned as ``observe`` (nothing to perform; the position holds them). A
+# driver that watches no instructions may skip planning these: what plan_one would return
+# for them is decided here, by the same table.
+OBSERVED: frozenset[EffectKind] = frozenset(
+    kind for kind, instruction in _BY_KIND.items() if instruction is InstructionKind.OBSERVE
+)
+
 
 @dataclass(frozen=True, slots=True)
 class Instruction:
@@ -139,6 +147,11 @@ class Instruction:
         return raw
 
 
+# Planning is on every driver's hot path (one instruction per effect): the frozen dataclass's
+# generated __init__ costs about twice this constructor, which takes every field in order.
+_new_instruction = positional_constructor(Instruction)
+
+
 def plan(effects: Iterable[Effect]) -> list[Instruction]:
     """One instruction per effect, in the order given."""
     return [plan_one(effect) for effect in effects]
@@ -166,9 +179,9 @@ def plan_one(effect: Effect) -> Instruction:
                 if target.kind is TargetKind.ROUTE
                 else InstructionKind.SCHEDULE
             )
-            return Instruction(schedule, effect, target, event)
-        return Instruction(_DELIVERY_OF[target.kind], effect, target, event)
-    return Instruction(_BY_KIND[kind], effect)
+            return _new_instruction(schedule, effect, target, event, "")
+        return _new_instruction(_DELIVERY_OF[target.kind], effect, target, event, "")
+    return _new_instruction(_BY_KIND[kind], effect, None, None, "")
 
 
 def delivery(target: object, event: object) -> Instruction:

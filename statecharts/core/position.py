@@ -16,10 +16,12 @@ advance it, a state that is no longer running.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from statecharts.core.datamodel.base import MAX_VALUE_DEPTH
 from statecharts.core.errors import StatechartError
 from statecharts.core.model import Chart
 from statecharts.core.state import State
@@ -65,6 +67,14 @@ class NotQuiescentError(PositionError):
 
 class NotRunningPositionError(PositionError):
     """The state has stopped (final state reached, cancelled or failed): it cannot advance."""
+
+
+class DamagedDatamodelError(PositionError):
+    """The datamodel snapshot a state carries cannot be restored (a value the datamodel
+    cannot read back, nesting past the bound): the state cannot be resumed, so the step is
+    refused before anything ran. Raised by the interpreter's entry points (when they rebuild
+    the datamodel from the state), not by :func:`decode`, which does not run the datamodel.
+    A host turns it into a visible "needs repair" status, as any other PositionError."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +125,20 @@ def _is_optional_str(value: object) -> bool:
     return value is None or isinstance(value, str)
 
 
+_EVENT_TYPES = frozenset({"platform", "internal", "external"})
+_EVENT_FIELDS = ("sendid", "origin", "origintype", "invokeid")
+
+
+def _is_event(raw: object) -> bool:
+    """Whether ``raw`` is an event dict ``Event.from_dict`` reads as it was written."""
+    return (
+        isinstance(raw, dict)
+        and isinstance(raw.get("name"), str)
+        and raw.get("type", "external") in _EVENT_TYPES
+        and all(_is_optional_str(raw.get(key)) for key in _EVENT_FIELDS)
+    )
+
+
 def _state_problem(raw: object) -> str | None:
     """Why ``raw`` is not a state ``State.from_dict`` can trust, or None."""
     if not isinstance(raw, dict):
@@ -130,16 +154,13 @@ def _state_problem(raw: object) -> str | None:
         (
             "internal_queue",
             isinstance(raw.get("internal_queue"), list)
-            and all(
-                isinstance(e, dict) and isinstance(e.get("name"), str)
-                for e in raw["internal_queue"]
-            ),
+            and all(_is_event(e) for e in raw["internal_queue"]),
         ),
         (
             "history",
             isinstance(raw.get("history"), dict)
             and all(
-                k.isdigit() and isinstance(v, list) and all(_is_int(i) for i in v)
+                k.isascii() and k.isdigit() and isinstance(v, list) and all(_is_int(i) for i in v)
                 for k, v in raw["history"].items()
             ),
         ),
@@ -185,6 +206,55 @@ def _state_problem(raw: object) -> str | None:
     return f"wrong or missing {', '.join(wrong)}" if wrong else None
 
 
+def _chart_problem(state: State, chart: Chart) -> str | None:
+    """Why ``state`` cannot be a state of ``chart`` (an index the interpreter would look up
+    that is not there), or None."""
+    states = chart.states
+    size = len(states)
+    if any(i >= size for i in (*state.configuration, *state.bound)):
+        return "a state index is out of range"
+    for h, remembered in state.history.items():
+        if h >= size or not states[h].is_history:
+            return f"history key {h} is not a history state"
+        if any(i >= size for i in remembered):
+            return f"the history of state {h} remembers a state index out of range"
+    for invocation in state.invocations:
+        if invocation.invoke >= len(chart.invokes):
+            return f"invocation {invocation.invokeid!r} names an <invoke> out of range"
+        if chart.invokes[invocation.invoke].state != invocation.state:
+            return f"invocation {invocation.invokeid!r} is not in the state of its <invoke>"
+    return None
+
+
+# Bounds on what decode reads. No blob this code writes comes near them: a datamodel value
+# nests at most MAX_VALUE_DEPTH levels (the ECMAScript snapshot refuses deeper ones), and
+# the blob wraps it in a few more (payload, state, datamodel or queue, event, data).
+MAX_POSITION_DEPTH = MAX_VALUE_DEPTH + 8
+# Four times the datamodel's default memory cap: the snapshot is a string in that heap,
+# and UTF-8 takes at most four bytes per character it holds.
+MAX_POSITION_BYTES = 256 * 1024 * 1024
+
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_TO_BRACES = bytes.maketrans(b"[]", b"{}")
+
+
+def _nests_deeper_than(blob: bytes, limit: int) -> bool:
+    """Whether the JSON text ``blob`` nests arrays and objects more than ``limit`` deep,
+    found without recursion (a recursive parser is what a deep blob would break): strip the
+    strings, keep only the brackets (as braces), and remove the innermost pairs one level
+    per pass; each pass is one C-level replace."""
+    brackets = _JSON_STRING.sub(b"", blob).translate(_TO_BRACES, _NOT_BRACKETS)
+    for _ in range(limit):
+        if not brackets:
+            return False
+        shorter = brackets.replace(b"{}", b"")
+        if len(shorter) == len(brackets):
+            return False  # unbalanced: not JSON, which json.loads reports
+        brackets = shorter
+    return bool(brackets)
+
+
 def encode(state: State, chart: ChartIdentity | Chart) -> bytes:
     """The blob for ``state``. Refuses a state that is not quiescent: it could not be resumed."""
     if not state.quiescent:
@@ -210,9 +280,23 @@ def decode(
     """Read a blob back. ``chart`` (a Chart or its sha256) is checked against the identity."""
     if isinstance(blob, memoryview):
         blob = blob.tobytes()
+    if isinstance(blob, str):
+        try:
+            blob = blob.encode()
+        except UnicodeEncodeError as exc:
+            raise NotAPositionError(f"not a position blob: {exc}") from None
+    if len(blob) > MAX_POSITION_BYTES:
+        raise NotAPositionError(
+            f"not a position blob: {len(blob)} bytes, more than the {MAX_POSITION_BYTES} "
+            f"a position can have"
+        )
+    if _nests_deeper_than(blob, MAX_POSITION_DEPTH):
+        raise NotAPositionError(
+            f"not a position blob: nested more than {MAX_POSITION_DEPTH} levels deep"
+        )
     try:
         payload = json.loads(blob)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise NotAPositionError(f"not a position blob: {exc}") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise NotAPositionError(f"not a position blob (no {FORMAT!r} marker)")
@@ -233,16 +317,16 @@ def decode(
         if problem is not None:
             raise NotAPositionError(f"malformed position blob: {problem}")
         state = State.from_dict(payload["state"])
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as exc:
         raise NotAPositionError(f"malformed position blob: {exc!r}") from None
     if chart is not None:
         expected = chart if isinstance(chart, str) else chart.source_hash
         if identity.sha256 != expected:
             raise ChartMismatchError(expected, identity.sha256)
         if not isinstance(chart, str):
-            size = len(chart.states)
-            if any(i >= size for i in (*state.configuration, *state.bound, *state.history)):
-                raise NotAPositionError("malformed position blob: a state index is out of range")
+            problem = _chart_problem(state, chart)
+            if problem is not None:
+                raise NotAPositionError(f"malformed position blob: {problem}")
     if not state.quiescent:
         raise NotQuiescentError(
             f"session {state.session_id}: {len(state.internal_queue)} internal event(s) pending"

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from lxml import etree
 
-from statecharts.core.delays import parse_delay
+from statecharts.core.delays import delay_problem
 from statecharts.core.errors import Problem
 from statecharts.core.parse import SCXML_NS, ParsedDocument, local_name, namespace
 
@@ -17,6 +17,7 @@ EXECUTABLE = frozenset(
     {"raise", "if", "elseif", "else", "foreach", "log", "assign", "script", "send", "cancel"}
 )
 STATE_LIKE = frozenset({"state", "parallel", "final", "history"})
+_PROPER_STATES = STATE_LIKE - {"history"}
 
 # element -> (allowed attributes, required attributes, allowed SCXML children or None=executable)
 _SCHEMA: dict[str, tuple[frozenset[str], frozenset[str], frozenset[str] | None]] = {
@@ -122,7 +123,21 @@ _EXCLUSIVE = {
     "data": [("src", "expr")],
 }
 
+# Lengths the durable layer stores in 200-character database columns; these constants mirror
+# those columns (keep them in step): <scxml name> goes into Chart.name, a static <send id>
+# into Outbox.send_id and Timer.send_id, and a state id into the name of the block that
+# scheduled a timer, Timer.owner ("finalize:<state id>:<n>", so 20 characters are left for
+# the rest). A longer value would load here and then fail on every write.
+MAX_CHART_NAME_LENGTH = 200
+MAX_SEND_ID_LENGTH = 200
+MAX_STATE_ID_LENGTH = 180
+
 _ID = re.compile(r"^[A-Za-z_][-\w.:]*$")
+# A "use strict" directive: the first statement, after any comments (each comment matches
+# one way only, so a failed match cannot backtrack through them).
+_USE_STRICT = re.compile(
+    r"""^\s*(?:(?://[^\n]*\n|/\*(?:[^*]|\*(?!/))*\*/)\s*)*(["'])use strict\1"""
+)
 _EVENT_TOKEN = re.compile(r"^[^\s]+$")
 
 
@@ -132,6 +147,14 @@ class Validator:
         self.problems: list[Problem] = []
         self.root = document.root
         self.scxml_ns: str | None = namespace(self.root)
+        self._children: dict[etree._Element, list[etree._Element]] = {}
+        self._names: dict[etree._Element, str] = {}
+        self._in_scxml: dict[etree._Element, bool] = {}
+        self._checks = {
+            name: getattr(self, f"check_{name}")
+            for name in _SCHEMA
+            if hasattr(self, f"check_{name}")
+        }
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -144,19 +167,37 @@ class Validator:
         self.problems.append(Problem(line, column, message, severity="warning"))
 
     def is_scxml(self, element: etree._Element) -> bool:
-        return isinstance(element.tag, str) and namespace(element) == self.scxml_ns
+        known = self._in_scxml.get(element)
+        if known is None:
+            known = isinstance(element.tag, str) and namespace(element) == self.scxml_ns
+        return known
 
-    def children(self, element: etree._Element) -> Iterator[etree._Element]:
-        for child in element:
-            if isinstance(child.tag, str):
-                yield child
+    def name(self, element: etree._Element) -> str:
+        """``self.name(element)``, remembered for every child already classified."""
+        known = self._names.get(element)
+        return local_name(element) if known is None else known
+
+    def children(self, element: etree._Element) -> list[etree._Element]:
+        """The element children of ``element`` (comments and PIs left out), classified once:
+        each question about them is then a dictionary lookup, not a walk of lxml's tags."""
+        kids = self._children.get(element)
+        if kids is None:
+            kids = self._children[element] = list(element.iterchildren(etree.Element))
+            scxml = self.scxml_ns
+            for child in kids:
+                tag = child.tag
+                self._names[child] = tag[tag.find("}") + 1 :]
+                self._in_scxml[child] = (
+                    tag[1 : tag.find("}")] == scxml if tag[:1] == "{" else scxml is None
+                )
+        return kids
 
     # -- entry -----------------------------------------------------------------------------
 
     def run(self) -> list[Problem]:
         root = self.root
-        if local_name(root) != "scxml":
-            self.error(root, f"the root element must be <scxml>, not <{local_name(root)}>")
+        if self.name(root) != "scxml":
+            self.error(root, f"the root element must be <scxml>, not <{self.name(root)}>")
             return self.problems
         if self.scxml_ns is None:
             self.warning(root, f'<scxml> has no namespace; expected xmlns="{SCXML_NS}"')
@@ -171,6 +212,13 @@ class Validator:
             self.error(
                 root, f'unknown datamodel "{datamodel}" (supported: {", ".join(DATAMODELS)})'
             )
+        name = root.get("name")
+        if name is not None and len(name) > MAX_CHART_NAME_LENGTH:
+            self.error(
+                root,
+                f"<scxml> name is {len(name)} characters long; the limit is "
+                f"{MAX_CHART_NAME_LENGTH}",
+            )
         binding = root.get("binding", "early")
         if binding not in ("early", "late"):
             self.error(root, f'binding must be "early" or "late", not "{binding}"')
@@ -179,7 +227,7 @@ class Validator:
         return self.problems
 
     def check_element(self, element: etree._Element, parent_name: str, datamodel: str) -> None:
-        name = local_name(element)
+        name = self.name(element)
         allowed_attrs, required, allowed_children = _SCHEMA[name]
         for attr in element.attrib:
             if attr.startswith("{"):
@@ -192,12 +240,15 @@ class Validator:
         for a, b in _EXCLUSIVE.get(name, ()):
             if element.get(a) is not None and element.get(b) is not None:
                 self.error(element, f"<{name}> may not have both '{a}' and '{b}'")
-        getattr(self, f"check_{name}", lambda e, d: None)(element, datamodel)
+        check = self._checks.get(name)
+        if check is not None:
+            check(element, datamodel)
         if name in ("content", "data") or (name == "assign" and len(element)):
             return  # free-form content: any markup is a value, not SCXML structure
+        names, in_scxml = self._names, self._in_scxml
         for child in self.children(element):
-            child_name = local_name(child)
-            if not self.is_scxml(child):
+            child_name = names[child]
+            if not in_scxml[child]:
                 self.warning(child, f"<{child_name}> is not an SCXML element; it is ignored")
                 continue
             if child_name not in _SCHEMA:
@@ -230,12 +281,19 @@ class Validator:
 
     def check_state(self, element: etree._Element, datamodel: str) -> None:
         initial_attr = element.get("initial")
-        initial_elements = [c for c in self.children(element) if local_name(c) == "initial"]
+        initial_elements = []
+        substates = False
+        names = self._names
+        for c in self.children(element):
+            name = names[c]
+            if name == "initial":
+                initial_elements.append(c)
+            elif name in _PROPER_STATES:
+                substates = True
         if initial_attr is not None and initial_elements:
             self.error(element, "a state may not have both an 'initial' attribute and <initial>")
         if len(initial_elements) > 1:
             self.error(initial_elements[1], "a state may have at most one <initial>")
-        substates = [c for c in self.children(element) if local_name(c) in STATE_LIKE - {"history"}]
         if (initial_attr is not None or initial_elements) and not substates:
             self.error(element, "an atomic state cannot have an initial state")
 
@@ -246,7 +304,7 @@ class Validator:
         kind = element.get("type", "shallow")
         if kind not in ("shallow", "deep"):
             self.error(element, f'history type must be "shallow" or "deep", not "{kind}"')
-        transitions = [c for c in self.children(element) if local_name(c) == "transition"]
+        transitions = [c for c in self.children(element) if self.name(c) == "transition"]
         if len(transitions) > 1:
             self.error(transitions[1], "<history> may have at most one default <transition>")
         for t in transitions:
@@ -256,7 +314,7 @@ class Validator:
                 self.error(t, "a history default transition needs a target")
 
     def _single_transition(self, element: etree._Element, what: str) -> None:
-        transitions = [c for c in self.children(element) if local_name(c) == "transition"]
+        transitions = [c for c in self.children(element) if self.name(c) == "transition"]
         if len(transitions) != 1:
             self.error(element, f"<{what}> must contain exactly one <transition>")
             return
@@ -293,12 +351,19 @@ class Validator:
 
     def check_send(self, element: etree._Element, datamodel: str) -> None:
         if element.get("event") is None and element.get("eventexpr") is None:
-            has_content = any(local_name(c) == "content" for c in self.children(element))
+            has_content = any(self.name(c) == "content" for c in self.children(element))
             if not has_content:
                 self.error(element, "<send> needs 'event', 'eventexpr' or a <content> child")
+        send_id = element.get("id")
+        if send_id is not None and len(send_id) > MAX_SEND_ID_LENGTH:
+            self.error(
+                element,
+                f"<send> id is {len(send_id)} characters long; the limit is {MAX_SEND_ID_LENGTH}",
+            )
         delay = element.get("delay")
-        if delay is not None and parse_delay(delay) is None:
-            self.error(element, f"malformed delay {delay!r} (use e.g. 500ms, 2s, 1.5s, 5m, 3h, 3d)")
+        problem = delay_problem(delay) if delay is not None else None
+        if problem is not None:
+            self.error(element, problem)
         self._content_params(element, "send")
         self._namelist_with_content(element, "send")
 
@@ -313,24 +378,24 @@ class Validator:
             "http://www.w3.org/TR/scxml",
         ):
             self.warning(element, f"invoke type {kind!r} needs a host-registered invoke handler")
-        contents = [c for c in self.children(element) if local_name(c) == "content"]
+        contents = [c for c in self.children(element) if self.name(c) == "content"]
         if contents and (element.get("src") is not None or element.get("srcexpr") is not None):
             self.error(element, "<invoke> may not have both 'src'/'srcexpr' and <content>")
         if len(contents) > 1:
             self.error(contents[1], "<invoke> may have at most one <content>")
-        finalizes = [c for c in self.children(element) if local_name(c) == "finalize"]
+        finalizes = [c for c in self.children(element) if self.name(c) == "finalize"]
         if len(finalizes) > 1:
             self.error(finalizes[1], "<invoke> may have at most one <finalize>")
         for f in finalizes:
             for c in self.children(f):
-                if local_name(c) in ("raise", "send"):
-                    self.error(c, f"<{local_name(c)}> is not allowed inside <finalize>")
+                if self.name(c) in ("raise", "send"):
+                    self.error(c, f"<{self.name(c)}> is not allowed inside <finalize>")
 
     def check_donedata(self, element: etree._Element, datamodel: str) -> None:
         self._content_params(element, "donedata")
 
     def _content_params(self, element: etree._Element, name: str) -> None:
-        kids = [local_name(c) for c in self.children(element) if self.is_scxml(c)]
+        kids = [self.name(c) for c in self.children(element) if self.is_scxml(c)]
         if "content" in kids and "param" in kids:
             self.error(element, f"<{name}> may not have both <content> and <param>")
         if kids.count("content") > 1:
@@ -338,7 +403,7 @@ class Validator:
 
     def _namelist_with_content(self, element: etree._Element, name: str) -> None:
         if element.get("namelist") is not None and any(
-            local_name(c) == "content" for c in self.children(element)
+            self.name(c) == "content" for c in self.children(element)
         ):
             self.error(element, f"<{name}> may not have both 'namelist' and <content>")
 
@@ -379,11 +444,17 @@ class Validator:
             self.error(element, "<script> may not have both 'src' and a body")
         if datamodel == "null":
             self.error(element, "the null datamodel cannot run <script>")
+        elif _USE_STRICT.match(element.text or ""):
+            self.warning(
+                element,
+                'a <script> that begins with "use strict" keeps its var and function '
+                "declarations to itself (they do not become datamodel variables)",
+            )
 
     def check_if(self, element: etree._Element, datamodel: str) -> None:
         seen_else = False
         for child in self.children(element):
-            child_name = local_name(child)
+            child_name = self.name(child)
             if child_name == "else":
                 if seen_else:
                     self.error(child, "<if> may have only one <else>")
@@ -405,49 +476,70 @@ class Validator:
     # -- whole-document checks -------------------------------------------------------------
 
     def check_ids_and_targets(self) -> None:
-        ns = self.scxml_ns
         ids: dict[str, etree._Element] = {}
-        states = [e for e in self._states(self.root)]
+        # Every state-like element in document order, with where its subtree ends in that
+        # order: "is a descendant of" is then a comparison (linear for any shape; collecting
+        # the descendants per state was quadratic on deep or wide documents).
+        order: dict[etree._Element, int] = {}
+        end: dict[etree._Element, int] = {}
+        states: list[etree._Element] = []
+        stack: list[tuple[etree._Element, bool]] = [(self.root, False)]
+        while stack:
+            element, finished = stack.pop()
+            if finished:
+                end[element] = len(states)
+                continue
+            if element is not self.root:
+                states.append(element)
+            order[element] = len(states)
+            stack.append((element, True))
+            stack.extend((c, False) for c in reversed(self._state_children(element)))
         for element in states:
             state_id = element.get("id")
             if state_id is None:
                 continue
             if not _ID.match(state_id):
                 self.error(element, f"'{state_id}' is not a valid id")
+            elif len(state_id) > MAX_STATE_ID_LENGTH:
+                self.error(
+                    element,
+                    f"state id '{state_id[:20]}...' is {len(state_id)} characters long; the "
+                    f"limit is {MAX_STATE_ID_LENGTH}",
+                )
             if state_id in ids:
                 line, column = self.document.position(ids[state_id])
                 self.error(element, f"duplicate id '{state_id}' (first defined at {line}:{column})")
             else:
                 ids[state_id] = element
 
-        def descendants(element: etree._Element) -> set[str]:
-            return {d.get("id") for d in self._states(element) if d is not element and d.get("id")}
+        def inside(token: str, container: etree._Element) -> bool:
+            """Whether the state ``token`` (an existing id) is a descendant of ``container``."""
+            return order[container] < order[ids[token]] <= end[container]
 
         root_initial = self.root.get("initial")
         if root_initial is not None:
             for token in root_initial.split():
                 if token not in ids:
                     self.error(self.root, f"initial state '{token}' does not exist")
+        direct_ids: dict[etree._Element, set[str]] = {}  # per parent of a <history>
         for element in states:
-            name = local_name(element)
+            name = self.name(element)
             if name == "state" and element.get("initial") is not None:
-                inside = descendants(element)
                 for token in element.get("initial", "").split():
                     if token not in ids:
                         self.error(element, f"initial state '{token}' does not exist")
-                    elif token not in inside:
+                    elif not inside(token, element):
                         self.error(
                             element,
                             f"initial state '{token}' is not a descendant of '{element.get('id')}'",
                         )
             for child in self.children(element):
-                if local_name(child) == "initial" and namespace(child) == ns:
-                    inside = descendants(element)
+                if self._names[child] == "initial" and self._in_scxml[child]:
                     for t in self.children(child):
                         for token in (t.get("target") or "").split():
                             if token not in ids:
                                 self.error(t, f"transition target '{token}' does not exist")
-                            elif token not in inside:
+                            elif not inside(token, element):
                                 self.error(
                                     t,
                                     f"<initial> target '{token}' is not a descendant "
@@ -455,58 +547,57 @@ class Validator:
                                 )
             if name == "history":
                 parent = element.getparent()
-                inside = descendants(parent) if parent is not None else set()
                 deep = element.get("type", "shallow") == "deep"
-                direct = {
-                    c.get("id") for c in self.children(parent)
-                    if c.get("id") and local_name(c) in STATE_LIKE
-                }
+                direct = direct_ids.get(parent) if parent is not None else set()
+                if direct is None and parent is not None:
+                    direct = direct_ids[parent] = {
+                        c.get("id") for c in self.children(parent)
+                        if c.get("id") and self.name(c) in STATE_LIKE
+                    }
                 for t in self.children(element):
                     for token in (t.get("target") or "").split():
                         if token not in ids:
                             self.error(t, f"transition target '{token}' does not exist")
-                        elif token not in (inside if deep else direct):
+                        elif not (
+                            (parent is not None and parent in order and inside(token, parent))
+                            if deep
+                            else token in (direct or ())
+                        ):
                             kind = "descendant" if deep else "child"
                             self.error(
                                 t,
                                 f"history default '{token}' must be a {kind} of the "
                                 f"history's parent state",
                             )
+        names = self._names
         for element in self._structure(self.root):
-            if local_name(element) == "transition":
+            if names[element] == "transition":
                 parent = element.getparent()
-                if parent is not None and local_name(parent) in ("initial", "history"):
+                if parent is not None and self.name(parent) in ("initial", "history"):
                     continue
                 for token in (element.get("target") or "").split():
                     if token not in ids:
                         self.error(element, f"transition target '{token}' does not exist")
 
+    def _state_children(self, element: etree._Element) -> list[etree._Element]:
+        names, in_scxml = self._names, self._in_scxml
+        return [c for c in self.children(element) if in_scxml[c] and names[c] in STATE_LIKE]
+
     def _structure(self, element: etree._Element) -> Iterator[etree._Element]:
-        """SCXML elements below ``element``, not entering free-form bodies such as <content>."""
-        for child in self.children(element):
-            if not self.is_scxml(child):
+        """SCXML elements below ``element``, not entering free-form bodies such as <content>
+        (iterative: nested generators cost the depth on every element)."""
+        names, in_scxml, children = self._names, self._in_scxml, self.children
+        stack = [iter(children(element))]
+        while stack:
+            child = next(stack[-1], None)
+            if child is None:
+                stack.pop()
+                continue
+            if not in_scxml[child]:
                 continue
             yield child
-            if local_name(child) not in ("content", "data", "assign"):
-                yield from self._structure(child)
-
-    def _states(self, element: etree._Element) -> Iterator[etree._Element]:
-        """``element`` (if a state) and every state-like SCXML element below it, doc order."""
-        stack = [element]
-        while stack:
-            current = stack.pop()
-            if self.is_scxml(current) and (local_name(current) in STATE_LIKE or current is element):
-                if local_name(current) in STATE_LIKE:
-                    yield current
-                stack.extend(
-                    reversed(
-                        [
-                            c
-                            for c in self.children(current)
-                            if self.is_scxml(c) and local_name(c) in STATE_LIKE
-                        ]
-                    )
-                )
+            if names[child] not in ("content", "data", "assign"):
+                stack.append(iter(children(child)))
 
 
 def validate(document: ParsedDocument) -> list[Problem]:

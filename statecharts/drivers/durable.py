@@ -52,7 +52,9 @@ class Input:
     io_processors: dict[str, str] | None = None  # start: host entries of _ioprocessors
     parent_session_id: str | None = None  # start of an invoked child: its parent
     invokeid: str | None = None  # start of an invoked child: the id its parent knows it by
-    reason: str | None = None  # cancel: why (the interpreter's outcome), default "cancelled"
+    # cancel: why. "cancelled_by_parent" becomes the outcome; anything else is the caller's
+    # words (recorded with the input), and the outcome is "cancelled".
+    reason: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in INPUT_KINDS:
@@ -174,7 +176,11 @@ def advance(
             assert step_input.event is not None
             step = interpreter.deliver_internal(state, step_input.event, host=host)
         else:
-            step = interpreter.cancel(state, reason=step_input.reason or "cancelled", host=host)
+            # The outcome says how it was cancelled (from outside, or by its invoking parent);
+            # any other reason is the caller's words, kept with the input in the history.
+            reason = step_input.reason
+            outcome = reason if reason in CANCELLED_OUTCOMES else "cancelled"
+            step = interpreter.cancel(state, reason=outcome, host=host)
     result = Advance(step.state)
     pending: deque[Event] = deque()
     _collect(result, step.effects, pending)

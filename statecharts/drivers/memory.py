@@ -27,7 +27,7 @@ from statecharts.core.events import EXTERNAL, PLATFORM, Event, external_event
 from statecharts.core.host import IN_MEMORY_TYPES, ROUTE_OK, Host, RegisteredTypes, RouteAnswer
 from statecharts.core.interpreter import DEFAULT_ROUND_BUDGET, Interpreter, Step
 from statecharts.core.model import Chart
-from statecharts.core.plan import Instruction, InstructionKind, delivery, plan_one
+from statecharts.core.plan import OBSERVED, Instruction, InstructionKind, delivery, plan_one
 from statecharts.core.resolve import Resolver, default_resolver
 from statecharts.core.state import State
 
@@ -288,10 +288,15 @@ class MemoryDriver:
         session.state = step.state
         on_effect, on_instruction = self.on_effect, self.on_instruction
         perform = self._performers
+        # Observed effects (datamodel changes, traces: the commonest) are performed as
+        # nothing; unless someone watches the instructions, they are not planned one by one.
+        skip = OBSERVED if on_instruction is None else ()
         for effect in step.effects:
             session.effects.append(effect)
             if on_effect is not None:
                 on_effect(session, effect)
+            if effect.kind in skip:
+                continue
             instruction = plan_one(effect)
             if on_instruction is not None:
                 on_instruction(session, instruction)

@@ -8,7 +8,10 @@ from typing import Any
 
 from django.db import IntegrityError, models, transaction
 
+from statecharts import validation
 from statecharts.core.model import Chart as CompiledChart
+from statecharts.core.parse import decode_utf8
+from statecharts.models.fields import PortableJSONField
 from statecharts.runtime import compile_source, compiled_chart, read_chart_file
 
 
@@ -18,12 +21,9 @@ def source_hash(source: str) -> str:
 
 
 def _as_text(source: str | bytes) -> str:
-    if isinstance(source, str):
-        return source
-    try:
-        return source.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"a stored chart must be UTF-8 text: {exc}") from None
+    """Bytes are decoded as UTF-8 (a BOM dropped); otherwise ChartError with the line:column
+    of the first byte that is not."""
+    return source if isinstance(source, str) else decode_utf8(source)
 
 
 class ChartOrigin(models.TextChoices):
@@ -46,12 +46,17 @@ class ChartManager(models.Manager["Chart"]):
 
         ``resources`` are the files it references, already read (``load_file`` reads them);
         ``folder`` is where it came from. Raises ``ChartError`` (every problem, with
-        line:column) for an invalid document. A chart stored for an invocation
+        line:column) for an invalid document, and ``statecharts.validation.InvalidInput`` for
+        a name or version its column cannot hold. A chart stored for an invocation
         (``origin=invoked``) never takes a name: its ``<scxml name>`` is not a version of
         anyone's chart.
         """
         text = _as_text(source)
         compiled = compile_source(text, resources or None, folder)
+        if origin != ChartOrigin.INVOKED:
+            for label, value in (("name", name or compiled.name or ""), ("version", version)):
+                limit = Chart._meta.get_field(label).max_length or 0
+                validation.text(value, label, max_length=limit)
         digest = compiled.source_hash
         existing = self.filter(content_hash=digest).first()
         if existing is not None:
@@ -86,7 +91,7 @@ class Chart(models.Model):
     )
     name = models.CharField(max_length=200, blank=True)
     version = models.CharField(max_length=100, blank=True)
-    resources = models.JSONField(
+    resources = PortableJSONField(
         default=dict,
         blank=True,
         help_text="Files the chart references (URI -> text), read when it was loaded.",

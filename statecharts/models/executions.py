@@ -15,6 +15,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connections, models
 from django.db.models.functions import Cast
 
+from statecharts.models.fields import PortableJSONField, PortableTextField
 from statecharts.statuses import LIVE_STATUSES, TERMINAL_STATUSES, ExecutionStatus
 
 __all__ = ["LIVE_STATUSES", "TERMINAL_STATUSES", "Execution", "ExecutionStatus"]
@@ -121,21 +122,21 @@ class Execution(models.Model):
         max_length=64, unique=True, help_text="What the chart sees as _sessionid."
     )
     position = models.BinaryField(help_text="The interpreter state (statecharts.core.position).")
-    configuration = models.JSONField(
+    configuration = PortableJSONField(
         default=list, help_text="Active atomic states after the last step (for reading only)."
     )
-    active_states = models.JSONField(
+    active_states = PortableJSONField(
         default=list,
         help_text="Every active state, ancestors included, after the last step (for queries: "
         "Execution.objects.in_state; indexed on PostgreSQL).",
     )
     steps = models.PositiveIntegerField(default=0, help_text="Inputs recorded in the history.")
-    donedata = models.JSONField(null=True, blank=True)
-    donedata_error = models.TextField(
+    donedata = PortableJSONField(null=True, blank=True)
+    donedata_error = PortableTextField(
         blank=True, help_text="Why <donedata> could not be evaluated (then donedata is null)."
     )
     outcome = models.CharField(max_length=40, blank=True)
-    failure_reason = models.TextField(blank=True)
+    failure_reason = PortableTextField(blank=True)
     business_key = models.CharField(max_length=200, null=True, blank=True)
     # Set for the child of an <invoke>: its parent, and the invocation's ordinal there (an
     # invoke id can repeat; the ordinal cannot). Unique together: one child per invocation.
@@ -149,15 +150,24 @@ class Execution(models.Model):
     )
     invoke_ordinal = models.PositiveIntegerField(null=True, blank=True)
     invokeid = models.CharField(max_length=200, blank=True)
-    metadata = models.JSONField(default=dict, blank=True)
+    metadata = PortableJSONField(default=dict, blank=True)
     created = models.DateTimeField()
     updated = models.DateTimeField()
     ended = models.DateTimeField(null=True, blank=True)
+    erased = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When its personal data was erased (statecharts.retention.erase): its "
+        "datamodel, donedata, metadata, business key and the data of its inputs are gone.",
+    )
 
     objects = ExecutionManager()
 
     class Meta:
         ordering = ["-created", "-id"]
+        permissions = [
+            ("erase_execution", "Can erase the personal data of executions"),
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["chart", "business_key"],

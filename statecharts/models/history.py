@@ -4,11 +4,17 @@ from __future__ import annotations
 
 from django.db import models
 
+from statecharts.models.fields import PortableJSONField, PortableTextField
+
 
 class Disposition(models.TextChoices):
     APPLIED = "applied", "applied"
     DISCARDED = "discarded", "discarded (execution finished)"
     REFUSED = "refused", "refused (see the reason)"
+    # Not inputs: what was done to the execution's rows (statecharts.retention). Replay
+    # reports them instead of replaying.
+    ERASED = "erased", "personal data erased"
+    PRUNED = "pruned", "history pruned (retention)"
 
 
 class HistoryEntry(models.Model):
@@ -16,21 +22,21 @@ class HistoryEntry(models.Model):
         "statecharts.Execution", on_delete=models.CASCADE, related_name="history"
     )
     seq = models.PositiveIntegerField(help_text="1 for the start, then one per input.")
-    input = models.JSONField(help_text="The input: kind, event (name, data, ...), start data.")
+    input = PortableJSONField(help_text="The input: kind, event (name, data, ...), start data.")
     disposition = models.CharField(max_length=20, choices=Disposition.choices)
     status_after = models.CharField(max_length=20)
-    configuration_after = models.JSONField(default=list)
-    effects = models.JSONField(default=list, help_text="A summary of what the step produced.")
-    reachability = models.JSONField(
+    configuration_after = PortableJSONField(default=list)
+    effects = PortableJSONField(default=list, help_text="A summary of what the step produced.")
+    reachability = PortableJSONField(
         default=dict, help_text="Answers the host gave to 'is session X reachable?' (for replay)."
     )
-    registered_types = models.JSONField(
+    registered_types = PortableJSONField(
         default=dict,
         blank=True,
         help_text="The send/invoke types and timer queue the host had for this step (replay).",
     )
     position_sha256 = models.CharField(max_length=64, blank=True)
-    reason = models.TextField(
+    reason = PortableTextField(
         blank=True, help_text="Why the input was refused or discarded, or how it was cancelled."
     )
     idempotency_key = models.CharField(
@@ -39,7 +45,7 @@ class HistoryEntry(models.Model):
         blank=True,
         help_text="The caller's key for this input: a repeat with it applies nothing.",
     )
-    cause = models.JSONField(
+    cause = PortableJSONField(
         null=True,
         blank=True,
         help_text="What the input came from: a timer (id, ordinal, the step that scheduled "

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from statecharts.models.fields import PortableJSONField, PortableTextField
+
 
 class OutboxStatus(models.TextChoices):
     PENDING = "pending", "pending"
@@ -41,17 +43,17 @@ class OutboxMessage(models.Model):
     # app's "invocations.start" (create and start an invoked child).
     kind = models.CharField(max_length=40, default="event")
     target_session_id = models.CharField(max_length=64, db_index=True)
-    event = models.JSONField()
+    event = PortableJSONField()
     # Set when the sender is an invoked child writing to its parent: its invocation ordinal
     # there, so the parent can ignore what a cancelled invocation still sends (spec 6.4.3).
     via_invocation = models.PositiveIntegerField(null=True, blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
-    last_error = models.TextField(blank=True)
+    last_error = PortableTextField(blank=True)
     send_id = models.CharField(max_length=200, blank=True)
     status = models.CharField(
         max_length=20, choices=OutboxStatus.choices, default=OutboxStatus.PENDING
     )
-    reason = models.TextField(blank=True)
+    reason = PortableTextField(blank=True)
     created = models.DateTimeField()
     delivered = models.DateTimeField(null=True, blank=True)
 

@@ -15,6 +15,7 @@ the core's public names)::
     register_message_kind(kind, handler)                        # outbox messages of an app
     register_input_guard(guard)                                 # discard an input with a cause
     ensure_every_minute(name, func)                             # a sweeper's django-q2 schedule
+    ensure_scheduled(name, func, minutes=60)                    # the same, every N minutes
     database()                                                  # the alias steps use
     register_performer(kind, performer)                         # in AppConfig.ready()
     register_invoke_types(types) / register_send_type(type, route)
@@ -39,11 +40,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from statecharts.core.datamodel import check_tagged
+from statecharts import validation
 from statecharts.core.events import EXTERNAL, Event
 from statecharts.drivers.durable import CANCELLED_BY_PARENT, Input
 from statecharts.exceptions import IdempotencyConflict, NeedsMigration, StepRefused
-from statecharts.models import Chart, Execution
+from statecharts.models import Chart, Execution, HistoryEntry
 from statecharts.stepper.delivery import (
     MessageHandler,
     deliver,
@@ -63,7 +64,7 @@ from statecharts.stepper.performing import (
     registered_types,
 )
 from statecharts.stepper.sql import database
-from statecharts.stepper.sweeper import ensure_every_minute
+from statecharts.stepper.sweeper import ensure_every_minute, ensure_scheduled
 from statecharts.stepper.transaction import (
     BusinessKeyInUse,
     StepResult,
@@ -74,6 +75,11 @@ from statecharts.stepper.transaction import (
     start_step,
     step_locked,
 )
+
+# The columns the start writes text into.
+_BUSINESS_KEY = Execution._meta.get_field("business_key").max_length or 0
+_SESSION_ID = Execution._meta.get_field("session_id").max_length or 0
+_KEY = HistoryEntry._meta.get_field("idempotency_key").max_length or 0
 
 
 def start(
@@ -95,8 +101,19 @@ def start(
     transaction), then deliver what it sent to other executions. (``parent``, ``invokeid``
     and ``invoke_ordinal`` are for the invocations app starting an ``<invoke>``'s child.)
 
+    Everything given here from outside is checked first (``statecharts.validation``): an
+    :class:`~statecharts.validation.InvalidInput` (a ``ValueError``) names the bad path, and
+    nothing is written. (A child's params, from its parent's own datamodel, are the
+    platform's, and keep their tags.)
+
     With ``outbox``, the ids of what it sent are appended there instead, for the caller to
     ``deliver`` when it is ready (e.g. after its own bookkeeping)."""
+    if parent is None:
+        validation.start_data(data)
+    validation.text(business_key, "business_key", max_length=_BUSINESS_KEY, optional=True)
+    validation.text(session_id, "session_id", max_length=_SESSION_ID, optional=True, blank=False)
+    validation.json_object(metadata, "metadata")
+    validation.json_object(caller_context, "caller_context")
     deliver_now = outbox is None
     outbox = [] if outbox is None else outbox
     result = start_step(
@@ -130,10 +147,17 @@ def send(
 ) -> StepResult:
     """Feed one external event named ``name`` (fields: sendid, origin, origintype, invokeid).
 
-    ``caller_context`` is opaque JSON handed to performers (timer rows keep it).
-    ``idempotency_key``: see ``feed``.
+    ``caller_context`` is opaque JSON handed to performers (timer rows keep it). The event
+    comes from outside: its name (never a reserved one: ``error.*``, ``done.*``), data and
+    fields are checked first (``statecharts.validation``); an ``InvalidInput`` (a
+    ``ValueError``) names the bad path and nothing is written. The platform's own events go
+    through :func:`feed`, which trusts what it is given. ``idempotency_key``: see ``feed``.
     """
-    check_tagged(data)  # ValueError names the bad path; nothing is written
+    validation.event_name(name)
+    validation.chart_value(data)
+    validation.event_fields(fields)
+    validation.json_object(caller_context, "caller_context")
+    validation.text(idempotency_key, "idempotency_key", max_length=_KEY, optional=True)
     event = Event(name, EXTERNAL, data, **fields)
     return feed(
         execution,
@@ -154,8 +178,11 @@ def cancel(
 ) -> StepResult:
     """Stop an execution from outside: its onexit handlers run, then it is ``cancelled``.
 
-    ``reason`` becomes its outcome (default ``cancelled``; the invocations app cancels a child
-    whose parent left the invoking state with ``cancelled_by_parent``)."""
+    ``reason`` says why, in the caller's words: it is recorded with the input in the history
+    (and shown in its timeline); the outcome is ``cancelled`` whatever it says (the
+    invocations app's ``cancelled_by_parent`` is the one reason kept as the outcome)."""
+    validation.json_object(caller_context, "caller_context")
+    validation.text(idempotency_key, "idempotency_key", max_length=_KEY, optional=True)
     return feed(
         execution,
         Input.cancel(reason),
@@ -240,6 +267,7 @@ __all__ = [
     "deliver",
     "deliver_pending",
     "ensure_every_minute",
+    "ensure_scheduled",
     "feed",
     "lock",
     "lock_many",

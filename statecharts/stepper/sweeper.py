@@ -37,6 +37,11 @@ def ensure_every_minute(name: str, func: str, *, using: str | None = None) -> bo
     sweep that fails is recorded and not re-delivered: the next one covers it). False, and
     nothing done, when django-q2 is not installed or not migrated on that database. Apps
     keeping work for later use it for their sweepers."""
+    return ensure_scheduled(name, func, minutes=1, using=using)
+
+
+def ensure_scheduled(name: str, func: str, *, minutes: int, using: str | None = None) -> bool:
+    """``ensure_every_minute``, every ``minutes`` minutes (the hourly prune: 60)."""
     from django.apps import apps
     from django.db import connections
 
@@ -52,7 +57,7 @@ def ensure_every_minute(name: str, func: str, *, using: str | None = None) -> bo
         defaults={
             "func": func,
             "schedule_type": Schedule.MINUTES,
-            "minutes": 1,
+            "minutes": minutes,
             "repeats": -1,
             "kwargs": repr({"q_options": {"ack_failure": True}}),
         },

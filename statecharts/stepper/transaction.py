@@ -51,6 +51,7 @@ from statecharts.core.plan import Instruction, InstructionKind
 from statecharts.core.position import (
     ChartIdentity,
     ChartMismatchError,
+    DamagedDatamodelError,
     Position,
     PositionError,
     decode,
@@ -324,7 +325,14 @@ def step_locked(
         reason = guard_input(execution, step_input, cause, position.state)
         if reason is not None:
             return _record_discarded(execution, step_input, now, reason, cause), None
-    return _apply(execution, compiled, position, step_input, now, outbox, caller_context, cause)
+    try:
+        return _apply(
+            execution, compiled, position, step_input, now, outbox, caller_context, cause
+        )
+    except DamagedDatamodelError as exc:
+        # The datamodel snapshot is only rebuilt when the interpreter runs, before any chart
+        # code and before _apply writes anything: the same refusal as an undecodable blob.
+        return _unsteppable(execution, step_input, now, exc, cause)
 
 
 def _refusal(execution: Execution) -> StepRefused:
@@ -385,9 +393,12 @@ def _cancel_locked(
         except PositionError as exc:
             why = str(exc)
         else:
-            return _apply(
-                execution, compiled, position, step_input, now, outbox, caller_context, cause
-            )
+            try:
+                return _apply(
+                    execution, compiled, position, step_input, now, outbox, caller_context, cause
+                )
+            except DamagedDatamodelError as exc:
+                why = f"{type(exc).__name__}: {exc}"
     return _cancel_without_chart_code(execution, step_input, now, why, cause), None
 
 

@@ -305,3 +305,53 @@ def test_a_finished_execution_says_what_it_returned(admin_client: Client) -> Non
     assert ">status: completed; in state shipped<" in body
     assert "donedata: <code>{&quot;total&quot;: 12}</code>" in body
     assert "Send event" not in body
+
+
+def test_the_execution_list_filters_by_the_state_an_execution_is_in(
+    admin_client: Client,
+) -> None:
+    flow = Chart.objects.load(FLOW)
+    idle = Execution.objects.start(flow, business_key="order-idle")
+    paid = Execution.objects.start(flow, business_key="order-paid")
+    paid.send("pay", {"amount": 3})
+    changelist = reverse("admin:statecharts_execution_changelist")
+    page = admin_client.get(changelist, {"chart__id__exact": flow.pk})
+    body = page.content.decode()
+    for state in ("idle", "paid", "shipped"):  # a choice per state of the chosen chart
+        assert f"?chart__id__exact={flow.pk}&amp;in_state={state}" in body
+    # With no chart chosen: the states of the charts that have executions.
+    assert "?in_state=paid" in admin_client.get(changelist).content.decode()
+    listed = admin_client.get(changelist, {"chart__id__exact": flow.pk, "in_state": "paid"})
+    text = listed.content.decode()
+    assert "order-paid" in text and "order-idle" not in text
+    # A state no listed chart has (typed into the URL) still filters, and is shown as chosen.
+    nowhere = admin_client.get(changelist, {"in_state": "nowhere"})
+    assert nowhere.status_code == 200
+    assert "order-paid" not in nowhere.content.decode()
+    assert "order-idle" not in nowhere.content.decode()
+    assert idle.pk != paid.pk
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_admin_steps_executions_with_atomic_requests_on(
+    admin_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A host with ATOMIC_REQUESTS: the stepper's durable transaction cannot nest in the
+    request's, so the admin's views run outside it (the API's do too)."""
+    from django.db import connection
+
+    monkeypatch.setitem(connection.settings_dict, "ATOMIC_REQUESTS", True)
+    execution = Execution.objects.start(Chart.objects.load(FLOW), business_key="order-8")
+    url = reverse("admin:statecharts_execution_send", args=[execution.pk])
+    response = admin_client.post(url, {"name": "pay", "data": '{"amount": 3}'}, follow=True)
+    assert "Sent pay: applied" in response.content.decode()
+    changelist = reverse("admin:statecharts_execution_changelist")
+    admin_client.post(
+        changelist,
+        {"action": "cancel_selected", "_selected_action": [execution.pk], "post": "yes"},
+    )
+    execution.refresh_from_db()
+    assert execution.status == "cancelled"
+    assert [e.input["kind"] for e in execution.history.order_by("seq")] == [
+        "start", "event", "cancel"
+    ]

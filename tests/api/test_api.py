@@ -269,7 +269,9 @@ def test_numbers_json_cannot_hold_are_refused_not_a_500(api: APIClient, chart: C
         api, f"{API}/executions/", f'{{"chart": {chart.pk}, "data": {{"limit": 1e999}}}}'
     )
     assert response.status_code == 400
-    assert response.json()["data"] == ["Value must be valid JSON."]
+    assert response.json()["data"] == [
+        'data.limit: inf is not a finite number; send {"$sc": "number", "v": "Infinity"}.'
+    ]
     response = raw_post(api, f"{API}/executions/", f'{{"chart": {chart.pk}, "data": NaN}}')
     assert response.status_code == 400  # strict JSON: NaN is not JSON
 
@@ -366,7 +368,8 @@ def test_events_from_an_html_form(api: APIClient, chart: Chart) -> None:
     assert api.get(f"{API}/executions/{pk}/").json()["datamodel"]["items"] == [{"sku": "B2"}]
     response = api.post(url, {"name": "add", "data": "{oops"}, format="multipart")
     assert response.status_code == 400
-    assert response.json()["data"] == ["Value must be valid JSON."]
+    [reason] = response.json()["data"]
+    assert reason.startswith("data: not valid JSON: Expecting property name")
 
 
 def test_an_event_to_a_finished_execution_is_a_409_and_recorded(
@@ -509,6 +512,44 @@ def test_list_filter_and_paginate_executions(api: APIClient, chart: Chart) -> No
     assert "datamodel" not in page["results"][0]  # lists do not decode positions
     with override_settings(REST_FRAMEWORK={"PAGE_SIZE": 2}):
         assert len(api.get(f"{API}/executions/").json()["results"]) == 2
+
+
+def test_executions_are_filtered_by_the_state_they_are_in(api: APIClient, chart: Chart) -> None:
+    nested = Chart.objects.load(NESTED)
+    in_cart, paying, shipped = (start(api, chart)["id"] for _ in range(3))
+    outer = start(api, nested)["id"]
+    send(api, paying, "checkout")
+    send(api, shipped, "checkout")
+    send(api, shipped, "paid")
+
+    def listed(**params: Any) -> list[int]:
+        response = api.get(f"{API}/executions/", params)
+        assert response.status_code == 200, response.content
+        return sorted(e["id"] for e in response.json()["results"])
+
+    assert listed(in_state="paying") == [paying]
+    assert listed(in_state="outer") == [outer]  # a compound state, not only atomic ones
+    assert listed(in_state="inner") == [outer]
+    assert listed(in_state="cart,paying") == sorted([in_cart, paying])  # any of them
+    assert listed(in_state="paying", chart=nested.pk) == []  # with the other filters
+    assert listed(in_state="pay") == []  # never a part of another id
+    assert listed(in_state="") == sorted([in_cart, paying, shipped, outer])  # no filter
+    schema = api.get(f"{API}/schema/", {"format": "json"}).json()
+    parameters = schema["paths"]["/api/executions/"]["get"]["parameters"]
+    (described,) = [p for p in parameters if p["name"] == "in_state"]
+    assert "comma-separated" in described["description"]
+
+
+@pytest.mark.parametrize(
+    "value", ["has space", "a,\x00b", "1st", 'quo"te', "a," * 30 + "a", "x" * 201, "a,,b"]
+)
+def test_a_state_filter_that_cannot_name_a_state_is_a_400(
+    api: APIClient, chart: Chart, value: str
+) -> None:
+    start(api, chart)
+    response = api.get(f"{API}/executions/", {"in_state": value})
+    assert response.status_code == 400, response.content
+    assert "in_state" in response.json()
 
 
 @pytest.mark.parametrize(

@@ -209,8 +209,14 @@ def test_load_refuses_an_invalid_chart_with_every_problem(tmp_path: Path) -> Non
 def test_load_refuses_a_file_that_is_not_utf8(tmp_path: Path) -> None:
     path = tmp_path / "latin1.scxml"
     path.write_bytes(LIGHT.replace("light", "lümière").encode("latin-1"))
-    assert "must be UTF-8 text" in fails("load", str(path))
+    message = fails("load", str(path))
+    assert f"{path}:2:15: byte 0xFC is not valid UTF-8" in message
     assert "cannot read the file" in fails("load", str(tmp_path / "missing.scxml"))
+
+
+def test_load_refuses_an_endless_file_without_reading_it_whole() -> None:
+    assert "/dev/zero:1:1: document is over" in fails("load", "/dev/zero")
+    assert not Chart.objects.exists()
 
 
 # ---- start -------------------------------------------------------------------------------------

@@ -92,3 +92,26 @@ def test_fire_timers_help_says_no_flag_means_once_and_shows_the_defaults() -> No
     assert "fire what is due, then exit (the default)" in text
     assert "(default: STATECHARTS['TIMER_BATCH'], 100)" in text
     assert "seconds between polls with --loop (default: 0.2)" in text
+
+
+def test_the_declared_versions_are_the_tested_ones() -> None:
+    """pyproject's classifiers, Django range and CHANGELOG say what scripts/test runs: Python
+    3.11 (the main passes) to 3.13 (the compatibility pass), Django 5.2 only."""
+    import re
+    import tomllib
+
+    root = Path(__file__).resolve().parents[2]
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    classifiers = project["classifiers"]
+    pythons = sorted(c.rsplit(" ", 1)[1] for c in classifiers if re.fullmatch(
+        r"Programming Language :: Python :: 3\.\d+", c
+    ))  # fmt: skip
+    assert pythons == ["3.11", "3.12", "3.13"]
+    assert project["requires-python"] == ">=3.11"
+    djangos = [c for c in classifiers if c.startswith("Framework :: Django ::")]
+    assert djangos == ["Framework :: Django :: 5.2"]
+    assert "django>=5.2,<6.0" in project["dependencies"]
+    matrix = (root / "scripts" / "_matrix.sh").read_text()
+    assert "python3.13" in matrix and 'django==5.2"' in matrix
+    changelog = (root / "CHANGELOG.md").read_text()
+    assert "Python 3.11" in changelog and "Django 5.2" in changelog

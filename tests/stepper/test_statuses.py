@@ -3,6 +3,7 @@ budgets that halt a runaway (statecharts.statuses, statecharts.core.budget)."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -203,6 +204,40 @@ def test_an_execution_needing_repair_is_cancelled_without_running_chart_code() -
     stepper.cancel(execution, now=T0)
     execution.refresh_from_db()
     assert execution.status == "cancelled" and execution.outcome == "cancelled"
+
+
+def test_a_datamodel_snapshot_the_engine_cannot_restore_needs_repair_once() -> None:
+    """The blob decodes but its datamodel cannot be rebuilt (the engine refuses it when the
+    step runs): the input is refused and recorded, the status says so, the same failure is
+    not retried on every input, and cancel works without chart code."""
+    execution = start(RUNAWAY)
+    raw = json.loads(bytes(Execution.objects.get(pk=execution.pk).position))
+    raw["state"]["datamodel"]["spins"] = {"$sc": "function", "source": "not javascript ("}
+    Execution.objects.filter(pk=execution.pk).update(position=json.dumps(raw).encode())
+    with pytest.raises(NeedsRepair, match="DamagedDatamodelError"):
+        stepper.send(execution, "spin", now=T0)
+    execution.refresh_from_db()
+    assert execution.status == "needs_repair"
+    refused = HistoryEntry.objects.filter(execution=execution).latest("seq")
+    assert refused.disposition == "refused" and "DamagedDatamodelError" in refused.reason
+    with pytest.raises(NeedsRepair):  # refused by its status now, without touching the engine
+        stepper.send(execution, "spin", now=T0)
+    result = stepper.cancel(execution, now=T0)
+    execution.refresh_from_db()
+    assert execution.status == "cancelled"
+    assert result.entry.reason.startswith("cancelled without running chart code")
+    assert Timer.objects.get(execution=execution).status == "discarded"
+
+
+def test_a_live_execution_whose_snapshot_is_damaged_is_cancelled_without_chart_code() -> None:
+    execution = start(RUNAWAY)
+    raw = json.loads(bytes(Execution.objects.get(pk=execution.pk).position))
+    raw["state"]["datamodel"]["spins"] = {"$sc": "no-such-tag"}
+    Execution.objects.filter(pk=execution.pk).update(position=json.dumps(raw).encode())
+    result = stepper.cancel(execution, now=T0)
+    execution.refresh_from_db()
+    assert execution.status == "cancelled" and execution.outcome == "cancelled"
+    assert "DamagedDatamodelError" in result.entry.reason
 
 
 def test_a_guard_that_loops_forever_halts_within_seconds_not_hours() -> None:

@@ -100,7 +100,7 @@ def test_an_invalid_chart_is_refused_with_every_problem_and_nothing_stored() -> 
 
 
 def test_a_chart_that_is_not_utf8_is_refused() -> None:
-    with pytest.raises(ValueError, match="UTF-8"):
+    with pytest.raises(ChartError, match="1:8: byte 0xFF is not valid UTF-8"):
         Chart.objects.load(b"<scxml \xff/>")
 
 
@@ -175,6 +175,14 @@ def test_cancel_runs_onexit_and_ends_cancelled(caplog: pytest.LogCaptureFixture)
     logs = [e for e in result.effects if e.kind == "log"]
     assert [(e.data["label"], e.data["value"]) for e in logs] == [("leaving cart", 1)]
     assert any("leaving cart: 1" in r.getMessage() for r in caplog.records)
+
+
+def test_a_cancel_with_a_reason_is_cancelled_and_keeps_the_reason_in_the_history() -> None:
+    execution = Execution.objects.start(load(ORDER))
+    result = stepper.cancel(execution, reason="the customer asked")
+    execution.refresh_from_db()
+    assert (execution.status, execution.outcome) == ("cancelled", "cancelled")
+    assert result.entry.input == {"kind": "cancel", "reason": "the customer asked"}
 
 
 def test_step_finished_carries_the_effects() -> None:

@@ -552,3 +552,115 @@ def test_a_restarted_firer_fires_what_a_killed_one_left_exactly_once(spawn: Spaw
     history = events_in_history(pks)
     assert all(history[pk] == [(2, "nudge", Disposition.APPLIED)] for pk in pks)
     assert all(states == ["nudged"] for states in configurations(pks).values())
+
+
+# ---- 5. a timer that takes down every firer that tries it -------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_timer_that_hangs_every_firer_ends_failed_timed_out_instead_of_retrying_forever(
+    spawn: Spawn,
+) -> None:
+    """Each firer claims the timer, freezes inside its fire (the execution and the timer row
+    held, nothing committed) and is SIGKILLed. Each next claim, after the dead one's lease,
+    spends that attempt; the claim after the last attempt ends the timer ``failed``, "timed
+    out", and nothing was ever delivered."""
+    chart = Chart.objects.load(NUDGE)
+    pk = stepper.start(chart, now=T0).pk
+    timer = Timer.objects.get(execution_id=pk)
+    lease = timedelta(seconds=statecharts_settings.TIMER_LEASE_SECONDS)
+    attempts = statecharts_settings.TIMER_MAX_ATTEMPTS
+    at = T0 + SECOND
+    for tried in range(attempts):
+        with worker(spawn, "fire-and-freeze", at.isoformat(), "1") as hung:
+            hung.expect("AT advanced")
+            os.kill(hung.process.pid, signal.SIGKILL)
+            assert hung.process.wait(timeout=LINE_TIMEOUT) == -signal.SIGKILL
+        timer.refresh_from_db()
+        # This firer's claim spent the previous firer's attempt (none before the first).
+        assert (timer.status, timer.attempts) == (TimerStatus.PENDING, tried)
+        assert timer.claimed_until == at + lease
+        at += lease + SECOND
+    assert fire_in_new_process(spawn, at) == {firing.FAILED: 1}
+    timer.refresh_from_db()
+    assert (timer.status, timer.reason, timer.attempts) == (
+        TimerStatus.FAILED,
+        firing.TIMED_OUT,
+        attempts,
+    )
+    assert timer.last_error.startswith("timed out: the claim's lease ended at")
+    assert events_in_history([pk]) == {}  # never delivered
+    assert configurations([pk]) == {pk: ["waiting"]}
+
+
+EXPIRED_TIMERS = 200
+HUNG_SECONDS = 10.0  # how long the "hung" transaction holds its lock at most
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_racing_firers_spend_each_expired_claims_attempt_exactly_once() -> None:
+    """A firer claimed 200 due timers and died. Four firers then race for them after its
+    lease: each timer's attempt is spent once (by the one claim that took it over) and each
+    timer is delivered once."""
+    chart = Chart.objects.load(NUDGE)
+    pks = start_many(chart, EXPIRED_TIMERS, T0)
+    fire_at = T0 + SECOND
+    assert len(firing.claim(fire_at, EXPIRED_TIMERS)) == EXPIRED_TIMERS  # then it died
+    later = fire_at + timedelta(seconds=statecharts_settings.TIMER_LEASE_SECONDS) + SECOND
+    reports: list[Counter[str]] = [Counter() for _ in range(FIRERS)]
+    barrier = threading.Barrier(FIRERS, timeout=JOIN_TIMEOUT)
+
+    def firer(k: int) -> Callable[[], None]:
+        def run() -> None:
+            barrier.wait()
+            reports[k].update(firing.fire_all_due(now=later, batch=BATCH).outcomes)
+
+        return run
+
+    assert run_threads([firer(k) for k in range(FIRERS)], [barrier]) == []
+    assert sum(reports, Counter()) == {firing.FIRED: EXPIRED_TIMERS}
+    assert sum(1 for report in reports if report[firing.FIRED]) > 1, reports  # a real race
+    rows = Timer.objects.filter(execution_id__in=pks).values_list("status", "attempts")
+    assert Counter(rows) == {(TimerStatus.FIRED, 1): EXPIRED_TIMERS}
+    history = events_in_history(pks)
+    assert all(history[pk] == [(2, "nudge", Disposition.APPLIED)] for pk in pks)
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_timer_ends_timed_out_while_a_hung_transaction_still_holds_its_execution() -> None:
+    """Ending a timer whose last attempt timed out needs no execution lock (nothing is
+    delivered, and nothing else acts on a timer that is no longer pending): a transaction hung
+    while holding the execution does not keep the claim waiting."""
+    chart = Chart.objects.load(NUDGE)
+    pk = stepper.start(chart, now=T0).pk
+    fire_at = T0 + SECOND
+    [timer_id] = firing.claim(fire_at, 10)
+    Timer.objects.filter(pk=timer_id).update(
+        attempts=statecharts_settings.TIMER_MAX_ATTEMPTS - 1
+    )
+    later = fire_at + timedelta(seconds=statecharts_settings.TIMER_LEASE_SECONDS) + SECOND
+    holding, release = threading.Event(), threading.Event()
+    outcome: dict[str, Any] = {}
+
+    def hung() -> None:
+        with transaction.atomic():
+            Execution.objects.select_for_update().get(pk=pk)
+            holding.set()
+            # Released by the claimer once it is done; had the claim waited for this lock,
+            # this wait would time out first.
+            outcome["released"] = release.wait(HUNG_SECONDS)
+
+    def claimer() -> None:
+        assert holding.wait(JOIN_TIMEOUT)
+        outcome["report"] = firing.fire_due(now=later).outcomes
+        release.set()
+
+    errors = run_threads([hung, claimer])
+    assert errors == []
+    assert outcome["released"], "the claim waited for the hung transaction's lock"
+    assert outcome["report"] == {firing.FAILED: 1}
+    timer = Timer.objects.get(pk=timer_id)
+    assert (timer.status, timer.reason) == (TimerStatus.FAILED, firing.TIMED_OUT)
+    assert events_in_history([pk]) == {}

@@ -4,6 +4,7 @@ Run by tests/timers/test_timer_races.py, never collected by pytest::
 
     DATABASE_URL=... python tests/workers/timer_worker.py start-and-fire CHART N START FIRE K
     DATABASE_URL=... python tests/workers/timer_worker.py fire FIRE
+    DATABASE_URL=... python tests/workers/timer_worker.py fire-and-freeze FIRE K
 
 ``start-and-fire`` starts N executions of the stored chart CHART (a pk) at START (ISO 8601),
 each scheduling timers in its start step, and prints ``STARTED <pk>,<pk>,...``. Then it fires
@@ -14,6 +15,9 @@ and blocks forever, waiting for its SIGKILL. If it never gets there it prints ``
 
 ``fire`` is the restarted worker: it fires everything due at FIRE and prints
 ``REPORT <json outcomes>``.
+
+``fire-and-freeze`` is a firer that hangs in the K-th firing step it reaches (the same freeze,
+without starting anything first), for a timer that takes down every firer that tries it.
 """
 
 from __future__ import annotations
@@ -45,6 +49,9 @@ def main(argv: list[str]) -> int:
     first.add_argument("freeze_at", type=int, help="freeze in the K-th firing step")
     again = modes.add_parser("fire")
     again.add_argument("fire", type=datetime.fromisoformat)
+    hang = modes.add_parser("fire-and-freeze")
+    hang.add_argument("fire", type=datetime.fromisoformat)
+    hang.add_argument("freeze_at", type=int, help="freeze in the K-th firing step")
     args = parser.parse_args(argv)
 
     if not os.environ.get("DATABASE_URL"):
@@ -69,9 +76,10 @@ def main(argv: list[str]) -> int:
         print(f"REPORT {json.dumps(report.outcomes)}", flush=True)
         return 0
 
-    chart = Chart.objects.get(pk=args.chart)
-    pks = [stepper.start(chart, now=args.start).pk for _ in range(args.count)]
-    print(f"STARTED {','.join(map(str, pks))}", flush=True)
+    if args.mode == "start-and-fire":
+        chart = Chart.objects.get(pk=args.chart)
+        pks = [stepper.start(chart, now=args.start).pk for _ in range(args.count)]
+        print(f"STARTED {','.join(map(str, pks))}", flush=True)
 
     seen = 0
 

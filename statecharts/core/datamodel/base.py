@@ -21,6 +21,14 @@ from statecharts.core.model import Data, Expr, XmlValue
 TAG = "$sc"
 UNDEFINED: dict[str, str] = {TAG: "undefined"}
 
+# How deep a datamodel value may nest, counted in JSON levels of its tagged encoding: a
+# snapshot or a value leaving the sandbox that nests deeper is refused (error.execution, or
+# the session stops with "datamodel_error" when its snapshot cannot be taken), and a position
+# holding one is refused when it is read. Far more than data needs; far less than what
+# would exhaust the engine's stack (its default cap allows about 120 levels) or Python's
+# recursion limit on the way back. Host data is held to the same bound (check_tagged).
+MAX_VALUE_DEPTH = 100
+
 
 @dataclass(frozen=True, slots=True)
 class Limits:
@@ -61,8 +69,8 @@ def check_tagged(value: Any, where: str = "data", depth: int = 0) -> None:
     """Refuse a value a host passes in (event or start data) that the datamodel could not
     decode: a malformed ``$sc`` tag, a non-finite float, absurd nesting. Raises ValueError
     naming the path, so a bad input is refused before it reaches (and stops) a chart."""
-    if depth > 100:
-        raise ValueError(f"{where}: nested more than 100 levels deep")
+    if depth >= MAX_VALUE_DEPTH:
+        raise ValueError(f"{where}: nested more than {MAX_VALUE_DEPTH} levels deep")
     if isinstance(value, float):
         if not math.isfinite(value):
             raise ValueError(
@@ -227,6 +235,10 @@ class Datamodel(ABC):
         """The value of ``snapshot`` (the text :meth:`snapshot` just returned), as a new
         object the caller may keep: what the ``datamodel_change`` effect carries."""
         return loads_snapshot(snapshot)
+
+    def set_evaluation_time_limit(self, time_ms: float | None) -> None:  # noqa: B027
+        """Cap the following evaluations at ``time_ms`` (None: the datamodel's own limit).
+        A datamodel whose evaluations cannot run long (null) ignores it."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release engine resources."""

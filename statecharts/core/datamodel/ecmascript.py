@@ -4,31 +4,59 @@ One QuickJS context per live interpreter. Every call into it runs under a time l
 the context under a memory cap: ``while(true){}`` or a memory bomb raises DatamodelError
 (hence ``error.execution``) and the context stays usable. Expressions are compiled to JS
 functions once per context and cached by expression index.
+
+Guarantees (see docs/embedding.md, "The ECMAScript datamodel"):
+
+- Chart code never reaches the machinery: it lives in closures of the sandbox prelude
+  (sandbox.js), which runs before any chart code and hands its functions to Python only.
+- Nothing chart code does raises out of this class except DatamodelError: what it throws
+  leaves the engine as text, values leave as JSON text or primitives the binding reads
+  exactly (no NUL truncation, no lone surrogates, no ropes).
+- The realm is locked down (built-ins frozen, the global object only takes plain variables),
+  and at the end of every step the live datamodel is exactly what its snapshot restores: a
+  value the snapshot cannot hold as it is gets the snapshot's coercion in the live engine too.
+  So a step gives the same result whether the engine was kept alive or rebuilt.
+- A snapshot only writes what restore reads (a function is re-created before it is written);
+  restore refuses what it cannot read with DamagedDatamodelError (a PositionError).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
 import quickjs
 
-from statecharts.core.datamodel.base import Datamodel, Limits, loads_snapshot, tagged
+from statecharts.core.datamodel.base import (
+    MAX_VALUE_DEPTH,
+    Datamodel,
+    Limits,
+    loads_snapshot,
+    tagged,
+)
 from statecharts.core.errors import DatamodelError
 from statecharts.core.model import Data, Expr
 
 _SANDBOX = resources.files("statecharts.core.datamodel").joinpath("sandbox.js").read_text()
 # The prelude evaluates to a function taking the codec's source, which it compiles on first use.
 _PRELUDE, _CODEC = _SANDBOX.split("\n// ==== codec: compiled on first use (loadCodec above) ====\n")
-_JS_ERRORS = (quickjs.JSException, quickjs.StackOverflow)
+# What a call into QuickJS can raise: what the engine threw (the prelude turns everything
+# chart code throws into text first), and the binding's own conversion errors.
+_JS_ERRORS = (quickjs.JSException, quickjs.StackOverflow, TypeError, UnicodeError)
 
-# An expression that cannot change the datamodel: no assignment, ++/--, delete, new, or call
-# other than In(), no tagged template. Evaluating one leaves the last snapshot valid, so it
-# is not retaken. (A getter or valueOf with side effects defeats this: see docs/embedding.md.)
-_IMPURE = re.compile(r"(?<![=!<>])=(?!=)|\+\+|--|\bdelete\b|\bnew\b|`|(?<!\bIn)\s*\(")
+# An expression that cannot change the datamodel: no assignment (compound ones included),
+# ++/--, delete, new, or call other than In(), no tagged template. Evaluating one leaves the
+# last snapshot valid, so it is not retaken. Implicit calls could still run chart functions
+# (a valueOf or toString stored in an object): the snapshot reports whether the datamodel
+# holds any (its "h" mark), and while it does every expression counts as impure. Getters
+# cannot be held across steps (a snapshot turns them into data).
+_IMPURE = re.compile(
+    r"(?<![=!<>])=(?!=)|<<=|>>=|\+\+|--|\bdelete\b|\bnew\b|`|(?<!\bIn)\s*\("
+)
 
 
 def _is_pure(source: str) -> bool:
@@ -54,10 +82,7 @@ def _piece(value: Any) -> str | None:
         return f'"{value}"'
     return None
 
-# Compiled chart functions take the configuration text for In() as their first parameter
-# (null when unchanged) and install it before running the chart's code.
-_CFG = "__sc$configuration"
-_PUSH = f"if ({_CFG} != null) __sc.setConfiguration({_CFG});"
+
 _WHAT = {
     "expression": "expression {!r}",
     "condition": "condition {!r}",
@@ -65,27 +90,135 @@ _WHAT = {
     "location": "location {!r}",
 }
 
+# ---- compiling chart code without running it -------------------------------------------------
+
+# Chart code is compiled by evaluating a function expression that contains it. Code written
+# to close that expression early (`0); }), sideEffect(), (function () { (0`) would run while
+# being compiled, outside any evaluation, so every text is first evaluated in a throwaway
+# engine: only a text whose value is exactly one function spanning the whole text is then
+# compiled in the session's engine, where compiling it runs nothing. Verdicts are kept per
+# text (a chart's texts are few; the check costs a fresh engine).
+_CHECK = """(function (text) {
+  const apply = Reflect.apply, toString = Function.prototype.toString, evaluate = eval;
+  const inner = text.slice(1, -1);
+  let f;
+  try { f = evaluate(text); } catch (e) { return false; }
+  if (typeof f !== "function") return false;
+  try { return apply(toString, f, []) === inner; } catch (e) { return false; }
+})"""
+_verdicts: dict[str, bool] = {}
+_MAX_VERDICTS = 8192
+
+
+def _is_one_function(text: str) -> bool:
+    """Whether evaluating ``text`` (``"(function ... )"``) only makes that one function."""
+    verdict = _verdicts.get(text)
+    if verdict is None:
+        context = quickjs.Context()
+        context.set_memory_limit(16 * 1024 * 1024)
+        context.set_max_stack_size(256 * 1024)
+        context.set_time_limit(0.5)
+        try:
+            verdict = context.eval(_CHECK)(text) is True
+        except _JS_ERRORS:
+            verdict = False
+        if len(_verdicts) >= _MAX_VERDICTS:
+            _verdicts.clear()
+        _verdicts[text] = verdict
+    return verdict
+
+
+_ENGINE_FUNCTIONS = (
+    "install", "reset", "wrapValue", "wrapCond", "wrapAssign", "wrapAssignValue", "compile",
+    "declare", "declareFrom", "runScript", "setEvent", "clearEvent", "setConfiguration",
+    "isIdentifier", "loopBegin", "loopSet", "loopEnd", "snapshot", "restore",
+)
+_MAX_COMPILED = 4096  # chart functions an engine keeps compiled, across the sessions it serves
+
+
+class _Engine:
+    """A QuickJS context with the sandbox prelude run in it: the realm locked down and the
+    machinery's functions. Serves one session at a time; between sessions it is reset (the
+    previous session's variables, event and configuration removed; the realm is frozen, so
+    nothing else can carry over), so building one (a new context, compiling the prelude and
+    freezing the realm: a few milliseconds) happens once per thread, not per restore."""
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.context = quickjs.Context()
+        self.context.set_memory_limit(limits.memory_bytes)
+        self.context.set_max_stack_size(limits.stack_bytes)
+        self.context.set_time_limit(limits.time_ms / 1000)
+        pick = self.context.eval(_PRELUDE)(_CODEC, MAX_VALUE_DEPTH)
+        self.functions: dict[str, Any] = {name: pick(name) for name in _ENGINE_FUNCTIONS}
+        # (wrapper name or "", text) -> compiled chart function; each is frozen and stateless,
+        # so sessions share them.
+        self.compiled: dict[tuple[str, str], Any] = {}
+
+    def release(self) -> bool:
+        """Make the engine ready for another session; False if it cannot be (drop it)."""
+        try:
+            self.functions["reset"]()
+            self.context.set_time_limit(self.limits.time_ms / 1000)
+        except _JS_ERRORS:
+            return False
+        if len(self.compiled) > _MAX_COMPILED:
+            self.compiled.clear()
+        return True
+
+
+_spare_engines = threading.local()
+_SPARES_PER_THREAD = 2  # per Limits: one session stepped while another is being restored
+
+
+def _take_engine(limits: Limits) -> _Engine:
+    spares: dict[Limits, list[_Engine]] | None = getattr(_spare_engines, "by_limits", None)
+    if spares:
+        kept = spares.get(limits)
+        if kept:
+            return kept.pop()
+    return _Engine(limits)
+
+
+def _give_back(engine: _Engine) -> None:
+    spares: dict[Limits, list[_Engine]] | None = getattr(_spare_engines, "by_limits", None)
+    if spares is None:
+        spares = _spare_engines.by_limits = {}
+    kept = spares.setdefault(engine.limits, [])
+    if len(kept) < _SPARES_PER_THREAD and engine.release():
+        kept.append(engine)
+
 
 class EcmascriptDatamodel(Datamodel):
     name = "ecmascript"
 
     def __init__(self, limits: Limits | None = None) -> None:
         self.limits = limits or Limits()
-        self.context = quickjs.Context()
-        self.context.set_memory_limit(self.limits.memory_bytes)
-        self.context.set_max_stack_size(self.limits.stack_bytes)
-        self.context.set_time_limit(self.limits.time_ms / 1000)
+        self._time_limit_ms: float = self.limits.time_ms
+        self._engine: _Engine | None = None
+        try:
+            engine = _take_engine(self.limits)
+        except _JS_ERRORS as exc:
+            raise self._error("the sandbox prelude", exc) from None
+        self._engine = engine
+        self.context = engine.context
+        self._compiled = engine.compiled
         # The binding refuses calls from JS into Python while a time limit is set, so
         # nothing the sandbox needs lives in Python: In() reads a copy of the configuration
         # pushed before each evaluation, and XML arrives already parsed.
         self._active_ids: Callable[[], list[str]] = list
-        self._set_configuration: Any = None
+        self._uses_configuration = True
         self._configuration_dirty = True
         self._ids_texts: dict[int, tuple[list[str], str]] = {}
         self._pending_event: tuple[Any, ...] | None = None
+        self._event_stale = False  # the sandbox's _event belongs to a step that has ended
+        self._event_pushed = False
         self._dirty = True  # the datamodel may differ from self._last_snapshot
         self._keys_dirty = True  # a new global may exist: the snapshot must look for it
+        self._hooks = False  # the datamodel holds functions that implicit conversions call
         self._last_snapshot = "{}"
+        self._restored_text: str | None = None  # the snapshot text restore was given
+        self._restored_as: str | None = None  # the engine's own text for that same value
         self._pure: dict[int, bool] = {}
         # The mirror: while every global of the datamodel is a scalar (number, string, boolean,
         # null) under a plain identifier and the context has only ever run pure expressions
@@ -96,67 +229,99 @@ class EcmascriptDatamodel(Datamodel):
         self._mirror: dict[str, Any] | None = None
         self._mirror_pieces: dict[str, str] = {}
         self._mirror_stale = False  # the mirror changed since _last_snapshot was written
-        self._mirror_allowed = True  # False once impure code ran (it may have left getters)
+        self._mirror_allowed = True  # False once impure code ran
         self._assign_names: dict[tuple[int, int], str | None] = {}
-        self._call_js("prelude", lambda: self.context.eval(_PRELUDE)(_CODEC))
-        self._values: dict[int, Any] = {}
+        self._assign_pure: dict[tuple[int, int], bool] = {}
+        self._values: dict[Any, Any] = {}
         self._conds: dict[int, Any] = {}
         self._pure_conds: dict[int, Any] = {}
         self._assigns: dict[tuple[int, int], Any] = {}
-        self._setters: dict[int, Any] = {}
-        self._sc = self.context.get("__sc")
-        self._set_event = self.context.eval(
-            "(function (n, t, s, o, ot, i, d) { __sc.setEvent(n, t, s, o, ot, i, d); })"
-        )
-        self._declare = self.context.eval("(function (n, t) { __sc.declare(n, t); })")
-        self._loop_begin = self.context.eval("(function (f) { return __sc.loopBegin(f()); })")
-        self._loop_end = self.context.eval("(function () { __sc.loopEnd(); })")
-        self._snapshot = self.context.eval("(function (r) { return __sc.snapshot(r); })")
-        self._restore = self.context.eval("(function (t) { __sc.restore(t); })")
-        self._is_identifier = self.context.eval("(function (n) { return __sc.isIdentifier(n); })")
+        self._setters: dict[Any, Any] = {}
+        functions = engine.functions
+        self._install = functions["install"]
+        self._wrappers = {
+            "value": functions["wrapValue"],
+            "cond": functions["wrapCond"],
+            "assign": functions["wrapAssign"],
+            "assign_value": functions["wrapAssignValue"],
+        }
+        self._compile_js = functions["compile"]
+        self._declare = functions["declare"]
+        self._declare_from = functions["declareFrom"]
+        self._run_script = functions["runScript"]
+        self._set_event = functions["setEvent"]
+        self._clear_event = functions["clearEvent"]
+        self._set_configuration = functions["setConfiguration"]
+        self._is_identifier = functions["isIdentifier"]
+        self._loop_begin = functions["loopBegin"]
+        self._loop_set = functions["loopSet"]
+        self._loop_end = functions["loopEnd"]
+        self._snapshot = functions["snapshot"]
+        self._restore = functions["restore"]
 
     # -- plumbing --------------------------------------------------------------------------
+
+    def set_evaluation_time_limit(self, time_ms: float | None) -> None:
+        """Cap the following evaluations at ``time_ms`` (at most the per-evaluation limit);
+        None restores the limit. The seam for a per-step time budget: a host that knows
+        what is left of a step's time passes it before the evaluations it starts."""
+        limit = self.limits.time_ms if time_ms is None else min(time_ms, self.limits.time_ms)
+        self._time_limit_ms = max(limit, 0)
+        self.context.set_time_limit(self._time_limit_ms / 1000)
 
     def configuration_changed(self) -> None:
         self._configuration_dirty = True
 
     def configuration_unused(self) -> None:
-        self._set_configuration = None  # In() then sees no active state
+        self._uses_configuration = False  # In() then sees no active state
 
-    def _call_js(self, what: str, call: Callable[[], Any]) -> Any:
-        if self._configuration_dirty and self._set_configuration is not None:
+    def _before_call(self) -> None:
+        """Push what the next evaluation may read: the configuration for In(), _event."""
+        if self._configuration_dirty and self._uses_configuration:
             self._configuration_dirty = False
             self._set_configuration(" ".join(self._active_ids()))
         if self._pending_event is not None:
             pending, self._pending_event = self._pending_event, None
+            self._event_stale = False
+            self._event_pushed = True
             self._set_event(*pending)
+        elif self._event_stale:
+            # A step that ended left its event behind; a restored engine has none.
+            self._event_stale = self._event_pushed = False
+            self._clear_event()
+
+    def _call_js(self, what: str, call: Callable[[], Any]) -> Any:
+        if self._engine is None:
+            self._check_open()
         try:
+            self._before_call()
             return call()
         except _JS_ERRORS as exc:
             raise self._error(what, exc) from None
 
     def _run(self, kind: str, source: str, function: Any, *args: Any) -> Any:
-        """Call a compiled chart function: ``function(configuration, *args)``.
+        """Call a wrapped chart function: ``function(configuration, *args)``.
 
         The configuration rides along as the first argument (the text for In(), or None when
         the sandbox already has it), saving a round trip into QuickJS per change.
         """
         configuration = None
-        if self._configuration_dirty and self._set_configuration is not None:
-            self._configuration_dirty = False
-            ids = self._active_ids()
-            # The same list object comes back for the same configuration: its text is kept
-            # (with the list, so that its id stays its own).
-            seen = self._ids_texts.get(id(ids))
-            if seen is None or seen[0] is not ids:
-                if len(self._ids_texts) >= 256:
-                    self._ids_texts.clear()
-                seen = self._ids_texts[id(ids)] = (ids, " ".join(ids))
-            configuration = seen[1]
-        if self._pending_event is not None:
-            pending, self._pending_event = self._pending_event, None
-            self._set_event(*pending)
+        if self._engine is None:
+            self._check_open()
         try:
+            if self._configuration_dirty and self._uses_configuration:
+                self._configuration_dirty = False
+                ids = self._active_ids()
+                # The same list object comes back for the same configuration: its text is
+                # kept (with the list, so that its id stays its own).
+                seen = self._ids_texts.get(id(ids))
+                if seen is None or seen[0] is not ids:
+                    if len(self._ids_texts) >= 256:
+                        self._ids_texts.clear()
+                    seen = self._ids_texts[id(ids)] = (ids, " ".join(ids))
+                configuration = seen[1]
+            if self._pending_event is not None or self._event_stale:
+                self._before_call()
             return function(configuration, *args)
         except _JS_ERRORS as exc:
             raise self._error(_WHAT[kind].format(source), exc) from None
@@ -164,26 +329,56 @@ class EcmascriptDatamodel(Datamodel):
     def _error(self, what: str, exc: Exception) -> DatamodelError:
         message = str(exc).split("\n", 1)[0]
         if "interrupted" in message:
-            message = f"evaluation exceeded the {self.limits.time_ms} ms time limit"
+            message = f"evaluation exceeded the {self._time_limit_ms:g} ms time limit"
         elif "out of memory" in message:
             message = f"evaluation exceeded the {self.limits.memory_bytes} byte memory cap"
+        elif message == "null":
+            # QuickJS throws null when it runs out of memory while reporting it
+            message = (
+                f"null was thrown, or the evaluation exceeded the {self.limits.memory_bytes} "
+                f"byte memory cap"
+            )
+        elif isinstance(exc, TypeError | UnicodeError):
+            message = f"the value could not be read ({message})"
         return DatamodelError(f"{what}: {message}")
 
-    def _compile(self, cache: dict[Any, Any], key: Any, code: str, what: str) -> Any:
+    def _function(self, cache: dict[Any, Any], key: Any, text: str, what: str,
+                  wrap_name: str = "") -> Any:
+        """The chart function ``text`` (one function expression), compiled once per engine
+        and wrapped by the prelude's wrapper ``wrap_name`` if given."""
         function = cache.get(key)
         if function is None:
-            function = self._call_js(what, lambda: self.context.eval(code))
+            shared = (wrap_name, text)
+            function = self._compiled.get(shared)
+            if function is None:
+                if not _is_one_function(text):
+                    raise DatamodelError(f"{what}: not a single expression")
+                compiled = self._call_js(what, lambda: self._compile_js(text))
+                wrapper = self._wrappers.get(wrap_name)
+                function = (
+                    compiled if wrapper is None else self._call_js(what, lambda: wrapper(compiled))
+                )
+                self._compiled[shared] = function
             cache[key] = function
         return function
 
     def _from_js(self, result: Any) -> Any:
         if isinstance(result, quickjs.Object):
+            # [tagged JSON text], nesting no deeper than MAX_VALUE_DEPTH (the sandbox checked)
             return json.loads(json.loads(result.json())[0])
         if isinstance(result, float) and result.is_integer() and abs(result) <= _MAX_SAFE_INT:
             # JavaScript has one number type; an integral value reads back as int, as it
             # does through JSON (JSON.stringify(3.0) is "3").
             return int(result)
         return result
+
+    def _changed(self, *, keys: bool = False, impure: bool = True) -> None:
+        self._dirty = True
+        if keys:
+            self._keys_dirty = True
+        if impure:
+            self._mirror_allowed = False
+        self._mirror = None
 
     # -- interface -------------------------------------------------------------------------
 
@@ -196,56 +391,48 @@ class EcmascriptDatamodel(Datamodel):
         active_ids: Callable[[], list[str]],
     ) -> None:
         self._active_ids = active_ids
-        self._set_configuration = self.context.eval("(function (t) { __sc.setConfiguration(t); })")
-        install = self.context.eval(
-            """(function (sid, name, io) {
-                const g = globalThis;
-                const ro = (k, v) => Object.defineProperty(g, k, {value: v, writable: false,
-                                                           enumerable: false, configurable: false});
-                ro("_sessionid", sid);
-                ro("_name", name);
-                const deepFreeze = (o) => { Object.values(o).forEach((v) => {
-                    if (v && typeof v === "object") deepFreeze(v); }); return Object.freeze(o); };
-                ro("_ioprocessors", deepFreeze(JSON.parse(io)));
-                ro("In", function In(id) { return __sc.isActive(id); });
-                __sc.baseline = new Set(Object.keys(g));
-            })"""
+        self._call_js(
+            "system variables",
+            lambda: self._install(session_id, name, json.dumps(ioprocessors)),
         )
-        install(session_id, name, json.dumps(ioprocessors))
 
     def declare(self, data: Data, *, bind: bool) -> None:
-        self._dirty = self._keys_dirty = True
-        self._mirror = None
-        self._declare(data.id, None)
+        self._changed(keys=True, impure=False)
+        self._call_js(f"<data id={data.id!r}>", lambda: self._declare(data.id, None))
         if bind:
             self.bind(data)
 
     def declare_value(self, name: str, value: Any) -> None:
-        self._dirty = self._keys_dirty = True
-        self._mirror = None
-        self._declare(name, json.dumps(value))
+        self._changed(keys=True, impure=False)
+        text = json.dumps(value)
+        self._call_js(f"<data id={name!r}>", lambda: self._declare(name, text))
 
     def bind(self, data: Data) -> None:
-        self._dirty = self._keys_dirty = True
-        self._mirror = None
+        self._changed(keys=True, impure=False)
+        what = f"<data id={data.id!r}>"
         if data.expr is not None:
             if not _is_pure(data.expr.source):
                 self._mirror_allowed = False
-            value_fn = self._compile(
-                self._values,
-                ("data", data.expr.index),
-                f"(function () {{ globalThis[{json.dumps(data.id)}] = ({_js(data.expr)}\n); }})",
-                f"<data id={data.id!r}>",
+            function = self._function(
+                self._values, ("data", data.expr.index),
+                f"(function () {{ return ({_js(data.expr)}\n); }})", what,
             )
-            self._call_js(f"<data id={data.id!r}>", value_fn)
+            self._call_js(what, lambda: self._declare_from(data.id, function))
         elif data.has_body:
-            self._declare(data.id, json.dumps(tagged(data.body)))
+            text = json.dumps(tagged(data.body))
+            self._call_js(what, lambda: self._declare(data.id, text))
         elif data.src is not None:
             raise DatamodelError(f"<data id={data.id!r}> could not load {data.src!r}")
 
     def set_event(self, event: dict[str, Any]) -> None:
         # Pushed into the sandbox lazily, just before the next evaluation that could read it.
         data = event["data"]
+        text = None if data is None else json.dumps(data)
+        if text is not None and '"function"' in text:
+            # Event data carrying code (a trusted host's): implicit conversions of it could
+            # call chart-visible functions, so nothing counts as read-only this step.
+            self._hooks = True
+            self._changed()
         self._pending_event = (
             event["name"],
             event["type"],
@@ -253,47 +440,34 @@ class EcmascriptDatamodel(Datamodel):
             event["origin"],
             event["origintype"],
             event["invokeid"],
-            None if data is None else json.dumps(data),
+            text,
         )
 
     def _mark(self, expr: Expr) -> None:
         pure = self._pure.get(expr.index)
         if pure is None:
             pure = self._pure[expr.index] = _is_pure(expr.source)
-        if not pure:
-            self._dirty = self._keys_dirty = True
-            self._mirror_allowed = False
-            self._mirror = None
+        if not pure or self._hooks:
+            self._changed(keys=True)
 
     def evaluate(self, expr: Expr) -> Any:
         self._mark(expr)
         function = self._values.get(expr.index)
         if function is None:
-            function = self._compile(
-                self._values,
-                expr.index,
-                f"(function ({_CFG}) {{ {_PUSH} const r = ({_js(expr)}\n); "
-                # A long string made by concatenation is a rope, which the binding cannot
-                # read: joining flattens it.
-                f"if (typeof r === 'string') return r.length < 256 ? r : [r].join(''); "
-                f"return (r === null || typeof r === 'boolean' || (typeof r === 'number' "
-                f"&& isFinite(r))) ? r : [__sc.encodeValue(r)]; }})",
-                f"expression {expr.source!r}",
+            function = self._function(
+                self._values, expr.index, f"(function () {{ return ({_js(expr)}\n); }})",
+                f"expression {expr.source!r}", "value",
             )
         return self._from_js(self._run("expression", expr.source, function))
 
     def evaluate_cond(self, expr: Expr) -> bool:
-        function = self._pure_conds.get(expr.index)  # (a pure one has nothing to mark)
-        if function is None:
+        function = None if self._hooks else self._pure_conds.get(expr.index)
+        if function is None:  # (a pure one has nothing to mark)
             self._mark(expr)
-            function = self._conds.get(expr.index)
-            if function is None:
-                function = self._compile(
-                    self._conds,
-                    expr.index,
-                    f"(function ({_CFG}) {{ {_PUSH} return !!({_js(expr)}\n); }})",
-                    f"condition {expr.source!r}",
-                )
+            function = self._function(
+                self._conds, expr.index, f"(function () {{ return ({_js(expr)}\n); }})",
+                f"condition {expr.source!r}", "cond",
+            )
             if self._pure[expr.index]:
                 self._pure_conds[expr.index] = function
         return bool(self._run("condition", expr.source, function))
@@ -303,23 +477,18 @@ class EcmascriptDatamodel(Datamodel):
         function = self._assigns.get(key)
         if function is None:
             self._check_location(location)
-            # The assigned value comes back when it is a primitive the mirror can hold.
-            function = self._compile(
-                self._assigns,
-                key,
-                f'(function ({_CFG}) {{ "use strict"; {_PUSH} const v = ({location.source} = '
-                f"({_js(expr)}\n)); const t = typeof v; return (t === 'number' || "
-                "t === 'boolean' || (t === 'string' && v.length < 256)) ? v : undefined; })",
-                f"<assign location={location.source!r}>",
+            function = self._function(
+                self._assigns, key,
+                f'(function () {{ "use strict"; return ({location.source} = ({_js(expr)}\n)); }})',
+                f"<assign location={location.source!r}>", "assign",
             )
             name = location.source.strip()
-            pure = _is_pure(expr.source)
-            if not pure:
-                self._mirror_allowed = False
-                self._mirror = None
+            pure = self._assign_pure[key] = _is_pure(expr.source)
             self._assign_names[key] = (
                 name if pure and _IDENTIFIER.fullmatch(name) is not None else None
             )
+        if self._hooks or not self._assign_pure[key]:
+            self._changed(keys=True)
         mirror = self._mirror
         name = self._assign_names[key]
         if mirror is None or name is None or name not in mirror:
@@ -345,81 +514,93 @@ class EcmascriptDatamodel(Datamodel):
         self._mirror_stale = True
 
     def assign_value(self, location: Expr, value: Any) -> None:
-        self._dirty = True
-        self._mirror = None
+        self._changed(impure=False)
         function = self._setters.get(location.index)
         if function is None:
             self._check_location(location)
-            function = self._compile(
-                self._setters,
-                location.index,
-                f'(function ({_CFG}, t) {{ "use strict"; {_PUSH} {location.source} = '
-                "__sc.decodeValue(t); })",
-                f"location {location.source!r}",
+            function = self._function(
+                self._setters, location.index,
+                f'(function (v) {{ "use strict"; {location.source} = v; }})',
+                f"location {location.source!r}", "assign_value",
             )
         self._run("location", location.source, function, json.dumps(value))
 
     def _check_location(self, location: Expr) -> None:
         source = location.source.strip()
         head = source.split(".", 1)[0].split("[", 1)[0]
-        if head in ("_event", "_sessionid", "_name", "_ioprocessors", "In", "__sc"):
+        if head in ("_event", "_sessionid", "_name", "_ioprocessors", "In"):
             raise DatamodelError(f"{source!r} is a read-only system variable")
 
     def run_script(self, script: Expr) -> None:
-        self._dirty = self._keys_dirty = True
-        self._mirror_allowed = False
-        self._mirror = None
-        self._call_js("<script>", lambda: self.context.eval(script.source))
+        self._changed(keys=True)
+        source = script.source
+        self._call_js("<script>", lambda: self._run_script(source))
 
     def foreach(
         self, array: Expr, item: Expr, index: Expr | None, body: Callable[[], bool]
     ) -> None:
-        self._dirty = self._keys_dirty = True
-        self._mirror_allowed = False
-        self._mirror = None
+        self._changed(keys=True)
         for name in (item, index):
-            if name is not None and not self._is_identifier(name.source):
+            if name is not None and not self._call_js(
+                "<foreach>", lambda n=name: self._is_identifier(n.source)
+            ):
                 raise DatamodelError(f"<foreach> {name.source!r} is not a legal variable name")
-        array_fn = self._compile(
-            self._values,
-            ("array", array.index),
-            f"(function () {{ return ({_js(array)}\n); }})",
-            f"<foreach array={array.source!r}>",
+        what = f"<foreach array={array.source!r}>"
+        array_fn = self._function(
+            self._values, ("array", array.index),
+            f"(function () {{ return ({_js(array)}\n); }})", what,
         )
-        count = self._call_js(
-            f"<foreach array={array.source!r}>", lambda: self._loop_begin(array_fn)
-        )
-        setter = self._compile(
-            self._setters,
-            ("loop", item.index, index.index if index else -1),
-            f"(function (i) {{ globalThis[{json.dumps(item.source)}] = __sc.loopItem(i); "
-            + (f"globalThis[{json.dumps(index.source)}] = i;" if index else "")
-            + " })",
-            "<foreach>",
-        )
+        count = int(self._call_js(what, lambda: self._loop_begin(array_fn)))
+        item_name = item.source
+        index_name = index.source if index is not None else None
         try:
-            for i in range(int(count)):
-                setter(i)
+            for i in range(count):
+                self._call_js("<foreach>", lambda i=i: self._loop_set(item_name, index_name, i))
                 if not body():
                     break
         finally:
-            self._loop_end()
+            self._call_js("<foreach>", self._loop_end)
 
     def snapshot(self) -> str:
+        # The step is over: its event is not the next step's (a restored engine has none).
+        self._pending_event = None
+        if self._event_pushed:
+            self._event_stale = True  # cleared before the next step's first evaluation
         if self._dirty:
+            self._check_open()
             refresh, self._keys_dirty = self._keys_dirty, False
             # Reads the globals only (no chart code runs), so the configuration and _event
-            # are not pushed for it.
+            # are not pushed for it. When a value would not come back from a restore as it
+            # is, the sandbox has already replaced it with what would (see sandbox.js).
             try:
-                self._last_snapshot = str(self._snapshot(refresh))
+                marked = str(self._snapshot(refresh))
             except _JS_ERRORS as exc:
                 raise self._error("snapshot", exc) from None
+            self._hooks = marked[0] == "h"
+            self._last_snapshot = self._as_restored(marked[1:])
             self._dirty = False
             self._mirror_stale = False
         elif self._mirror_stale:
             self._last_snapshot = "{" + ",".join(self._mirror_pieces.values()) + "}"
             self._mirror_stale = False
         return self._last_snapshot
+
+    def _as_restored(self, text: str) -> str:
+        """``text``, or the text this engine was restored from when both hold the same value.
+
+        A host may hand back the snapshot re-encoded (Python writes ``1e-05`` where JSON.stringify
+        writes ``0.00001``). Until the datamodel changes, its snapshot is the text it was given,
+        so the step reports no change that the live engine would not report."""
+        given = self._restored_text
+        if given is None or text == given:
+            return text
+        if text == self._restored_as:
+            return given
+        if self._restored_as is None and _python_text(text) == _python_text(given):
+            self._restored_as = text
+            return given
+        self._restored_text = self._restored_as = None  # changed: the engine's own text now
+        return text
 
     def snapshot_value(self, snapshot: str) -> Any:
         mirror = self._mirror
@@ -439,18 +620,42 @@ class EcmascriptDatamodel(Datamodel):
         return value
 
     def restore(self, snapshot: str) -> None:
+        from statecharts.core.position import DamagedDatamodelError
+
         self._mirror = None
-        self._call_js("restore", lambda: self._restore(snapshot))
-        self._last_snapshot = snapshot
+        self._check_open()
+        try:
+            self._hooks = bool(self._restore(snapshot))
+        except _JS_ERRORS as exc:
+            raise DamagedDatamodelError(
+                f"the datamodel snapshot cannot be restored: {self._error('restore', exc)}"
+            ) from None
+        self._last_snapshot = self._restored_text = snapshot
+        self._restored_as = None
         self._dirty = False
         self._keys_dirty = True
 
     def close(self) -> None:
+        """Done with this session: its engine is reset and kept for the next session the
+        thread starts or restores. This object can no longer be used."""
         self._values.clear()
         self._conds.clear()
         self._pure_conds.clear()
         self._assigns.clear()
         self._setters.clear()
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            _give_back(engine)
+
+    def _check_open(self) -> None:
+        if self._engine is None:
+            raise DatamodelError("this datamodel was closed (its engine serves another session)")
+
+
+def _python_text(snapshot: str) -> str:
+    """A snapshot as Python writes it: equal for two texts of the same values in the same
+    order (key order is part of a datamodel), whatever each writer does with numbers."""
+    return json.dumps(loads_snapshot(snapshot), separators=(",", ":"), ensure_ascii=False)
 
 
 def _js(expr: Expr) -> str:

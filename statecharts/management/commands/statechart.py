@@ -11,6 +11,13 @@ Subcommands::
     cancel EXECUTION                            cancel an execution (its onexit handlers run)
     replay EXECUTION                            re-drive the history; fails if it diverges
     deliver [--limit N]                         deliver outbox messages left pending
+    prune [--only STAGE] [--days STAGE=DAYS] [--batch N] [--dry-run]
+                                                delete what retention no longer keeps, in
+                                                batches, with a progress display
+    erase (EXECUTION | --key KEY [--chart CHART]) [--cancel] [--reason R] [--yes]
+                                                erase personal data (recorded in the history)
+    health [--json]                             backlogs, sweepers, executions by status; exit
+                                                0 ok, 1 warning, 2 critical
 
 EXECUTION is an execution id or a session id. CHART is a chart id or a chart name; a name
 that several charts share means the highest version of them (versions are compared as dotted
@@ -28,19 +35,23 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import sys
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from statecharts import lookups, stepper
+from statecharts import health, lookups, retention, stepper, validation
 from statecharts.core import ChartError, Problem, StatechartError, load_chart_file
+from statecharts.core.parse import decode_utf8, read_document
 from statecharts.inspection import Unreadable, inspect, json_text
 from statecharts.lookups import version_key as version_key  # (re-exported)
 from statecharts.models import Chart, Execution, ExecutionStatus
 from statecharts.replay import replay
 from statecharts.runtime import compile_source
+
+NAME_LENGTH = Chart._meta.get_field("name").max_length or 0
+VERSION_LENGTH = Chart._meta.get_field("version").max_length or 0
 
 # ---- lookups and conversions (plain functions; the tests call them too) ----------------------
 
@@ -63,16 +74,31 @@ def find_chart(ref: str) -> Chart:
 
 
 def parse_json(text: str | None, *, option: str = "--data", require_object: bool = False) -> Any:
-    """The JSON value ``text`` holds (None when the option was not given)."""
+    """The JSON value ``text`` holds (None when the option was not given), read strictly and
+    checked as a value given to a chart (``statecharts.validation``): start data when
+    ``require_object``, event data otherwise. A refusal is one line naming the option."""
     if text is None:
         return None
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CommandError(f"{option} is not valid JSON: {exc}") from None
+        value = validation.parse_json(text, "data")
+    except validation.InvalidInput as exc:
+        reason = exc.problems[0].message
+        if reason.startswith("not valid JSON: "):
+            raise CommandError(f"{option} is not valid JSON: {reason[16:]}") from None
+        raise CommandError(f"{option} is refused: {reason}") from None
     if require_object and not isinstance(value, dict):
-        raise CommandError(f"{option} must be a JSON object, not {type(value).__name__}: {text}")
-    return value
+        shown = text if len(text) <= 80 else text[:80] + "..."
+        raise CommandError(f"{option} must be a JSON object, not {type(value).__name__}: {shown}")
+    check = validation.start_data if require_object else validation.chart_value
+    try:
+        return check(value, "data")
+    except validation.InvalidInput as exc:
+        raise refused(option, exc) from None
+
+
+def refused(option: str, error: validation.InvalidInput) -> CommandError:
+    """One line: the option and every problem, each with its path."""
+    return CommandError(f"{option} is refused: {'; '.join(map(str, error.problems))}")
 
 
 def problem_lines(path: str, problems: Iterable[Problem], warnings: Iterable[Problem]) -> list[str]:
@@ -89,21 +115,25 @@ def chart_refused(path: str, error: ChartError) -> CommandError:
 
 
 def read_chart_source(path: str) -> str:
+    """The file's text: read at most one byte past the document bound (``/dev/zero`` is
+    refused, not read forever), UTF-8, refused with line:column otherwise."""
     try:
-        raw = Path(path).read_bytes()
+        return decode_utf8(read_document(path))
     except OSError as exc:
         raise CommandError(f"{path}: cannot read the file: {exc.strerror or exc}") from None
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise CommandError(f"{path}: a stored chart must be UTF-8 text: {exc}") from None
+    except ChartError as exc:
+        raise chart_refused(path, exc) from None
 
 
 def load_chart(path: str, *, name: str = "", version: str = "") -> tuple[Chart, bool]:
     """Store the chart in ``path``; return it and whether it was already stored."""
+    chart_label(name, "--name", NAME_LENGTH)
+    chart_label(version, "--version", VERSION_LENGTH)
     source = read_chart_source(path)
     try:
-        digest = compile_source(source).source_hash  # cached: load() compiles it once
+        compiled = compile_source(source)  # cached: load() compiles it once
+        chart_label(name or compiled.name or "", "the chart's name", NAME_LENGTH)
+        digest = compiled.source_hash
         existed = Chart.objects.filter(content_hash=digest).exists()
         return Chart.objects.load(source, name=name, version=version), existed
     except ChartError as exc:
@@ -113,6 +143,19 @@ def load_chart(path: str, *, name: str = "", version: str = "") -> tuple[Chart, 
 def event_name(value: str) -> str:
     if not value or any(ch.isspace() for ch in value):
         raise CommandError(f"{value!r} is not an event name (it must be non-empty, no spaces)")
+    try:
+        return validation.event_name(value, "EVENT")  # control characters, reserved names
+    except validation.InvalidInput as exc:
+        reason = exc.problems[0].message
+        raise CommandError(f"{value[:80]!r} is not an event name to send: {reason}") from None
+
+
+def chart_label(value: str, option: str, max_length: int) -> str:
+    """A chart's --name or --version: it must fit its column."""
+    try:
+        validation.text(value, option, max_length=max_length)
+    except validation.InvalidInput as exc:
+        raise CommandError(f"{option} {exc.problems[0].message}") from None
     return value
 
 
@@ -124,6 +167,22 @@ def positive_int(value: str) -> int:
     if number < 1:
         raise argparse.ArgumentTypeError(f"expected a positive whole number, got {value!r}")
     return number
+
+
+def stage_days(value: str) -> tuple[str, float | None]:
+    """``timers=7`` (days) or ``history=forever``: a retention override for ``prune``."""
+    name, sep, days = value.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected STAGE=DAYS, got {value!r}")
+    if days == "forever":
+        return name, None
+    try:
+        number = float(days)
+    except ValueError:
+        number = -1.0
+    if not number >= 0 or number == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of days or 'forever', got {days!r}")
+    return name, number
 
 
 def _states(configuration: Sequence[str] | Unreadable) -> str:
@@ -186,6 +245,48 @@ class Command(BaseCommand):
         p = add("deliver", help="deliver pending outbox messages")
         p.add_argument("--limit", type=positive_int, help="at most this many (default: a batch)")
 
+        p = add("prune", help="delete what the retention settings no longer keep")
+        p.add_argument(
+            "--only",
+            action="append",
+            metavar="STAGE",
+            help="only this stage (repeatable): executions, history, outbox, and the apps' "
+            "(timers, invocations, ...)",
+        )
+        p.add_argument(
+            "--days",
+            action="append",
+            type=stage_days,
+            default=[],
+            metavar="STAGE=DAYS",
+            help="this run's retention of a stage, in days ('forever': skip it); repeatable",
+        )
+        p.add_argument(
+            "--batch", type=positive_int, help="rows per transaction (default PRUNE_BATCH)"
+        )
+        p.add_argument(
+            "--dry-run", action="store_true", help="count what would be deleted; delete nothing"
+        )
+
+        p = add("erase", help="erase the personal data of executions (recorded)")
+        p.add_argument("execution", nargs="?", help="an execution id or session id")
+        p.add_argument("--key", help="every execution with this business key instead")
+        p.add_argument("--chart", help="with --key: only executions of this chart")
+        p.add_argument(
+            "--cancel", action="store_true", help="cancel executions still running first"
+        )
+        p.add_argument("--reason", default="", help="why (recorded in the history)")
+        p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+
+        p = add(
+            "health",
+            help="timer and outbox backlogs, sweepers, executions by status (exit 0 ok, "
+            "1 warning, 2 critical)",
+        )
+        p.add_argument(
+            "--json", dest="as_json", action="store_true", help="print one JSON document"
+        )
+
     def handle(self, *args: Any, **options: Any) -> None:
         handlers: dict[str, Callable[[dict[str, Any]], None]] = {
             "validate": self.validate,
@@ -196,6 +297,9 @@ class Command(BaseCommand):
             "cancel": self.cancel,
             "replay": self.replay,
             "deliver": self.deliver,
+            "prune": self.prune,
+            "erase": self.erase,
+            "health": self.health,
         }
         handlers[options["subcommand"]](options)
 
@@ -273,7 +377,7 @@ class Command(BaseCommand):
         self.say(f"status: {execution.status}")
         self.say(f"configuration: {_states(execution.configuration)}")
         if execution.status == ExecutionStatus.COMPLETED:
-            self.say(f"donedata: {json.dumps(execution.donedata)}")
+            self.say(f"donedata: {json_text(execution.donedata)}")
         if execution.failure_reason:
             self.say(f"reason: {execution.failure_reason}")
 
@@ -297,7 +401,7 @@ class Command(BaseCommand):
             self.say(f"business key: {execution.business_key}")
         self.say(f"configuration: {_states(view.atomic_states)}")
         self.say(f"active states: {_states(view.active_states)}")
-        self.say(f"donedata: {json.dumps(view.donedata)}")
+        self.say(f"donedata: {json_text(view.donedata)}")
         if isinstance(view.datamodel, Unreadable):
             self.say(f"datamodel: ({view.datamodel})")
         else:
@@ -320,10 +424,128 @@ class Command(BaseCommand):
             report = replay(execution)
         except StatechartError as exc:  # e.g. the stored position is not this chart's
             raise CommandError(f"execution {execution.pk} cannot be replayed: {exc}") from exc
-        if not report.ok:
+        if report.diverged:  # (erased or pruned: said, not an error)
             raise CommandError(f"execution {execution.pk}: {report}")
         self.say(f"execution {execution.pk}: {report}")
 
     def deliver(self, options: dict[str, Any]) -> None:
         delivered = stepper.deliver_pending(limit=options["limit"])
         self.say(f"delivered {delivered} message(s)")
+
+    # ---- retention and erasure ----
+
+    def prune(self, options: dict[str, Any]) -> None:
+        overrides = dict(options["days"])
+        known = retention.stage_names()
+        unknown = [name for name in [*overrides, *(options["only"] or [])] if name not in known]
+        if unknown:
+            raise CommandError(
+                f"no retention stage named {', '.join(map(repr, unknown))} "
+                f"(stages: {', '.join(known)})"
+            )
+        live = self.stdout.isatty()
+        verbosity = options.get("verbosity", 1)
+
+        def progress(stage: retention.StageReport) -> None:
+            total = f" of {stage.to_delete:,}" if stage.to_delete is not None else ""
+            line = f"  {stage.name}: {stage.deleted:,}{total} row(s), batch {stage.batches}"
+            if live:
+                self.stdout.write(line.ljust(70), ending="\r")
+                self.stdout.flush()
+            elif verbosity >= 2:
+                self.say(line)
+
+        from datetime import timedelta
+
+        deltas = {
+            name: None if days is None else timedelta(days=days)
+            for name, days in overrides.items()
+        }
+        report = retention.prune(
+            only=options["only"],
+            retention=deltas,
+            batch=options["batch"],
+            dry_run=options["dry_run"],
+            progress=progress,
+        )
+        if live:
+            self.stdout.write(" " * 70, ending="\r")
+        for stage in report.stages:
+            if report.dry_run and stage.cutoff is not None:
+                kept = retention.days_text(stage.retention) if stage.retention else ""
+                self.say(f"{stage.name}: {stage.to_delete:,} row(s) would be deleted "
+                         f"(older than {kept})")
+            else:
+                self.say(str(stage))
+        if report.dry_run:
+            self.say("dry run: nothing was deleted")
+        else:
+            self.say(f"deleted {report.deleted:,} row(s)")
+
+    def erase(self, options: dict[str, Any]) -> None:
+        key, ref = options["key"], options["execution"]
+        if (key is None) == (ref is None):
+            raise CommandError("give an EXECUTION or --key KEY (one of them)")
+        if options["chart"] is not None and key is None:
+            raise CommandError("--chart goes with --key")
+        reason = options["reason"]
+        try:
+            validation.text(reason, "--reason", max_length=1000)
+        except validation.InvalidInput as exc:
+            raise CommandError(f"--reason {exc.problems[0].message}") from None
+        if key is not None:
+            chart = find_chart(options["chart"]) if options["chart"] is not None else None
+            ids = retention.executions_with_key(key, chart=chart)
+            if not ids:
+                raise CommandError(f"no execution has the business key {key!r}")
+            what = f"the {len(ids)} execution(s) with business key {key!r}"
+        else:
+            ids = [find_execution(ref).pk]
+            what = f"execution {ids[0]}"
+        everything = retention.family(ids)
+        children = len(everything) - len(ids)
+        if children:
+            what += f" and {children} invoked child execution(s)"
+        if not options["yes"]:
+            self.confirm(f"Erase the personal data of {what}? This cannot be undone.")
+        try:
+            report = retention.erase(
+                ids, reason=reason, cancel=options["cancel"], requested_by="statechart erase"
+            )
+        except retention.ErasureRefused as exc:
+            raise CommandError(str(exc)) from None
+        self.say(str(report))
+        self.say(f"executions: {', '.join(map(str, report.execution_ids))}")
+
+    def confirm(self, question: str) -> None:
+        if not sys.stdin.isatty():
+            raise CommandError(f"{question} Pass --yes to confirm (no terminal to ask on).")
+        answer = input(f"{question} [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            raise CommandError("nothing erased")
+
+    # ---- health ----
+
+    def health(self, options: dict[str, Any]) -> None:
+        """Print the figures; exit with the worst level's code (0 ok, 1 warning, 2 critical)."""
+        report = health.assess()
+        if options["as_json"]:
+            self.say(json.dumps(report.document(), indent=2, ensure_ascii=False))
+        else:
+            self.say(f"health: {report.level.upper()} (checked {report.checked_at.isoformat()})")
+            width = max((len(a.figure.name) for a in report.figures), default=0)
+            for assessed in report.figures:
+                figure = assessed.figure
+                value = "-" if figure.value is None else f"{figure.value:,}"
+                unit = f" {figure.unit}" if figure.unit and figure.value is not None else ""
+                line = f"  {assessed.level:<8}  {figure.name:<{width}}  {value}{unit}"
+                limits = (("warning", assessed.warning), ("critical", assessed.critical))
+                bounds = [f"{name} >= {n:,}" for name, n in limits if n is not None]
+                if bounds:
+                    line += f"  [{', '.join(bounds)}]"
+                if figure.detail:
+                    line += f"  {figure.detail}"
+                self.say(line)
+        if report.level is not health.Level.OK:
+            self.stdout.flush()
+            raise SystemExit(report.level.exit_code)

@@ -1,0 +1,60 @@
+# Sourced by scripts/test: the compatibility pass, at the other end of what pyproject.toml
+# declares: the newest Python it lists (3.13) with the lowest Django it accepts (5.2.0), on
+# SQLite, over the Django-facing tests (the core's own tests do not depend on either).
+# The main passes already run the oldest Python (3.11) with the newest Django 5.2.x.
+# The interpreter: MATRIX_PYTHON, or a python3.13 found on this machine (pyenv's included).
+# Set STATECHARTS_MATRIX=0 to skip it.
+matrix_python() {
+    if [ -n "${MATRIX_PYTHON:-}" ]; then echo "$MATRIX_PYTHON"; return; fi
+    for candidate in python3.13 /root/.pyenv/versions/3.13*/bin/python3.13 \
+                     /usr/local/bin/python3.13 /usr/bin/python3.13; do
+        if "$candidate" -c 'import sys; assert sys.version_info[:2] == (3, 13)' 2>/dev/null; then
+            echo "$candidate"; return
+        fi
+    done
+}
+
+run_matrix() {
+    if [ "${STATECHARTS_MATRIX:-1}" = "0" ]; then
+        echo "== compatibility pass skipped (STATECHARTS_MATRIX=0)"
+        return
+    fi
+    local python
+    python="$(matrix_python)"
+    if [ -z "$python" ]; then
+        echo "== compatibility pass: no Python 3.13 on this machine (set MATRIX_PYTHON): not run"
+        return
+    fi
+    local venv="$ROOT/.venv-matrix"
+    local stamp="$venv/.installed-from"
+    local want
+    want="$(sha256sum "$ROOT/pyproject.toml" | cut -c1-16) django==5.2"
+    if [ ! -x "$venv/bin/python" ]; then
+        "$python" -m venv "$venv"
+    fi
+    if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+        echo "== compatibility pass: installing into $venv (Python 3.13, Django 5.2.0)"
+        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip \
+            >/dev/null
+        if ! "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+                -e "$ROOT[test]" "django==5.2" >"$venv/.install.log" 2>&1; then
+            cat "$venv/.install.log" >&2
+            echo "the compatibility pass could not install its environment" >&2
+            exit 1
+        fi
+        echo "$want" >"$stamp"
+    fi
+    echo "== pytest on sqlite, Python 3.13 with Django 5.2.0 (compatibility pass)"
+    "$venv/bin/python" -c 'import django, sys; print("  python", sys.version.split()[0], "django", django.get_version())'
+    set +e
+    DATABASE_URL= DATABASE_TEST_NAME="${DATABASE_TEST_NAME:-}" "$venv/bin/python" -m pytest -q \
+        tests/stepper tests/timers tests/invocations tests/api tests/admin tests/commands \
+        tests/hostile tests/testing tests/project tests/architecture \
+        --deselect tests/admin/test_admin_browser.py
+    local rc=$?
+    set -e
+    if [ "$rc" -ne 0 ]; then
+        echo "pytest failed in the compatibility pass (exit $rc)" >&2
+        exit "$rc"
+    fi
+}

@@ -1,0 +1,127 @@
+"""Timer deliveries: what a fired timer does, chosen per row by a name registered in settings.
+
+A timer row names its delivery (``Timer.delivery``, written from ``TIMER_DELIVERY`` when the
+timer is scheduled). When it fires, the name is looked up in
+``STATECHARTS["TIMER_DELIVERIES"]`` (name -> dotted path of a class); the row never holds a
+path, so nothing a row says is ever imported. The default, ``StepperDelivery``, is the
+planner's delivery of the stored target and event performed by the stepper.
+
+A delivery is a class with a ``deliver(fire)`` method, instantiated once per process with no
+arguments. ``deliver`` runs inside the fire's transaction, with the execution locked and the
+timer row already taken (pending -> fired), and answers:
+
+- ``None``: delivered; whatever it wrote commits with the timer marked fired;
+- ``Snooze(seconds)``: not now: the timer stays pending, due ``seconds`` later, no attempt
+  spent. Answer it *before* doing anything: what the delivery wrote commits with the snooze;
+- a raise (or any other answer, ``Snooze(0)`` and ``Snooze(-1)`` included): the transaction
+  rolls back and the attempt is spent (retried with backoff, failed after
+  ``TIMER_MAX_ATTEMPTS``);
+- ``stepper.StepRefused`` (the execution cannot take it now) and ``stepper.NoPerformer``
+  (nothing in this deployment performs it) snooze the timer, no attempt spent.
+
+A name that cannot be resolved *now* (not in the setting, or its class cannot be imported)
+is a fact about this deployment, not about the row: the timer is snoozed without spending an
+attempt (``DeliveryUnavailable``), so a rolling deploy never fails timers.
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from django.utils.module_loading import import_string
+
+from statecharts import stepper
+from statecharts.core.plan import Instruction
+from statecharts.models import Execution
+from timers.conf import timer_settings
+from timers.models import Timer
+
+
+@dataclass(frozen=True, slots=True)
+class Snooze:
+    """A delivery's "not now, try again in ``seconds`` seconds" (a positive int)."""
+
+    seconds: int
+    reason: str = ""
+
+    @property
+    def valid(self) -> bool:
+        return type(self.seconds) is int and self.seconds > 0
+
+
+@dataclass(slots=True)
+class Fire:
+    """What a delivery is given: one timer being fired."""
+
+    timer: Timer  # the row as claimed: what it delivers never changes after it is written
+    execution: Execution  # locked for the rest of the transaction
+    instruction: Instruction  # the planner's delivery of the row's target and event
+    now: datetime  # the fire's injected clock
+    # Outbox ids written in this transaction: delivered after the commit (append to it).
+    outbox: list[int] = field(default_factory=list)
+
+    @property
+    def cause(self) -> dict[str, Any]:
+        """What the step it causes records as its cause: this timer, its ordinal and the
+        history seq of the step that scheduled it (never part of a key)."""
+        timer = self.timer
+        return {"timer": timer.pk, "ordinal": timer.ordinal, "scheduled_in": timer.scheduled_in}
+
+
+class Delivery(Protocol):
+    def deliver(self, fire: Fire) -> Snooze | None: ...
+
+
+class StepperDelivery:
+    """The default: the planner's delivery (``statecharts.core.plan.delivery``) performed by
+    the stepper (``stepper.perform_delivery``), exactly as an immediate send to the same
+    target would be: a step of this execution (``deliver_self``, ``deliver_internal``), an
+    outbox row to another execution, or an app's performer (a child, a route). The step it
+    causes records the timer as its cause."""
+
+    def deliver(self, fire: Fire) -> None:
+        stepper.perform_delivery(
+            fire.execution,
+            fire.instruction,
+            fire.now,
+            fire.outbox,
+            fire.timer.context,
+            cause=fire.cause,
+        )
+
+
+class DeliveryUnavailable(LookupError):
+    """The row's delivery name cannot be resolved in this deployment now."""
+
+
+_lock = threading.Lock()
+_loaded: dict[tuple[str, str], Delivery] = {}
+
+
+def resolve(name: str) -> Delivery:
+    """The delivery registered under ``name`` (loaded once per name and path); raises
+    ``DeliveryUnavailable`` when this deployment has no such name or cannot load it."""
+    deliveries = timer_settings.TIMER_DELIVERIES
+    path = deliveries.get(name) if isinstance(deliveries, dict) else None
+    if not isinstance(path, str):
+        raise DeliveryUnavailable(f"delivery {name!r} is not in TIMER_DELIVERIES here")
+    key = (name, path)
+    loaded = _loaded.get(key)
+    if loaded is not None:
+        return loaded
+    try:
+        cls = import_string(path)
+    except ImportError as exc:
+        raise DeliveryUnavailable(f"delivery {name!r} ({path}) cannot be loaded: {exc}") from exc
+    if not inspect.isclass(cls) or not callable(getattr(cls, "deliver", None)):
+        raise DeliveryUnavailable(f"delivery {name!r} ({path}) is not a delivery class")
+    try:
+        instance = cls()
+    except Exception as exc:  # a bug in the delivery's code: fixable by a deploy
+        raise DeliveryUnavailable(f"delivery {name!r} ({path}) failed to start: {exc}") from exc
+    with _lock:
+        return _loaded.setdefault(key, instance)
