@@ -41,6 +41,10 @@ Two measurements, each in the same run, on a throwaway PostgreSQL database
    ``INSERT ... SELECT generate_series`` (pending: due over the next 30 days; the due ones
    last), then ``ANALYZE``.
 
+``--codecs`` compares the payload codecs (docs/payload-codecs.md): the cost per fire of a
+timer whose event carries a ~200-byte payload, with ``PAYLOAD_CODEC`` "json" and
+"encrypted", one firer in this process, alternating rounds in the same run.
+
 ``--profile`` adds a third part, one firer in this process and no cluster: ``stepper.send`` of
 the same transition to ``--profile-timers`` waiting executions (the step without the timer
 machinery) against ``drain()`` of as many due timers, each timed (wall, this process's CPU,
@@ -52,6 +56,7 @@ Usage (from the repository root)::
     python benchmarks/timer_firing.py [--timers 10000] [--window 10] [--workers 4]
                                       [--explain-rows 1000000] [--settled-rows 1000000]
                                       [--lead 5] [--deadline 120] [--profile]
+                                      [--codecs] [--codec-rounds 3]
                                       [--skip-firing] [--skip-explain] [--pg-url URL]
                                       [--json OUT]
 """
@@ -814,6 +819,58 @@ def run_profile(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+# A payload like an application's (about 200 bytes of JSON): the codec comparison's event.
+PAYLOAD_CHART = CHART.replace(
+    '<send id="alarm" event="alarm" delayexpr="delay"/>',
+    '<send id="alarm" event="alarm" delayexpr="delay"><param name="order" expr="({id: 81723,'
+    " customer: 'Ada Lovelace', email: 'ada@example.org', lines: [{sku: 'A-1', qty: 2},"
+    " {sku: 'B-7', qty: 1}], note: 'leave at the door, ring twice'})"
+    '"/></send>',
+).replace('name="bench_timer"', 'name="bench_timer_payload"')
+
+
+def run_codecs(args: argparse.Namespace) -> dict[str, Any]:
+    """The cost per fire of the payload codec (docs/payload-codecs.md), off and on, in the
+    same run: one firer in this process drains ``--profile-timers`` due timers whose event
+    carries PAYLOAD_CHART's payload, with PAYLOAD_CODEC "json" and then "encrypted" (the fire
+    decrypts the timer's event and encrypts the fired step's history input), alternating
+    ``--codec-rounds`` times so drift in the machine's load falls on both."""
+    from cryptography.fernet import Fernet
+    from django.test import override_settings
+
+    from statecharts import stepper
+    from statecharts.models import Chart
+    from timers import dispatch
+
+    keys = [{"id": "bench", "key": Fernet.generate_key().decode()}]
+    codecs = {
+        "json": "statecharts.codecs.JSONCodec",
+        "encrypted": "statecharts.codecs.EncryptingCodec",
+    }
+    chart = Chart.objects.load(PAYLOAD_CHART)
+    n = args.profile_timers
+    results: dict[str, list[dict[str, float]]] = {"json": [], "encrypted": []}
+    for round_ in range(args.codec_rounds + 1):
+        for name in ("json", "encrypted"):
+            settings = {"PAYLOAD_CODECS": codecs, "PAYLOAD_CODEC": name, "PAYLOAD_KEYS": keys}
+            with override_settings(STATECHARTS=settings):
+                for _ in range(n if round_ else 50):
+                    stepper.start(chart, data={"delay": "1ms"})
+                stepper._positions.cache = {}
+                time.sleep(0.05)
+                run = measured(dispatch.drain)
+            if round_:  # round 0 warms up both
+                results[name].append(run)
+    summary: dict[str, Any] = {}
+    for name, runs in results.items():
+        summary[name] = {
+            key: statistics.median(r[key] for r in runs)
+            for key in ("per_second", "wall_ms", "cpu_ms", "server_cpu_ms")
+        }
+    log("codecs: " + ", ".join(f"{k} {v['wall_ms']:.3f} ms/fire" for k, v in summary.items()))
+    return {"timers": n, "rounds": args.codec_rounds, "codecs": summary}
+
+
 # --------------------------------------------------------------------------- report
 
 
@@ -931,6 +988,21 @@ def render(command: str, server: str, settings: dict[str, str], r: dict[str, Any
             f"  the statements of one fire ({len(p['one_fire']['statements'])}):",
             *("    " + s for s in p["one_fire"]["statements"]),
         ]
+    c = r.get("codecs")
+    if c:
+        json_, enc = c["codecs"]["json"], c["codecs"]["encrypted"]
+        lines += [
+            "",
+            f"payload codec, one firer in this process: drain() of {c['timers']} due timers"
+            f" carrying a ~200-byte payload, median of {c['rounds']} alternating rounds",
+            *(
+                f"  {name:<10} {v['per_second']:,.0f} fires/s, {v['wall_ms']:.3f} ms wall,"
+                f" {v['cpu_ms']:.3f} ms CPU + {v['server_cpu_ms']:.3f} ms server CPU per fire"
+                for name, v in c["codecs"].items()
+            ),
+            f"  encrypted - json: {enc['wall_ms'] - json_['wall_ms']:+.3f} ms wall,"
+            f" {enc['cpu_ms'] - json_['cpu_ms']:+.3f} ms CPU per fire",
+        ]
     return "\n".join(lines)
 
 
@@ -964,6 +1036,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--profile", action="store_true", help="also profile one drain")
     parser.add_argument("--profile-timers", type=int, default=500)
+    parser.add_argument(
+        "--codecs", action="store_true", help="also compare the payload codecs per fire"
+    )
+    parser.add_argument("--codec-rounds", type=int, default=3)
     parser.add_argument("--skip-firing", action="store_true")
     parser.add_argument("--skip-explain", action="store_true")
     parser.add_argument("--pg-url", default=DEFAULT_PG_URL, help="server (and maintenance DB)")
@@ -992,6 +1068,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             result["firing"] = run_firing(args, url)
         if args.profile:
             result["profile"] = run_profile(args)
+        if args.codecs:
+            result["codecs"] = run_codecs(args)
         if not args.skip_explain:
             result["explain"] = run_explain(args)
         result["load_after"] = load_average()

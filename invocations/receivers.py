@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from invocations.models import Invocation, InvocationStatus
+from statecharts import codecs
 from statecharts.core.state import State
 from statecharts.models import Execution, HistoryEntry
 from statecharts.stepper import database
@@ -24,7 +25,10 @@ def note_answers(
     event = (entry.input or {}).get("event") or {}
     name = event.get("name") or ""
     if name.startswith("error.communication.invoke."):
-        data = event.get("data")
+        try:  # the event's data as the payload codec wrote it (statecharts.codecs)
+            data = codecs.decode_event(event, entry.codec).get("data")
+        except (codecs.CodecUnavailable, codecs.CorruptPayload):
+            data = None
         reason = str(data.get("message")) if isinstance(data, dict) else "failed"
         Invocation.objects.using(database()).filter(
             parent=execution,

@@ -10,6 +10,7 @@ from django.core.checks import CheckMessage, Error, Warning, register
 from django.db import router
 from django.utils.module_loading import import_string
 
+from statecharts import codecs  # noqa: F401  (registers the PAYLOAD_* settings and their check)
 from statecharts.conf import all_defaults, registered_groups
 from statecharts.core.plan import InstructionKind
 from statecharts.stepper.performing import LEGACY_EFFECT_KINDS

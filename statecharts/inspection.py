@@ -29,6 +29,7 @@ from django.core.paginator import Paginator
 from django.db import transaction
 from django.db.models import QuerySet
 
+from statecharts import codecs
 from statecharts.conf import statecharts_settings
 from statecharts.core.datamodel import plain
 from statecharts.core.errors import StatechartError
@@ -214,18 +215,36 @@ def history_entries(execution: Execution) -> QuerySet[HistoryEntry]:
     return HistoryEntry.objects.filter(execution=execution).order_by("seq")
 
 
+def readable(entry: HistoryEntry) -> tuple[Any, Any, str]:
+    """The entry's input and effect summaries decoded with its payload codec
+    (``statecharts.codecs``), and why not ("" when they were): an entry whose codec or key is
+    not deployed here is shown as stored, with the reason."""
+    codec = getattr(entry, "codec", codecs.JSON) or codecs.JSON
+    try:
+        return (
+            codecs.decode_input(entry.input, codec),
+            codecs.decode_effects(entry.effects, codec),
+            "",
+        )
+    except (codecs.CodecUnavailable, codecs.CorruptPayload) as exc:
+        return entry.input, entry.effects, f"(encoded with {codec!r}: {exc})"
+
+
 def history_row(entry: HistoryEntry) -> HistoryRow:
-    raw = entry.input if isinstance(entry.input, dict) else {}
+    decoded, decoded_effects, unreadable = readable(entry)
+    raw = decoded if isinstance(decoded, dict) else {}
     event = raw.get("event") if isinstance(raw.get("event"), dict) else {}
     kind = str(raw.get("kind", "")) if raw else "(unreadable input)"
     label = f"{kind} {event['name']}" if event.get("name") else kind
-    if event.get("data") is not None:
+    if unreadable:
+        data = unreadable
+    elif event.get("data") is not None:
         data = json_text(event["data"])
     elif raw.get("data") is not None:
         data = json_text(raw["data"])
     else:
         data = ""
-    effects = entry.effects if isinstance(entry.effects, list) else []
+    effects = decoded_effects if isinstance(decoded_effects, list) else []
     after = entry.configuration_after
     return HistoryRow(
         seq=entry.seq,
@@ -458,15 +477,20 @@ def _when(value: datetime | None) -> str | None:
 
 def _history_document(row: HistoryRow) -> dict[str, Any]:
     entry = row.entry
-    return {
+    decoded, effects, unreadable = readable(entry)
+    document = {
         "seq": entry.seq,
-        "input": json_safe(entry.input),
+        "input": json_safe(decoded),
         "disposition": entry.disposition,
         "status_after": entry.status_after,
         "configuration_after": json_safe(entry.configuration_after),
-        "effects": json_safe(entry.effects),
+        "effects": json_safe(effects),
         "created": _when(entry.created),
     }
+    if unreadable:  # shown as stored, with the codec it needs
+        document["codec"] = entry.codec
+        document["unreadable"] = unreadable
+    return document
 
 
 # ---- hints for people sending events ----------------------------------------------------------

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from statecharts import codecs
 from statecharts.conf import statecharts_settings
 from statecharts.core.host import SCXML_INVOKE_TYPES, Host, RegisteredTypes
 from statecharts.core.position import ChartIdentity, decode, encode
@@ -117,7 +118,7 @@ def replay(execution: Execution | int) -> ReplayReport:
         if entry.disposition != Disposition.APPLIED:
             continue
         host = recorded_host(entry.registered_types, entry.reachability)
-        step_input = Input.from_dict(entry.input)
+        step_input = Input.from_dict(codecs.decode_input(entry.input, entry.codec))
         outcome = advance(
             interpreter,
             state,

@@ -26,7 +26,7 @@ from typing import Any
 from django.db import connections, transaction
 from django.db.models import F
 
-from statecharts import stepper
+from statecharts import codecs, stepper
 from statecharts.core.plan import Instruction, InstructionKind, delivery
 from statecharts.models import Execution
 from statecharts.statuses import TimerRule, rules
@@ -401,6 +401,10 @@ def _prepare(
         instruction = _decode(timer)
     except Undecodable as exc:  # a fact about the row: no retry makes it readable
         return _settle(timer, TimerStatus.DISCARDED, now, f"undecodable: {exc}")
+    except codecs.CodecUnavailable as exc:
+        # The row's codec, or the key it was written under, is not deployed here (yet): a
+        # fact about this deployment, like an unresolvable delivery. No attempt spent.
+        return _snooze(timer, now, reason=f"{exc}: snoozed")
     delivery = resolved.get(timer.delivery)
     if delivery is None:
         try:
@@ -462,8 +466,14 @@ def _lock_execution(execution_id: int) -> Execution | None:
 
 def _decode(timer: Timer) -> Instruction:
     """The delivery the planner makes of the stored target and event (the same rule as for an
-    immediate send); a row it cannot read is ``Undecodable``."""
-    instruction = delivery(timer.target, timer.event)
+    immediate send), the event's data decoded with the row's payload codec; a row that can
+    never be read is ``Undecodable``, one whose codec or key is not deployed here raises
+    ``codecs.CodecUnavailable``."""
+    try:
+        event = codecs.decode_event(timer.event, timer.codec)
+    except codecs.CorruptPayload as exc:
+        raise Undecodable(str(exc)) from exc
+    instruction = delivery(timer.target, event)
     if instruction.kind is InstructionKind.UNROUTABLE:
         raise Undecodable(instruction.reason)
     return instruction

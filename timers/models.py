@@ -62,6 +62,12 @@ class Timer(models.Model):
     send_id = models.CharField(max_length=200, help_text="Cancellation key, with the execution.")
     ordinal = models.PositiveIntegerField(help_text="Deduplication key, with the execution.")
     event = PortableJSONField(help_text="name, type, data, sendid, origin, origintype, invokeid")
+    codec = models.CharField(
+        max_length=40,
+        default="json",
+        db_default="json",
+        help_text="The payload codec that wrote its event data: a name in PAYLOAD_CODECS.",
+    )
     target = PortableJSONField(help_text="Resolved when scheduled: kind and session or invoke id.")
     due = models.DateTimeField(help_text="Absolute, computed once from the scheduling step.")
     macrostep = models.PositiveIntegerField()

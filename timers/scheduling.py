@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from statecharts import codecs
 from statecharts.core.plan import Instruction
 from statecharts.models import Execution
 from statecharts.stepper import StepContext, database
@@ -21,18 +22,21 @@ def schedule(context: StepContext, instruction: Instruction) -> None:
     The row keeps the target and event as the planner read them; when it fires, the planner
     makes its delivery of them again (``statecharts.core.plan.delivery``). It also keeps what
     firing it needs to know later, whatever the settings are by then: the delivery's name
-    (``TIMER_DELIVERY``), the per-fire timeout (``TIMER_FIRE_TIMEOUT_SECONDS``) and the
+    (``TIMER_DELIVERY``), the payload codec that wrote its event's data (``PAYLOAD_CODEC``,
+    ``statecharts.codecs``), the per-fire timeout (``TIMER_FIRE_TIMEOUT_SECONDS``) and the
     history seq of this step (``scheduled_in``: the fired step's cause points back to it)."""
     effect = instruction.effect
     assert effect is not None and instruction.target is not None
     data = effect.data
+    event, codec = codecs.encode_event(data["event"])
     Timer.objects.using(database()).bulk_create(
         [
             Timer(
                 execution=context.execution,
                 send_id=data["send_id"],
                 ordinal=data["ordinal"],
-                event=data["event"],
+                event=event,
+                codec=codec,
                 target=instruction.target.to_dict(),
                 due=context.now + timedelta(milliseconds=data["delay_ms"]),
                 macrostep=effect.macrostep,

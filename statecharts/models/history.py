@@ -51,6 +51,12 @@ class HistoryEntry(models.Model):
         help_text="What the input came from: a timer (id, ordinal, the step that scheduled "
         "it), an outbox message (id, sender). Never part of a key.",
     )
+    codec = models.CharField(
+        max_length=40,
+        default="json",
+        db_default="json",
+        help_text="The payload codec that wrote its event data: a name in PAYLOAD_CODECS.",
+    )
     created = models.DateTimeField()
 
     class Meta:

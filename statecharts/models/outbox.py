@@ -44,6 +44,12 @@ class OutboxMessage(models.Model):
     kind = models.CharField(max_length=40, default="event")
     target_session_id = models.CharField(max_length=64, db_index=True)
     event = PortableJSONField()
+    codec = models.CharField(
+        max_length=40,
+        default="json",
+        db_default="json",
+        help_text="The payload codec that wrote its event data: a name in PAYLOAD_CODECS.",
+    )
     # Set when the sender is an invoked child writing to its parent: its invocation ordinal
     # there, so the parent can ignore what a cancelled invocation still sends (spec 6.4.3).
     via_invocation = models.PositiveIntegerField(null=True, blank=True)

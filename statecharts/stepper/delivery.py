@@ -37,6 +37,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import F
 
+from statecharts import codecs
 from statecharts.conf import statecharts_settings
 from statecharts.core.events import PLATFORM, Event
 from statecharts.drivers.durable import Input
@@ -110,8 +111,19 @@ def deliver_one(message_id: int, more: list[int], *, tell_sender: bool = True) -
         return False
     if message.kind != EVENT:
         return _deliver_other_kind(message, more)
-    target_session_id, event = message.target_session_id, message.event
+    target_session_id = message.target_session_id
     sender_id, send_id = message.sender_id, message.send_id
+    try:
+        event = codecs.decode_event(message.event, message.codec)
+    except codecs.CodecUnavailable as exc:
+        # A fact about this deployment (a codec or key not deployed here yet): it waits,
+        # pending, and the sweeper tries again; the reason is kept for an operator.
+        _waiting(message.pk, f"{exc}: waiting")
+        return False
+    except codecs.CorruptPayload as exc:  # a fact about the row: it can never be delivered
+        reason = f"undecodable: {exc}"
+        _settle_undelivered(sender_id, message_id, send_id, reason, more, tell_sender)
+        return False
     target = _target(target_session_id)
     if target is None and _waiting_for_its_target(message):
         return False  # the target is still to be created (e.g. an invoked child): later
@@ -144,6 +156,13 @@ def deliver_one(message_id: int, more: list[int], *, tell_sender: bool = True) -
     )
     _settle_undelivered(sender_id, message_id, send_id, reason, more, tell_sender)
     return False
+
+
+def _waiting(message_id: int, reason: str) -> None:
+    log.warning("outbox message %s: %s", message_id, reason)
+    OutboxMessage.objects.using(sql.database()).filter(
+        pk=message_id, status=OutboxStatus.PENDING
+    ).update(last_error=reason[:2000])
 
 
 def _waiting_for_its_target(message: OutboxMessage) -> bool:

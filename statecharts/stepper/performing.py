@@ -49,6 +49,7 @@ from typing import Any
 from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
 
+from statecharts import codecs
 from statecharts.conf import statecharts_settings
 from statecharts.core.effects import Effect, EffectKind
 from statecharts.core.host import RegisteredTypes
@@ -293,7 +294,12 @@ def perform(context: StepContext, instructions: Iterable[Instruction]) -> list[d
 def _summarize(effect: Effect) -> dict[str, Any]:
     if effect.kind == EffectKind.DATAMODEL_CHANGE:
         return {"kind": EffectKind.DATAMODEL_CHANGE.value}  # the datamodel is in the position
-    return effect.to_dict()
+    item = effect.to_dict()
+    if isinstance(item.get("event"), dict):
+        # What a send carried is event data like an input's: written by the payload codec
+        # (the history entry records which).
+        item["event"], _ = codecs.encode_event(item["event"])
+    return item
 
 
 # ---- the stepper's own performers ---------------------------------------------------------------
@@ -307,10 +313,12 @@ def write_outbox(context: StepContext, instruction: Instruction) -> None:
     to_parent = instruction.kind is InstructionKind.DELIVER_PARENT
     if to_parent and context.state.outcome == CANCELLED_BY_PARENT:
         return  # sent while its parent cancels it: the parent must not get it (spec 6.4.3)
+    event, codec = codecs.encode_event(instruction.event.to_dict())
     message = OutboxMessage.objects.using(database()).create(
         sender=execution,
         target_session_id=instruction.target.session_id,
-        event=instruction.event.to_dict(),
+        event=event,
+        codec=codec,
         send_id=instruction.data.get("send_id") or instruction.event.sendid or "",
         via_invocation=execution.invoke_ordinal if to_parent else None,
         created=context.now,

@@ -40,7 +40,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from statecharts import signals
+from statecharts import codecs, signals
 from statecharts.conf import statecharts_settings
 from statecharts.core import effects as fx
 from statecharts.core.datamodel import check_tagged
@@ -265,6 +265,13 @@ def feed_step(
     return result
 
 
+def _stored_input(step_input: Input) -> dict[str, Any]:
+    """The history row's ``input`` and ``codec``: the input as the payload codec writes it
+    (``statecharts.codecs``; the default stores it as it is)."""
+    stored, codec = codecs.encode_input(step_input.to_dict())
+    return {"input": stored, "codec": codec}
+
+
 def _earlier_with_key(pk: int, key: str, step_input: Input) -> HistoryEntry | None:
     earlier = (
         HistoryEntry.objects.using(sql.database())
@@ -273,7 +280,7 @@ def _earlier_with_key(pk: int, key: str, step_input: Input) -> HistoryEntry | No
     )
     if earlier is None:
         return None
-    if earlier.input != step_input.to_dict():
+    if codecs.decode_input(earlier.input, earlier.codec) != step_input.to_dict():
         raise IdempotencyConflict(
             f"idempotency key {key!r} was used for another input of this execution "
             f"(step {earlier.seq}); nothing was applied"
@@ -423,7 +430,7 @@ def _cancel_without_chart_code(
     entry = HistoryEntry(
         execution=execution,
         seq=execution.steps,
-        input=step_input.to_dict(),
+        **_stored_input(step_input),
         disposition=Disposition.APPLIED,
         status_after=execution.status,
         configuration_after=execution.configuration,
@@ -576,7 +583,7 @@ def _apply(
     entry = HistoryEntry(
         execution=execution,
         seq=execution.steps,
-        input=step_input.to_dict(),
+        **_stored_input(step_input),
         disposition=Disposition.APPLIED,
         status_after=execution.status,
         configuration_after=execution.configuration,
@@ -739,7 +746,7 @@ def _record_unapplied(
     entry = HistoryEntry(
         execution=execution,
         seq=execution.steps,
-        input=step_input.to_dict(),
+        **_stored_input(step_input),
         disposition=disposition,
         status_after=execution.status,
         configuration_after=execution.configuration,
