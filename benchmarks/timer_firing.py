@@ -747,6 +747,7 @@ def run_profile(args: argparse.Namespace) -> dict[str, Any]:
 
     from statecharts import stepper
     from statecharts.models import Chart
+    from statecharts.stepper import transaction as stepper_transaction
     from timers import dispatch, firing
     from timers.models import Timer
 
@@ -757,7 +758,7 @@ def run_profile(args: argparse.Namespace) -> dict[str, Any]:
         pks = [stepper.start(chart, data={"delay": delay}).pk for _ in range(count)]
         # A cluster worker has never seen these executions: forget the positions this process
         # cached when it started them, so each step decodes its blob as a worker's would.
-        stepper._positions.cache = {}
+        stepper_transaction._positions.cache = {}
         time.sleep(0.05)  # a "1ms" delay is then due
         return pks
 
@@ -840,6 +841,7 @@ def run_codecs(args: argparse.Namespace) -> dict[str, Any]:
 
     from statecharts import stepper
     from statecharts.models import Chart
+    from statecharts.stepper import transaction as stepper_transaction
     from timers import dispatch
 
     keys = [{"id": "bench", "key": Fernet.generate_key().decode()}]
@@ -856,12 +858,33 @@ def run_codecs(args: argparse.Namespace) -> dict[str, Any]:
             with override_settings(STATECHARTS=settings):
                 for _ in range(n if round_ else 50):
                     stepper.start(chart, data={"delay": "1ms"})
-                stepper._positions.cache = {}
+                stepper_transaction._positions.cache = {}
                 time.sleep(0.05)
                 run = measured(dispatch.drain)
             if round_:  # round 0 warms up both
                 results[name].append(run)
-    summary: dict[str, Any] = {}
+    # The codec alone, no database: one fire decodes the timer's event and encodes the
+    # fired step's history input (an encode and a decode of the same payload).
+    payload = {
+        "id": 81723,
+        "customer": "Ada Lovelace",
+        "email": "ada@example.org",
+        "lines": [{"sku": "A-1", "qty": 2}, {"sku": "B-7", "qty": 1}],
+        "note": "leave at the door, ring twice",
+    }
+    alone: dict[str, float] = {}
+    for name in ("json", "encrypted"):
+        settings = {"PAYLOAD_CODECS": codecs, "PAYLOAD_CODEC": name, "PAYLOAD_KEYS": keys}
+        with override_settings(STATECHARTS=settings):
+            from statecharts import codecs as payload_codecs
+
+            codec = payload_codecs.resolve(name)
+            rounds = 5_000
+            started = time.perf_counter()
+            for _ in range(rounds):
+                codec.decode(codec.encode(payload))
+            alone[name] = 1e6 * (time.perf_counter() - started) / rounds
+    summary: dict[str, Any] = {"alone_us": alone}
     for name, runs in results.items():
         summary[name] = {
             key: statistics.median(r[key] for r in runs)
@@ -991,6 +1014,7 @@ def render(command: str, server: str, settings: dict[str, str], r: dict[str, Any
     c = r.get("codecs")
     if c:
         json_, enc = c["codecs"]["json"], c["codecs"]["encrypted"]
+        alone = c["codecs"]["alone_us"]
         lines += [
             "",
             f"payload codec, one firer in this process: drain() of {c['timers']} due timers"
@@ -999,7 +1023,10 @@ def render(command: str, server: str, settings: dict[str, str], r: dict[str, Any
                 f"  {name:<10} {v['per_second']:,.0f} fires/s, {v['wall_ms']:.3f} ms wall,"
                 f" {v['cpu_ms']:.3f} ms CPU + {v['server_cpu_ms']:.3f} ms server CPU per fire"
                 for name, v in c["codecs"].items()
+                if name != "alone_us"
             ),
+            "  the codec alone (an encode and a decode of the payload, no database): "
+            + ", ".join(f"{k} {v:.1f} us" for k, v in alone.items()),
             f"  encrypted - json: {enc['wall_ms'] - json_['wall_ms']:+.3f} ms wall,"
             f" {enc['cpu_ms'] - json_['cpu_ms']:+.3f} ms CPU per fire",
         ]

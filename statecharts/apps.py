@@ -21,6 +21,16 @@ class StatechartsConfig(AppConfig):
         post_migrate.connect(
             ensure_schedule_after_migrate, sender=self, dispatch_uid="statecharts.outbox_sweep"
         )
+        # Telemetry (docs/telemetry.md): Django signals and logging, and the optional
+        # OpenTelemetry bridge (STATECHARTS["OPENTELEMETRY"], the `opentelemetry` extra).
+        from statecharts import telemetry
+        from statecharts.conf import statecharts_settings
+
+        telemetry.install()
+        if statecharts_settings.OPENTELEMETRY:
+            from statecharts import telemetry_otel
+
+            telemetry_otel.install()
         from statecharts.stepper.sweeper import outbox_work
         from statecharts.work import register_work_source
 

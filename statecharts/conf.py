@@ -34,6 +34,7 @@ dict. The ``statecharts`` app's own keys::
         "PRUNE_SCHEDULED": True,    # False: the hourly task prunes nothing
         # Health (statecharts.health): figure -> {"warning": n, "critical": n} overrides.
         "HEALTH_THRESHOLDS": {},
+        "OPENTELEMETRY": False,     # spans and metrics through OpenTelemetry (docs/telemetry.md)
     }
 
 The ``timers`` app registers the ``TIMER_*`` keys (``timers/conf.py``, docs/timers.md).
@@ -81,6 +82,9 @@ DEFAULTS: dict[str, Any] = {
     "PRUNE_SCHEDULED": True,
     # Health (statecharts.health): thresholds by figure name, overriding the apps' defaults.
     "HEALTH_THRESHOLDS": {},
+    # Telemetry (docs/telemetry.md): True sends spans and metrics through the OpenTelemetry
+    # API (statecharts.telemetry_otel; needs the `opentelemetry` extra). Read at start-up.
+    "OPENTELEMETRY": False,
 }
 
 SettingsCheck = Callable[[Mapping[str, Any]], list[CheckMessage]]

@@ -40,6 +40,7 @@ class TimerSerializer(serializers.ModelSerializer[Timer]):
             "execution",
             "send_id",
             "event",
+            "codec",
             "target",
             "due",
             "status",

@@ -28,9 +28,11 @@ from django.db.models import F
 
 from statecharts import codecs, stepper
 from statecharts.core.plan import Instruction, InstructionKind, delivery
+from statecharts.core.telemetry import TelemetryEvent
 from statecharts.models import Execution
 from statecharts.statuses import TimerRule, rules
 from statecharts.work import WorkSource
+from timers import observing
 from timers.conf import timer_settings
 from timers.delivery import Delivery, DeliveryUnavailable, Fire, Snooze, resolve
 from timers.models import Timer, TimerStatus
@@ -181,10 +183,26 @@ def _spend_timed_out(stale: list[Timer], now: datetime) -> set[int]:
             )
             ended.add(timer.pk)
             log.warning("timer %s: %s; failed after %s attempts", timer.pk, error, attempts)
+            observing.timer_event(
+                TelemetryEvent.TIMER_FAILED,
+                timer,
+                now=now,
+                attempts=attempts,
+                error=error,
+                reason=TIMED_OUT,
+            )
         else:
             rows.update(attempts=F("attempts") + 1, last_error=error)
             timer.attempts, timer.last_error = attempts, error
             log.warning("timer %s: %s; attempt %s spent", timer.pk, error, attempts)
+            observing.timer_event(
+                TelemetryEvent.TIMER_RETRIED,
+                timer,
+                now=now,
+                attempts=attempts,
+                error=error,
+                reason=TIMED_OUT,
+            )
     return ended
 
 
@@ -346,7 +364,8 @@ def _fire_batch_locked(timers: list[Timer], now: datetime, outbox: list[int]) ->
     of the same execution goes through ``_fire_with`` after the earlier steps, seeing their
     effects (``step_locked`` updates the locked instance in place).
     """
-    executions = stepper.lock_many({timer.execution_id for timer in timers})
+    with observing.LockTimer():
+        executions = stepper.lock_many({timer.execution_id for timer in timers})
     first: dict[int, Timer] = {}
     for timer in timers:
         first.setdefault(timer.execution_id, timer)
@@ -459,7 +478,8 @@ def _fire_with(
 
 def _lock_execution(execution_id: int) -> Execution | None:
     try:
-        return stepper.lock(execution_id)
+        with observing.LockTimer():
+            return stepper.lock(execution_id)
     except Execution.DoesNotExist:
         return None
 
@@ -502,6 +522,13 @@ def _deliver(
         # installed here yet), not about the row: try again later, no attempt spent.
         return _snooze(timer, now, taken=True, reason=f"{exc}: snoozed")
     if answer is None:
+        observing.timer_event(
+            TelemetryEvent.TIMER_FIRED,
+            timer,
+            now=now,
+            session_id=execution.session_id,
+            attempts=timer.attempts,
+        )
         return FIRED
     if isinstance(answer, Snooze) and answer.valid:
         said = f": {answer.reason}" if answer.reason else ""
@@ -526,6 +553,8 @@ def _settle(timer: Timer, status: str, now: datetime, reason: str) -> str:
     lock); SKIPPED when it was not."""
     if not _settle_ids([timer.pk], status, now, reason):
         return SKIPPED
+    if status == TimerStatus.DISCARDED:
+        observing.timer_event(TelemetryEvent.TIMER_DISCARDED, timer, now=now, reason=reason)
     return {TimerStatus.FIRED: FIRED, TimerStatus.DISCARDED: DISCARDED}.get(status, status)
 
 
@@ -592,7 +621,12 @@ def _snooze(
         fire_deadline=None,
         reason=reason[:300],
     )
-    return SNOOZED if snoozed else SKIPPED
+    if not snoozed:
+        return SKIPPED
+    observing.timer_event(
+        TelemetryEvent.TIMER_SNOOZED, timer, now=now, reason=reason, seconds=delay.total_seconds()
+    )
+    return SNOOZED
 
 
 def _retry_or_fail(timer: Timer, now: datetime, exc: Exception) -> str:
@@ -619,6 +653,14 @@ def _record_attempt(timer: Timer, now: datetime, exc: Exception) -> str:
             claimed_until=None,
             fire_deadline=None,
         )
+        observing.timer_event(
+            TelemetryEvent.TIMER_FAILED,
+            timer,
+            now=now,
+            attempts=attempts,
+            error=error,
+            reason=f"delivery failed {attempts} times",
+        )
         return FAILED
     backoff = timer_settings.TIMER_RETRY_SECONDS * 2 ** (attempts - 1)
     rows.update(
@@ -627,6 +669,14 @@ def _record_attempt(timer: Timer, now: datetime, exc: Exception) -> str:
         due=now + timedelta(seconds=backoff),
         claimed_until=None,
         fire_deadline=None,
+    )
+    observing.timer_event(
+        TelemetryEvent.TIMER_RETRIED,
+        timer,
+        now=now,
+        attempts=attempts,
+        error=error,
+        retry_in_s=backoff,
     )
     return RETRYING
 

@@ -10,8 +10,10 @@ from datetime import timedelta
 
 from statecharts import codecs
 from statecharts.core.plan import Instruction
+from statecharts.core.telemetry import TelemetryEvent
 from statecharts.models import Execution
 from statecharts.stepper import StepContext, database
+from timers import observing
 from timers.conf import timer_settings
 from timers.models import Timer, TimerStatus
 
@@ -29,7 +31,7 @@ def schedule(context: StepContext, instruction: Instruction) -> None:
     assert effect is not None and instruction.target is not None
     data = effect.data
     event, codec = codecs.encode_event(data["event"])
-    Timer.objects.using(database()).bulk_create(
+    written = Timer.objects.using(database()).bulk_create(
         [
             Timer(
                 execution=context.execution,
@@ -53,6 +55,22 @@ def schedule(context: StepContext, instruction: Instruction) -> None:
         ],
         ignore_conflicts=True,
     )
+    if observing.listening():
+        timer = written[0]
+        if timer.pk is None:  # (ignore_conflicts leaves it unset: one query, only here)
+            timer.pk = (
+                Timer.objects.using(database())
+                .filter(execution=context.execution, ordinal=timer.ordinal)
+                .values_list("pk", flat=True)
+                .first()
+            )
+        observing.timer_event(
+            TelemetryEvent.TIMER_SCHEDULED,
+            timer,
+            session_id=context.execution.session_id,
+            delay_ms=data["delay_ms"],
+            scheduled_in=context.seq,
+        )
 
 
 def cancel(context: StepContext, instruction: Instruction) -> None:
@@ -60,7 +78,7 @@ def cancel(context: StepContext, instruction: Instruction) -> None:
 
     A cancel that matches nothing is a no-op; other executions' timers are never touched.
     """
-    Timer.objects.using(database()).filter(
+    cancelled = Timer.objects.using(database()).filter(
         execution=context.execution,
         send_id=instruction.data["send_id"],
         status=TimerStatus.PENDING,
@@ -70,17 +88,26 @@ def cancel(context: StepContext, instruction: Instruction) -> None:
         settled=context.now,
         claimed_until=None,
     )
+    observing.bulk_event(
+        TelemetryEvent.TIMER_CANCELLED,
+        context.execution,
+        cancelled,
+        send_id=instruction.data["send_id"],
+        reason=f"cancelled by <cancel> in step {context.seq}",
+    )
 
 
 def discard_when_finished(sender: object, execution: Execution, **kwargs: object) -> None:
     """``execution_finished`` receiver: the pending timers of an execution that has just
     completed, failed or been cancelled are marked discarded in that same step, so lists of
     pending timers stay true. (Firing re-checks liveness anyway: this is not the guarantee.)"""
-    Timer.objects.using(database()).filter(
+    reason = f"execution {execution.status} before the timer was due"
+    discarded = Timer.objects.using(database()).filter(
         execution=execution, status=TimerStatus.PENDING
     ).update(
         status=TimerStatus.DISCARDED,
-        reason=f"execution {execution.status} before the timer was due",
+        reason=reason,
         settled=execution.ended or execution.updated,
         claimed_until=None,
     )
+    observing.bulk_event(TelemetryEvent.TIMER_DISCARDED, execution, discarded, reason=reason)

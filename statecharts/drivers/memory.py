@@ -15,9 +15,12 @@ import itertools
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
+from time import perf_counter
 from typing import Any, Protocol
 
+from statecharts.core import telemetry
 from statecharts.core.budget import StepBudgets
 from statecharts.core.compile import load_chart
 from statecharts.core.datamodel import Limits, check_tagged, plain
@@ -30,6 +33,20 @@ from statecharts.core.model import Chart
 from statecharts.core.plan import OBSERVED, Instruction, InstructionKind, delivery, plan_one
 from statecharts.core.resolve import Resolver, default_resolver
 from statecharts.core.state import State
+from statecharts.core.telemetry import TelemetryEvent
+from statecharts.drivers.durable import CANCEL, EVENT, INTERNAL, START, status_of
+
+MEMORY = telemetry.Driver.MEMORY.value
+STARTED = TelemetryEvent.EXECUTION_STARTED
+# Instructions that perform nothing (observations) or report themselves (unroutable).
+_NOT_PERFORMED = frozenset({InstructionKind.OBSERVE, InstructionKind.UNROUTABLE})
+
+
+def _status(session: MemorySession) -> str:
+    """The status a durable execution in this state would have (one vocabulary)."""
+    if session.halted is not None:
+        return "halted"
+    return status_of(session.state) if session.state is not None else "active"
 
 
 class MemoryRoute(Protocol):
@@ -125,7 +142,8 @@ class MemorySession:
             return self
         # Nothing queued: handling it right away is what run_until_idle would do.
         assert self.state is not None
-        driver._apply(self, self.interpreter.handle_event(self.state, event))
+        state = self.state
+        driver._step(self, EVENT, name, lambda: self.interpreter.handle_event(state, event))
         if queue:
             driver.run_until_idle()
         return self
@@ -136,7 +154,8 @@ class MemorySession:
         A halted session (a step went over a budget) can be cancelled too: its onexit handlers
         run in the configuration it kept."""
         if self.state is not None and self.state.running:
-            self.driver._apply(self, self.interpreter.cancel(self.state))
+            state = self.state
+            self.driver._step(self, CANCEL, None, lambda: self.interpreter.cancel(state))
             self.driver.run_until_idle()
         return self
 
@@ -216,7 +235,14 @@ class MemoryDriver:
         if data is not None:
             check_tagged(data)
         session = self._new_session(chart, session_id)
-        self._apply(session, session.interpreter.initialize(session.session_id, data=data))
+        if telemetry.listeners:
+            telemetry.emit(STARTED, MEMORY, session.session_id, chart=chart.name)
+        self._step(
+            session,
+            START,
+            None,
+            lambda: session.interpreter.initialize(session.session_id, data=data),
+        )
         self.run_until_idle()
         return session
 
@@ -257,8 +283,13 @@ class MemoryDriver:
             session, event = self._queue.popleft()
             if not session.running:
                 continue
-            assert session.state is not None
-            self._apply(session, session.interpreter.handle_event(session.state, event))
+            state = session.state
+            assert state is not None
+            if not telemetry.listeners:
+                self._apply(session, session.interpreter.handle_event(state, event))
+                continue
+            run = partial(session.interpreter.handle_event, state, event)
+            self._step(session, EVENT, event.name, run)
 
     # -- internals -------------------------------------------------------------------------
 
@@ -284,6 +315,59 @@ class MemoryDriver:
     def _enqueue(self, session: MemorySession, event: Event) -> None:
         self._queue.append((session, event))
 
+    def _step(
+        self,
+        session: MemorySession,
+        input_kind: str,
+        event_name: str | None,
+        run: Callable[[], Step],
+    ) -> None:
+        """Run one step (``run`` calls the interpreter) and perform it; with a telemetry
+        listener, time it and emit ``step`` (the same event the durable stepper emits)."""
+        if not telemetry.listeners:
+            self._apply(session, run())
+            return
+        was_done, was_halted = session.done, session.halted
+        started = perf_counter()
+        step = run()
+        self._apply(session, step)
+        effects = step.effects
+        # A step over a budget is rolled back (the session keeps its state): "refused", as
+        # the durable stepper records it.
+        halted = session.halted is not None and was_halted is None
+        telemetry.emit(
+            TelemetryEvent.STEP,
+            MEMORY,
+            session.session_id,
+            chart=session.chart.name,
+            input_kind=input_kind,
+            event_name=event_name,
+            disposition="refused" if halted else "applied",
+            duration_s=perf_counter() - started,
+            effects=len(effects),
+            effect_counts=telemetry.effect_counts(
+                e.kind for e in effects if not e.kind.is_trace
+            ),
+            status=_status(session),
+        )
+        if halted:
+            telemetry.emit(
+                TelemetryEvent.EXECUTION_HALTED,
+                MEMORY,
+                session.session_id,
+                chart=session.chart.name,
+                budget=session.halted,
+            )
+        if session.done and not was_done:
+            telemetry.emit(
+                TelemetryEvent.EXECUTION_FINISHED,
+                MEMORY,
+                session.session_id,
+                chart=session.chart.name,
+                status=_status(session),
+                outcome=session.outcome,
+            )
+
     def _apply(self, session: MemorySession, step: Step) -> None:
         session.state = step.state
         on_effect, on_instruction = self.on_effect, self.on_instruction
@@ -301,6 +385,14 @@ class MemoryDriver:
             if on_instruction is not None:
                 on_instruction(session, instruction)
             perform[instruction.kind](session, instruction)
+            if telemetry.listeners and instruction.kind not in _NOT_PERFORMED:
+                telemetry.emit(
+                    TelemetryEvent.EFFECT_PERFORMED,
+                    MEMORY,
+                    session.session_id,
+                    effect=str(effect.kind),
+                    instruction=instruction.kind.value,
+                )
 
     # -- performing instructions (how this driver does what the planner decided) -----------
 
@@ -338,8 +430,13 @@ class MemoryDriver:
         assert instruction.event is not None
         if session.running:
             assert session.state is not None
-            step = session.interpreter.deliver_internal(session.state, instruction.event)
-            self._apply(session, step)
+            state, event = session.state, instruction.event
+            self._step(
+                session,
+                INTERNAL,
+                event.name,
+                lambda: session.interpreter.deliver_internal(state, event),
+            )
 
     def _deliver_parent(self, session: MemorySession, instruction: Instruction) -> None:
         assert instruction.event is not None
@@ -382,6 +479,15 @@ class MemoryDriver:
 
     def _unroutable(self, session: MemorySession, instruction: Instruction) -> None:
         reason = instruction.reason or f"this driver has no {instruction.kind.value}"
+        if telemetry.listeners:
+            effect = instruction.effect
+            telemetry.emit(
+                TelemetryEvent.EFFECT_UNROUTABLE,
+                MEMORY,
+                session.session_id,
+                effect=str(effect.kind) if effect is not None else None,
+                reason=reason,
+            )
         self._communication_error(session, reason)
 
     def _schedule(self, session: MemorySession, instruction: Instruction) -> None:
@@ -414,7 +520,8 @@ class MemoryDriver:
         if child is not None and child.running:
             child.cancelled_by_parent = True
             assert child.state is not None
-            self._apply(child, child.interpreter.cancel(child.state))
+            state = child.state
+            self._step(child, CANCEL, None, lambda: child.interpreter.cancel(state))
 
     def _autoforward(self, session: MemorySession, instruction: Instruction) -> None:
         data = instruction.data
@@ -452,7 +559,13 @@ class MemoryDriver:
         if session.running:
             assert session.state is not None
             event = Event("error.communication", PLATFORM, {"message": message})
-            self._apply(session, session.interpreter.deliver_internal(session.state, event))
+            state = session.state
+            self._step(
+                session,
+                INTERNAL,
+                event.name,
+                lambda: session.interpreter.deliver_internal(state, event),
+            )
 
     def _fire(self, timer: _Timer) -> None:
         session = self.sessions.get(timer.session_id)
@@ -476,7 +589,13 @@ class MemoryDriver:
             if parent.running:
                 assert parent.state is not None
                 event = Event("error.execution", PLATFORM, {"message": str(exc)})
-                self._apply(parent, parent.interpreter.deliver_internal(parent.state, event))
+                state = parent.state
+                self._step(
+                    parent,
+                    INTERNAL,
+                    event.name,
+                    lambda: parent.interpreter.deliver_internal(state, event),
+                )
             return
         child_id = f"{parent.session_id}.{data['invokeid']}"
         while child_id in self.sessions:  # the same invoke id, invoked again
@@ -486,9 +605,13 @@ class MemoryDriver:
         child.invokeid = data["invokeid"]
         parent.children[data["invokeid"]] = child
         overrides = data["data"] if isinstance(data["data"], dict) else None
-        self._apply(
+        if telemetry.listeners:
+            telemetry.emit(STARTED, MEMORY, child.session_id, chart=chart.name)
+        self._step(
             child,
-            child.interpreter.initialize(
+            START,
+            None,
+            lambda: child.interpreter.initialize(
                 child.session_id,
                 data=overrides,
                 parent_session_id=parent.session_id,

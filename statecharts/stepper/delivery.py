@@ -40,12 +40,13 @@ from django.db.models import F
 from statecharts import codecs
 from statecharts.conf import statecharts_settings
 from statecharts.core.events import PLATFORM, Event
+from statecharts.core.telemetry import TelemetryEvent
 from statecharts.drivers.durable import Input
 from statecharts.exceptions import StepRefused
 from statecharts.models import AppliedMessage, Execution, OutboxMessage
 from statecharts.models.outbox import OutboxStatus
 from statecharts.statuses import InputRule, rules
-from statecharts.stepper import sql
+from statecharts.stepper import observing, sql
 from statecharts.stepper.transaction import feed_step, lock, step_locked
 
 log = logging.getLogger("statecharts.stepper")
@@ -118,7 +119,7 @@ def deliver_one(message_id: int, more: list[int], *, tell_sender: bool = True) -
     except codecs.CodecUnavailable as exc:
         # A fact about this deployment (a codec or key not deployed here yet): it waits,
         # pending, and the sweeper tries again; the reason is kept for an operator.
-        _waiting(message.pk, f"{exc}: waiting")
+        _waiting(message, f"{exc}: waiting")
         return False
     except codecs.CorruptPayload as exc:  # a fact about the row: it can never be delivered
         reason = f"undecodable: {exc}"
@@ -145,6 +146,7 @@ def deliver_one(message_id: int, more: list[int], *, tell_sender: bool = True) -
             applied = None
         if applied is not None:
             _mark_delivered(message_id)
+            _delivered(message, event.get("name"))
             return True
         target = _target(target_session_id)  # it applied it before, or it cannot take it
     # The target never applied it, and cannot: the sender is told (spec 6.2:
@@ -158,11 +160,38 @@ def deliver_one(message_id: int, more: list[int], *, tell_sender: bool = True) -
     return False
 
 
-def _waiting(message_id: int, reason: str) -> None:
-    log.warning("outbox message %s: %s", message_id, reason)
+def _waiting(message: OutboxMessage, reason: str) -> None:
+    log.warning("outbox message %s: %s", message.pk, reason)
     OutboxMessage.objects.using(sql.database()).filter(
-        pk=message_id, status=OutboxStatus.PENDING
+        pk=message.pk, status=OutboxStatus.PENDING
     ).update(last_error=reason[:2000])
+    if observing.listening():
+        observing.after_commit(
+            TelemetryEvent.OUTBOX_WAITING, None, **_attributes(message), reason=reason
+        )
+
+
+def _attributes(message: OutboxMessage) -> dict[str, Any]:
+    """What every ``outbox.*`` event says of its message (docs/telemetry.md)."""
+    return {
+        "message_id": message.pk,
+        "kind": message.kind,
+        "sender_id": message.sender_id,
+        "target_session_id": message.target_session_id,
+        "codec": message.codec,
+    }
+
+
+def _delivered(message: OutboxMessage, event_name: str | None = None) -> None:
+    if observing.listening():
+        lateness = (statecharts_settings.now() - message.created).total_seconds()
+        observing.after_commit(
+            TelemetryEvent.OUTBOX_DELIVERED,
+            None,
+            **_attributes(message),
+            event_name=event_name,
+            lateness_s=lateness,
+        )
 
 
 def _waiting_for_its_target(message: OutboxMessage) -> bool:
@@ -191,6 +220,7 @@ def _deliver_other_kind(message: OutboxMessage, more: list[int]) -> bool:
         return False
     if handled:
         _mark_delivered(message.pk)
+        _delivered(message)
     return handled
 
 
@@ -236,6 +266,15 @@ def _settle_undelivered(
             .filter(pk=message_id, status=OutboxStatus.PENDING)
             .update(status=OutboxStatus.UNDELIVERABLE, reason=reason, delivered=now)
         )
+        if taken and observing.listening():
+            observing.after_commit(
+                TelemetryEvent.OUTBOX_UNDELIVERABLE,
+                sender.session_id if sender is not None else None,
+                message_id=message_id,
+                sender_id=sender_id,
+                send_id=send_id,
+                reason=reason,
+            )
         if taken and tell and sender is not None:
             error = Event(
                 "error.communication", PLATFORM, {"message": reason}, sendid=send_id or None

@@ -57,6 +57,7 @@ from statecharts.core.plan import Instruction, InstructionKind
 from statecharts.core.state import State
 from statecharts.drivers.durable import CANCELLED_BY_PARENT
 from statecharts.models import Execution, OutboxMessage
+from statecharts.stepper import observing
 from statecharts.stepper.sql import database
 
 log = logging.getLogger("statecharts.stepper")
@@ -274,8 +275,14 @@ def perform(context: StepContext, instructions: Iterable[Instruction]) -> list[d
             performer(context, instruction)
             if len(context.outbox) > written:
                 item["outbox"] = context.outbox[-1]
+            if observing.listening():
+                observing.effect(context.execution, instruction)
         elif kind is InstructionKind.UNROUTABLE:
             item["unroutable"] = instruction.reason
+            if observing.listening():
+                observing.effect(
+                    context.execution, instruction, unroutable=instruction.reason or "unroutable"
+                )
             log.warning(
                 "execution %s: an effect could not be planned: %s",
                 context.execution.session_id,

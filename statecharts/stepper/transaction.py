@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -58,7 +59,7 @@ from statecharts.core.position import (
     encode,
 )
 from statecharts.core.state import State
-from statecharts.drivers.durable import CANCEL, Advance, Input, advance, status_of
+from statecharts.drivers.durable import CANCEL, START, Advance, Input, advance, status_of
 from statecharts.exceptions import (
     Halted,
     IdempotencyConflict,
@@ -78,7 +79,7 @@ from statecharts.statuses import (
     InputRule,
     rules,
 )
-from statecharts.stepper import sql
+from statecharts.stepper import observing, sql
 from statecharts.stepper.performing import (
     NoPerformer,
     StepContext,
@@ -145,6 +146,7 @@ def start_step(
     transaction; the outbox ids it wrote are appended to ``outbox``. ``parent``, ``invokeid``
     and ``invoke_ordinal`` start the child of an ``<invoke>`` (``_event`` of what it sends to
     ``#_parent`` carries the invoke id; one child per (parent, ordinal))."""
+    observing.step_started()
     compiled = compiled_chart(chart)
     if data is not None:
         check_tagged(data)  # ValueError names the bad path; nothing is written
@@ -311,6 +313,7 @@ def step_locked(
     invocations app discards what a cancelled invocation sent after its cancellation, spec
     6.4.3).
     """
+    observing.step_started()  # (the lock wait, before it, is measured on its own)
     status_rules = rules(execution.status)
     if step_input.kind == CANCEL:
         return _cancel_locked(execution, step_input, now, outbox, caller_context, cause)
@@ -439,6 +442,8 @@ def _cancel_without_chart_code(
         created=now,
     )
     sql.insert_row(entry)
+    observing.step(execution, entry)
+    observing.finished(execution)
     signals.execution_finished.send(Execution, execution=execution)
     return StepResult(execution, entry, ())
 
@@ -488,12 +493,22 @@ def perform_delivery(
 
 def lock(pk: int) -> Execution:
     """Lock an execution row for the rest of the transaction (its chart is loaded too)."""
-    return sql.lock_execution(pk)
+    if not observing.listening():
+        return sql.lock_execution(pk)
+    waited = time.perf_counter()
+    execution = sql.lock_execution(pk)
+    observing.lock_waited(time.perf_counter() - waited)
+    return execution
 
 
 def lock_many(pks: set[int]) -> dict[int, Execution]:
     """Lock several executions in ascending id order (the one order every batch follows)."""
-    return sql.lock_executions(pks)
+    if not observing.listening():
+        return sql.lock_executions(pks)
+    waited = time.perf_counter()
+    executions = sql.lock_executions(pks)
+    observing.lock_waited(time.perf_counter() - waited)
+    return executions
 
 
 # Decoding the same blob twice gives the same state; reusing the very State object lets the
@@ -599,6 +614,12 @@ def _apply(
         _remember_position(execution, blob, Position(identity, state))
     effects = tuple(outcome.effects)
     instructions = tuple(outcome.instructions)
+    if observing.listening():
+        if step_input.kind == START:
+            observing.started(execution)
+        observing.step(execution, entry, instructions, caller_context)
+        if finished:
+            observing.finished(execution)
     signals.step_finished.send(
         Execution, execution=execution, entry=entry, effects=effects, instructions=instructions
     )
@@ -660,6 +681,7 @@ def _halt(
         effects=[{"kind": "budget_exhausted", **halted}],
         cause=cause,
     )
+    observing.halted(execution, halted)
     signals.execution_halted.send(Execution, execution=execution, entry=result.entry)
     return result, Halted(f"execution {execution.session_id} halted: {reason}")
 
@@ -756,6 +778,7 @@ def _record_unapplied(
         created=now,
     )
     sql.insert_row(entry)
+    observing.step(execution, entry)
     return StepResult(execution, entry, ())
 
 

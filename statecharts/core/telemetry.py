@@ -1,0 +1,97 @@
+"""One telemetry contract for every driver: the events, and the emitter every driver calls.
+
+The design documents' rule (one family, the driver's name on every event): a step taken in
+memory and a step taken durably are the same kind of thing, so they are the same event, with
+``driver`` telling them apart (``"memory"`` or ``"durable"``). What only a durable host has
+(timer rows, outbox rows) is a second family, the storage events (``timer.*``,
+``outbox.*``), sent by the apps that own those rows.
+
+This module is pure (no Django, no clock): drivers and apps call :func:`emit`; listeners
+(:func:`subscribe`) turn events into Django signals and log records
+(``statecharts.telemetry``), OpenTelemetry spans and metrics (``statecharts.telemetry_otel``)
+or anything else. With no listener, :func:`emit` returns at once, and the drivers skip
+building an event's attributes (they test :data:`listeners` first): telemetry nobody listens
+to costs a truth test per step (docs/performance.md).
+
+Attributes every event carries: ``driver``; ``session_id``. The rest, per event, are listed in
+docs/telemetry.md. A listener must not raise (a raise is caught, logged by the Django bridge,
+and never reaches the step) and must not keep the attributes dict (it is shared between
+listeners).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from enum import StrEnum
+from typing import Any
+
+
+class TelemetryEvent(StrEnum):
+    # The execution family (every driver).
+    EXECUTION_STARTED = "execution.started"
+    STEP = "step"
+    EFFECT_PERFORMED = "effect.performed"
+    EFFECT_UNROUTABLE = "effect.unroutable"
+    EXECUTION_FINISHED = "execution.finished"
+    EXECUTION_HALTED = "execution.halted"
+    # The storage family (durable rows).
+    TIMER_SCHEDULED = "timer.scheduled"
+    TIMER_CANCELLED = "timer.cancelled"
+    TIMER_FIRED = "timer.fired"
+    TIMER_DISCARDED = "timer.discarded"
+    TIMER_SNOOZED = "timer.snoozed"
+    TIMER_RETRIED = "timer.retried"
+    TIMER_FAILED = "timer.failed"
+    OUTBOX_DELIVERED = "outbox.delivered"
+    OUTBOX_WAITING = "outbox.waiting"
+    OUTBOX_UNDELIVERABLE = "outbox.undeliverable"
+
+
+class Driver(StrEnum):
+    """The driver names: frozen (dashboards are built on them)."""
+
+    MEMORY = "memory"
+    DURABLE = "durable"
+
+
+Listener = Callable[[TelemetryEvent, Mapping[str, Any]], None]
+
+# Subscribed listeners, in order. Drivers test its truth before building attributes.
+listeners: list[Listener] = []
+# Called with (listener, event, exception) when a listener raises (the Django bridge logs it).
+on_listener_error: Callable[[Listener, TelemetryEvent, BaseException], None] | None = None
+
+
+def subscribe(listener: Listener) -> None:
+    """Add ``listener`` (once: subscribing it again does nothing)."""
+    if listener not in listeners:
+        listeners.append(listener)
+
+
+def unsubscribe(listener: Listener) -> None:
+    if listener in listeners:
+        listeners.remove(listener)
+
+
+def emit(event: TelemetryEvent, driver: str, session_id: str | None, /, **attributes: Any) -> None:
+    """Hand one event to every listener. A listener that raises is reported to
+    :data:`on_listener_error` and skipped: telemetry never changes what a step does."""
+    if not listeners:
+        return
+    attributes["driver"] = driver
+    attributes["session_id"] = session_id
+    for listener in tuple(listeners):
+        try:
+            listener(event, attributes)
+        except Exception as exc:
+            if on_listener_error is not None:
+                on_listener_error(listener, event, exc)
+
+
+def effect_counts(kinds: Any) -> dict[str, int]:
+    """``{kind: n}`` of an iterable of effect (or instruction) kinds, in first-seen order."""
+    counts: dict[str, int] = {}
+    for kind in kinds:
+        key = str(kind)
+        counts[key] = counts.get(key, 0) + 1
+    return counts
