@@ -890,7 +890,7 @@ def run_codecs(args: argparse.Namespace) -> dict[str, Any]:
             key: statistics.median(r[key] for r in runs)
             for key in ("per_second", "wall_ms", "cpu_ms", "server_cpu_ms")
         }
-    log("codecs: " + ", ".join(f"{k} {v['wall_ms']:.3f} ms/fire" for k, v in summary.items()))
+    log("codecs: " + ", ".join(f"{k} {summary[k]['wall_ms']:.3f} ms/fire" for k in results))
     return {"timers": n, "rounds": args.codec_rounds, "codecs": summary}
 
 

@@ -390,7 +390,7 @@ class ExecutionAdmin(ReadOnlyAdmin):
     search_fields = ["=id", "session_id", "business_key"]
     date_hierarchy = "created"
     list_select_related = ["chart"]
-    actions = ["cancel_selected", "erase_selected"]
+    actions = ["cancel_selected", "erase_selected", "trace_selected", "untrace_selected"]
     exclude = ["position", "configuration", "donedata", "metadata"]  # shown as *_json below
     readonly_fields = [
         "chart",
@@ -407,6 +407,7 @@ class ExecutionAdmin(ReadOnlyAdmin):
         "updated",
         "ended",
         "erased",
+        "tracing",
     ]
 
     # The JSON columns shown through the read model's json_text: bounded, never failing on a
@@ -474,6 +475,26 @@ class ExecutionAdmin(ReadOnlyAdmin):
         said = ", ".join(f"{n} {disposition}" for disposition, n in sorted(outcomes.items()))
         self.message_user(request, f"Cancel: {said or 'nothing was cancelled'}.")
         return None
+
+    @admin.action(description="Trace the steps of the selected executions", permissions=["cancel"])
+    def trace_selected(self, request: HttpRequest, queryset: QuerySet[Execution]) -> None:
+        self._trace(request, queryset, on=True)
+
+    @admin.action(description="Stop tracing the selected executions", permissions=["cancel"])
+    def untrace_selected(self, request: HttpRequest, queryset: QuerySet[Execution]) -> None:
+        self._trace(request, queryset, on=False)
+
+    def _trace(self, request: HttpRequest, queryset: QuerySet[Execution], *, on: bool) -> None:
+        """Turn tracing on or off (``stepper.trace``, each under its execution's lock): from
+        their next step, their timelines show the core's trace. Changes nothing they do."""
+        ids = list(queryset.order_by("pk").values_list("pk", flat=True)[: MAX_BULK_ROWS + 1])
+        if too_many(self, request, ids):
+            return
+        changed = sum(1 for pk in ids if stepper.trace(pk, on))
+        what = "on" if on else "off"
+        self.message_user(
+            request, f"Tracing {what}: {changed} changed, {len(ids) - changed} already {what}."
+        )
 
     @admin.action(
         description="Erase the personal data of the selected executions", permissions=["erase"]

@@ -202,8 +202,10 @@ class HistoryRow:
     disposition: str
     status_after: str
     configuration_after: tuple[str, ...]
-    effects: tuple[EffectSummary, ...]  # datamodel changes left out
+    effects: tuple[EffectSummary, ...]  # datamodel changes and trace effects left out
     entry: HistoryEntry
+    # The core's trace of the step, one line each (kept only while the execution traces).
+    trace: tuple[str, ...] = ()
 
     @property
     def after(self) -> str:
@@ -256,11 +258,68 @@ def history_row(entry: HistoryEntry) -> HistoryRow:
         configuration_after=tuple(str(s) for s in after) if isinstance(after, list) else (),
         effects=tuple(_effect_summary(e) for e in effects if _shown(e)),
         entry=entry,
+        trace=tuple(trace_line(e) for e in effects if _traced(e)),
     )
 
 
+_NOT_SHOWN = frozenset({"datamodel_change", "datamodel_init"})
+
+
 def _shown(effect: Any) -> bool:
-    return not (isinstance(effect, dict) and effect.get("kind") == "datamodel_change")
+    if not isinstance(effect, dict):
+        return True
+    kind = str(effect.get("kind", ""))
+    return kind not in _NOT_SHOWN and not kind.startswith("trace.")
+
+
+def _traced(effect: Any) -> bool:
+    return isinstance(effect, dict) and str(effect.get("kind", "")).startswith("trace.")
+
+
+def trace_line(effect: dict[str, Any]) -> str:
+    """One trace effect as a line of the timeline's trace (the whole effect is in the
+    history entry's JSON)."""
+    kind = str(effect.get("kind", "")).removeprefix("trace.")
+    round_ = f"[{effect.get('macrostep')}.{effect.get('microstep')}.{effect.get('round')}] "
+
+    def ids(key: str) -> str:
+        value = effect.get(key)
+        return ", ".join(map(str, value)) if isinstance(value, list) else "-"
+
+    event = effect.get("event") if isinstance(effect.get("event"), dict) else {}
+    if kind == "event_dequeued":
+        said = f"dequeued {event.get('name')} ({event.get('type')})"
+    elif kind == "internal_event_raised":
+        said = f"raised {event.get('name')}"
+    elif kind == "transitions_selected":
+        transitions = (
+            effect.get("transitions") if isinstance(effect.get("transitions"), list) else []
+        )
+        said = "selected " + "; ".join(
+            f"{t.get('source')} --{t.get('event') or '(eventless)'}--> "
+            f"{', '.join(map(str, t.get('targets') or [])) or '(targetless)'}"
+            for t in transitions
+            if isinstance(t, dict)
+        )
+    elif kind == "guard_evaluated":
+        transition = effect.get("transition") if isinstance(effect.get("transition"), dict) else {}
+        said = (
+            f"guard of {transition.get('source')}'s transition: {effect.get('cond')} -> "
+            f"{'true' if effect.get('result') else 'false'}"
+        )
+    elif kind == "exit_set":
+        said = f"exited {ids('states')}"
+    elif kind == "entry_set":
+        said = f"entered {ids('states')}"
+    elif kind == "history_recorded":
+        said = f"history {effect.get('history')} recorded {ids('states')}"
+    elif kind == "microstep_completed":
+        said = f"microstep done: {ids('configuration')}"
+    elif kind == "macrostep_stable":
+        said = f"stable: {ids('configuration')}"
+    else:
+        said = kind
+    return round_ + said
 
 
 def _effect_summary(effect: Any) -> EffectSummary:

@@ -168,18 +168,21 @@ def budgets() -> StepBudgets:
     )
 
 
-def interpreter_for(compiled: CompiledChart) -> Interpreter:
-    """This thread's interpreter for ``compiled`` (settings are read when it is created)."""
+def interpreter_for(compiled: CompiledChart, *, tracing: bool = False) -> Interpreter:
+    """This thread's interpreter for ``compiled`` (settings are read when it is created);
+    ``tracing`` (an execution's flag) makes the core emit its trace effects too."""
     cache: dict[str, Interpreter] | None = getattr(_local, "interpreters", None)
     if cache is None:
         cache = _local.interpreters = {}
     step_budgets = budgets()
-    key = f"{compiled.source_hash}:{step_budgets}:{limits()}"
+    key = f"{compiled.source_hash}:{step_budgets}:{limits()}:{tracing}"
     interpreter = cache.get(key)
     if interpreter is None or interpreter.chart is not compiled:
         if len(cache) >= _CACHE_SIZE:
             cache.clear()
-        interpreter = cache[key] = Interpreter(compiled, budgets=step_budgets, limits=limits())
+        interpreter = cache[key] = Interpreter(
+            compiled, budgets=step_budgets, limits=limits(), tracing=tracing
+        )
     return interpreter
 
 

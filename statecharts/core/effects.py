@@ -32,12 +32,19 @@ class EffectKind(StrEnum):
     BUDGET_EXHAUSTED = "budget_exhausted"  # {"rounds", "budget"}
     LOG = "log"  # {"label", "value"}
     DATAMODEL_CHANGE = "datamodel_change"  # {"datamodel": dict}
-    # Trace effects, only with tracing on.
-    TRACE_EVENT = "trace.event_dequeued"
-    TRACE_TRANSITIONS = "trace.transitions_selected"
-    TRACE_EXIT = "trace.exit_set"
-    TRACE_ENTRY = "trace.entry_set"
-    TRACE_STABLE = "trace.macrostep_stable"
+    # The datamodel as the <data> elements left it when the session started, before any
+    # script or onentry ran: the observers' baseline ({"datamodel": dict, "error"?: str}).
+    DATAMODEL_INIT = "datamodel_init"
+    # Trace effects, only with tracing on (docs/durable-executions.md, "Tracing").
+    TRACE_EVENT = "trace.event_dequeued"  # {"event"}: taken off a queue
+    TRACE_TRANSITIONS = "trace.transitions_selected"  # {"transitions": [...]}
+    TRACE_EXIT = "trace.exit_set"  # {"states"}, in exit order
+    TRACE_ENTRY = "trace.entry_set"  # {"states"}, in entry order
+    TRACE_STABLE = "trace.macrostep_stable"  # {"configuration"}
+    TRACE_RAISED = "trace.internal_event_raised"  # {"event"}: put on the internal queue
+    TRACE_GUARD = "trace.guard_evaluated"  # {"transition": {"index", "source"}, "cond", "result"}
+    TRACE_HISTORY = "trace.history_recorded"  # {"history", "states"}
+    TRACE_MICROSTEP = "trace.microstep_completed"  # {"configuration"}
 
     @property
     def is_trace(self) -> bool:
@@ -60,6 +67,11 @@ TRACE_TRANSITIONS = EffectKind.TRACE_TRANSITIONS
 TRACE_EXIT = EffectKind.TRACE_EXIT
 TRACE_ENTRY = EffectKind.TRACE_ENTRY
 TRACE_STABLE = EffectKind.TRACE_STABLE
+DATAMODEL_INIT = EffectKind.DATAMODEL_INIT
+TRACE_RAISED = EffectKind.TRACE_RAISED
+TRACE_GUARD = EffectKind.TRACE_GUARD
+TRACE_HISTORY = EffectKind.TRACE_HISTORY
+TRACE_MICROSTEP = EffectKind.TRACE_MICROSTEP
 
 
 @dataclass(frozen=True, slots=True)

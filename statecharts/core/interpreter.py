@@ -205,6 +205,7 @@ class Interpreter:
                     node, bind=node.index == 0, overrides=data if node.index == 0 else None
                 )
             self.bound = {0}
+        self._emit_datamodel_init()
         self.running = True
         if chart.script is not None:
             self.executeContent(chart.script)
@@ -500,7 +501,25 @@ class Interpreter:
         )
 
     def _raise_error(self, name: str, message: str, sendid: str | None = None) -> None:
-        self.internal_queue.append(Event(name, PLATFORM, {"message": message}, sendid=sendid))
+        event = Event(name, PLATFORM, {"message": message}, sendid=sendid)
+        self.internal_queue.append(event)
+        if self.tracing:
+            self._emit(fx.TRACE_RAISED, event=event.to_dict())
+
+    def _emit_datamodel_init(self) -> None:
+        """``datamodel_init``: the datamodel as its ``<data>`` elements left it, before any
+        script or ``onentry`` ran (the observers' baseline; nothing is owed to it)."""
+        try:
+            baseline = self.dm.snapshot_value(self.dm.snapshot())
+        except DatamodelError as exc:  # reported where the step snapshots it, not here
+            baseline = None
+            error: str | None = str(exc)
+        else:
+            error = None
+        if error is None:
+            self._emit(fx.DATAMODEL_INIT, datamodel=baseline)
+        else:
+            self._emit(fx.DATAMODEL_INIT, datamodel=baseline, error=error)
 
     # ==== the main loop (spec: mainEventLoop), split at the external-queue wait ===============
 
@@ -708,10 +727,18 @@ class Interpreter:
         if t.cond is None:
             return True
         try:
-            return self.dm.evaluate_cond(t.cond)
+            result = self.dm.evaluate_cond(t.cond)
         except DatamodelError as exc:
             self._raise_error("error.execution", str(exc))
-            return False
+            result = False
+        if self.tracing:
+            self._emit(
+                fx.TRACE_GUARD,
+                transition={"index": t.index, "source": self.states[t.source].id},
+                cond=t.cond.source,
+                result=bool(result),
+            )
+        return bool(result)
 
     def removeConflictingTransitions(self, enabled: list[Transition]) -> list[Transition]:
         if len(enabled) < 2:
@@ -760,6 +787,8 @@ class Interpreter:
         self.exitStates(enabled)
         self.executeTransitionContent(enabled)
         self.enterStates(enabled)
+        if self.tracing:
+            self._emit(fx.TRACE_MICROSTEP, configuration=self._ids(sorted(self.configuration)))
 
     def exitStates(self, enabled: list[Transition]) -> None:
         statesToExit = self.computeExitSet(enabled)
@@ -789,6 +818,10 @@ class Interpreter:
                     self.historyValue = dict(self.historyValue)
                     self._history_shared = False
                 self.historyValue[h] = remembered
+                if self.tracing:
+                    self._emit(
+                        fx.TRACE_HISTORY, history=hnode.id, states=self._ids(remembered)
+                    )
         configuration = self.configuration
         configuration_changed = self.dm.configuration_changed
         # The sorted atomic states are kept up to date rather than recomputed (they are read
@@ -869,17 +902,19 @@ class Interpreter:
                     self.running = False
                 else:
                     parent = self.states[node.parent]
-                    self.internal_queue.append(
-                        Event("done.state." + parent.id, INTERNAL, self._donedata(node)[0])
-                    )
+                    done = Event("done.state." + parent.id, INTERNAL, self._donedata(node)[0])
+                    self.internal_queue.append(done)
+                    if self.tracing:
+                        self._emit(fx.TRACE_RAISED, event=done.to_dict())
                     if parent.parent >= 0:
                         grandparent = self.states[parent.parent]
                         if grandparent.kind == Kind.PARALLEL and all(
                             self.isInFinalState(c) for c in self.getChildStates(grandparent)
                         ):
-                            self.internal_queue.append(
-                                Event("done.state." + grandparent.id, INTERNAL)
-                            )
+                            done = Event("done.state." + grandparent.id, INTERNAL)
+                            self.internal_queue.append(done)
+                            if self.tracing:
+                                self._emit(fx.TRACE_RAISED, event=done.to_dict())
 
     def computeEntrySet(
         self,
@@ -1118,6 +1153,8 @@ class Interpreter:
                 if event is None:  # events are immutable: one per <raise> is enough
                     event = self._raised[id(action)] = Event(action.event, INTERNAL)
                 self.internal_queue.append(event)
+                if self.tracing:
+                    self._emit(fx.TRACE_RAISED, event=event.to_dict())
             elif kind is Assign:
                 assert isinstance(action, Assign)
                 if action.expr is not None:
@@ -1263,10 +1300,11 @@ class Interpreter:
             resolved = Target(TargetKind.ROUTE, route=route, type=send_type, address=target)
         kind = resolved.kind
         if kind is TargetKind.INTERNAL and delay_ms <= 0:
-            self.internal_queue.append(
-                Event(name, INTERNAL, data, sendid=sendid, origin=origin,
-                      origintype=SCXML_PROCESSOR)
-            )
+            internal = Event(name, INTERNAL, data, sendid=sendid, origin=origin,
+                             origintype=SCXML_PROCESSOR)
+            self.internal_queue.append(internal)
+            if self.tracing:
+                self._emit(fx.TRACE_RAISED, event=internal.to_dict())
             return
         if kind is TargetKind.INTERNAL:
             event = Event(name, INTERNAL, data, sendid=sendid, origin=origin,

@@ -103,11 +103,16 @@ _BY_KIND: Mapping[EffectKind, InstructionKind] = {
     EffectKind.BUDGET_EXHAUSTED: InstructionKind.HALT,
     EffectKind.LOG: InstructionKind.LOG,
     EffectKind.DATAMODEL_CHANGE: InstructionKind.OBSERVE,
+    EffectKind.DATAMODEL_INIT: InstructionKind.OBSERVE,
     EffectKind.TRACE_EVENT: InstructionKind.OBSERVE,
     EffectKind.TRACE_TRANSITIONS: InstructionKind.OBSERVE,
     EffectKind.TRACE_EXIT: InstructionKind.OBSERVE,
     EffectKind.TRACE_ENTRY: InstructionKind.OBSERVE,
     EffectKind.TRACE_STABLE: InstructionKind.OBSERVE,
+    EffectKind.TRACE_RAISED: InstructionKind.OBSERVE,
+    EffectKind.TRACE_GUARD: InstructionKind.OBSERVE,
+    EffectKind.TRACE_HISTORY: InstructionKind.OBSERVE,
+    EffectKind.TRACE_MICROSTEP: InstructionKind.OBSERVE,
 }
 
 # The effect kinds planned as ``observe`` (nothing to perform; the position holds them). A

@@ -151,6 +151,12 @@ class Execution(models.Model):
     invoke_ordinal = models.PositiveIntegerField(null=True, blank=True)
     invokeid = models.CharField(max_length=200, blank=True)
     metadata = PortableJSONField(default=dict, blank=True)
+    tracing = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="Its steps keep the core's trace effects (transitions selected, states "
+        "exited and entered, guards, ...): shown as a trace in its timeline.",
+    )
     created = models.DateTimeField()
     updated = models.DateTimeField()
     ended = models.DateTimeField(null=True, blank=True)

@@ -4,7 +4,8 @@ Everything an app, a view, a command or a worker does to an execution goes throu
 names (``timers`` and ``invocations`` use nothing else of ``statecharts`` but the models and
 the core's public names)::
 
-    start(chart, *, data, business_key, metadata, session_id, now, caller_context)
+    start(chart, *, data, business_key, metadata, session_id, now, caller_context, tracing)
+    trace(execution, on=True)                                   # keep its trace effects
     send(execution, name, data=None, *, now, caller_context, **fields)
     cancel(execution, *, now, caller_context)
     feed(execution, step_input, *, now, caller_context)        # any Input
@@ -39,6 +40,8 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
+
+from django.db import transaction as db_transaction  # (`transaction` is a submodule here)
 
 from statecharts import validation
 from statecharts.core.events import EXTERNAL, Event
@@ -96,9 +99,11 @@ def start(
     invokeid: str | None = None,
     invoke_ordinal: int | None = None,
     outbox: list[int] | None = None,
+    tracing: bool = False,
 ) -> Execution:
     """Create an execution of ``chart`` and run it to its first stable configuration (one
-    transaction), then deliver what it sent to other executions. (``parent``, ``invokeid``
+    transaction), then deliver what it sent to other executions. ``tracing`` keeps the
+    core's trace effects of its steps in its history (see ``trace``). (``parent``, ``invokeid``
     and ``invoke_ordinal`` are for the invocations app starting an ``<invoke>``'s child.)
 
     Everything given here from outside is checked first (``statecharts.validation``): an
@@ -129,10 +134,29 @@ def start(
         parent=parent,
         invokeid=invokeid,
         invoke_ordinal=invoke_ordinal,
+        tracing=tracing,
     )
     if deliver_now:
         deliver(outbox)
     return result.execution
+
+
+def trace(execution: Execution | int, on: bool = True) -> bool:
+    """Turn tracing on (or off) for one execution: from its next step, the history keeps
+    the core's trace effects (the transitions each microstep selected, the states exited and
+    entered, the guards evaluated, the events raised and dequeued, ...), and its timeline
+    shows them. It changes what is recorded, never what the chart does. Returns whether the
+    flag changed (taken under the execution's lock, like a step)."""
+    pk = execution.pk if isinstance(execution, Execution) else execution
+    with db_transaction.atomic(using=database(), durable=True):
+        locked = lock(pk)
+        if locked.tracing == on:
+            return False
+        locked.tracing = on
+        locked.save(update_fields=["tracing"])
+    if isinstance(execution, Execution):
+        execution.tracing = on
+    return True
 
 
 def send(
@@ -282,4 +306,5 @@ __all__ = [
     "send",
     "start",
     "step_locked",
+    "trace",
 ]

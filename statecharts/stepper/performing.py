@@ -257,12 +257,15 @@ def registered_types_record() -> dict[str, Any]:
 
 def perform(context: StepContext, instructions: Iterable[Instruction]) -> list[dict[str, Any]]:
     """Perform the instructions left for the host, in order; return the history's summary of
-    every effect (trace effects excepted)."""
+    every effect (trace effects only for an execution with tracing on)."""
     summary: list[dict[str, Any]] = []
+    traced = context.execution.tracing  # (its trace effects are kept: the timeline shows them)
     for instruction in instructions:
         effect = instruction.effect
         assert effect is not None
-        if effect.kind.startswith("trace."):
+        if effect.kind.is_trace:
+            if traced:
+                summary.append(_summarize(effect))
             continue
         item = _summarize(effect)
         summary.append(item)
@@ -299,8 +302,8 @@ def perform(context: StepContext, instructions: Iterable[Instruction]) -> list[d
 
 
 def _summarize(effect: Effect) -> dict[str, Any]:
-    if effect.kind == EffectKind.DATAMODEL_CHANGE:
-        return {"kind": EffectKind.DATAMODEL_CHANGE.value}  # the datamodel is in the position
+    if effect.kind == EffectKind.DATAMODEL_CHANGE or effect.kind == EffectKind.DATAMODEL_INIT:
+        return {"kind": effect.kind.value}  # the datamodel is in the position
     item = effect.to_dict()
     if isinstance(item.get("event"), dict):
         # What a send carried is event data like an input's: written by the payload codec

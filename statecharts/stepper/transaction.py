@@ -141,6 +141,7 @@ def start_step(
     parent: Execution | None = None,
     invokeid: str | None = None,
     invoke_ordinal: int | None = None,
+    tracing: bool = False,
 ) -> StepResult:
     """Create an execution of ``chart`` and run it to its first stable configuration, in one
     transaction; the outbox ids it wrote are appended to ``outbox``. ``parent``, ``invokeid``
@@ -170,6 +171,7 @@ def start_step(
                 parent=parent,
                 invoke_ordinal=invoke_ordinal,
                 invokeid=invokeid or "",
+                tracing=tracing,
                 created=now,
             )
             start_input = Input.start(
@@ -546,7 +548,7 @@ def _apply(
     caller_context: dict[str, Any] | None = None,
     cause: dict[str, Any] | None = None,
 ) -> tuple[StepResult, StepRefused | None]:
-    interpreter = interpreter_for(compiled)
+    interpreter = interpreter_for(compiled, tracing=execution.tracing)
     answers: dict[str, bool] = {}
     database = sql.database()
 
