@@ -100,11 +100,12 @@ class ExecutionManager(models.Manager.from_queryset(ExecutionQuerySet)):  # type
         data: dict[str, Any] | None = None,
         business_key: str | None = None,
         metadata: dict[str, Any] | None = None,
+        tracing: bool = False,
     ) -> Execution:
         """Create an execution of ``chart`` and run it to its first stable configuration
-        (``statecharts.stepper.start``)."""
+        (``statecharts.stepper.start``); ``tracing`` keeps its steps' trace effects."""
         return _the_stepper().start(
-            chart, data=data, business_key=business_key, metadata=metadata
+            chart, data=data, business_key=business_key, metadata=metadata, tracing=tracing
         )
 
 

@@ -109,7 +109,7 @@ def test_without_tracing_no_trace_effect_is_emitted() -> None:
 @pytest.mark.django_db
 def test_a_traced_execution_keeps_its_trace_and_replays_the_same() -> None:
     chart = Chart.objects.load(CHART)
-    traced = stepper.start(chart, tracing=True)
+    traced = Execution.objects.start(chart, tracing=True)
     plain = stepper.start(chart)
     for execution in (traced, plain):
         stepper.send(execution.pk, "go")
