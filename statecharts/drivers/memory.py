@@ -38,8 +38,11 @@ from statecharts.drivers.durable import CANCEL, EVENT, INTERNAL, START, status_o
 
 MEMORY = telemetry.Driver.MEMORY.value
 STARTED = TelemetryEvent.EXECUTION_STARTED
-# Instructions that perform nothing (observations) or report themselves (unroutable).
-_NOT_PERFORMED = frozenset({InstructionKind.OBSERVE, InstructionKind.UNROUTABLE})
+# Instructions not reported as performed: observations, self-sends (consumed inside the
+# step, as the durable stepper does) and unroutable ones (reported as such).
+_NOT_PERFORMED = frozenset(
+    {InstructionKind.OBSERVE, InstructionKind.DELIVER_SELF, InstructionKind.UNROUTABLE}
+)
 
 
 def _status(session: MemorySession) -> str:

@@ -298,6 +298,11 @@ def perform(context: StepContext, instructions: Iterable[Instruction]) -> list[d
                 context.execution.session_id,
                 kind.value,
             )
+            if observing.listening():
+                reason = f"nothing performs {kind.value} here"
+                observing.effect(context.execution, instruction, unroutable=reason)
+        elif observing.listening():
+            observing.effect(context.execution, instruction)  # finish, halt: the row says it
     return summary
 
 

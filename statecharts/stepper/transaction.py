@@ -595,6 +595,8 @@ def _apply(
         execution.save(force_insert=True, using=database)
     else:
         sql.update_row(execution, _RUNNING_STEP_FIELDS if state.running else _STEP_FIELDS)
+    if step_input.kind == START and observing.listening():
+        observing.started(execution)  # (before what the start performs: the memory order)
     context = StepContext(execution, state, now, execution.steps, caller_context, outbox)
     summary = perform(context, outcome.instructions)
     entry = HistoryEntry(
@@ -617,8 +619,6 @@ def _apply(
     effects = tuple(outcome.effects)
     instructions = tuple(outcome.instructions)
     if observing.listening():
-        if step_input.kind == START:
-            observing.started(execution)
         observing.step(execution, entry, instructions, caller_context)
         if finished:
             observing.finished(execution)
