@@ -124,6 +124,7 @@ class ExecutionSerializer(serializers.ModelSerializer[Execution]):
             "updated",
             "ended",
             "erased",
+            "tracing",
         ]
         read_only_fields = fields
 
