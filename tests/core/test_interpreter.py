@@ -59,7 +59,7 @@ def test_chart_that_finishes_at_once_is_not_running_after_initialize() -> None:
     chart = load_chart(f'<scxml xmlns="{NS}" version="1.0"><final id="f"/></scxml>')
     step = Interpreter(chart).initialize("s")
     assert not step.state.running
-    assert kinds(step) == ["done"]
+    assert kinds(step) == ["datamodel_init", "done"]
     with pytest.raises(NotRunningError):
         Interpreter(chart).handle_event(step.state, Event("x"))
 
@@ -398,14 +398,15 @@ TRACED = f"""<scxml xmlns="{NS}" version="1.0" initial="a">
 def test_tracing_on_emits_trace_effects() -> None:
     interpreter = Interpreter(load_chart(TRACED), tracing=True)
     first = interpreter.initialize("s")
-    assert kinds(first) == ["trace.entry_set", "trace.macrostep_stable"]
-    assert effects(first)[0]["states"] == ["a"]
+    # (datamodel_init is not a trace effect: it is emitted with tracing off too)
+    assert kinds(first) == ["datamodel_init", "trace.entry_set", "trace.macrostep_stable"]
+    assert effects(first)[1]["states"] == ["a"]
     step = interpreter.handle_event(first.state, Event("go"))
     assert kinds(step) == [
         "trace.event_dequeued", "trace.transitions_selected", "trace.exit_set",
-        "trace.entry_set",
+        "trace.internal_event_raised", "trace.entry_set", "trace.microstep_completed",
         "trace.event_dequeued", "trace.transitions_selected", "trace.exit_set",
-        "trace.entry_set",
+        "trace.entry_set", "trace.microstep_completed",
         "trace.macrostep_stable",
     ]
     traced = effects(step)
@@ -413,9 +414,11 @@ def test_tracing_on_emits_trace_effects() -> None:
     assert traced[1]["transitions"] == [
         {"index": 0, "source": "a", "event": "go", "targets": ["b"]}
     ]
-    assert (traced[2]["states"], traced[3]["states"]) == (["a"], ["b"])
-    assert traced[4]["event"]["name"] == "inner"
-    assert traced[4]["event"]["type"] == "internal"
+    assert (traced[2]["states"], traced[4]["states"]) == (["a"], ["b"])
+    assert traced[3]["event"]["name"] == "inner"
+    assert traced[5]["configuration"] == ["b"]
+    assert traced[6]["event"]["name"] == "inner"
+    assert traced[6]["event"]["type"] == "internal"
     assert traced[-1]["configuration"] == ["c"]
 
 
@@ -423,7 +426,7 @@ def test_tracing_off_emits_no_trace_effects() -> None:
     interpreter = Interpreter(load_chart(TRACED))
     first = interpreter.initialize("s")
     step = interpreter.handle_event(first.state, Event("go"))
-    assert kinds(first) == []
+    assert kinds(first) == ["datamodel_init"]
     assert kinds(step) == []
     assert step.state.running
 
