@@ -32,8 +32,8 @@ class EffectKind(StrEnum):
     BUDGET_EXHAUSTED = "budget_exhausted"  # {"rounds", "budget"}
     LOG = "log"  # {"label", "value"}
     DATAMODEL_CHANGE = "datamodel_change"  # {"datamodel": dict}
-    # The datamodel as the <data> elements left it when the session started, before any
-    # script or onentry ran: the observers' baseline ({"datamodel": dict, "error"?: str}).
+    # Once per session, at the end of its start: the datamodel as the start left it, the
+    # observers' baseline that later datamodel_change effects change ({"datamodel": dict}).
     DATAMODEL_INIT = "datamodel_init"
     # Trace effects, only with tracing on (docs/durable-executions.md, "Tracing").
     TRACE_EVENT = "trace.event_dequeued"  # {"event"}: taken off a queue

@@ -130,6 +130,7 @@ class Interpreter:
         self._host = host  # the one in force for the entry point running now
         self._live: State | None = None
         self._dm: Datamodel | None = None
+        self._starting = False  # in a start, until its snapshot (datamodel_init)
         self._select_cache: dict[str, dict[int, tuple[Transition, ...]]] = {}
         self._eventless: dict[int, tuple[Transition, ...]] = {}
         self._domain_cache: dict[int, int | None] = {}
@@ -205,7 +206,7 @@ class Interpreter:
                     node, bind=node.index == 0, overrides=data if node.index == 0 else None
                 )
             self.bound = {0}
-        self._emit_datamodel_init()
+        self._starting = True  # (the start's snapshot is also its datamodel_init)
         self.running = True
         if chart.script is not None:
             self.executeContent(chart.script)
@@ -340,6 +341,7 @@ class Interpreter:
         self.dm = self._new_datamodel()
 
     def _begin(self, state: State) -> None:
+        self._starting = False
         if state is self._live and self._dm is not None:
             # The working fields still hold exactly what produced this state (nothing touches
             # them after _snapshot_step), so only the per-macrostep fields are reset.
@@ -506,20 +508,6 @@ class Interpreter:
         if self.tracing:
             self._emit(fx.TRACE_RAISED, event=event.to_dict())
 
-    def _emit_datamodel_init(self) -> None:
-        """``datamodel_init``: the datamodel as its ``<data>`` elements left it, before any
-        script or ``onentry`` ran (the observers' baseline; nothing is owed to it)."""
-        try:
-            baseline = self.dm.snapshot_value(self.dm.snapshot())
-        except DatamodelError as exc:  # reported where the step snapshots it, not here
-            baseline = None
-            error: str | None = str(exc)
-        else:
-            error = None
-        if error is None:
-            self._emit(fx.DATAMODEL_INIT, datamodel=baseline)
-        else:
-            self._emit(fx.DATAMODEL_INIT, datamodel=baseline, error=error)
 
     # ==== the main loop (spec: mainEventLoop), split at the external-queue wait ===============
 
@@ -583,6 +571,12 @@ class Interpreter:
                 self.internal_queue.clear()
                 self._emit(fx.DONE, final=None, donedata=None, donedata_error=False,
                            reason="datamodel_error", error=str(exc))
+        if self._starting:
+            # The observers' baseline, once per session: the datamodel as the start left it.
+            # (Taken with the step's own snapshot: a snapshot in the middle of a step is not
+            # free of effects on the values it reads.)
+            self._starting = False
+            self._emit(fx.DATAMODEL_INIT, datamodel=self.dm.snapshot_value(snapshot))
         if snapshot != self._previous_snapshot:
             self._emit(fx.DATAMODEL_CHANGE, datamodel=self.dm.snapshot_value(snapshot))
         if self.running and self.tracing:

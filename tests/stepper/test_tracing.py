@@ -58,14 +58,15 @@ def kinds(effects: Any) -> list[str]:
 # ---- the core's vocabulary, in memory ------------------------------------------------------------
 
 
-def test_datamodel_init_carries_the_baseline_before_any_onentry_ran() -> None:
+def test_datamodel_init_is_the_baseline_the_start_left_once_per_session() -> None:
     session = MemoryDriver().start(CHART)
     (init,) = [e for e in session.effects if e.kind == EffectKind.DATAMODEL_INIT]
-    assert init.data["datamodel"]["n"] == 1  # <data> gave 1; p's onentry then assigned 2
-    assert session.datamodel["n"] == 2
+    assert init.data["datamodel"]["n"] == 2  # <data> gave 1, p's onentry assigned 2
     assert kinds(session.effects).index("datamodel_init") < kinds(session.effects).index(
         "datamodel_change"
     )
+    session.send("go")
+    assert kinds(session.effects).count("datamodel_init") == 1
 
 
 def test_every_observation_is_planned_as_observe() -> None:
