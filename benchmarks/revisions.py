@@ -54,6 +54,16 @@ def _durable_steps(payload: dict[str, Any]) -> Metrics:
     for database in payload["results"]:
         for chart, ratio in database["ratios"].items():
             metrics[f"{database['database']} {chart}: stepper / floor"] = float(ratio)
+        # This process's CPU per step (the wall time is mostly the database's fsync and, on a
+        # shared machine, the other jobs): the stepper's, and against the floor's.
+        for chart in database.get("charts", []):
+            stepper_cpu, floor_cpu = chart.get("stepper_cpu"), chart.get("floor_cpu")
+            if stepper_cpu and floor_cpu:
+                key = f"{database['database']} {chart['chart']}"
+                metrics[f"{key}: stepper CPU us/step"] = statistics.median(stepper_cpu)
+                metrics[f"{key}: stepper CPU / floor CPU"] = statistics.median(
+                    stepper_cpu
+                ) / statistics.median(floor_cpu)
     return metrics
 
 

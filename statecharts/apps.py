@@ -28,8 +28,15 @@ class StatechartsConfig(AppConfig):
 
         telemetry.install()
         if statecharts_settings.OPENTELEMETRY:
-            from statecharts import telemetry_otel
+            try:
+                from statecharts import telemetry_otel
+            except ImportError as exc:
+                from django.core.exceptions import ImproperlyConfigured
 
+                raise ImproperlyConfigured(
+                    "STATECHARTS['OPENTELEMETRY'] is True but the OpenTelemetry API is not "
+                    "installed: pip install django-statecharts[opentelemetry]"
+                ) from exc
             telemetry_otel.install()
         from statecharts.stepper.sweeper import outbox_work
         from statecharts.work import register_work_source
