@@ -732,7 +732,7 @@ class Interpreter:
                 cond=t.cond.source,
                 result=bool(result),
             )
-        return bool(result)
+        return result
 
     def removeConflictingTransitions(self, enabled: list[Transition]) -> list[Transition]:
         if len(enabled) < 2:
