@@ -15,6 +15,9 @@ class Disposition(models.TextChoices):
     # reports them instead of replaying.
     ERASED = "erased", "personal data erased"
     PRUNED = "pruned", "history pruned (retention)"
+    # The execution was moved to another chart version (statecharts.chart_migration): the
+    # entry's input holds the position it was given, which replay starts from.
+    MIGRATED = "migrated", "migrated to another chart version"
 
 
 class HistoryEntry(models.Model):
