@@ -210,6 +210,13 @@ class ChartAdmin(TextOnlyQueries):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Chart]:
         return super().get_queryset(request).annotate(execution_total=Count("executions"))
 
+    def get_form(
+        self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
+    ) -> Any:
+        form = super().get_form(request, obj, change, **kwargs)
+        form.may_add_version = request.user.has_perm("statecharts.add_chart_version")
+        return form
+
     def get_list_display(self, request: HttpRequest) -> list[str]:
         # A version column where no chart has a version is a column of dashes.
         if Chart.objects.exclude(version="").exists():
@@ -237,7 +244,7 @@ class ChartAdmin(TextOnlyQueries):
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         if obj is None:
-            return ["source", "name", "version"]
+            return ["source", "name", "version", "new_version"]
         # The source is shown numbered below; a version left blank is not a field of dashes.
         return ["name", *(["version"] if obj.version else []), "content_hash", "created"]
 
@@ -246,7 +253,12 @@ class ChartAdmin(TextOnlyQueries):
 
     def save_model(self, request: HttpRequest, obj: Chart, form: Any, change: bool) -> None:
         # The same source twice is the same chart: load() returns the stored one.
-        stored = Chart.objects.load(obj.source, name=obj.name, version=obj.version)
+        stored = Chart.objects.load(
+            obj.source,
+            name=obj.name,
+            version=obj.version,
+            new_version=bool(form.cleaned_data.get("new_version")) and form.may_add_version,
+        )
         obj.pk, obj.created, obj.content_hash = stored.pk, stored.created, stored.content_hash
         obj.name, obj.version = stored.name, stored.version
 

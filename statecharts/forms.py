@@ -50,6 +50,15 @@ class JSONText(forms.CharField):
 class ChartUploadForm(forms.ModelForm):
     """Adding a chart: the source is validated by the core; every problem is listed."""
 
+    new_version = forms.BooleanField(
+        required=False,
+        label="New version of an existing chart",
+        help_text="Needed to load a different source under a name a chart already has "
+        "(and the permission 'Can load a new version of an existing chart').",
+    )
+    # Set by the admin from the request's user (statecharts.add_chart_version).
+    may_add_version = False
+
     class Meta:
         model = Chart
         fields = ["source", "name", "version"]
@@ -74,7 +83,24 @@ class ChartUploadForm(forms.ModelForm):
                 validation.text(name, "name", max_length=limit)
             except validation.InvalidInput as exc:
                 self.add_error("name", f"the chart's name {exc.problems[0].message}")
+                return cleaned
+            self._check_version(name, cleaned)
         return cleaned
+
+    def _check_version(self, name: str, cleaned: dict[str, Any]) -> None:
+        """The version rules (statecharts.versions), reported on the form before saving."""
+        from statecharts.versions import VersionError
+
+        if Chart.objects.filter(content_hash=self.compiled.source_hash).exists():
+            return  # the same source again: the stored chart, whatever is asked
+        new_version = bool(cleaned.get("new_version"))
+        if new_version and not self.may_add_version:
+            self.add_error("new_version", "You may not load new versions of existing charts.")
+            return
+        try:
+            Chart.objects.version_for(name, cleaned.get("version") or "", new_version)
+        except VersionError as exc:
+            self.add_error("new_version" if "new_version" in str(exc) else "version", str(exc))
 
 
 class StartExecutionForm(forms.Form):

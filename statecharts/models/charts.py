@@ -9,6 +9,10 @@ from typing import Any
 from django.db import IntegrityError, models, transaction
 
 from statecharts import validation
+from statecharts.core.model import Chart as CompiledChart
+from statecharts.core.parse import decode_utf8
+from statecharts.models.fields import PortableJSONField
+from statecharts.runtime import compile_source, compiled_chart, read_chart_file
 from statecharts.versions import (
     FIRST_VERSION,
     NameTaken,
@@ -17,10 +21,6 @@ from statecharts.versions import (
     by_version,
     next_version,
 )
-from statecharts.core.model import Chart as CompiledChart
-from statecharts.core.parse import decode_utf8
-from statecharts.models.fields import PortableJSONField
-from statecharts.runtime import compile_source, compiled_chart, read_chart_file
 
 
 def source_hash(source: str) -> str:
@@ -80,7 +80,7 @@ class ChartManager(models.Manager["Chart"]):
             return existing
         invoked = origin == ChartOrigin.INVOKED
         name = "" if invoked else (name or compiled.name or "")
-        version = "" if invoked else self._version_for(name, version, new_version)
+        version = "" if invoked else self.version_for(name, version, new_version)
         try:
             with transaction.atomic():
                 return self.create(
@@ -100,8 +100,10 @@ class ChartManager(models.Manager["Chart"]):
                 f"chart {name!r} version {version!r} was loaded by someone else just now"
             ) from None
 
-    def _version_for(self, name: str, version: str, new_version: bool) -> str:
-        """The version a new chart named ``name`` is stored with (the rules in ``load``)."""
+    def version_for(self, name: str, version: str, new_version: bool) -> str:
+        """The version a new chart named ``name`` is stored with (the rules in ``load``):
+        raises ``statecharts.versions.VersionError`` when it may not be stored. Forms call
+        it to report the problem before saving."""
         if not name:
             return version
         taken = by_version(self.filter(origin=ChartOrigin.LOADED, name=name).only("version"))

@@ -46,9 +46,11 @@ from statecharts.core import ChartError, Problem, StatechartError, load_chart_fi
 from statecharts.core.parse import decode_utf8, read_document
 from statecharts.inspection import Unreadable, inspect, json_text
 from statecharts.lookups import version_key as version_key  # (re-exported)
+from statecharts.management import migrating
 from statecharts.models import Chart, Execution, ExecutionStatus
 from statecharts.replay import replay
 from statecharts.runtime import compile_source
+from statecharts.versions import VersionError
 
 NAME_LENGTH = Chart._meta.get_field("name").max_length or 0
 VERSION_LENGTH = Chart._meta.get_field("version").max_length or 0
@@ -125,7 +127,9 @@ def read_chart_source(path: str) -> str:
         raise chart_refused(path, exc) from None
 
 
-def load_chart(path: str, *, name: str = "", version: str = "") -> tuple[Chart, bool]:
+def load_chart(
+    path: str, *, name: str = "", version: str = "", new_version: bool = False
+) -> tuple[Chart, bool]:
     """Store the chart in ``path``; return it and whether it was already stored."""
     chart_label(name, "--name", NAME_LENGTH)
     chart_label(version, "--version", VERSION_LENGTH)
@@ -135,9 +139,12 @@ def load_chart(path: str, *, name: str = "", version: str = "") -> tuple[Chart, 
         chart_label(name or compiled.name or "", "the chart's name", NAME_LENGTH)
         digest = compiled.source_hash
         existed = Chart.objects.filter(content_hash=digest).exists()
-        return Chart.objects.load(source, name=name, version=version), existed
+        chart = Chart.objects.load(source, name=name, version=version, new_version=new_version)
+        return chart, existed
     except ChartError as exc:
         raise chart_refused(path, exc) from None
+    except VersionError as exc:
+        raise CommandError(f"{path}: {exc}".replace("new_version=True; ", "")) from None
 
 
 def event_name(value: str) -> str:
@@ -219,6 +226,12 @@ class Command(BaseCommand):
         p.add_argument(
             "--version", dest="chart_version", metavar="VERSION", default="", help="a version label"
         )
+        p.add_argument(
+            "--new-version",
+            action="store_true",
+            help="store a different source under a name a chart already has, as its next "
+            "version (default label: the next whole number)",
+        )
 
         p = add("start", help="start an execution of a chart")
         p.add_argument("chart", help="a chart id, or a chart name (its latest version)")
@@ -278,6 +291,9 @@ class Command(BaseCommand):
         p.add_argument("--reason", default="", help="why (recorded in the history)")
         p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
+        p = add("migrate", help="move running executions to another version of their chart")
+        migrating.add_arguments(p)
+
         p = add(
             "health",
             help="timer and outbox backlogs, sweepers, executions by status (exit 0 ok, "
@@ -300,11 +316,15 @@ class Command(BaseCommand):
             "prune": self.prune,
             "erase": self.erase,
             "health": self.health,
+            "migrate": self.migrate,
         }
         handlers[options["subcommand"]](options)
 
     def say(self, line: str = "") -> None:
         self.stdout.write(line)
+
+    def migrate(self, options: dict[str, Any]) -> None:
+        migrating.run(options, self.say, self.stdout)
 
     # ---- charts ----
 
@@ -323,7 +343,9 @@ class Command(BaseCommand):
     def load(self, options: dict[str, Any]) -> None:
         name: str = options["name"]
         version: str = options["chart_version"]
-        chart, existed = load_chart(options["path"], name=name, version=version)
+        chart, existed = load_chart(
+            options["path"], name=name, version=version, new_version=options["new_version"]
+        )
         if existed:
             self.say(f"chart {chart.pk} ({chart}) already holds this source; nothing stored")
             if (name and name != chart.name) or (version and version != chart.version):
