@@ -116,7 +116,11 @@ def map_state(
                 )
             values.append(index)
         history[h_new] = tuple(sorted(set(values)))
-    bound = tuple(sorted({b for b in (target(old_id(i)) for i in state.bound) if b is not None}))
+    if old is None:  # only the root's index (0) is known; late-bound states bind again
+        bound: tuple[int, ...] = (0,) if 0 in state.bound else ()
+    else:
+        mapped_bound = (target(old_id(i)) for i in state.bound)
+        bound = tuple(sorted({b for b in mapped_bound if b is not None}))
     invocations = tuple(_map_invocation(inv, old, new, target, configuration)
                         for inv in state.invocations)  # fmt: skip
     mapped = state.evolve(

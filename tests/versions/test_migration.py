@@ -15,7 +15,7 @@ from django.test import override_settings
 from statecharts import stepper
 from statecharts.chart_migration import MigrationPlan, PlanError, Verdict, dry_run, migrate
 from statecharts.chart_migration.applying import TransformContext
-from statecharts.exceptions import Halted
+from statecharts.exceptions import Halted, NeedsMigration
 from statecharts.models import Chart, Execution
 from statecharts.models.history import Disposition
 from statecharts.replay import replay
@@ -257,3 +257,43 @@ def test_a_migrated_execution_moves_on_after_hours(statecharts: Workbench) -> No
     statecharts.advance(timedelta(minutes=30))
     statecharts.send(execution, "ship")
     statecharts.assert_in_state(execution, "shipped", "invoiced", "uninsured")
+
+
+def test_an_execution_needing_migration_is_cancelled_with_onexit_when_a_chart_decodes_it(
+    statecharts: Workbench,
+) -> None:
+    execution = a_parcel(statecharts)
+    v2 = Chart.objects.load(V2, new_version=True)
+    Execution.objects.filter(pk=execution.pk).update(chart=v2)  # damage: the wrong chart
+    with pytest.raises(NeedsMigration):
+        stepper.send(execution, "ship", now=statecharts.now)
+    assert statecharts.refresh(execution).status == "needs_migration"
+    [timer] = statecharts.pending_timers(execution)
+    stepper.cancel(execution, now=statecharts.now)
+    execution = statecharts.refresh(execution)
+    assert execution.status == "cancelled"
+    assert not execution.failure_reason.startswith("cancelled without running chart code")
+    # V1's <onexit> of "packing" ran (its <cancel> cancelled the reminder).
+    assert Timer.objects.get(pk=timer.pk).status == TimerStatus.CANCELLED
+
+
+def test_a_source_edited_in_place_is_migrated_from_the_configuration_its_row_kept(
+    statecharts: Workbench,
+) -> None:
+    simple = f"""<scxml {NS} name="lamp" initial="off">
+      <datamodel><data id="flips" expr="0"/></datamodel>
+      <state id="off"><transition event="flip" target="on"/></state>
+      <state id="on"><transition event="flip" target="off">
+        <assign location="flips" expr="flips + 1"/></transition></state>
+    </scxml>"""
+    execution = statecharts.start(statecharts.load(simple))
+    statecharts.send(execution, "flip")
+    Chart.objects.filter(pk=execution.chart_id).update(source=simple.replace("flips + 1", "9"))
+    with pytest.raises(NeedsMigration):
+        stepper.send(execution, "flip", now=statecharts.now)
+    fixed = Chart.objects.load(simple.replace('"on"', '"lit"'), new_version=True)
+    [report] = list(migrate(MigrationPlan.make(fixed, {"on": "lit"}), now=statecharts.now))
+    assert report.verdict is Verdict.MIGRATED, report.reason
+    statecharts.send(execution, "flip")
+    statecharts.assert_in_state(execution, "off")
+    assert statecharts.datamodel(execution)["flips"] == 1
