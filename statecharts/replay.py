@@ -119,15 +119,19 @@ def replay(execution: Execution | int) -> ReplayReport:
     replayed = 0
     blob = b""
     entries = execution.history.order_by("seq")
-    migrated = execution.history.filter(disposition=Disposition.MIGRATED).order_by("-seq").first()
+    migrated = (  # (or imported: the same, a position recorded whole)
+        execution.history.filter(disposition__in=[Disposition.MIGRATED, Disposition.IMPORTED])
+        .order_by("-seq")
+        .first()
+    )
     if migrated is not None:
         blob = str(migrated.input.get("position") or "").encode()
         if hashlib.sha256(blob).hexdigest() != migrated.position_sha256:
             return ReplayReport(
                 execution.pk,
                 0,
-                Mismatch(migrated.seq, {"kind": "migration"}, [
-                    "the position recorded by the migration is not the one it wrote"]),
+                Mismatch(migrated.seq, {"kind": migrated.input.get("kind")}, [
+                    "the position recorded with this entry is not the one it wrote"]),
                 verdict=Verdict.DIVERGED,
             )  # fmt: skip
         state = decode(blob, chart=compiled).state

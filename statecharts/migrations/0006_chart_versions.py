@@ -1,6 +1,6 @@
 """Chart versions (statecharts.versions): a loaded chart's name and version are unique
-together, with the permission to load a new version of an existing chart; the history's
-``migrated`` disposition (statecharts.chart_migration).
+together, with the permission to load a new version of an existing chart; the history's ``migrated``
+(statecharts.chart_migration) and ``imported`` (statecharts.transfer) dispositions.
 
 Charts loaded before this rule may share a name without versions, or even a name and a
 version: ``give_versions`` resolves them first, in creation order, so the constraint holds
@@ -74,7 +74,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='historyentry',
             name='disposition',
-            field=models.CharField(choices=[('applied', 'applied'), ('discarded', 'discarded (execution finished)'), ('refused', 'refused (see the reason)'), ('erased', 'personal data erased'), ('pruned', 'history pruned (retention)'), ('migrated', 'migrated to another chart version')], max_length=20),
+            field=models.CharField(choices=[('applied', 'applied'), ('discarded', 'discarded (execution finished)'), ('refused', 'refused (see the reason)'), ('erased', 'personal data erased'), ('pruned', 'history pruned (retention)'), ('migrated', 'migrated to another chart version'), ('imported', 'imported from an export')], max_length=20),
         ),
         migrations.AddConstraint(
             model_name='chart',

@@ -46,7 +46,7 @@ from statecharts.core import ChartError, Problem, StatechartError, load_chart_fi
 from statecharts.core.parse import decode_utf8, read_document
 from statecharts.inspection import Unreadable, inspect, json_text
 from statecharts.lookups import version_key as version_key  # (re-exported)
-from statecharts.management import migrating
+from statecharts.management import migrating, transferring
 from statecharts.models import Chart, Execution, ExecutionStatus
 from statecharts.replay import replay
 from statecharts.runtime import compile_source
@@ -294,6 +294,12 @@ class Command(BaseCommand):
         p = add("migrate", help="move running executions to another version of their chart")
         migrating.add_arguments(p)
 
+        p = add("export", help="an execution as a JSON document (to move it, or for a report)")
+        transferring.add_export_arguments(p)
+
+        p = add("import", help="create an execution from an exported document")
+        transferring.add_import_arguments(p)
+
         p = add(
             "health",
             help="timer and outbox backlogs, sweepers, executions by status (exit 0 ok, "
@@ -317,6 +323,8 @@ class Command(BaseCommand):
             "erase": self.erase,
             "health": self.health,
             "migrate": self.migrate,
+            "export": lambda options: transferring.export(options, self.say),
+            "import": lambda options: transferring.import_(options, self.say),
         }
         handlers[options["subcommand"]](options)
 
