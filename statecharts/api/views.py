@@ -22,6 +22,8 @@ from rest_framework.serializers import BaseSerializer
 from statecharts import stepper
 from statecharts.api import filters, serializers
 from statecharts.api.exceptions import Conflict, DiagramUnavailable
+from statecharts.api.migration import MigrationRequestSerializer
+from statecharts.api.migration import run as run_migration
 from statecharts.api.pagination import PageNumberPagination
 from statecharts.api.parsers import JSONParser
 from statecharts.api.permissions import CHANGE, VIEW, ModelPermissions
@@ -187,6 +189,7 @@ class ExecutionViewSet(
     action_permissions = {
         "send": [CHANGE],
         "cancel": [CHANGE],
+        "migrate": [CHANGE],
         "history": [VIEW],
         "diagram": [VIEW],
     }
@@ -263,6 +266,19 @@ class ExecutionViewSet(
     def cancel(self, request: Request, pk: str | None = None) -> Response:
         execution = self.get_object()
         return self._step(request, lambda: stepper.cancel(execution.pk))
+
+    @extend_schema(
+        summary="Migrate executions to another version of their chart (or a dry run)",
+        request=MigrationRequestSerializer,
+        responses={200: OpenApiTypes.OBJECT, 400: ERRORS[400]},
+    )
+    @action(detail=False, methods=["post"], filter_backends=[])
+    def migrate(self, request: Request) -> Response:
+        """Each execution is migrated in its own transaction (docs/versions-and-migration.md);
+        the answer has the counts and one result per execution (its verdict and reason)."""
+        body = MigrationRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        return Response(run_migration(body.validated_data))
 
     @extend_schema(
         summary="The execution's input history (oldest first)",

@@ -297,3 +297,39 @@ def test_a_source_edited_in_place_is_migrated_from_the_configuration_its_row_kep
     statecharts.send(execution, "flip")
     statecharts.assert_in_state(execution, "off")
     assert statecharts.datamodel(execution)["flips"] == 1
+
+
+def api_client(*perms: str) -> Any:
+    from django.contrib.auth.models import Permission, User
+    from rest_framework.test import APIClient
+
+    user = User.objects.create_user(f"user{len(perms)}", password="pw")
+    for perm in perms:
+        app_label, codename = perm.split(".")
+        user.user_permissions.add(
+            Permission.objects.get(content_type__app_label=app_label, codename=codename)
+        )
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+def test_the_api_migrates_with_a_dry_run_first(statecharts: Workbench) -> None:
+    execution = a_parcel(statecharts)
+    Chart.objects.load(V2, new_version=True)
+    url = "/api/executions/migrate/"
+    reader = api_client("statecharts.view_execution")
+    assert reader.post(url, {"chart": "parcel"}, format="json").status_code == 403
+    api = api_client("statecharts.view_execution", "statecharts.change_execution")
+    bad = api.post(url, {"chart": "parcel", "renames": {"billed": "gone"}}, format="json")
+    assert bad.status_code == 400 and "does not have" in bad.json()["renames"][0]
+    assert api.post(url, {"chart": "nothing"}, format="json").status_code == 400
+    body = {"chart": "parcel@2", "renames": {"billed": "invoiced"}, "dry_run": True}
+    preview = api.post(url, body, format="json").json()
+    assert preview["counts"] == {"migrates": 1, "up_to_date": 0, "refused": 0}
+    assert statecharts.refresh(execution).chart.version == "1"
+    answer = api.post(url, {**body, "dry_run": False}, format="json")
+    assert answer.status_code == 200
+    [result] = answer.json()["results"]
+    assert result["verdict"] == "migrated" and result["execution"] == execution.pk
+    assert statecharts.refresh(execution).chart.version == "2"
