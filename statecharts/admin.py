@@ -33,6 +33,8 @@ from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_POST
 
 from statecharts import extensions, retention, stepper
+from statecharts.chart_migration import MigrationPlan, PlanError, Verdict, dry_run, migrate
+from statecharts.chart_migration.applying import registered_transforms
 from statecharts.core import StatechartError
 from statecharts.core.model import Chart as CompiledChart
 from statecharts.forms import ChartUploadForm, SendEventForm, StartExecutionForm
@@ -147,6 +149,60 @@ class EraseForm(forms.Form):
         label="Cancel those still running first",
         help_text="Each is cancelled in its own step (its onexit handlers run), then erased.",
     )
+
+
+class MigrateForm(forms.Form):
+    """The admin's migration of selected executions (statecharts.chart_migration): a target
+    version of their chart, renames, a registered transform; a preview (dry run) until
+    "Preview only" is unchecked."""
+
+    target = forms.ModelChoiceField(queryset=Chart.objects.none(), label="Target version")
+    renames = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 40}),
+        label="Renamed states",
+        help_text="One OLD=NEW per line, for states with another id in the target (every "
+        "other state keeps its id).",
+    )
+    transform = forms.ChoiceField(required=False, label="Datamodel transform")
+    preview = forms.BooleanField(
+        required=False,
+        initial=True,
+        label="Preview only",
+        help_text="Uncheck it to migrate (each execution in a transaction of its own).",
+    )
+
+    def __init__(self, *args: Any, name: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        versions = Chart.objects.filter(origin="loaded", name=name)
+        target = self.fields["target"]
+        assert isinstance(target, forms.ModelChoiceField)
+        target.queryset = versions
+        target.initial = Chart.objects.latest(name)
+        transform = self.fields["transform"]
+        assert isinstance(transform, forms.ChoiceField)
+        transform.choices = [("", "none")] + [(n, n) for n in sorted(registered_transforms())]
+        self.plan: MigrationPlan | None = None
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        renames: dict[str, str] = {}
+        for line in (cleaned.get("renames") or "").splitlines():
+            if not line.strip():
+                continue
+            old, sep, new = line.partition("=")
+            if not sep or not old.strip() or not new.strip():
+                self.add_error("renames", f"{line.strip()!r} is not OLD=NEW")
+                return cleaned
+            renames[old.strip()] = new.strip()
+        if cleaned.get("target") is not None:
+            try:
+                self.plan = MigrationPlan.make(
+                    cleaned["target"], renames, cleaned.get("transform") or None
+                )
+            except PlanError as exc:
+                self.add_error(None, str(exc))
+        return cleaned
 
 
 class TextOnlyQueries(admin.ModelAdmin):
@@ -402,7 +458,7 @@ class ExecutionAdmin(ReadOnlyAdmin):
     search_fields = ["=id", "session_id", "business_key"]
     date_hierarchy = "created"
     list_select_related = ["chart"]
-    actions = ["cancel_selected", "erase_selected"]
+    actions = ["cancel_selected", "migrate_selected", "erase_selected"]
     exclude = ["position", "configuration", "donedata", "metadata"]  # shown as *_json below
     readonly_fields = [
         "chart",
@@ -444,6 +500,74 @@ class ExecutionAdmin(ReadOnlyAdmin):
 
     def has_cancel_permission(self, request: HttpRequest) -> bool:
         return bool(request.user.has_perm("statecharts.change_execution"))
+
+    def has_migrate_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.has_perm("statecharts.change_execution"))
+
+    @admin.action(
+        description="Migrate the selected executions to another version of their chart",
+        permissions=["migrate"],
+    )
+    def migrate_selected(
+        self, request: HttpRequest, queryset: QuerySet[Execution]
+    ) -> HttpResponse | None:
+        executions = list(queryset.select_related("chart").order_by("pk")[: MAX_BULK_ROWS + 1])
+        if too_many(self, request, executions):
+            return None
+        names = {e.chart.name for e in executions}
+        if len(names) != 1 or "" in names:
+            self.message_user(
+                request,
+                "Select executions of one named chart to migrate them to another of its "
+                "versions.",
+                messages.ERROR,
+            )
+            return None
+        form = MigrateForm(request.POST if confirmed(request) else None, name=names.pop())
+        valid = form.is_bound and form.is_valid()
+        if valid and form.plan is not None and not form.cleaned_data.get("preview"):
+            counts: Counter[str] = Counter()
+            for report in migrate(form.plan, [e.pk for e in executions]):
+                counts[report.verdict.value] += 1
+                if report.verdict is Verdict.REFUSED:
+                    self.message_user(
+                        request, f"Execution {report.execution_id}: {report.reason}", messages.ERROR
+                    )
+            said = ", ".join(f"{n} {verdict}" for verdict, n in sorted(counts.items()))
+            self.message_user(request, f"Migrate to {form.plan.target}: {said}.")
+            return None
+        plan = form.plan if valid else None
+        if plan is None and not form.is_bound:
+            latest = Chart.objects.latest(executions[0].chart.name)
+            try:
+                plan = MigrationPlan.make(latest) if latest is not None else None
+            except PlanError:
+                plan = None
+        rows = [ConfirmRow(title_of(e), where(e.status, e.configuration)) for e in executions]
+        if plan is not None:
+            notes = {
+                r.execution_id: (
+                    f"refused: {r.reason}"
+                    if r.verdict is Verdict.REFUSED
+                    else f"{r.verdict.value} -> {', '.join(r.configuration)}"
+                )
+                for r in dry_run(plan, executions)
+            }
+            rows = [ConfirmRow(title_of(e), notes.get(e.pk, "")) for e in executions]
+        return confirm_action(
+            self,
+            request,
+            action="migrate_selected",
+            title="Migrate executions",
+            summary=f"Migrate {len(executions)} execution(s)"
+            + (f" to {plan.target}" if plan is not None else "")
+            + "? The list is a preview (a dry run): nothing has changed yet. No chart code "
+            "runs; pending timers stay; each migration is recorded in the history.",
+            rows=rows,
+            pks=[e.pk for e in executions],
+            button="Continue",
+            form=form,
+        )
 
     def has_erase_permission(self, request: HttpRequest) -> bool:
         return bool(request.user.has_perm("statecharts.erase_execution"))

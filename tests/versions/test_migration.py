@@ -333,3 +333,21 @@ def test_the_api_migrates_with_a_dry_run_first(statecharts: Workbench) -> None:
     [result] = answer.json()["results"]
     assert result["verdict"] == "migrated" and result["execution"] == execution.pk
     assert statecharts.refresh(execution).chart.version == "2"
+
+
+def test_the_admin_action_previews_then_migrates(statecharts: Workbench, admin_client: Any) -> None:
+    from django.urls import reverse
+
+    execution = a_parcel(statecharts)
+    v2 = Chart.objects.load(V2, new_version=True)
+    url = reverse("admin:statecharts_execution_changelist")
+    chosen = {"action": "migrate_selected", "_selected_action": [execution.pk]}
+    page = admin_client.post(url, chosen).content.decode()
+    assert "Migrate 1 execution(s) to parcel v2?" in page
+    assert "refused: the active state &#x27;billed&#x27; is not in the new version" in page
+    form = {**chosen, "post": "yes", "target": v2.pk, "renames": "billed=invoiced"}
+    page = admin_client.post(url, {**form, "preview": "on"}).content.decode()
+    assert "migrates -&gt; invoiced, packing, uninsured" in page
+    assert statecharts.refresh(execution).chart == execution.chart  # a preview
+    admin_client.post(url, form)
+    assert statecharts.refresh(execution).chart == v2
