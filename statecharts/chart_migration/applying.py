@@ -191,6 +191,7 @@ class _Prepared:
     report: ExecutionReport
     blob: bytes = b""
     source: dict[str, Any] = field(default_factory=dict)
+    active_states: list[str] = field(default_factory=list)
 
 
 def _refused(execution: Execution, reason: str) -> _Prepared:
@@ -200,9 +201,13 @@ def _refused(execution: Execution, reason: str) -> _Prepared:
 def _compiled_for(execution: Execution, sha256: str) -> CompiledChart | None:
     """The compiled chart a position was written for: its own chart's, or any stored row's
     with that identity (a source edited in place leaves the row's hash behind)."""
-    rows = [execution.chart, *Chart.objects.filter(content_hash=sha256).exclude(
-        pk=execution.chart_id)]  # fmt: skip
-    for row in rows:
+    try:
+        own = compiled_chart(execution.chart)
+    except PositionError:
+        own = None
+    if own is not None and own.source_hash == sha256:
+        return own
+    for row in Chart.objects.filter(content_hash=sha256).exclude(pk=execution.chart_id):
         try:
             compiled = compiled_chart(row)
         except PositionError:
@@ -286,9 +291,10 @@ def prepare(plan: MigrationPlan, execution: Execution) -> _Prepared:
         )
     try:
         new_blob = encode(state, identity)
-        decode(new_blob, chart=target, require_running=True)
+        checked = decode(new_blob, chart=target, require_running=True).state
     except PositionError as exc:
         return _refused(execution, f"the mapped position is not one of the target's: {exc}")
+    active = [target.states[i].id for i in checked.configuration if i != 0]
     report = ExecutionReport(
         execution.pk,
         execution.session_id,
@@ -297,7 +303,7 @@ def prepare(plan: MigrationPlan, execution: Execution) -> _Prepared:
         entered=mapped.entered,
         dropped_history=mapped.dropped_history,
     )
-    return _Prepared(report, new_blob, source)
+    return _Prepared(report, new_blob, source, active)
 
 
 def dry_run(
@@ -350,11 +356,8 @@ def migrate_one(plan: MigrationPlan, pk: int, *, now: datetime | None = None) ->
 
 
 def _write(plan: MigrationPlan, execution: Execution, prepared: _Prepared, now: datetime) -> None:
-    target = plan.compiled()
-    position = decode(prepared.blob, chart=target)
-    states = target.states
     configuration = prepared.report.configuration
-    active = [states[i].id for i in position.state.configuration if i != 0]
+    active = prepared.active_states
     steps = execution.steps + 1
     database = stepper.database()
     Execution.objects.using(database).filter(pk=execution.pk).update(
