@@ -217,8 +217,12 @@ def _compiled_for(execution: Execution, sha256: str) -> CompiledChart | None:
     return None
 
 
-def prepare(plan: MigrationPlan, execution: Execution) -> _Prepared:
-    """What migrating ``execution`` would do: the report, and the new position blob."""
+def prepare(
+    plan: MigrationPlan, execution: Execution, taken_keys: dict[str, int] | None = None
+) -> _Prepared:
+    """What migrating ``execution`` would do: the report, and the new position blob.
+    ``taken_keys`` (business key -> execution id on the target), when the caller read them
+    for a batch, saves a query per execution."""
     if execution.status not in MIGRATABLE_STATUSES:
         return _refused(
             execution,
@@ -279,9 +283,10 @@ def prepare(plan: MigrationPlan, execution: Execution) -> _Prepared:
             datamodel_json=json.dumps(datamodel, separators=(",", ":"), ensure_ascii=False)
         )
     key = execution.business_key
-    if (
-        key is not None
-        and Execution.objects.using(stepper.database())
+    if key is not None and (
+        (taken_keys.get(key, execution.pk) != execution.pk)
+        if taken_keys is not None
+        else Execution.objects.using(stepper.database())
         .filter(chart=plan.target, business_key=key)
         .exclude(pk=execution.pk)
         .exists()
@@ -311,8 +316,29 @@ def dry_run(
 ) -> Iterator[ExecutionReport]:
     """Per execution, whether it maps and why not; nothing is written, nothing locked."""
     rows = plan.executions() if executions is None else executions
-    for execution in rows.select_related("chart") if isinstance(rows, QuerySet) else rows:
-        yield prepare(plan, execution).report
+    if isinstance(rows, QuerySet):
+        rows = rows.select_related("chart").iterator(chunk_size=DRY_RUN_BATCH)
+    batch: list[Execution] = []
+    for execution in rows:
+        batch.append(execution)
+        if len(batch) >= DRY_RUN_BATCH:
+            yield from _dry_run_batch(plan, batch)
+            batch = []
+    yield from _dry_run_batch(plan, batch)
+
+
+DRY_RUN_BATCH = 500
+
+
+def _dry_run_batch(plan: MigrationPlan, batch: list[Execution]) -> Iterator[ExecutionReport]:
+    keys = [e.business_key for e in batch if e.business_key is not None]
+    taken = dict(
+        Execution.objects.using(stepper.database())
+        .filter(chart=plan.target, business_key__in=keys)
+        .values_list("business_key", "pk")
+    ) if keys else {}  # fmt: skip
+    for execution in batch:
+        yield prepare(plan, execution, taken).report
 
 
 def migrate(
