@@ -14,7 +14,11 @@ second version is loaded (one state renamed, one region added) and, timed:
 2. the migration itself (``migrate``: per execution, one transaction that locks the row,
    maps its position, updates the row and inserts one history entry).
 
-Reported: executions per second of each (wall clock), this process's CPU per migration, and
+The baseline, in the same run: ``--steps`` (1,000) durable steps (``stepper.send`` of one
+event to migrated executions: a transaction that locks, decodes, advances, encodes, updates and
+inserts a history row, like a migration), so the ratio migrations/steps is comparable across
+runs on a loaded machine. Reported: executions per second of each (wall clock), this
+process's CPU per migration and per step, the ratio, the load average, and
 a check afterwards: every execution is on the new version, has exactly one ``migrated``
 history entry, and kept its pending timer. Then a re-run of the migration (idempotent: every
 execution ``up_to_date``), timed too.
@@ -156,7 +160,7 @@ def timed(label: str, work: Any) -> tuple[float, float, Any]:
     return wall, used, result
 
 
-def run(count: int) -> dict[str, Any]:
+def run(count: int, steps: int) -> dict[str, Any]:
     from statecharts.chart_migration import MigrationPlan, Verdict, dry_run, migrate
     from statecharts.models import Chart, Execution, HistoryEntry
     from timers.models import Timer
@@ -170,6 +174,13 @@ def run(count: int) -> dict[str, Any]:
     wall, cpu, done = timed("migration", lambda: Counter(r.verdict for r in migrate(plan)))
     ids = list(Execution.objects.values_list("pk", flat=True))
     again_wall, _, again = timed("re-run", lambda: Counter(r.verdict for r in migrate(plan, ids)))
+    # The baseline, same run: a durable step (stepper.send of one event) per execution.
+    from statecharts import stepper
+
+    some = ids[:steps]
+    steps_wall, steps_cpu, _ = timed(
+        f"{len(some)} steps", lambda: [stepper.send(pk, "insure") for pk in some]
+    )
     migrated = HistoryEntry.objects.filter(disposition="migrated").count()
     checks = {
         "dry_run_all_migrate": dry == {Verdict.MIGRATES: count},
@@ -186,6 +197,9 @@ def run(count: int) -> dict[str, Any]:
         "migrations_per_second": count / wall,
         "migration_cpu_us_each": cpu / count * 1e6,
         "rerun_per_second": count / again_wall,
+        "steps_per_second": len(some) / steps_wall,
+        "step_cpu_us_each": steps_cpu / len(some) * 1e6,
+        "migrations_over_steps": (count / wall) / (len(some) / steps_wall),
         "checks": checks,
     }
 
@@ -194,10 +208,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--executions", type=int, default=10_000)
     parser.add_argument("--pg-url", default=os.environ.get("BENCH_PG_URL", DEFAULT_PG_URL))
+    parser.add_argument("--steps", type=int, default=1000, help="baseline durable steps")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     args.sqlite_dir = None
     command = shlex.join([sys.executable, *sys.argv] if argv is None else [__file__, *argv])
+    load_before = os.getloadavg()
     with throwaway_database("postgres", args) as url:
         setup_django(url)
         server, settings = server_description()
@@ -205,7 +221,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "command": command,
             "server": server,
             "settings": settings,
-            **run(args.executions),
+            "load_before": load_before,
+            **run(args.executions, args.steps),
         }
         from django.db import connections
 
@@ -215,8 +232,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{result['executions']} executions: dry run {result['dry_run_per_second']:.0f}/s "
         f"({result['dry_run_cpu_us_each']:.0f} us CPU each), migration "
         f"{result['migrations_per_second']:.0f}/s ({result['migration_cpu_us_each']:.0f} us CPU "
-        f"each), re-run {result['rerun_per_second']:.0f}/s"
+        f"each), re-run {result['rerun_per_second']:.0f}/s; baseline durable steps "
+        f"{result['steps_per_second']:.0f}/s ({result['step_cpu_us_each']:.0f} us CPU each): "
+        f"migrations / steps = {result['migrations_over_steps']:.2f}"
     )
+    print(f"load average before: {result['load_before']}, after: {os.getloadavg()}")
     print(
         "checks: "
         + ", ".join(f"{k} {'ok' if v else 'FAILED'}" for k, v in result["checks"].items())
