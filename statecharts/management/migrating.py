@@ -26,6 +26,7 @@ from statecharts.chart_migration import (
     dry_run,
     migrate,
 )
+from statecharts.management.progress import Progress
 from statecharts.models import Chart, Execution
 
 PROGRESS_FROM = 200  # runs of at least this many executions show progress
@@ -93,7 +94,8 @@ def run(options: dict[str, Any], say: Callable[[str], None], stream: Any) -> Non
     as_json: bool = options["as_json"]
     dry: bool = options["dry_run"]
     verbosity = int(options.get("verbosity", 1))
-    progress = Progress(total, stream, quiet=as_json)
+    progress = Progress(stream, plain=total >= PROGRESS_FROM and not as_json, total=total)
+    live = not as_json
     reports: Iterable[ExecutionReport] = (
         dry_run(plan, candidates)
         if dry
@@ -101,29 +103,32 @@ def run(options: dict[str, Any], say: Callable[[str], None], stream: Any) -> Non
     )
     counts: Counter[str] = Counter()
     refused: list[ExecutionReport] = []
-    for report in reports:
+    started = time.monotonic()
+    for done, report in enumerate(reports, 1):
         counts[report.verdict.value] += 1
-        progress.tick()
         if report.verdict is Verdict.REFUSED:
             refused.append(report)
-            if not as_json:
-                progress.clear()
+            if live:
+                progress.close()
                 say(f"execution {report.execution_id}: refused: {report.reason}")
-        elif verbosity >= 2 and not as_json:
-            progress.clear()
+        elif verbosity >= 2 and live:
+            progress.close()
             say(
                 f"execution {report.execution_id}: {report.verdict.value} -> "
                 f"{' '.join(report.configuration)}"
             )
-    progress.clear()
-    seconds = progress.elapsed()
+        if live:
+            rate = done / max(time.monotonic() - started, 1e-9)
+            progress.update(done, f"{counts[Verdict.REFUSED.value]} refused, {rate:.0f}/s")
+    progress.close()
+    seconds = time.monotonic() - started
     if as_json:
-        done = Verdict.MIGRATES if dry else Verdict.MIGRATED
+        finished = Verdict.MIGRATES if dry else Verdict.MIGRATED
         document = {
             "to": {"chart": target.pk, "name": target.name, "version": target.version},
             "dry_run": dry,
             "counts": {
-                done.value: counts[done.value],
+                finished.value: counts[finished.value],
                 Verdict.UP_TO_DATE.value: counts[Verdict.UP_TO_DATE.value],
                 Verdict.REFUSED.value: counts[Verdict.REFUSED.value],
             },
@@ -146,43 +151,3 @@ def run(options: dict[str, Any], say: Callable[[str], None], stream: Any) -> Non
         )
     if refused and not dry:
         raise CommandError(f"{len(refused)} execution(s) were not migrated: see above")
-
-
-class Progress:
-    """A progress line for long runs: redrawn in place on a terminal, else every tenth."""
-
-    def __init__(self, total: int, stream: Any, *, quiet: bool = False) -> None:
-        self.total = total
-        self.done = 0
-        self.stream = stream
-        self.started = time.monotonic()
-        self.shown = not quiet and total >= PROGRESS_FROM
-        self.tty = bool(getattr(stream, "isatty", lambda: False)())
-        self.drawn = False
-        self.step = max(1, total // 10)
-
-    def elapsed(self) -> float:
-        return time.monotonic() - self.started
-
-    def tick(self) -> None:
-        self.done += 1
-        if not self.shown:
-            return
-        if self.tty:
-            width = 30
-            filled = width * self.done // max(self.total, 1)
-            rate = self.done / max(self.elapsed(), 1e-9)
-            self.stream.write(
-                f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} "
-                f"({rate:.0f}/s)",
-                ending="",
-            )
-            self.stream.flush()
-            self.drawn = True
-        elif self.done % self.step == 0 or self.done == self.total:
-            self.stream.write(f"{self.done}/{self.total} executions")
-
-    def clear(self) -> None:
-        if self.drawn:
-            self.stream.write("\r" + " " * 60 + "\r", ending="")
-            self.drawn = False
