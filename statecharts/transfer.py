@@ -111,6 +111,11 @@ def export_execution(execution: Execution, *, redact: bool = False) -> dict[str,
     if not position.state.running:
         raise ExportRefused(f"execution {execution.pk} has finished: there is nothing to move")
     state = position.state
+    if state.invocations:
+        raise ExportRefused(
+            f"execution {execution.pk} has running invocations (children): exporting them "
+            "with it is not supported yet"
+        )
     if redact:
         state = state.evolve(
             datamodel_json=json.dumps(redact_value(state.datamodel), separators=(",", ":"))

@@ -61,7 +61,7 @@ class MigrationRequestSerializer(serializers.Serializer[Any]):
                 attrs["chart"], attrs.get("renames") or {}, attrs.get("transform") or None
             )
         except PlanError as exc:
-            raise serializers.ValidationError({"renames": [str(exc)]}) from None
+            raise serializers.ValidationError([str(exc)]) from None
         return attrs
 
 

@@ -229,6 +229,12 @@ def prepare(
             f"it is {execution.status}: only active, halted and needs_migration executions "
             "can be migrated",
         )
+    if execution.chart.name != plan.target.name:
+        return _refused(
+            execution,
+            f"it is an execution of {execution.chart}, not of a version of "
+            f"{plan.target.name!r}",
+        )
     target = plan.compiled()
     blob = bytes(execution.position)
     try:

@@ -117,3 +117,17 @@ def test_a_redacted_export_keeps_the_shape_without_the_data(
     path.write_text("{not json")
     with pytest.raises(CommandError, match="not JSON"):
         call_command("statechart", "import", str(path), stdout=io.StringIO())
+
+
+def test_an_execution_with_running_invocations_is_not_exported(statecharts: Workbench) -> None:
+    from statecharts.transfer import ExportRefused
+
+    parent = statecharts.start(
+        statecharts.load(f"""<scxml {NS} name="parent" initial="waiting">
+      <state id="waiting"><invoke type="scxml"><content>
+        <scxml {NS} initial="idle"><state id="idle"/></scxml>
+      </content></invoke></state>
+    </scxml>""")
+    )
+    with pytest.raises(ExportRefused, match="has running invocations"):
+        export_execution(parent)
