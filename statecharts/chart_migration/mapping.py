@@ -25,7 +25,7 @@ state). What it does with each part of the state:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from statecharts.core.model import Chart as CompiledChart
@@ -137,10 +137,10 @@ def _map_invocation(
     invocation: Invocation,
     old: CompiledChart | None,
     new: CompiledChart,
-    target: object,
+    target: Callable[[str], int | None],
     configuration: set[int],
 ) -> Invocation:
-    assert old is not None and callable(target)
+    assert old is not None
     old_state = old.states[invocation.state]
     new_index = target(old_state.id)
     position = [i.index for i in old_state.invokes].index(invocation.invoke)
