@@ -353,3 +353,14 @@ def test_the_admin_action_previews_then_migrates(statecharts: Workbench, admin_c
     assert statecharts.refresh(execution).chart == execution.chart  # a preview
     admin_client.post(url, form)
     assert statecharts.refresh(execution).chart == v2
+
+
+def test_the_system_check_refuses_a_transform_that_cannot_be_imported() -> None:
+    from statecharts.checks import check_settings
+
+    with override_settings(STATECHARTS={"MIGRATION_TRANSFORMS": {"x": "no.such.thing"}}):
+        [problem] = check_settings()
+    assert "STATECHARTS['MIGRATION_TRANSFORMS']['x'] cannot be imported" in problem.msg
+    with override_settings(STATECHARTS={"MIGRATION_TRANSFORMS": ["x"]}):
+        [problem] = check_settings()
+    assert problem.id == "statecharts.E008"
