@@ -358,6 +358,7 @@ class ChartAdmin(TextOnlyQueries):
             "start_form": StartExecutionForm(hints=hints),
             "can_start": request.user.has_perm("statecharts.add_execution"),
             "other_versions": self._other_versions(chart),
+            "latest_version": Chart.objects.latest(chart.name) if chart.name else None,
         }
         return super().change_view(
             request, object_id, form_url, {**context, **(extra_context or {})}

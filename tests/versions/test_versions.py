@@ -173,3 +173,17 @@ def test_the_data_migration_gives_every_named_chart_a_version_unique_with_its_na
     assert [version(pk) for pk in mixed] == ["0.1", "2", "2.1", "0.2"]
     assert version(single) == "1" and version(unnamed) == ""
     assert find_chart("signup").pk == plain[1] and find_chart("order").pk == mixed[2]
+
+
+@pytest.mark.django_db
+def test_an_older_versions_page_says_which_is_the_latest(admin_client: Client) -> None:
+    first = Chart.objects.load(lamp(1))
+    second = Chart.objects.load(lamp(2), new_version=True)
+    page = admin_client.get(reverse("admin:statecharts_chart_change", args=[first.pk]))
+    text = page.content.decode()
+    assert (
+        "means its latest version, <a href=" in text
+        and "lamp v2</a>: this page starts lamp v1" in text
+    )
+    page = admin_client.get(reverse("admin:statecharts_chart_change", args=[second.pk]))
+    assert "means its latest version: this one." in page.content.decode()
