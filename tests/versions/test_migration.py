@@ -364,3 +364,37 @@ def test_the_system_check_refuses_a_transform_that_cannot_be_imported() -> None:
     with override_settings(STATECHARTS={"MIGRATION_TRANSFORMS": ["x"]}):
         [problem] = check_settings()
     assert problem.id == "statecharts.E008"
+
+
+PARENT = f"""<scxml {NS} name="parent" initial="waiting">
+  <state id="waiting">
+    <invoke id="child" type="scxml"><content>
+      <scxml {NS} initial="idle">
+        <state id="idle"><transition event="finish" target="end"/></state>
+        <final id="end"/>
+      </scxml>
+    </content></invoke>
+    <transition event="done.invoke.child" target="finished"/>
+  </state>
+  <final id="finished"/>
+</scxml>"""
+
+
+def test_a_running_invocation_moves_with_its_state(statecharts: Workbench) -> None:
+    parent = statecharts.start(statecharts.load(PARENT))
+    child = Execution.objects.get(parent=parent)
+    v2 = Chart.objects.load(PARENT.replace('"waiting"', '"pending"'), new_version=True)
+    [report] = list(migrate(MigrationPlan.make(v2, {"waiting": "pending"}), now=statecharts.now))
+    assert report.verdict is Verdict.MIGRATED, report.reason
+    statecharts.send(child, "finish")  # its done.invoke reaches the parent on v2
+    assert statecharts.refresh(parent).status == "completed"
+    # A version whose state has no <invoke> any more cannot take the running invocation.
+    parent = statecharts.start(v2)
+    v3 = Chart.objects.load(
+        PARENT.replace('"waiting"', '"pending"')
+        .replace('<invoke id="child" type="scxml">', "<!--")
+        .replace("</invoke>", "-->"),
+        new_version=True,
+    )
+    [report] = list(dry_run(MigrationPlan.make(v3), [parent]))
+    assert "which the new version's 'pending' does not have" in report.reason
