@@ -237,7 +237,9 @@ class Command(BaseCommand):
         )
 
         p = add("start", help="start an execution of a chart")
-        p.add_argument("chart", help="a chart id, or a chart name (its latest version)")
+        p.add_argument(
+            "chart", help="a chart id, a chart name (its latest version) or NAME@VERSION"
+        )
         p.add_argument("--data", help="a JSON object: values for top-level <data> ids")
         p.add_argument("--key", help="a business key, unique per chart")
 
