@@ -178,7 +178,7 @@ class MigrateForm(forms.Form):
         target = self.fields["target"]
         assert isinstance(target, forms.ModelChoiceField)
         target.queryset = versions
-        target.initial = Chart.objects.latest(name)
+        target.initial = Chart.objects.latest_version(name)
         transform = self.fields["transform"]
         assert isinstance(transform, forms.ChoiceField)
         transform.choices = [("", "none")] + [(n, n) for n in sorted(registered_transforms())]
@@ -358,7 +358,7 @@ class ChartAdmin(TextOnlyQueries):
             "start_form": StartExecutionForm(hints=hints),
             "can_start": request.user.has_perm("statecharts.add_execution"),
             "other_versions": self._other_versions(chart),
-            "latest_version": Chart.objects.latest(chart.name) if chart.name else None,
+            "latest_version": Chart.objects.latest_version(chart.name) if chart.name else None,
         }
         return super().change_view(
             request, object_id, form_url, {**context, **(extra_context or {})}
@@ -539,7 +539,7 @@ class ExecutionAdmin(ReadOnlyAdmin):
             return None
         plan = form.plan if valid else None
         if plan is None and not form.is_bound:
-            latest = Chart.objects.latest(executions[0].chart.name)
+            latest = Chart.objects.latest_version(executions[0].chart.name)
             try:
                 plan = MigrationPlan.make(latest) if latest is not None else None
             except PlanError:

@@ -130,9 +130,10 @@ class ChartManager(models.Manager["Chart"]):
             raise VersionTaken(f"chart {name!r} already has a version {version!r}")
         return version
 
-    def latest(self, name: str) -> Chart | None:
+    def latest_version(self, name: str) -> Chart | None:
         """The latest version of the charts named ``name`` (``statecharts.versions``), or
-        None. (A lookup by what a person typed, id or name, is ``lookups.find_chart``.)"""
+        None. (A lookup by what a person typed, id or name, is ``lookups.find_chart``; not
+        named ``latest``, which is Django's ``latest(field)``.)"""
         found = by_version(self.filter(origin=ChartOrigin.LOADED, name=name))
         return found[0] if found else None
 

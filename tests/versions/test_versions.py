@@ -52,7 +52,7 @@ def test_a_new_version_of_a_name_is_an_explicit_act() -> None:
     with pytest.raises(VersionTaken, match="already has a version '2'"):
         Chart.objects.load(lamp(3), version="2", new_version=True)
     beta = Chart.objects.load(lamp(4), version="beta", new_version=True)
-    assert Chart.objects.latest("lamp") == beta  # letters sort after numbers
+    assert Chart.objects.latest_version("lamp") == beta  # letters sort after numbers
     with pytest.raises(NoNextVersion, match="give the new version's label"):
         Chart.objects.load(lamp(5), new_version=True)
     assert Chart.objects.count() == 3
@@ -68,7 +68,7 @@ def test_the_next_version_counts_on_from_the_leading_number() -> None:
 def test_latest_is_one_rule_everywhere_and_name_at_version_picks_one() -> None:
     Chart.objects.load(lamp(1), version="1.9")
     newest = Chart.objects.load(lamp(2), version="1.10", new_version=True)
-    assert find_chart("lamp") == newest == Chart.objects.latest("lamp")
+    assert find_chart("lamp") == newest == Chart.objects.latest_version("lamp")
     assert find_chart("lamp@1.9").version == "1.9"
     with pytest.raises(NotFound, match=r"no version '3' \(its versions: 1.9, 1.10\)"):
         find_chart("lamp@3")
@@ -141,7 +141,7 @@ def test_the_admin_needs_the_permission_for_a_new_version() -> None:
     )
     page = client.post(url, {"source": lamp(2), "name": "", "version": "", "new_version": "on"})
     assert page.status_code == 302
-    assert Chart.objects.latest("lamp").version == "2"
+    assert Chart.objects.latest_version("lamp").version == "2"
 
 
 @pytest.mark.django_db(transaction=True)
