@@ -52,7 +52,10 @@ class MigrationRequestSerializer(serializers.Serializer[Any]):
 
     def validate_renames(self, renames: dict[str, str]) -> dict[str, str]:
         for old in renames:
-            validation.text(old, "renames", max_length=200)
+            try:
+                validation.text(old, "renames", max_length=200)
+            except validation.InvalidInput as exc:
+                raise serializers.ValidationError(str(exc.problems[0])) from None
         return renames
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:

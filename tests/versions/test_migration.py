@@ -398,3 +398,27 @@ def test_a_running_invocation_moves_with_its_state(statecharts: Workbench) -> No
     )
     [report] = list(dry_run(MigrationPlan.make(v3), [parent]))
     assert "which the new version's 'pending' does not have" in report.reason
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"chart": "parcel", "renames": {"bill\x00ed": "invoiced"}},
+        {"chart": "parcel", "renames": {"billed": "in\x00voiced"}},
+        {"chart": "parcel", "renames": ["billed"]},
+        {"chart": "parcel", "transform": "x" * 101},
+        {"chart": "parcel", "executions": ["one"]},
+        {"chart": "parcel", "executions": list(range(1, 502))},
+        {"chart": "\x00"},
+        {},
+    ],
+)
+def test_the_api_answers_bad_migration_requests_with_400(
+    statecharts: Workbench, body: dict[str, Any]
+) -> None:
+    a_parcel(statecharts)
+    Chart.objects.load(V2, new_version=True)
+    api = api_client("statecharts.view_execution", "statecharts.change_execution")
+    response = api.post("/api/executions/migrate/", body, format="json")
+    assert response.status_code == 400, response.content
+    assert not Execution.objects.filter(chart__version="2").exists()
