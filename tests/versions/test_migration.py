@@ -422,3 +422,20 @@ def test_the_api_answers_bad_migration_requests_with_400(
     response = api.post("/api/executions/migrate/", body, format="json")
     assert response.status_code == 400, response.content
     assert not Execution.objects.filter(chart__version="2").exists()
+
+
+def test_the_command_shows_progress_on_long_runs(
+    statecharts: Workbench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from statecharts.management import migrating
+
+    monkeypatch.setattr(migrating, "PROGRESS_FROM", 2)  # (long: 200 executions and more)
+    chart = statecharts.load(V1)
+    for _ in range(3):
+        statecharts.start(chart)
+    Chart.objects.load(V2, new_version=True)
+    out = io.StringIO()
+    call_command("statechart", "migrate", "parcel", stdout=out)
+    lines = out.getvalue().splitlines()
+    assert [line.split(":")[0] for line in lines[:3]] == ["1 of 3", "2 of 3", "3 of 3"]
+    assert lines[-1].startswith("migrated 3 to parcel v2, 0 already there, 0 refused (")
