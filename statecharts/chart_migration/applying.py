@@ -48,6 +48,7 @@ from statecharts.models.charts import ChartOrigin
 from statecharts.models.history import Disposition
 from statecharts.runtime import compiled_chart
 from statecharts.statuses import ExecutionStatus
+from statecharts.stepper import sql
 
 # What may be migrated: a live execution, or one stopped for a reason a new version can cure.
 MIGRATABLE_STATUSES = frozenset(
@@ -232,8 +233,7 @@ def prepare(
     if execution.chart.name != plan.target.name:
         return _refused(
             execution,
-            f"it is an execution of {execution.chart}, not of a version of "
-            f"{plan.target.name!r}",
+            f"it is an execution of {execution.chart}, not of a version of {plan.target.name!r}",
         )
     target = plan.compiled()
     blob = bytes(execution.position)
@@ -387,38 +387,49 @@ def migrate_one(plan: MigrationPlan, pk: int, *, now: datetime | None = None) ->
     )
 
 
+# The columns a migration writes (the rest of the row: session, key, metadata, stay).
+_WRITTEN = (
+    "chart",
+    "position",
+    "status",
+    "configuration",
+    "active_states",
+    "steps",
+    "updated",
+    "failure_reason",
+)
+
+
 def _write(plan: MigrationPlan, execution: Execution, prepared: _Prepared, now: datetime) -> None:
-    configuration = prepared.report.configuration
-    active = prepared.active_states
-    steps = execution.steps + 1
-    database = stepper.database()
-    Execution.objects.using(database).filter(pk=execution.pk).update(
-        chart=plan.target,
-        position=prepared.blob,
-        status=ExecutionStatus.ACTIVE,
-        configuration=configuration,
-        active_states=active,
-        steps=steps,
-        updated=now,
-        failure_reason="",
-    )
-    HistoryEntry.objects.using(database).create(
-        execution_id=execution.pk,
-        seq=steps,
+    """The row and its history entry, with the stepper's precompiled statements (a migration
+    writes what a step writes, and the chart)."""
+    was = execution.status
+    execution.chart = plan.target
+    execution.position = prepared.blob
+    execution.status = ExecutionStatus.ACTIVE
+    execution.configuration = prepared.report.configuration
+    execution.active_states = prepared.active_states
+    execution.steps += 1
+    execution.updated = now
+    execution.failure_reason = ""
+    sql.update_row(execution, _WRITTEN)
+    entry = HistoryEntry(
+        execution=execution,
+        seq=execution.steps,
         input={
             "kind": MIGRATION_INPUT,
             "from": prepared.source,
             "to": {"chart_id": plan.target.pk, **plan.identity().to_dict()},
             "renames": dict(plan.renames),
             "transform": plan.transform,
-            "was": execution.status,
+            "was": was,
             # The blob's own text (a JSON column may reorder an object's keys, and replay
             # compares the blob's sha256).
             "position": prepared.blob.decode("utf-8"),
         },
         disposition=Disposition.MIGRATED,
         status_after=ExecutionStatus.ACTIVE,
-        configuration_after=configuration,
+        configuration_after=execution.configuration,
         effects=[
             {
                 "kind": "migrated",
@@ -430,3 +441,4 @@ def _write(plan: MigrationPlan, execution: Execution, prepared: _Prepared, now: 
         reason=f"migrated to {plan.target} (chart {plan.target.pk})",
         created=now,
     )
+    sql.insert_row(entry)
