@@ -245,8 +245,8 @@ class ExecutionDetailSerializer(ExecutionSerializer):
 @extend_schema_field(
     {
         "oneOf": [{"type": "integer"}, {"type": "string"}],
-        "description": "A chart id, or a chart name: the latest version of the charts with "
-        "that name (as manage.py statechart start chooses it).",
+        "description": "A chart id, a chart name (the latest version of the charts with "
+        "that name, as manage.py statechart start chooses it) or NAME@VERSION.",
     }
 )
 class ChartReferenceField(serializers.PrimaryKeyRelatedField):  # type: ignore[type-arg]
@@ -271,8 +271,8 @@ class ChartReferenceField(serializers.PrimaryKeyRelatedField):  # type: ignore[t
 class ExecutionCreateSerializer(serializers.Serializer[Execution]):
     chart = ChartReferenceField(
         queryset=Chart.objects.all(),
-        help_text="A chart id, or a chart name (its latest version, compared as dotted "
-        "numbers; refused when that is not one chart).",
+        help_text="A chart id, a chart name (its latest version, compared as dotted "
+        "numbers; refused when that is not one chart) or NAME@VERSION.",
     )
     data = InputJSONField(
         check=validation.start_data,
