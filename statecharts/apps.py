@@ -38,3 +38,10 @@ class StatechartsConfig(AppConfig):
             sender=self,
             dispatch_uid="statecharts.retention",
         )
+
+        # Per-event permissions and subjects (their settings and checks), and the API's
+        # available_events and subject fields of an execution.
+        from statecharts import authorization, subjects  # noqa: F401
+        from statecharts.api.availability import register as register_availability_fields
+
+        register_availability_fields()

@@ -154,7 +154,8 @@ def available_events(
                     transitions=options,
                     any_name=any_name,
                     family=family and not any_name,
-                    reserved=bool(parts) and parts[0] in roots,
+                    reserved=bool(parts)
+                    and any(name == root or name.startswith(root + ".") for root in roots),
                 )
             )
         return tuple(result)

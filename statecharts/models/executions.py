@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Protocol
 
+from django.contrib.contenttypes.fields import GenericForeignKey
+from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections, models
 from django.db.models.functions import Cast
@@ -70,6 +72,13 @@ class ExecutionQuerySet(models.QuerySet["Execution"]):
         """
         return self.in_states([state_id])
 
+    def for_subject(self, subject: models.Model) -> ExecutionQuerySet:
+        """The executions about ``subject`` (``Execution.subject``, set when they started)."""
+        return self.filter(
+            subject_content_type=ContentType.objects.get_for_model(subject),
+            subject_object_id=str(subject.pk),
+        )
+
     def in_states(self, state_ids: Any, *, every: bool = False) -> ExecutionQuerySet:
         """Executions in any of ``state_ids`` (all of them with ``every=True``)."""
         ids = list(state_ids)
@@ -100,12 +109,15 @@ class ExecutionManager(models.Manager.from_queryset(ExecutionQuerySet)):  # type
         data: dict[str, Any] | None = None,
         business_key: str | None = None,
         metadata: dict[str, Any] | None = None,
+        subject: models.Model | None = None,
     ) -> Execution:
         """Create an execution of ``chart`` and run it to its first stable configuration
-        (``statecharts.stepper.start``)."""
-        return _the_stepper().start(
-            chart, data=data, business_key=business_key, metadata=metadata
-        )
+        (``statecharts.stepper.start``); ``subject``: the object it is about."""
+        options: dict[str, Any] = {"data": data, "business_key": business_key}
+        options["metadata"] = metadata
+        if subject is not None:
+            options["subject"] = subject
+        return _the_stepper().start(chart, **options)
 
 
 class Execution(models.Model):
@@ -151,6 +163,20 @@ class Execution(models.Model):
     invoke_ordinal = models.PositiveIntegerField(null=True, blank=True)
     invokeid = models.CharField(max_length=200, blank=True)
     metadata = PortableJSONField(default=dict, blank=True)
+    # The object this execution is about (an order, a loan application), set at start:
+    # statecharts.subjects. The id is text so any primary key type fits.
+    subject_content_type = models.ForeignKey(
+        ContentType,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The model of the object this execution is about.",
+    )
+    subject_object_id = models.CharField(
+        max_length=64, null=True, blank=True, help_text="The primary key of that object."
+    )
+    subject = GenericForeignKey("subject_content_type", "subject_object_id")
     created = models.DateTimeField()
     updated = models.DateTimeField()
     ended = models.DateTimeField(null=True, blank=True)
@@ -167,6 +193,12 @@ class Execution(models.Model):
         ordering = ["-created", "-id"]
         permissions = [
             ("erase_execution", "Can erase the personal data of executions"),
+        ]
+        indexes = [
+            models.Index(
+                fields=["subject_content_type", "subject_object_id"],
+                name="statecharts_execution_subject",
+            ),
         ]
         constraints = [
             models.UniqueConstraint(
@@ -188,8 +220,16 @@ class Execution(models.Model):
     def is_terminal(self) -> bool:
         return self.status in TERMINAL_STATUSES
 
+    def available_events(self, *, user: Any = None, include_reserved: bool = False) -> Any:
+        """The events that would enable a transition now (``statecharts.availability``);
+        with ``user``, only those ``statecharts.authorization`` lets them send."""
+        from statecharts.availability import available_events
+
+        return available_events(self, user=user, include_reserved=include_reserved)
+
     def send(self, name: str, data: Any = None, **fields: Any) -> StepResult:
-        """Feed one external event (``statecharts.stepper.send``), then reload this row."""
+        """Feed one external event (``statecharts.stepper.send``), then reload this row.
+        ``user=``: check that this user may send it (``statecharts.authorization``)."""
         result = _the_stepper().send(self.pk, name, data, **fields)
         self.refresh_from_db()
         return result
