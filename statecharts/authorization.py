@@ -147,9 +147,9 @@ def rule_for(chart_name: str | None, event: str) -> Rule | None:
         best: tuple[int, str, Any] | None = None
         for descriptor, value in configured[chart].items():
             wanted = split_descriptor(descriptor)
-            if len(wanted) <= len(parts) and parts[: len(wanted)] == wanted:
-                if best is None or len(wanted) > best[0]:
-                    best = (len(wanted), descriptor, value)
+            matches = len(wanted) <= len(parts) and parts[: len(wanted)] == wanted
+            if matches and (best is None or len(wanted) > best[0]):
+                best = (len(wanted), descriptor, value)
         if best is not None:
             return parse_rule(chart, best[1], best[2])
     return None

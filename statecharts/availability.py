@@ -21,7 +21,7 @@ from statecharts.models import Execution, ExecutionStatus
 from statecharts.runtime import limits
 from statecharts.validation import reserved_event_prefixes
 
-__all__ = ["Availability", "AvailableEvent", "available_events", "as_json", "Unavailable"]
+__all__ = ["Availability", "AvailableEvent", "Unavailable", "as_json", "available_events"]
 
 
 class Unavailable(StatechartError):

@@ -8,7 +8,9 @@ from statecharts.core.availability import Availability, GuardKind, available_eve
 NS = "http://www.w3.org/2005/07/scxml"
 
 ORDER = f"""<scxml xmlns="{NS}" version="1.0" datamodel="ecmascript" initial="open">
-  <datamodel><data id="paid" expr="0"/><data id="total" expr="100"/><data id="log" expr="0"/></datamodel>
+  <datamodel>
+    <data id="paid" expr="0"/><data id="total" expr="100"/><data id="log" expr="0"/>
+  </datamodel>
   <state id="open" initial="cart">
     <transition event="cancel" target="cancelled"/>
     <transition event="error.*" target="cancelled"/>
@@ -72,7 +74,7 @@ def test_a_state_takes_its_own_transition_first_the_ancestors_after() -> None:
 
 
 def test_a_false_guard_falls_through_to_the_ancestor() -> None:
-    chart, interpreter, state = start(ORDER.replace('total &gt; 50', 'total &gt; 500'))
+    chart, _, state = start(ORDER.replace('total &gt; 50', 'total &gt; 500'))
     cancel = by_name(available_events(chart, state))["cancel"]
     assert [(t.source, t.availability) for t in cancel.transitions] == [
         ("cart", Availability.DISABLED),
