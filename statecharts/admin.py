@@ -581,6 +581,9 @@ class ExecutionAdmin(ReadOnlyAdmin):
             )
         except Unavailable:
             available = None
+        if available is not None:  # the buttons offer only what this user can send now
+            names = {event.name for event in available}
+            accepted = tuple(hint for hint in accepted if hint.name in names)
         panels = [
             (panel, view.sections.get(panel.section, Unreadable("the section was not read")))
             for panel in extensions.ordered_panels()

@@ -360,3 +360,29 @@ def test_misconfigured_settings_are_reported(configured: dict[str, Any], check_i
 def test_the_documented_settings_pass_the_checks() -> None:
     with override_settings(STATECHARTS=RULES):
         assert not [m for m in run_checks() if m.id and m.id.startswith("statecharts.")]
+
+
+# ---- the document ------------------------------------------------------------------------------
+
+
+def test_the_documents_examples_run_in_order(capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" /
+            "permissions-and-available-events.md").read_text()
+    import textwrap
+
+    blocks = [textwrap.dedent(b) for b in re.findall(r"```python\n(.*?) *```", text, re.DOTALL)]
+    namespace: dict[str, Any] = {}
+    ran = 0
+    for number, block in enumerate(blocks, 1):
+        if "STATECHARTS = {" in block or "@admin.register" in block:
+            continue  # a settings excerpt and a host's admin: not runnable here
+        exec(compile(block, f"example {number}", "exec"), namespace)
+        ran += 1
+    assert ran == 3
+    assert capsys.readouterr().out.split() == [
+        "approve", "enabled", "escalate", "disabled", "comment", "conditional", "reject",
+        "enabled",
+    ]
