@@ -331,7 +331,7 @@ def test_command_start_with_a_subject(rules: None) -> None:
     call_command("statechart", "start", "loan", "--subject", f"auth.group:{group.pk}",
                  stdout=io.StringIO())
     assert Execution.objects.for_subject(group).count() == 1
-    with pytest.raises(CommandError, match="--subject: .*app_label.model:id"):
+    with pytest.raises(CommandError, match=r"--subject: .*app_label\.model:id"):
         call_command("statechart", "start", "loan", "--subject", "auth.group")
 
 
