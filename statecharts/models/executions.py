@@ -9,6 +9,7 @@ ready (``install_stepper``).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from django.contrib.contenttypes.fields import GenericForeignKey
@@ -43,6 +44,17 @@ def install_stepper(stepper: StepperFacade) -> None:
     """Called once by ``StatechartsConfig.ready()``."""
     global _stepper
     _stepper = stepper
+
+
+# statecharts.availability.available_events, installed with the stepper (it imports the
+# models, so the models cannot import it).
+_available_events: Callable[..., Any] | None = None
+
+
+def install_available_events(function: Callable[..., Any]) -> None:
+    """Called once by ``StatechartsConfig.ready()``."""
+    global _available_events
+    _available_events = function
 
 
 def _the_stepper() -> StepperFacade:
@@ -223,9 +235,10 @@ class Execution(models.Model):
     def available_events(self, *, user: Any = None, include_reserved: bool = False) -> Any:
         """The events that would enable a transition now (``statecharts.availability``);
         with ``user``, only those ``statecharts.authorization`` lets them send."""
-        from statecharts.availability import available_events
-
-        return available_events(self, user=user, include_reserved=include_reserved)
+        if _available_events is None:
+            _the_stepper()  # (says the app is not ready)
+        assert _available_events is not None
+        return _available_events(self, user=user, include_reserved=include_reserved)
 
     def send(self, name: str, data: Any = None, **fields: Any) -> StepResult:
         """Feed one external event (``statecharts.stepper.send``), then reload this row.

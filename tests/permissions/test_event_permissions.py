@@ -242,6 +242,10 @@ def test_api_start_with_a_subject(rules: None) -> None:
         ({"type": "auth.user", "id": "1"}, "is not a model executions may be about"),
         ({"type": "auth.group", "id": "999999"}, "there is no auth.group with id"),
         ({"type": "auth.group", "id": "not-a-number"}, "there is no auth.group with id"),
+        ({"type": "auth.group", "id": "9" * 40}, "there is no auth.group with id"),
+        ({"type": "auth.group", "id": "1\x00"}, "Null characters are not allowed"),
+        ({"type": "nodot", "id": "1"}, "is not a model executions may be about"),
+        ({"type": "auth.group"}, "required"),
     ]:
         response = client.post(
             "/api/executions/", {"chart": "loan", "subject": subject}, format="json"
