@@ -18,8 +18,9 @@ The rules live in settings (docs/permissions-and-available-events.md)::
 
 An event descriptor matches as the chart's own transitions do (``order`` matches ``order``
 and ``order.paid``; ``*`` matches every name); the most specific descriptor of the chart's
-entry wins, else that of the ``"*"`` entry. An event no rule names needs nothing beyond the
-door's own permission (``statecharts.change_execution`` for the API and the admin).
+entry wins, else that of the ``"*"`` entry. Every sender needs
+``statecharts.change_execution`` (what the API and the admin ask of a send); an event no rule
+names needs nothing more.
 
 A check is called ``check(user, execution, event_name, data)`` and answers ``True`` (allowed),
 or ``False`` or a reason (a non-empty string) to refuse. It runs for every user, superusers
@@ -56,6 +57,10 @@ DEFAULTS: dict[str, Any] = {
     # check name -> dotted path of a callable (user, execution, event name, data) -> verdict.
     "EVENT_CHECKS": {},
 }
+
+# What every sender needs, whatever the event: the permission the API and the admin ask
+# of a send (a user= given from Python or the command needs it too).
+SEND_PERMISSION = "statecharts.change_execution"
 
 EventCheck = Callable[[Any, Any, str, Any], "bool | str"]
 
@@ -176,6 +181,10 @@ def decide(user: Any, execution: Any, event: str, data: Any = None) -> Decision:
     if not getattr(user, "is_authenticated", False) or not getattr(user, "is_active", True):
         return Decision(False, reasons=("an anonymous or inactive user may send nothing",),
                         **base)
+    if not user.has_perm(SEND_PERMISSION):
+        return Decision(False, reasons=(
+            f"sending events needs the permission {SEND_PERMISSION!r}",
+        ), **base)
     if rule is None:
         return Decision(True, **base)
     reasons = [
@@ -197,6 +206,15 @@ def require(user: Any, execution: Any, event: str, data: Any = None) -> Decision
     if not decision.allowed:
         raise EventNotPermitted(decision)
     return decision
+
+
+def may_send_events(user: Any) -> bool:
+    """Whether ``user`` may send events at all (:data:`SEND_PERMISSION`, an active user)."""
+    return bool(
+        getattr(user, "is_authenticated", False)
+        and getattr(user, "is_active", True)
+        and user.has_perm(SEND_PERMISSION)
+    )
 
 
 def may_send(user: Any, execution: Any, event: str) -> bool:

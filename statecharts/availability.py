@@ -35,7 +35,8 @@ def available_events(
 
     Only an ``active`` execution has any. With ``user``, the events
     ``statecharts.authorization`` refuses them are left out (a wildcard entry stays: which
-    names it takes is decided when one is sent). Raises :class:`Unavailable` when the chart
+    names it takes is decided when one is sent); a user who may send no event at all
+    (``statecharts.change_execution``) gets none. Raises :class:`Unavailable` when the chart
     or the position cannot be read.
     """
     if execution.status != ExecutionStatus.ACTIVE:
@@ -51,6 +52,8 @@ def available_events(
     if not include_reserved:
         events = tuple(event for event in events if not event.reserved)
     if user is not None:
+        if not authorization.may_send_events(user):
+            return ()
         events = tuple(
             event
             for event in events

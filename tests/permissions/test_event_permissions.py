@@ -172,7 +172,7 @@ def test_the_most_specific_descriptor_wins_and_star_applies_to_every_chart(rules
             "open": {"note": "auth.add_user", "note.private": "auth.delete_user"},
         }
     }
-    user = user_with("u", "auth.add_user")
+    user = user_with("u", "statecharts.change_execution", "auth.add_user")
     with override_settings(STATECHARTS=settings):
         assert decide(user, execution, "note.public").allowed  # open: note
         assert not decide(user, execution, "note.private.x").allowed  # open: note.private
@@ -390,3 +390,35 @@ def test_the_documents_examples_run_in_order(capsys: pytest.CaptureFixture[str])
         "approve", "enabled", "escalate", "disabled", "comment", "conditional", "reject",
         "enabled",
     ]
+
+
+# ---- the base permission, the timeline, replay and idempotency --------------------------------
+
+
+def test_a_user_who_may_not_change_executions_may_send_nothing(loan: Execution) -> None:
+    viewer = user_with("viewer", "statecharts.view_execution", "auth.approve_loan")
+    assert decide(viewer, loan, "escalate").reasons == (
+        "sending events needs the permission 'statecharts.change_execution'",
+    )
+    assert loan.available_events(user=viewer) == ()
+    assert api(viewer).get(f"/api/executions/{loan.pk}/").json()["available_events"] == []
+    with pytest.raises(CommandError, match="statecharts.change_execution"):
+        call_command("statechart", "send", str(loan.pk), "escalate", "--as-user", "viewer")
+
+
+def test_the_sender_shows_in_the_timeline_and_replay_agrees(loan: Execution) -> None:
+    manager = user_with("manager", *OPERATE, "auth.approve_loan")
+    loan.send("approve", user=manager)
+    out = io.StringIO()
+    call_command("statechart", "show", str(loan.pk), stdout=out)
+    assert "#2 event approve by manager: applied" in out.getvalue()
+    replayed = io.StringIO()
+    call_command("statechart", "replay", str(loan.pk), stdout=replayed)
+    assert "replayed 2 step(s): every position matches" in replayed.getvalue()
+
+
+def test_a_retried_send_with_the_same_key_and_user_is_applied_once(loan: Execution) -> None:
+    clerk = user_with("clerk", *OPERATE)
+    first = stepper.send(loan, "escalate", user=clerk, idempotency_key="k1")
+    again = stepper.send(loan, "escalate", user=clerk, idempotency_key="k1")
+    assert again.repeated and again.entry.seq == first.entry.seq == 2
