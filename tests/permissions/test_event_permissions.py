@@ -402,7 +402,7 @@ def test_a_user_who_may_not_change_executions_may_send_nothing(loan: Execution) 
     )
     assert loan.available_events(user=viewer) == ()
     assert api(viewer).get(f"/api/executions/{loan.pk}/").json()["available_events"] == []
-    with pytest.raises(CommandError, match="statecharts.change_execution"):
+    with pytest.raises(CommandError, match=r"statecharts\.change_execution"):
         call_command("statechart", "send", str(loan.pk), "escalate", "--as-user", "viewer")
 
 
