@@ -157,3 +157,35 @@ def test_a_finished_session_can_do_nothing() -> None:
     state = interpreter.handle_event(state, Event("error.x")).state
     assert not state.running
     assert available_events(chart, state) == ()
+
+
+HOOKED = f"""<scxml xmlns="{NS}" version="1.0" datamodel="ecmascript" initial="a">
+  <datamodel><data id="count" expr="0"/></datamodel>
+  <script>var x = {{valueOf: function () {{ count = count + 1; return 5; }}}};</script>
+  <state id="a">
+    <transition event="big" cond="x &gt; 1" target="b"/>
+    <transition event="here" cond="In('a')"/>
+    <transition event="there" cond="In('b')"/>
+  </state>
+  <state id="b"/>
+</scxml>"""
+
+
+def test_a_guard_with_a_hidden_side_effect_runs_on_the_throwaway_copy_only() -> None:
+    # "x > 1" looks side-effect free, but x's valueOf (a function in the datamodel) counts.
+    chart, interpreter, state = start(HOOKED)
+    events = by_name(available_events(chart, state))
+    assert events["big"].availability is Availability.ENABLED
+    assert state.datamodel["count"] == 0
+    for _ in range(3):
+        available_events(chart, state)
+    # Stepping from the same state: the count is the step's own evaluation, once.
+    stepped = interpreter.handle_event(state, Event("big")).state
+    assert stepped.datamodel["count"] == 1
+
+
+def test_ecmascript_in_guards_see_the_configuration() -> None:
+    chart, _, state = start(HOOKED)
+    events = by_name(available_events(chart, state))
+    assert events["here"].availability is Availability.ENABLED
+    assert events["there"].availability is Availability.DISABLED
