@@ -128,7 +128,7 @@ class Input:
             parent_session_id=raw.get("parent_session_id"),
             invokeid=raw.get("invokeid"),
             reason=raw.get("reason"),
-            sender=raw.get("sender"),
+            sender=raw["sender"] if isinstance(raw.get("sender"), dict) else None,
         )
 
 
