@@ -422,3 +422,19 @@ def test_a_retried_send_with_the_same_key_and_user_is_applied_once(loan: Executi
     first = stepper.send(loan, "escalate", user=clerk, idempotency_key="k1")
     again = stepper.send(loan, "escalate", user=clerk, idempotency_key="k1")
     assert again.repeated and again.entry.seq == first.entry.seq == 2
+
+
+@override_settings(ROOT_URLCONF="tests.permissions.host_admin")
+def test_both_ways_in_a_hosts_admin(loan: Execution) -> None:
+    superuser = User.objects.create_superuser("root", password="pw")
+    client = Client()
+    client.force_login(superuser)
+    group = loan.subject
+    # From the object: its executions, each linked to the execution's page.
+    html = client.get(f"/admin/auth/group/{group.pk}/change/").content.decode()
+    assert "Executions about this object" in html
+    assert f"/admin/statecharts/execution/{loan.pk}/change/" in html
+    assert "review" in html  # where it stands
+    # From the execution: what it is about, linked to the object's page.
+    html = client.get(f"/admin/statecharts/execution/{loan.pk}/change/").content.decode()
+    assert f'about: <a href="/admin/auth/group/{group.pk}/change/">branch-1</a>' in html
