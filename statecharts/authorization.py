@@ -24,7 +24,8 @@ names needs nothing more.
 
 A check is called ``check(user, execution, event_name, data)`` and answers ``True`` (allowed),
 or ``False`` or a reason (a non-empty string) to refuse. It runs for every user, superusers
-included (it is domain logic: "only the order's owner"), after the permissions.
+included (it is domain logic: "only the order's owner"), after the permissions. A check that
+raises refuses the event (it fails closed) and the error is logged.
 
 **Doors.** ``stepper.send(..., user=user)`` (and ``execution.send(..., user=user)``) check
 before the step and refuse with :class:`EventNotPermitted` (a ``PermissionDenied``), writing
@@ -40,6 +41,7 @@ and the subject are exact).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,6 +52,8 @@ from django.utils.module_loading import import_string
 
 from statecharts.conf import register_settings, statecharts_settings
 from statecharts.core.events import split_descriptor
+
+logger = logging.getLogger("statecharts.authorization")
 
 DEFAULTS: dict[str, Any] = {
     # chart name ("*": every chart) -> {event descriptor: rule}; see the module docstring.
@@ -193,7 +197,11 @@ def decide(user: Any, execution: Any, event: str, data: Any = None) -> Decision:
         if not user.has_perm(permission)
     ]
     if not reasons and rule.check is not None:
-        verdict = check_named(rule.check)(user, execution, event, data)
+        try:
+            verdict = check_named(rule.check)(user, execution, event, data)
+        except Exception as exc:  # a broken check refuses (fails closed), and is logged
+            logger.exception("EVENT_CHECKS[%r] failed for event %r", rule.check, event)
+            verdict = f"it failed ({type(exc).__name__}), so the event is refused"
         if verdict is not True:
             why = verdict if isinstance(verdict, str) and verdict else "refused"
             reasons.append(f"{event!r}: the check {rule.check!r} said: {why}")

@@ -11,3 +11,8 @@ def same_group(user: Any, execution: Any, event: str, data: Any) -> bool | str:
     if group is not None and user.groups.filter(pk=group.pk).exists():
         return True
     return f"only a member of {group}"
+
+
+def broken(user: Any, execution: Any, event: str, data: Any) -> bool:
+    """A check with a bug."""
+    raise KeyError("branch")

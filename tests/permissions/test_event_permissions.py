@@ -438,3 +438,25 @@ def test_both_ways_in_a_hosts_admin(loan: Execution) -> None:
     # From the execution: what it is about, linked to the object's page.
     html = client.get(f"/admin/statecharts/execution/{loan.pk}/change/").content.decode()
     assert f'about: <a href="/admin/auth/group/{group.pk}/change/">branch-1</a>' in html
+
+
+def test_a_check_that_raises_refuses_and_the_api_answers_403(
+    loan: Execution, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = {
+        **RULES,
+        "EVENT_PERMISSIONS": {"loan": {"escalate": {"check": "broken"}}},
+        "EVENT_CHECKS": {"broken": "tests.permissions.rules.broken"},
+    }
+    clerk = user_with("clerk", *OPERATE)
+    with override_settings(STATECHARTS=settings):
+        response = api(clerk).post(
+            f"/api/executions/{loan.pk}/send/", {"name": "escalate"}, format="json"
+        )
+    assert response.status_code == 403
+    assert response.json()["reasons"] == [
+        "'escalate': the check 'broken' said: it failed (KeyError), so the event is refused"
+    ]
+    assert "EVENT_CHECKS['broken'] failed" in caplog.text
+    loan.refresh_from_db()
+    assert loan.steps == 1
