@@ -460,3 +460,20 @@ def test_a_check_that_raises_refuses_and_the_api_answers_403(
     assert "EVENT_CHECKS['broken'] failed" in caplog.text
     loan.refresh_from_db()
     assert loan.steps == 1
+
+
+def test_api_list_filters_by_subject(loan: Execution) -> None:
+    other = stepper.start(loan.chart, subject=Group.objects.create(name="branch-9"))
+    client = api(user_with("reader", *OPERATE))
+    found = client.get("/api/executions/", {"subject": f"auth.group:{loan.subject.pk}"}).json()
+    assert [row["id"] for row in found["results"]] == [loan.pk]
+    assert other.pk not in [row["id"] for row in found["results"]]
+    for bad, problem in [
+        ("auth.group", "write it as app_label.model:id"),
+        ("nosuch.model:1", "is not an installed model"),
+        ("auth.group:" + "9" * 65, "write it as app_label.model:id"),
+        ("auth.group:1\x00", "Null characters are not allowed"),
+    ]:
+        response = client.get("/api/executions/", {"subject": bad})
+        assert response.status_code == 400, bad
+        assert problem in str(response.json()["subject"])
