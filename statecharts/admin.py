@@ -389,7 +389,15 @@ class ExecutionAdmin(ReadOnlyAdmin):
         "steps",
         "updated",
     ]
-    list_filter = ["status", "chart", InStateFilter, "created", "updated"]
+    list_filter = [
+        "status",
+        "chart",
+        InStateFilter,
+        # (the models executions are about, only those some execution has)
+        ("subject_content_type", admin.RelatedOnlyFieldListFilter),
+        "created",
+        "updated",
+    ]
     search_fields = ["=id", "session_id", "business_key"]
     date_hierarchy = "created"
     list_select_related = ["chart"]

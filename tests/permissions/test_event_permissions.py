@@ -477,3 +477,18 @@ def test_api_list_filters_by_subject(loan: Execution) -> None:
         response = client.get("/api/executions/", {"subject": bad})
         assert response.status_code == 400, bad
         assert problem in str(response.json()["subject"])
+
+
+def test_admin_list_filters_by_the_subjects_model(loan: Execution) -> None:
+    unrelated = stepper.start(Chart.objects.load(OPEN))
+    superuser = User.objects.create_superuser("root", password="pw")
+    client = Client()
+    client.force_login(superuser)
+    content_type = loan.subject_content_type
+    page = client.get(
+        "/admin/statecharts/execution/",
+        {"subject_content_type__id__exact": content_type.pk},
+    )
+    shown = {row.pk for row in page.context["cl"].result_list}
+    assert shown == {loan.pk} and unrelated.pk not in shown
+    assert "By subject content type" in page.content.decode()
