@@ -4,6 +4,7 @@ admin and the management command (docs/permissions-and-available-events.md)."""
 from __future__ import annotations
 
 import io
+import json
 from typing import Any
 
 import pytest
@@ -327,6 +328,13 @@ def test_command_as_user_is_checked_and_recorded(loan: Execution) -> None:
         out.getvalue()
     )
     assert f"about: auth.group {loan.subject.pk} (branch-1)" in out.getvalue()
+    out = io.StringIO()
+    call_command("statechart", "show", str(loan.pk), "--json", stdout=out)
+    document = json.loads(out.getvalue())
+    assert document["subject"]["title"] == "branch-1"
+    assert [e["name"] for e in document["available_events"]] == [
+        "approve", "escalate", "comment", "reject",
+    ]
 
 
 def test_command_start_with_a_subject(rules: None) -> None:

@@ -50,7 +50,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from statecharts import health, lookups, retention, stepper, subjects, validation
 from statecharts.authorization import EventNotPermitted
-from statecharts.availability import Unavailable, available_events
+from statecharts.availability import Unavailable, as_json, available_events
 from statecharts.core import ChartError, Problem, StatechartError, load_chart_file
 from statecharts.core.parse import decode_utf8, read_document
 from statecharts.inspection import Unreadable, inspect, json_text
@@ -434,7 +434,15 @@ class Command(BaseCommand):
         execution = find_execution(options["execution"])
         view = inspect(execution)  # the read model the admin and the API show
         if options["as_json"]:
-            self.say(json.dumps(view.document(), indent=2, sort_keys=True, ensure_ascii=False))
+            document = view.document()
+            document["subject"] = subjects.describe(execution)
+            try:
+                document["available_events"] = [
+                    as_json(event) for event in available_events(execution)
+                ]
+            except Unavailable:
+                document["available_events"] = []  # ("unreadable" says why)
+            self.say(json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False))
             return
         chart = execution.chart
         self.say(f"execution: {execution.pk}")
