@@ -33,6 +33,8 @@ from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_POST
 
 from statecharts import extensions, retention, stepper
+from statecharts.authorization import EventNotPermitted
+from statecharts.availability import AvailableEvent, Unavailable, available_events
 from statecharts.chart_migration import MigrationPlan, PlanError, Verdict, dry_run, migrate
 from statecharts.chart_migration.applying import registered_transforms
 from statecharts.core import StatechartError
@@ -51,6 +53,7 @@ from statecharts.inspection import (
 from statecharts.lookups import version_key
 from statecharts.models import Chart, Execution, HistoryEntry, OutboxMessage
 from statecharts.models.outbox import OutboxStatus
+from statecharts.subjects_admin import subject_link
 
 
 def diagram(
@@ -455,14 +458,27 @@ class ExecutionAdmin(ReadOnlyAdmin):
         "steps",
         "updated",
     ]
-    list_filter = ["status", "chart", InStateFilter, "created", "updated"]
+    list_filter = [
+        "status",
+        "chart",
+        InStateFilter,
+        # (the models executions are about, only those some execution has)
+        ("subject_content_type", admin.RelatedOnlyFieldListFilter),
+        "created",
+        "updated",
+    ]
     search_fields = ["=id", "session_id", "business_key"]
     date_hierarchy = "created"
     list_select_related = ["chart"]
     actions = ["cancel_selected", "migrate_selected", "erase_selected"]
-    exclude = ["position", "configuration", "donedata", "metadata"]  # shown as *_json below
+    # (shown as *_json below; the subject's two columns as one link)
+    exclude = [
+        "position", "configuration", "donedata", "metadata", "subject_content_type",
+        "subject_object_id",
+    ]
     readonly_fields = [
         "chart",
+        "subject_link",
         "status",
         "session_id",
         "business_key",
@@ -491,6 +507,10 @@ class ExecutionAdmin(ReadOnlyAdmin):
     @admin.display(description="metadata")
     def metadata_json(self, execution: Execution) -> str:
         return json_text(execution.metadata)
+
+    @admin.display(description="about")
+    def subject_link(self, execution: Execution) -> str:
+        return subject_link(execution)
 
     @admin.display(description="in states")
     def in_states(self, execution: Execution) -> str:
@@ -700,6 +720,15 @@ class ExecutionAdmin(ReadOnlyAdmin):
         hints = None if isinstance(view.compiled, Unreadable) else chart_hints(view.compiled)
         events = hints.events if hints is not None else ()
         accepted = hints.accepted_in(view.active_states) if hints is not None else ()
+        try:  # what this user can send now (statecharts.availability)
+            available: tuple[AvailableEvent, ...] | None = available_events(
+                execution, user=request.user
+            )
+        except Unavailable:
+            available = None
+        if available is not None:  # the buttons offer only what this user can send now
+            names = {event.name for event in available}
+            accepted = tuple(hint for hint in accepted if hint.name in names)
         panels = [
             (panel, view.sections.get(panel.section, Unreadable("the section was not read")))
             for panel in extensions.ordered_panels()
@@ -717,8 +746,10 @@ class ExecutionAdmin(ReadOnlyAdmin):
             "history_page": view.history_page(request.GET.get("history", 1)),
             "panels": panels,
             "outbox": execution.outbox.order_by("-id")[:50],
-            "send_form": SendEventForm(events=events, accepted=accepted),
+            "send_form": SendEventForm(events=events, accepted=accepted, available=available),
             "accepted_events": accepted,
+            "available_events": available or (),
+            "subject_link": subject_link(execution),
             "event_hints": {hint.name: hint.data_example for hint in events},
             "can_act": request.user.has_perm("statecharts.change_execution")
             and execution.status == "active",
@@ -742,8 +773,14 @@ class ExecutionAdmin(ReadOnlyAdmin):
             return self._back(execution_id)
         try:
             result = stepper.send(
-                execution_id, form.cleaned_data["name"], form.cleaned_data["data"]
+                execution_id,
+                form.cleaned_data["name"],
+                form.cleaned_data["data"],
+                user=request.user,
             )
+        except EventNotPermitted as exc:
+            messages.error(request, f"Not sent: {exc}")
+            return self._back(execution_id)
         except StatechartError as exc:
             messages.error(request, str(exc))
             return self._back(execution_id)

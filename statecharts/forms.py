@@ -9,7 +9,9 @@ from django import forms
 from django.utils.html import escape
 
 from statecharts import validation
+from statecharts.availability import AvailableEvent, accepts_free_names
 from statecharts.core import ChartError
+from statecharts.core.availability import Availability
 from statecharts.inspection import ChartHints, EventHint
 from statecharts.models import Chart, Execution
 
@@ -152,12 +154,19 @@ class SendEventForm(forms.Form):
         *args: Any,
         events: Sequence[EventHint] = (),
         accepted: Sequence[EventHint] = (),
+        available: Sequence[AvailableEvent] | None = None,
         **kwargs: Any,
     ) -> None:
         """``events``: the events the chart's transitions accept, offered as a pick list;
         ``accepted``: those the active states accept now (listed first). The data field's
         placeholder shows the ``_event.data`` keys an accepted event's transitions read
-        (the page's script switches it to the picked event's)."""
+        (the page's script switches it to the picked event's).
+
+        ``available``: what this user can send now (``statecharts.availability``): the name
+        becomes a pick list of them, each marked enabled, conditional or disabled, unless the
+        active states take names the list cannot show (a ``*`` or ``order.*`` descriptor):
+        then it stays a free name with the list as suggestions. The name is checked again
+        when it is sent (the stepper and ``statecharts.authorization``)."""
         super().__init__(*args, **kwargs)
         self.events = (*accepted, *(hint for hint in events if hint not in accepted))
         name = self.fields["name"].widget
@@ -166,12 +175,38 @@ class SendEventForm(forms.Form):
         self.fields["data"].widget.attrs["placeholder"] = (
             with_data[0].data_example if with_data else "optional"
         )
+        self.available = tuple(available or ())
+        if available is not None and not accepts_free_names(available):
+            self.fields["name"].widget = forms.Select(
+                choices=[("", "(pick an event)")]
+                + [(event.name, _choice_label(event)) for event in available]
+            )
+            self.fields["name"].help_text = (
+                "The events that would enable a transition now (and that you may send)."
+                if available
+                else "No event would enable a transition now (or none you may send)."
+            )
+        elif available:
+            names = escape(", ".join(event.name for event in available))
+            self.fields["name"].help_text = (
+                f"Available now: {names}; this execution also takes other names."
+            )
 
     def clean_name(self) -> str:
         name: str = self.cleaned_data["name"].strip()
+        if name in ("*", ""):
+            raise forms.ValidationError("give the event's name (e.g. order.paid)")
         if not name or any(c.isspace() for c in name):
             raise forms.ValidationError("an event name is one word, e.g. order.paid")
         try:
             return validation.event_name(name)  # control characters, reserved names
         except validation.InvalidInput as exc:
             raise forms.ValidationError(exc.problems[0].message) from None
+
+
+def _choice_label(event: AvailableEvent) -> str:
+    if event.availability is Availability.ENABLED:
+        return event.name
+    reasons = {option.reason for option in event.transitions if option.reason}
+    why = f": {'; '.join(sorted(reasons))}" if reasons else ""
+    return f"{event.name} ({event.availability.value}{why})"

@@ -10,7 +10,8 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.exceptions import PermissionDenied
 
-from statecharts import extensions, validation
+from statecharts import extensions, subjects, validation
+from statecharts.api.availability import SubjectInput
 from statecharts.api.fields import InputJSONField, JSONValueField, json_safe
 from statecharts.api.validators import validate_event_name
 from statecharts.core.errors import ChartError, StatechartError
@@ -296,6 +297,21 @@ class ExecutionCreateSerializer(serializers.Serializer[Execution]):
         initial=dict,
         help_text="Opaque JSON object kept with the execution.",
     )
+    subject = SubjectInput(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="The object this execution is about: {'type': 'app_label.model', 'id': "
+        "'42'}, a model listed in STATECHARTS['SUBJECT_MODELS'] and an existing object.",
+    )
+
+    def validate_subject(self, value: dict[str, Any] | None) -> Any:
+        if value is None:
+            return None
+        try:
+            return subjects.resolve(value["type"], value["id"])
+        except validation.InvalidInput as exc:
+            raise serializers.ValidationError([p.message for p in exc.problems]) from None
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         chart: Chart = attrs["chart"]

@@ -21,6 +21,7 @@ from rest_framework.serializers import BaseSerializer
 
 from statecharts import stepper
 from statecharts.api import filters, serializers
+from statecharts.api.availability import EventForbidden
 from statecharts.api.exceptions import Conflict, DiagramUnavailable
 from statecharts.api.migration import MigrationRequestSerializer
 from statecharts.api.migration import run as run_migration
@@ -29,6 +30,7 @@ from statecharts.api.parsers import JSONParser
 from statecharts.api.permissions import CHANGE, VIEW, ModelPermissions
 from statecharts.api.renderers import SVGRenderer
 from statecharts.api.validators import refusal
+from statecharts.authorization import EventNotPermitted
 from statecharts.core.errors import StatechartError
 from statecharts.core.model import Chart as CompiledChart
 from statecharts.exceptions import NeedsMigration
@@ -45,6 +47,10 @@ ERRORS = {
 CONFLICT = OpenApiResponse(
     description="The execution is finished (the input was recorded as discarded) or needs "
     "migration (recorded as refused)."
+)
+FORBIDDEN_EVENT = OpenApiResponse(
+    description="No permission to change executions, or STATECHARTS['EVENT_PERMISSIONS'] "
+    "refuses this event to this user: 'reasons' lists why (nothing was recorded)."
 )
 SVG = {
     200: OpenApiResponse(OpenApiTypes.BINARY, description="An SVG document (image/svg+xml)."),
@@ -229,6 +235,7 @@ class ExecutionViewSet(
                 data=attrs.get("data"),
                 business_key=attrs.get("business_key"),
                 metadata=attrs.get("metadata") or {},
+                subject=attrs.get("subject"),
             )
         except stepper.BusinessKeyInUse as exc:
             raise Conflict({"business_key": [str(exc)]}) from None
@@ -247,7 +254,12 @@ class ExecutionViewSet(
     @extend_schema(
         summary="Send an event",
         request=serializers.EventSerializer,
-        responses={200: serializers.StepResultSerializer, **ERRORS, 409: CONFLICT},
+        responses={
+            200: serializers.StepResultSerializer,
+            **ERRORS,
+            403: FORBIDDEN_EVENT,
+            409: CONFLICT,
+        },
     )
     @action(detail=True, methods=["post"])
     def send(self, request: Request, pk: str | None = None) -> Response:
@@ -255,7 +267,12 @@ class ExecutionViewSet(
         event = serializers.EventSerializer(data=request.data)
         event.is_valid(raise_exception=True)
         name, data = event.validated_data["name"], event.validated_data["data"]
-        return self._step(request, lambda: stepper.send(execution.pk, name, data))
+        try:
+            return self._step(
+                request, lambda: stepper.send(execution, name, data, user=request.user)
+            )
+        except EventNotPermitted as exc:
+            raise EventForbidden(exc) from None
 
     @extend_schema(
         summary="Cancel an execution (its onexit handlers run)",

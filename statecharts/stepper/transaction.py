@@ -140,6 +140,7 @@ def start_step(
     parent: Execution | None = None,
     invokeid: str | None = None,
     invoke_ordinal: int | None = None,
+    subject: Any = None,
 ) -> StepResult:
     """Create an execution of ``chart`` and run it to its first stable configuration, in one
     transaction; the outbox ids it wrote are appended to ``outbox``. ``parent``, ``invokeid``
@@ -170,6 +171,8 @@ def start_step(
                 invokeid=invokeid or "",
                 created=now,
             )
+            if subject is not None:
+                execution.subject = subject  # (statecharts.subjects checked it)
             start_input = Input.start(
                 session_id,
                 data,
