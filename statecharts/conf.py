@@ -35,6 +35,8 @@ dict. The ``statecharts`` app's own keys::
         # Health (statecharts.health): figure -> {"warning": n, "critical": n} overrides.
         "HEALTH_THRESHOLDS": {},
         "OPENTELEMETRY": False,     # spans and metrics through OpenTelemetry (docs/telemetry.md)
+        # Migration (docs/versions-and-migration.md): transforms a plan may name.
+        "MIGRATION_TRANSFORMS": {},  # name -> dotted path of f(datamodel, context)
     }
 
 The ``timers`` app registers the ``TIMER_*`` keys (``timers/conf.py``, docs/timers.md).
@@ -85,6 +87,9 @@ DEFAULTS: dict[str, Any] = {
     # Telemetry (docs/telemetry.md): True sends spans and metrics through the OpenTelemetry
     # API (statecharts.telemetry_otel; needs the `opentelemetry` extra). Read at start-up.
     "OPENTELEMETRY": False,
+    # Chart migration (statecharts.chart_migration): datamodel transforms a plan may name,
+    # name -> dotted path (or callable) of f(datamodel, context) -> datamodel.
+    "MIGRATION_TRANSFORMS": {},
 }
 
 SettingsCheck = Callable[[Mapping[str, Any]], list[CheckMessage]]
