@@ -265,3 +265,24 @@ def test_the_system_check_refuses_a_writing_codec_that_cannot_work_and_warns_of_
         )
         == set()
     )
+
+
+# ---- export and import (statecharts.transfer) ---------------------------------------------------
+
+
+def test_an_export_carries_timer_data_decoded_and_an_import_writes_it_with_this_codec() -> None:
+    from statecharts.transfer import export_execution, import_execution
+
+    with encrypted(("k1", OLD)):
+        execution = start()
+        document = export_execution(execution)
+    (timer,) = document["parts"]["timers"]
+    assert timer["event"]["data"] == {"secret": "timer-secret"}  # decoded: portable
+    Timer.objects.filter(execution=execution).delete()
+    execution.delete()
+    with encrypted(("k2", NEW)):  # another deployment, another key
+        imported = import_execution(document)
+        row = Timer.objects.get(execution=imported)
+        assert row.codec == "encrypted" and row.event["data"]["key"] == "k2"
+        assert firing.fire_all_due(now=DUE).outcomes == {"fired": 1}
+    assert got(imported) == "timer-secret"
