@@ -440,6 +440,115 @@ def profile_peer(system: str, chosen: list[int]) -> dict[str, Any]:
     }
 
 
+FLOOR_SESSION = "bench-floor"  # the execution the statement variants write (not verified)
+
+
+def _captured_statements(step: Callable[[], None]) -> list[tuple[str, list[Any]]]:
+    """The SQL and parameters of every statement ``step`` sends."""
+    from django.db import connection
+
+    captured: list[tuple[str, list[Any]]] = []
+
+    def capture(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        captured.append((sql, list(params or ())))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(capture):
+        step()
+    return captured
+
+
+def statement_variants(count: int) -> dict[str, Any]:
+    """Our step's own statements (captured from a real step), replayed on psycopg directly in
+    the ways the issue's round-trip levers would send them, interleaved: what each saves.
+
+    The rows are a dedicated execution's (``FLOOR_SESSION``); every variant locks it, writes
+    the same position and inserts one history row (a new ``seq`` each time), and commits."""
+    from django.db import connection
+
+    from statecharts import stepper
+    from statecharts.models import Chart, Execution, HistoryEntry
+
+    chart = Chart.objects.load(CHART)
+    pk = stepper.start(chart, session_id=f"{FLOOR_SESSION}-{os.getpid()}").pk
+    statements = _captured_statements(lambda: stepper.send(pk, EVENT))
+    kinds = [classify(sql) for sql, _ in statements]
+    if kinds != ["SELECT ... FOR UPDATE", "UPDATE", "INSERT"]:
+        return {"error": f"a step sent {kinds}, not lock, UPDATE, INSERT: update the variants"}
+    (lock_sql, _), (update_sql, update_params), (insert_sql, insert_params) = statements
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(f.column) for f in Execution._meta.concrete_fields)
+    table = quote(Execution._meta.db_table)
+    plain_lock_sql = f"SELECT {columns} FROM {table} WHERE {quote('id')} = %s FOR UPDATE"
+    inserted = [f.attname for f in HistoryEntry._meta.concrete_fields if not f.primary_key]
+    seq_at = inserted.index("seq")
+    merged_sql = f"WITH updated AS ({update_sql} RETURNING 1) {insert_sql}"
+    seq = [1_000_000]
+
+    def insert_args() -> list[Any]:
+        seq[0] += 1
+        args = list(insert_params)
+        args[seq_at] = seq[0]
+        return args
+
+    connection.ensure_connection()
+    raw = connection.connection  # psycopg, autocommit (Django's default outside atomic)
+    cursor = raw.cursor()
+
+    def sequential(lock: str, merge: bool) -> None:
+        cursor.execute("BEGIN")
+        cursor.execute(lock, [pk])
+        cursor.fetchone()
+        if merge:
+            cursor.execute(merged_sql, [*update_params, *insert_args()])
+        else:
+            cursor.execute(update_sql, update_params)
+            cursor.execute(insert_sql, insert_args())
+        cursor.fetchone()
+        cursor.execute("COMMIT")
+
+    def pipelined(lock: str, merge: bool) -> None:
+        with raw.pipeline():
+            cursor.execute("BEGIN")
+            cursor.execute(lock, [pk])
+        cursor.fetchone()  # (the interpreter would run here, between the two round trips)
+        with raw.pipeline():
+            if merge:
+                cursor.execute(merged_sql, [*update_params, *insert_args()])
+            else:
+                cursor.execute(update_sql, update_params)
+                cursor.execute(insert_sql, insert_args())
+            cursor.execute("COMMIT")
+
+    variants: dict[str, Callable[[], None]] = {
+        "as the stepper sends them: BEGIN, lock (chart joined), UPDATE, INSERT, COMMIT"
+        " (5 round trips)": lambda: sequential(lock_sql, False),
+        "the lock without the chart join": lambda: sequential(plain_lock_sql, False),
+        "UPDATE and INSERT in one statement (WITH ... INSERT; 4 round trips)": lambda: sequential(
+            lock_sql, True
+        ),
+        "pipelined: BEGIN + lock, then UPDATE + INSERT + COMMIT (2 round trips)": lambda: pipelined(
+            lock_sql, False
+        ),
+        "all three: no join, one write statement, pipelined (2 round trips)": lambda: pipelined(
+            plain_lock_sql, True
+        ),
+    }
+    took: dict[str, list[float]] = {name: [] for name in variants}
+    clock = time.perf_counter
+    for _ in range(count):
+        for name, run in variants.items():
+            begin = clock()
+            run()
+            took[name].append(clock() - begin)
+    cursor.close()
+    return {
+        "steps": count,
+        "median_us": {name: 1e6 * statistics.median(values) for name, values in took.items()},
+        "mean_us": {name: 1e6 * statistics.fmean(values) for name, values in took.items()},
+    }
+
+
 def run_profile(
     steps: Steps, ids: dict[str, list[int]], rng: random.Random, command: dict[str, Any]
 ) -> dict[str, Any]:
@@ -454,6 +563,7 @@ def run_profile(
             result[system] = profile_peer(system, chosen)
         result[system]["stepped"] = dict(Counter(chosen))
     result["round_trip_after_us"] = round_trip_us()
+    result["variants"] = statement_variants(count)
     return result
 
 
@@ -683,9 +793,9 @@ def verify(tally: Tally) -> list[str]:
         .values_list("execution_id", "n")
     )
     sample = set(random.Random(7).sample(sorted(sent), min(VERIFY_DECODED, len(sent))))
-    for pk, status, steps, configuration in Execution.objects.values_list(
-        "pk", "status", "steps", "configuration"
-    ):
+    for pk, status, steps, configuration in Execution.objects.exclude(
+        session_id__startswith=FLOOR_SESSION
+    ).values_list("pk", "status", "steps", "configuration"):
         k = sent.get(pk, 0)
         state = configuration[0] if len(configuration) == 1 else repr(configuration)
         count = (k + 1) // 3
@@ -843,6 +953,18 @@ def render_profile(p: dict[str, Any]) -> list[str]:
         lines.append(
             f"    {shown:<72}{us * value:>9,.0f}{100 * value / ours['total']:>6.1f}%{sql_us}{extra}"
         )
+    variants = p.get("variants")
+    if variants and "error" in variants:
+        lines.append(f"  statement variants: {variants['error']}")
+    elif variants:
+        medians = variants["median_us"]
+        base = next(iter(medians.values()))
+        lines += [
+            f"  our step's own statements replayed on psycopg, {variants['steps']} times each,"
+            " interleaved (median us per step; saved = the first's median minus this one's):",
+            f"    {'variant':<92}{'us/step':>9}{'saved us':>10}",
+            *(f"    {name:<92}{us:>9,.0f}{base - us:>10,.0f}" for name, us in medians.items()),
+        ]
     for peer in (FSM, PYSM):
         q = p[peer]
         lines += [
