@@ -460,7 +460,8 @@ def _captured_statements(step: Callable[[], None]) -> list[tuple[str, list[Any]]
 
 def statement_variants(count: int) -> dict[str, Any]:
     """Our step's own statements (captured from a real step), replayed on psycopg directly in
-    the ways the issue's round-trip levers would send them, interleaved: what each saves.
+    the ways the issue's round-trip levers would send them, interleaved in a rotating order:
+    what each saves.
 
     The rows are a dedicated execution's (``FLOOR_SESSION``); every variant locks it, writes
     the same position and inserts one history row (a new ``seq`` each time), and commits."""
@@ -536,10 +537,12 @@ def statement_variants(count: int) -> dict[str, Any]:
     }
     took: dict[str, list[float]] = {name: [] for name in variants}
     clock = time.perf_counter
-    for _ in range(count):
-        for name, run in variants.items():
+    names = list(variants)
+    for index in range(count):  # the order rotates: no variant always follows the same one
+        turn = index % len(names)
+        for name in names[turn:] + names[:turn]:
             begin = clock()
-            run()
+            variants[name]()
             took[name].append(clock() - begin)
     cursor.close()
     return {
