@@ -440,7 +440,8 @@ def profile_peer(system: str, chosen: list[int]) -> dict[str, Any]:
     }
 
 
-FLOOR_SESSION = "bench-floor"  # the execution the statement variants write (not verified)
+FLOOR_SESSION = "bench-floor"  # the executions the statement variants write (not verified)
+SHARED_COMMIT = 5  # executions whose steps one transaction commits together, in a variant
 
 
 def _captured_statements(step: Callable[[], None]) -> list[tuple[str, list[Any]]]:
@@ -463,8 +464,10 @@ def statement_variants(count: int) -> dict[str, Any]:
     the ways the issue's round-trip levers would send them, interleaved in a rotating order:
     what each saves.
 
-    The rows are a dedicated execution's (``FLOOR_SESSION``); every variant locks it, writes
-    the same position and inserts one history row (a new ``seq`` each time), and commits."""
+    The rows are dedicated executions' (``FLOOR_SESSION``); every variant locks one, writes
+    the same position and inserts one history row (a new ``seq`` each time), and commits; the
+    last one does that for ``SHARED_COMMIT`` executions in one transaction (timed per step),
+    the lever of sharing one COMMIT among several executions' steps."""
     from django.db import connection
 
     from statecharts import stepper
@@ -472,6 +475,10 @@ def statement_variants(count: int) -> dict[str, Any]:
 
     chart = Chart.objects.load(CHART)
     pk = stepper.start(chart, session_id=f"{FLOOR_SESSION}-{os.getpid()}").pk
+    sharing = [
+        stepper.start(chart, session_id=f"{FLOOR_SESSION}-{os.getpid()}-{index}").pk
+        for index in range(SHARED_COMMIT)
+    ]
     statements = _captured_statements(lambda: stepper.send(pk, EVENT))
     kinds = [classify(sql) for sql, _ in statements]
     if kinds != ["SELECT ... FOR UPDATE", "UPDATE", "INSERT"]:
@@ -483,13 +490,16 @@ def statement_variants(count: int) -> dict[str, Any]:
     plain_lock_sql = f"SELECT {columns} FROM {table} WHERE {quote('id')} = %s FOR UPDATE"
     inserted = [f.attname for f in HistoryEntry._meta.concrete_fields if not f.primary_key]
     seq_at = inserted.index("seq")
+    execution_at = inserted.index("execution_id")
     merged_sql = f"WITH updated AS ({update_sql} RETURNING 1) {insert_sql}"
     seq = [1_000_000]
 
-    def insert_args() -> list[Any]:
+    def insert_args(execution: int | None = None) -> list[Any]:
         seq[0] += 1
         args = list(insert_params)
         args[seq_at] = seq[0]
+        if execution is not None:
+            args[execution_at] = execution
         return args
 
     connection.ensure_connection()
@@ -521,6 +531,17 @@ def statement_variants(count: int) -> dict[str, Any]:
                 cursor.execute(insert_sql, insert_args())
             cursor.execute("COMMIT")
 
+    def shared_commit() -> None:
+        """SHARED_COMMIT executions' steps in one transaction (ascending ids), one COMMIT."""
+        cursor.execute("BEGIN")
+        for execution in sharing:
+            cursor.execute(lock_sql, [execution])
+            cursor.fetchone()
+            cursor.execute(update_sql, [*update_params[:-1], execution])
+            cursor.execute(insert_sql, insert_args(execution))
+            cursor.fetchone()
+        cursor.execute("COMMIT")
+
     variants: dict[str, Callable[[], None]] = {
         "as the stepper sends them: BEGIN, lock (chart joined), UPDATE, INSERT, COMMIT"
         " (5 round trips)": lambda: sequential(lock_sql, False),
@@ -534,7 +555,11 @@ def statement_variants(count: int) -> dict[str, Any]:
         "all three: no join, one write statement, pipelined (2 round trips)": lambda: pipelined(
             plain_lock_sql, True
         ),
+        f"{SHARED_COMMIT} executions' steps in one transaction, one COMMIT (per step)": (
+            shared_commit
+        ),
     }
+    steps_per_call = {name: SHARED_COMMIT if "one COMMIT" in name else 1 for name in variants}
     took: dict[str, list[float]] = {name: [] for name in variants}
     clock = time.perf_counter
     names = list(variants)
@@ -543,7 +568,7 @@ def statement_variants(count: int) -> dict[str, Any]:
         for name in names[turn:] + names[:turn]:
             begin = clock()
             variants[name]()
-            took[name].append(clock() - begin)
+            took[name].append((clock() - begin) / steps_per_call[name])
     cursor.close()
     return {
         "steps": count,
