@@ -55,14 +55,26 @@ def cancel(context: StepContext, instruction: Instruction) -> None:
     """Cancel every pending timer of this execution under the send id (spec 6.3).
 
     A cancel that matches nothing is a no-op; other executions' timers are never touched.
+    Each cancelled row keeps what cancelled it, as the design documents' ``Cancel`` effect
+    carries it (``cancelled_by``): the step, the ``<cancel>``'s ordinal, content index and
+    owner block, and that step's caller context; the row's own ``context`` (the scheduling
+    step's) stays, so both ends of the timer's life are attributed.
     """
+    data = instruction.data
     Timer.objects.using(database()).filter(
         execution=context.execution,
-        send_id=instruction.data["send_id"],
+        send_id=data["send_id"],
         status=TimerStatus.PENDING,
     ).update(
         status=TimerStatus.CANCELLED,
         reason=f"cancelled by <cancel> in step {context.seq}",
+        cancelled_by={
+            "seq": context.seq,
+            "ordinal": data.get("ordinal"),
+            "content_index": data.get("content_index"),
+            "owner": data.get("owner") or "",
+            "context": context.caller_context,
+        },
         settled=context.now,
         claimed_until=None,
     )

@@ -4,10 +4,12 @@ Everything an app, a view, a command or a worker does to an execution goes throu
 names (``timers`` and ``invocations`` use nothing else of ``statecharts`` but the models and
 the core's public names)::
 
-    start(chart, *, data, business_key, metadata, session_id, now, caller_context)
-    send(execution, name, data=None, *, now, caller_context, **fields)
-    cancel(execution, *, now, caller_context)
-    feed(execution, step_input, *, now, caller_context)        # any Input
+    start(chart, *, data, business_key, metadata, session_id, now, caller_context,
+          idempotency_key)                                      # -> Execution
+    start_result(chart, ...)                                    # the same -> StepResult
+    send(execution, name, data=None, *, now, caller_context, idempotency_key, **fields)
+    cancel(execution, *, now, caller_context, reason, idempotency_key)
+    feed(execution, step_input, *, now, caller_context, idempotency_key)  # any Input
     step_locked(execution, step_input, now, outbox, caller_context)
     lock(pk) / lock_many(pks)                                   # inside your transaction
     perform_delivery(execution, instruction, now, outbox, caller_context)
@@ -40,11 +42,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from statecharts import validation
+from statecharts import idempotency, validation
 from statecharts.core.events import EXTERNAL, Event
 from statecharts.drivers.durable import CANCELLED_BY_PARENT, Input
 from statecharts.exceptions import IdempotencyConflict, NeedsMigration, StepRefused
-from statecharts.models import Chart, Execution, HistoryEntry
+from statecharts.models import Chart, Execution
 from statecharts.stepper.delivery import (
     MessageHandler,
     deliver,
@@ -79,7 +81,6 @@ from statecharts.stepper.transaction import (
 # The columns the start writes text into.
 _BUSINESS_KEY = Execution._meta.get_field("business_key").max_length or 0
 _SESSION_ID = Execution._meta.get_field("session_id").max_length or 0
-_KEY = HistoryEntry._meta.get_field("idempotency_key").max_length or 0
 
 
 def start(
@@ -96,10 +97,18 @@ def start(
     invokeid: str | None = None,
     invoke_ordinal: int | None = None,
     outbox: list[int] | None = None,
+    idempotency_key: str | None = None,
 ) -> Execution:
     """Create an execution of ``chart`` and run it to its first stable configuration (one
     transaction), then deliver what it sent to other executions. (``parent``, ``invokeid``
     and ``invoke_ordinal`` are for the invocations app starting an ``<invoke>``'s child.)
+
+    ``caller_context``: opaque JSON saying who or what started it (``statecharts.attribution``),
+    stored with the start's history entry and carried on what the step schedules and sends.
+    ``idempotency_key``: a client that retries a start after losing the response passes the
+    same key; the start is done once per chart *name* and key, and the repeat returns the
+    execution the first one started (the same key with other data raises
+    ``IdempotencyConflict``). :func:`start_result` says which it was.
 
     Everything given here from outside is checked first (``statecharts.validation``): an
     :class:`~statecharts.validation.InvalidInput` (a ``ValueError``) names the bad path, and
@@ -108,12 +117,49 @@ def start(
 
     With ``outbox``, the ids of what it sent are appended there instead, for the caller to
     ``deliver`` when it is ready (e.g. after its own bookkeeping)."""
+    return start_result(
+        chart,
+        data=data,
+        business_key=business_key,
+        metadata=metadata,
+        session_id=session_id,
+        now=now,
+        caller_context=caller_context,
+        io_processors=io_processors,
+        parent=parent,
+        invokeid=invokeid,
+        invoke_ordinal=invoke_ordinal,
+        outbox=outbox,
+        idempotency_key=idempotency_key,
+    ).execution
+
+
+def start_result(
+    chart: Chart,
+    *,
+    data: dict[str, Any] | None = None,
+    business_key: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    session_id: str | None = None,
+    now: datetime | None = None,
+    caller_context: dict[str, Any] | None = None,
+    io_processors: dict[str, str] | None = None,
+    parent: Execution | None = None,
+    invokeid: str | None = None,
+    invoke_ordinal: int | None = None,
+    outbox: list[int] | None = None,
+    idempotency_key: str | None = None,
+) -> StepResult:
+    """:func:`start`, returning the step's result: the execution, its first history entry,
+    and ``repeated`` when the idempotency key repeated an earlier start's (nothing was
+    started; ``execution`` is the one the earlier start created)."""
     if parent is None:
         validation.start_data(data)
     validation.text(business_key, "business_key", max_length=_BUSINESS_KEY, optional=True)
     validation.text(session_id, "session_id", max_length=_SESSION_ID, optional=True, blank=False)
     validation.json_object(metadata, "metadata")
     validation.json_object(caller_context, "caller_context")
+    idempotency.check_key(idempotency_key)
     deliver_now = outbox is None
     outbox = [] if outbox is None else outbox
     result = start_step(
@@ -129,10 +175,11 @@ def start(
         parent=parent,
         invokeid=invokeid,
         invoke_ordinal=invoke_ordinal,
+        idempotency_key=idempotency_key,
     )
     if deliver_now:
         deliver(outbox)
-    return result.execution
+    return result
 
 
 def send(
@@ -157,7 +204,7 @@ def send(
     validation.chart_value(data)
     validation.event_fields(fields)
     validation.json_object(caller_context, "caller_context")
-    validation.text(idempotency_key, "idempotency_key", max_length=_KEY, optional=True)
+    idempotency.check_key(idempotency_key)
     event = Event(name, EXTERNAL, data, **fields)
     return feed(
         execution,
@@ -182,7 +229,7 @@ def cancel(
     (and shown in its timeline); the outcome is ``cancelled`` whatever it says (the
     invocations app's ``cancelled_by_parent`` is the one reason kept as the outcome)."""
     validation.json_object(caller_context, "caller_context")
-    validation.text(idempotency_key, "idempotency_key", max_length=_KEY, optional=True)
+    idempotency.check_key(idempotency_key)
     return feed(
         execution,
         Input.cancel(reason),
@@ -281,5 +328,6 @@ __all__ = [
     "retry_message",
     "send",
     "start",
+    "start_result",
     "step_locked",
 ]

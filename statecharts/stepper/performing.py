@@ -313,6 +313,7 @@ def write_outbox(context: StepContext, instruction: Instruction) -> None:
         event=instruction.event.to_dict(),
         send_id=instruction.data.get("send_id") or instruction.event.sendid or "",
         via_invocation=execution.invoke_ordinal if to_parent else None,
+        caller_context=context.caller_context,
         created=context.now,
     )
     context.outbox.append(message.pk)
