@@ -19,9 +19,9 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.serializers import BaseSerializer
 
-from statecharts import stepper
+from statecharts import attribution, idempotency, stepper
 from statecharts.api import filters, serializers
-from statecharts.api.exceptions import Conflict, DiagramUnavailable
+from statecharts.api.exceptions import Conflict, DiagramUnavailable, IdempotencyKeyReused
 from statecharts.api.pagination import PageNumberPagination
 from statecharts.api.parsers import JSONParser
 from statecharts.api.permissions import CHANGE, VIEW, ModelPermissions
@@ -29,7 +29,7 @@ from statecharts.api.renderers import SVGRenderer
 from statecharts.api.validators import refusal
 from statecharts.core.errors import StatechartError
 from statecharts.core.model import Chart as CompiledChart
-from statecharts.exceptions import NeedsMigration
+from statecharts.exceptions import IdempotencyConflict, NeedsMigration
 from statecharts.inspection import history_entries, inspect
 from statecharts.models import Chart, Execution, ExecutionStatus
 from statecharts.models.charts import source_hash
@@ -44,6 +44,16 @@ CONFLICT = OpenApiResponse(
     description="The execution is finished (the input was recorded as discarded) or needs "
     "migration (recorded as refused)."
 )
+IDEMPOTENT = {
+    422: OpenApiResponse(
+        description="The Idempotency-Key was used before for a request with other content: "
+        "nothing was applied."
+    ),
+}
+# The header a client names its request with, to retry it safely (the draft IETF standard's
+# name); a replayed answer carries IDEMPOTENT_REPLAYED: true.
+IDEMPOTENCY_KEY_HEADER = "Idempotency-Key"
+IDEMPOTENT_REPLAYED = "Idempotent-Replayed"
 SVG = {
     200: OpenApiResponse(OpenApiTypes.BINARY, description="An SVG document (image/svg+xml)."),
     404: ERRORS[404],
@@ -96,6 +106,19 @@ def _render_svg(
         raise DiagramUnavailable() from None
     svg: str = render_svg(compiled, active=tuple(active), invoking=tuple(invoking))
     return svg
+
+
+def _caller(request: Request) -> tuple[dict[str, Any], str | None]:
+    """The request's caller context (``statecharts.attribution``) and its Idempotency-Key
+    (``statecharts.idempotency``); a 400 naming the header when either is bad."""
+    try:
+        context = attribution.from_request(request, attribution.Door.API)
+        key = idempotency.check_key(
+            request.headers.get(IDEMPOTENCY_KEY_HEADER), IDEMPOTENCY_KEY_HEADER
+        )
+    except InvalidInput as exc:
+        raise refusal(exc) from None
+    return context, key
 
 
 def _compiled(chart: Chart) -> CompiledChart:
@@ -212,25 +235,37 @@ class ExecutionViewSet(
         request=serializers.ExecutionCreateSerializer,
         responses={
             201: serializers.ExecutionDetailSerializer,
+            200: OpenApiResponse(
+                serializers.ExecutionDetailSerializer,
+                description="The Idempotency-Key repeated an earlier start of this chart "
+                "name: nothing was started; the execution it started.",
+            ),
             400: ERRORS[400],
             409: OpenApiResponse(description="The business key is in use for this chart."),
+            **IDEMPOTENT,
         },
     )
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        context, key = _caller(request)
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         attrs = serializer.validated_data
         try:
-            execution = stepper.start(
+            result = stepper.start_result(
                 attrs["chart"],
                 data=attrs.get("data"),
                 business_key=attrs.get("business_key"),
                 metadata=attrs.get("metadata") or {},
+                caller_context=context,
+                idempotency_key=key,
             )
         except stepper.BusinessKeyInUse as exc:
             raise Conflict({"business_key": [str(exc)]}) from None
+        except IdempotencyConflict as exc:
+            raise IdempotencyKeyReused(str(exc)) from None
         except InvalidInput as exc:  # the serializer checked it; the stepper checks again
             raise refusal(exc) from None
+        execution = result.execution
         body = serializers.ExecutionDetailSerializer(
             execution, context=self.get_serializer_context()
         )
@@ -239,30 +274,50 @@ class ExecutionViewSet(
             kwargs={"pk": execution.pk},
             request=request,
         )
-        return Response(body.data, status=status.HTTP_201_CREATED, headers={"Location": location})
+        headers = {"Location": location}
+        if result.repeated:
+            headers[IDEMPOTENT_REPLAYED] = "true"
+        answer = status.HTTP_200_OK if result.repeated else status.HTTP_201_CREATED
+        return Response(body.data, status=answer, headers=headers)
 
     @extend_schema(
         summary="Send an event",
         request=serializers.EventSerializer,
-        responses={200: serializers.StepResultSerializer, **ERRORS, 409: CONFLICT},
+        responses={200: serializers.StepResultSerializer, **ERRORS, 409: CONFLICT, **IDEMPOTENT},
     )
     @action(detail=True, methods=["post"])
     def send(self, request: Request, pk: str | None = None) -> Response:
         execution = self.get_object()
+        context, key = _caller(request)
         event = serializers.EventSerializer(data=request.data)
         event.is_valid(raise_exception=True)
         name, data = event.validated_data["name"], event.validated_data["data"]
-        return self._step(request, lambda: stepper.send(execution.pk, name, data))
+        return self._step(
+            request,
+            lambda: stepper.send(
+                execution.pk, name, data, caller_context=context, idempotency_key=key
+            ),
+        )
 
     @extend_schema(
         summary="Cancel an execution (its onexit handlers run)",
         request=None,
-        responses={200: serializers.StepResultSerializer, 404: ERRORS[404], 409: CONFLICT},
+        responses={
+            200: serializers.StepResultSerializer,
+            400: ERRORS[400],
+            404: ERRORS[404],
+            409: CONFLICT,
+            **IDEMPOTENT,
+        },
     )
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str | None = None) -> Response:
         execution = self.get_object()
-        return self._step(request, lambda: stepper.cancel(execution.pk))
+        context, key = _caller(request)
+        return self._step(
+            request,
+            lambda: stepper.cancel(execution.pk, caller_context=context, idempotency_key=key),
+        )
 
     @extend_schema(
         summary="The execution's input history (oldest first)",
@@ -291,6 +346,8 @@ class ExecutionViewSet(
             result = step()
         except InvalidInput as exc:
             raise refusal(exc) from None
+        except IdempotencyConflict as exc:
+            raise IdempotencyKeyReused(str(exc)) from None
         except NeedsMigration as exc:
             refused = {"detail": str(exc), "disposition": Disposition.REFUSED}
             raise Conflict({**refused, "status": ExecutionStatus.NEEDS_MIGRATION}) from None
@@ -319,6 +376,7 @@ class ExecutionViewSet(
                 "status": execution.status,
                 "configuration": execution.configuration,
                 "donedata": execution.donedata,
+                "repeated": result.repeated,
             }
         )
-        return Response(body.data)
+        return Response(body.data, headers={IDEMPOTENT_REPLAYED: "true"} if result.repeated else {})

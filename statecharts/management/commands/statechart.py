@@ -9,6 +9,10 @@ Subcommands::
     show EXECUTION [--json]                     the read model: status, states, datamodel,
                                                 timers (and other apps' sections), history
     cancel EXECUTION                            cancel an execution (its onexit handlers run)
+
+start, send and cancel take ``--caller-context JSON`` (recorded with the input:
+``statecharts.attribution``) and ``--idempotency-key KEY`` (run it again with the same key
+after a lost answer and nothing is applied twice: ``statecharts.idempotency``).
     replay EXECUTION                            re-drive the history; fails if it diverges
     deliver [--limit N]                         deliver outbox messages left pending
     prune [--only STAGE] [--days STAGE=DAYS] [--batch N] [--dry-run]
@@ -41,7 +45,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from statecharts import health, lookups, retention, stepper, validation
+from statecharts import attribution, health, idempotency, lookups, retention, stepper, validation
 from statecharts.core import ChartError, Problem, StatechartError, load_chart_file
 from statecharts.core.parse import decode_utf8, read_document
 from statecharts.inspection import Unreadable, inspect, json_text
@@ -94,6 +98,33 @@ def parse_json(text: str | None, *, option: str = "--data", require_object: bool
         return check(value, "data")
     except validation.InvalidInput as exc:
         raise refused(option, exc) from None
+
+
+def caller_options(options: dict[str, Any], *, user: Any = None) -> dict[str, Any]:
+    """``--caller-context`` and ``--idempotency-key`` as the stepper takes them (a
+    ``CommandError`` naming the option when one is refused)."""
+    try:
+        context = attribution.for_command(options.get("caller_context"), user=user)
+    except validation.InvalidInput as exc:
+        raise refused("--caller-context", exc) from None
+    try:
+        key = idempotency.check_key(options.get("idempotency_key"), "--idempotency-key")
+    except validation.InvalidInput as exc:
+        raise refused("--idempotency-key", exc) from None
+    return {"caller_context": context, "idempotency_key": key}
+
+
+def add_caller_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--caller-context",
+        metavar="JSON",
+        help="a JSON object recorded with the input (e.g. a ticket or trace id)",
+    )
+    parser.add_argument(
+        "--idempotency-key",
+        metavar="KEY",
+        help="run again with the same key after a lost answer: applied once",
+    )
 
 
 def refused(option: str, error: validation.InvalidInput) -> CommandError:
@@ -224,11 +255,13 @@ class Command(BaseCommand):
         p.add_argument("chart", help="a chart id, or a chart name (its latest version)")
         p.add_argument("--data", help="a JSON object: values for top-level <data> ids")
         p.add_argument("--key", help="a business key, unique per chart")
+        add_caller_options(p)
 
         p = add("send", help="feed one external event to an execution")
         p.add_argument("execution", help="an execution id or session id")
         p.add_argument("event", help="the event name")
         p.add_argument("--data", help="the event data, as JSON")
+        add_caller_options(p)
 
         p = add("show", help="an execution's state and history")
         p.add_argument("execution", help="an execution id or session id")
@@ -238,6 +271,7 @@ class Command(BaseCommand):
 
         p = add("cancel", help="cancel an execution")
         p.add_argument("execution", help="an execution id or session id")
+        add_caller_options(p)
 
         p = add("replay", help="re-drive an execution's history and compare")
         p.add_argument("execution", help="an execution id or session id")
@@ -337,11 +371,15 @@ class Command(BaseCommand):
 
     def start(self, options: dict[str, Any]) -> None:
         data = parse_json(options["data"], require_object=True)
+        caller = caller_options(options)
         chart = find_chart(options["chart"])
         try:
-            execution = stepper.start(chart, data=data, business_key=options["key"])
+            result = stepper.start_result(chart, data=data, business_key=options["key"], **caller)
         except StatechartError as exc:  # BusinessKeyInUse, a chart the core now refuses, ...
             raise CommandError(str(exc)) from exc
+        execution = result.execution
+        if result.repeated:
+            self.say("note: this idempotency key started it before; nothing was started")
         self.say(f"execution: {execution.pk}")
         self.say(f"session: {execution.session_id}")
         self.say(f"chart: {chart.pk} ({chart})")
@@ -350,23 +388,28 @@ class Command(BaseCommand):
     def send(self, options: dict[str, Any]) -> None:
         name = event_name(options["event"])
         data = parse_json(options["data"])
+        caller = caller_options(options)
         execution = find_execution(options["execution"])
         try:
-            result = stepper.send(execution.pk, name, data)
+            result = stepper.send(execution.pk, name, data, **caller)
         except StatechartError as exc:  # NeedsMigration: the refusal is in the history
             raise CommandError(str(exc)) from exc
         self._result(result)
 
     def cancel(self, options: dict[str, Any]) -> None:
+        caller = caller_options(options)
         execution = find_execution(options["execution"])
         try:
-            result = stepper.cancel(execution.pk)
+            result = stepper.cancel(execution.pk, **caller)
         except StatechartError as exc:
             raise CommandError(str(exc)) from exc
         self._result(result)
 
     def _result(self, result: stepper.StepResult) -> None:
         execution = result.execution
+        if result.repeated:
+            self.say(f"note: this idempotency key was used by step {result.entry.seq}; "
+                     "nothing was applied again")
         self.say(f"execution: {execution.pk}")
         self.say(f"disposition: {result.disposition}")
         self._state(execution)
@@ -413,10 +456,15 @@ class Command(BaseCommand):
             self.say(line)
         self.say("history:")
         for row in view.history():
-            self.say(
+            line = (
                 f"  #{row.seq} {row.input}: {row.disposition} -> "
                 f"{row.status_after} [{_states(row.configuration_after)}]"
             )
+            if row.caller:
+                line += f" by {row.caller}"
+            if row.cause is not None:
+                line += f" (caused by {row.cause.text})"
+            self.say(line)
 
     def replay(self, options: dict[str, Any]) -> None:
         execution = find_execution(options["execution"])
