@@ -88,9 +88,7 @@ def traceparent(value: str | None) -> str | None:
         return None
     value = value.strip().lower()
     match = _TRACEPARENT.fullmatch(value)
-    if match is None or value.startswith("ff") or set(match[1]) == {"0"} or set(match[2]) == {
-        "0"
-    }:
+    if match is None or value.startswith("ff") or set(match[1]) == {"0"} or set(match[2]) == {"0"}:
         return None
     return value
 

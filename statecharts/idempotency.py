@@ -111,9 +111,7 @@ def earlier_start(
             f"{start_scope(chart)} with other data; nothing was started"
         )
     execution = row.execution
-    entry = (
-        HistoryEntry.objects.using(using).filter(execution=execution).order_by("seq").first()
-    )
+    entry = HistoryEntry.objects.using(using).filter(execution=execution).order_by("seq").first()
     if entry is None:  # its history was pruned: what the start did is the execution itself
         entry = HistoryEntry(
             execution=execution,

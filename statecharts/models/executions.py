@@ -100,11 +100,19 @@ class ExecutionManager(models.Manager.from_queryset(ExecutionQuerySet)):  # type
         data: dict[str, Any] | None = None,
         business_key: str | None = None,
         metadata: dict[str, Any] | None = None,
+        caller_context: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
     ) -> Execution:
         """Create an execution of ``chart`` and run it to its first stable configuration
-        (``statecharts.stepper.start``)."""
+        (``statecharts.stepper.start``: ``caller_context`` is recorded with the start;
+        ``idempotency_key`` makes a retried start start nothing twice)."""
         return _the_stepper().start(
-            chart, data=data, business_key=business_key, metadata=metadata
+            chart,
+            data=data,
+            business_key=business_key,
+            metadata=metadata,
+            caller_context=caller_context,
+            idempotency_key=idempotency_key,
         )
 
 
@@ -189,15 +197,17 @@ class Execution(models.Model):
         return self.status in TERMINAL_STATUSES
 
     def send(self, name: str, data: Any = None, **fields: Any) -> StepResult:
-        """Feed one external event (``statecharts.stepper.send``), then reload this row."""
+        """Feed one external event (``statecharts.stepper.send``: ``caller_context=`` and
+        ``idempotency_key=`` are taken too), then reload this row."""
         result = _the_stepper().send(self.pk, name, data, **fields)
         self.refresh_from_db()
         return result
 
     step = send
 
-    def cancel(self) -> StepResult:
-        """Cancel it (``statecharts.stepper.cancel``), then reload this row."""
-        result = _the_stepper().cancel(self.pk)
+    def cancel(self, **options: Any) -> StepResult:
+        """Cancel it (``statecharts.stepper.cancel``: ``caller_context``, ``reason``,
+        ``idempotency_key``), then reload this row."""
+        result = _the_stepper().cancel(self.pk, **options)
         self.refresh_from_db()
         return result

@@ -461,7 +461,7 @@ class Command(BaseCommand):
                 f"{row.status_after} [{_states(row.configuration_after)}]"
             )
             if row.caller:
-                line += f" by {row.caller}"
+                line += f"; {row.caller}"
             if row.cause is not None:
                 line += f" (caused by {row.cause.text})"
             self.say(line)
