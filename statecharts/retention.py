@@ -664,7 +664,7 @@ def _erase_history(execution_ids: Sequence[int]) -> int:
         HistoryEntry.objects.using(database)
         .filter(execution_id__in=execution_ids)
         .exclude(disposition__in=MARKERS)
-        .only("pk", "input", "effects")
+        .only("pk", "input", "effects", "caller_context")
     )
     changed: list[HistoryEntry] = []
     for entry in entries.iterator(chunk_size=500):
@@ -675,9 +675,12 @@ def _erase_history(execution_ids: Sequence[int]) -> int:
         ]
         entry.reason = ""
         entry.idempotency_key = None
+        entry.caller_context = None  # who acted (a user, a request) is personal data too
         changed.append(entry)
     HistoryEntry.objects.using(database).bulk_update(
-        changed, ["input", "effects", "reason", "idempotency_key"], batch_size=500
+        changed,
+        ["input", "effects", "reason", "idempotency_key", "caller_context"],
+        batch_size=500,
     )
     return len(changed)
 
@@ -686,16 +689,17 @@ def _erase_outbox(execution_ids: Sequence[int]) -> int:
     database = stepper.database()
     messages = OutboxMessage.objects.using(database).filter(sender_id__in=execution_ids)
     changed: list[OutboxMessage] = []
-    for message in messages.only("pk", "event").iterator(chunk_size=500):
+    for message in messages.only("pk", "event", "caller_context").iterator(chunk_size=500):
         event = dict(message.event) if isinstance(message.event, dict) else {}
         event["data"] = None
         event.pop("raw", None)
         message.event = event
         message.last_error = ""
         message.reason = ""
+        message.caller_context = None
         changed.append(message)
     OutboxMessage.objects.using(database).bulk_update(
-        changed, ["event", "last_error", "reason"], batch_size=500
+        changed, ["event", "last_error", "reason", "caller_context"], batch_size=500
     )
     return len(changed)
 

@@ -315,3 +315,40 @@ def test_the_command_records_its_caller_context_and_refuses_a_bad_one() -> None:
     assert len(entries(execution)) == 2
     call_command("statechart", "show", str(execution.pk), stdout=out)
     assert "#2 event arm: applied -> active [waiting]; via command" in out.getvalue()
+
+
+# ---- operators: the timers panel and erasure ------------------------------------------------
+
+
+def test_the_timers_panel_says_which_step_cancelled_a_timer() -> None:
+    from timers.inspection import read_timers
+
+    execution = start()
+    stepper.send(execution.pk, "arm", now=T0)
+    stepper.send(execution.pk, "stop", caller_context={"request_id": "stop"}, now=T0)
+    execution.refresh_from_db()
+    section = read_timers(execution, T0)
+    [row] = section.past
+    assert row.cancelled_in == 3 and row.steps_text == "scheduled in step 2, cancelled in step 3"
+    assert row.document()["cancelled_in"] == 3
+
+
+def test_erasing_an_execution_erases_who_acted_on_it() -> None:
+    from statecharts import retention
+
+    pong = start(PONG)
+    ping = start(PING, caller_context={"user": {"id": 1, "username": "alice"}})
+    stepper.send(ping.pk, "go", pong.session_id, caller_context={"user": {"id": 1}})
+    execution = start(caller_context={"user": {"id": 1}})
+    stepper.send(execution.pk, "arm", caller_context={"user": {"id": 1}}, now=T0)
+    stepper.send(execution.pk, "stop", caller_context={"user": {"id": 2}}, now=T0)
+    retention.erase([ping, execution], reason="asked", cancel=True)
+    erased = HistoryEntry.objects.filter(execution__in=[ping, execution]).exclude(
+        disposition="erased"
+    )
+    assert erased.count() == 7  # 3 of ping's (start, go, cancel), 4 of the other's
+    assert all(entry.caller_context is None for entry in erased)
+    assert OutboxMessage.objects.get(sender=ping).caller_context is None
+    timer = Timer.objects.get(execution=execution)
+    assert timer.context is None and timer.cancelled_by["context"] is None
+    assert timer.cancelled_by["seq"] == 3  # what cancelled it stays (not personal data)
