@@ -8,7 +8,12 @@ from typing import Any
 from django.conf import settings
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+)
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
@@ -54,6 +59,25 @@ IDEMPOTENT = {
 # name); a replayed answer carries IDEMPOTENT_REPLAYED: true.
 IDEMPOTENCY_KEY_HEADER = "Idempotency-Key"
 IDEMPOTENT_REPLAYED = "Idempotent-Replayed"
+# The headers every input takes (statecharts.attribution, statecharts.idempotency).
+INPUT_HEADERS = [
+    OpenApiParameter(
+        IDEMPOTENCY_KEY_HEADER,
+        str,
+        OpenApiParameter.HEADER,
+        description="Your name for this request: a retry with the same key applies nothing "
+        "again and answers as the first did (Idempotent-Replayed: true); the same key with "
+        "other content is a 422. At most 200 characters.",
+    ),
+    OpenApiParameter(
+        "X-Caller-Context",
+        str,
+        OpenApiParameter.HEADER,
+        description="A JSON object recorded with the input (under caller_context.given), "
+        "e.g. a ticket or a trace id; at most 4096 bytes. X-Request-ID and traceparent are "
+        "recorded too.",
+    ),
+]
 SVG = {
     200: OpenApiResponse(OpenApiTypes.BINARY, description="An SVG document (image/svg+xml)."),
     404: ERRORS[404],
@@ -233,6 +257,7 @@ class ExecutionViewSet(
     @extend_schema(
         summary="Start an execution of a chart",
         request=serializers.ExecutionCreateSerializer,
+        parameters=INPUT_HEADERS,
         responses={
             201: serializers.ExecutionDetailSerializer,
             200: OpenApiResponse(
@@ -283,6 +308,7 @@ class ExecutionViewSet(
     @extend_schema(
         summary="Send an event",
         request=serializers.EventSerializer,
+        parameters=INPUT_HEADERS,
         responses={200: serializers.StepResultSerializer, **ERRORS, 409: CONFLICT, **IDEMPOTENT},
     )
     @action(detail=True, methods=["post"])
@@ -302,6 +328,7 @@ class ExecutionViewSet(
     @extend_schema(
         summary="Cancel an execution (its onexit handlers run)",
         request=None,
+        parameters=INPUT_HEADERS,
         responses={
             200: serializers.StepResultSerializer,
             400: ERRORS[400],

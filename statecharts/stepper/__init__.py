@@ -194,7 +194,9 @@ def send(
 ) -> StepResult:
     """Feed one external event named ``name`` (fields: sendid, origin, origintype, invokeid).
 
-    ``caller_context`` is opaque JSON handed to performers (timer rows keep it). The event
+    ``caller_context`` is opaque JSON saying who or what sent it (``statecharts.attribution``):
+    stored with the input's history entry, handed to performers (timer rows, outbox messages
+    and invocation rows keep it; a fired timer's step gets it back). The event
     comes from outside: its name (never a reserved one: ``error.*``, ``done.*``), data and
     fields are checked first (``statecharts.validation``); an ``InvalidInput`` (a
     ``ValueError``) names the bad path and nothing is written. The platform's own events go
