@@ -7,6 +7,7 @@ lock order: the execution, then its timer rows).
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from statecharts.core.plan import Instruction
 from statecharts.models import Execution
@@ -51,7 +52,7 @@ def schedule(context: StepContext, instruction: Instruction) -> None:
     )
 
 
-def cancel(context: StepContext, instruction: Instruction) -> None:
+def cancel(context: StepContext, instruction: Instruction) -> dict[str, Any]:
     """Cancel every pending timer of this execution under the send id (spec 6.3).
 
     A cancel that matches nothing is a no-op; other executions' timers are never touched.
@@ -59,13 +60,25 @@ def cancel(context: StepContext, instruction: Instruction) -> None:
     carries it (``cancelled_by``): the step, the ``<cancel>``'s ordinal, content index and
     owner block, and that step's caller context; the row's own ``context`` (the scheduling
     step's) stays, so both ends of the timer's life are attributed.
+
+    Returns what the step's history records with the ``cancel`` effect: the timers it
+    cancelled, each with its ordinal, the step that scheduled it and its caller context (the
+    design documents hand the context back at cancellation time, so the cancelling step links
+    to the request that armed the timer).
     """
     data = instruction.data
-    Timer.objects.using(database()).filter(
+    rows = Timer.objects.using(database()).filter(
         execution=context.execution,
         send_id=data["send_id"],
         status=TimerStatus.PENDING,
-    ).update(
+    )
+    cancelled = [
+        {"timer": pk, "ordinal": ordinal, "scheduled_in": seq, "context": caller}
+        for pk, ordinal, seq, caller in rows.order_by("ordinal").values_list(
+            "pk", "ordinal", "scheduled_in", "context"
+        )
+    ]
+    rows.filter(pk__in=[c["timer"] for c in cancelled]).update(
         status=TimerStatus.CANCELLED,
         reason=f"cancelled by <cancel> in step {context.seq}",
         cancelled_by={
@@ -78,6 +91,7 @@ def cancel(context: StepContext, instruction: Instruction) -> None:
         settled=context.now,
         claimed_until=None,
     )
+    return {"cancelled_timers": cancelled}
 
 
 def discard_when_finished(sender: object, execution: Execution, **kwargs: object) -> None:

@@ -34,7 +34,7 @@ from statecharts.api.renderers import SVGRenderer
 from statecharts.api.validators import refusal
 from statecharts.core.errors import StatechartError
 from statecharts.core.model import Chart as CompiledChart
-from statecharts.exceptions import IdempotencyConflict, NeedsMigration
+from statecharts.exceptions import IdempotencyConflict, NeedsMigration, StepRefused
 from statecharts.inspection import history_entries, inspect
 from statecharts.models import Chart, Execution, ExecutionStatus
 from statecharts.models.charts import source_hash
@@ -378,9 +378,23 @@ class ExecutionViewSet(
         except NeedsMigration as exc:
             refused = {"detail": str(exc), "disposition": Disposition.REFUSED}
             raise Conflict({**refused, "status": ExecutionStatus.NEEDS_MIGRATION}) from None
+        except StepRefused as exc:  # halted, needs repair: recorded as refused, never a 500
+            now = Execution.objects.filter(pk=self.kwargs.get("pk")).values_list("status")
+            refused = {"detail": str(exc), "disposition": Disposition.REFUSED}
+            raise Conflict({**refused, "status": next(iter(now), ("",))[0]}) from None
         except Execution.DoesNotExist:  # deleted since get_object()
             raise NotFound() from None
         execution = result.execution
+        if result.repeated and result.disposition == Disposition.REFUSED:
+            # A replay answers as the first request was answered: a refusal, again.
+            raise Conflict(
+                {
+                    "detail": f"execution {execution.pk} refused this input (history entry "
+                    f"{result.entry.seq}): {result.entry.reason}",
+                    "disposition": result.disposition,
+                    "status": execution.status,
+                }
+            )
         if result.disposition == Disposition.DISCARDED:
             raise Conflict(
                 {

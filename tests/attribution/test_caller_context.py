@@ -133,6 +133,12 @@ def test_a_cancel_records_on_each_timer_what_cancelled_it_as_the_cancel_effect_d
             "context": {"request_id": "stop"},
         }
     assert isinstance(cancel_effect["content_index"], int) and cancel_effect["owner"]
+    # Handed back at cancel time: the cancelling step records the timers it cancelled, each
+    # with the context of the step that armed it.
+    assert cancel_effect["cancelled_timers"] == [
+        {"timer": t.pk, "ordinal": t.ordinal, "scheduled_in": t.scheduled_in, "context": t.context}
+        for t in timers
+    ]
     # The cancel's ordinal follows the two sends' (one per-execution counter).
     assert cancel_effect["ordinal"] > timers[-1].ordinal
 

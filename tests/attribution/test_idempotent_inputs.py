@@ -446,3 +446,29 @@ def test_two_concurrent_starts_with_one_key_start_one_execution() -> None:
     assert not winner.repeated and loser.repeated
     assert loser.execution.pk == winner.execution.pk
     assert Execution.objects.count() == 1 and StartKey.objects.count() == 1
+
+
+RUNAWAY = f"""<scxml {NS} name="runaway" datamodel="ecmascript" initial="idle">
+  <state id="idle"><transition event="spin" target="b"/></state>
+  <state id="b"><transition target="c"/></state>
+  <state id="c"><transition target="b"/></state>
+</scxml>"""
+
+
+@pytest.mark.django_db
+def test_the_api_answers_a_refusal_with_409_and_replays_it_as_a_refusal(api: APIClient) -> None:
+    """A halted execution refuses inputs (recorded): 409, never a 500; the replay of a refused
+    request with its key is answered as the first was, a 409, and records nothing more."""
+    from django.test import override_settings
+
+    execution = stepper.start(Chart.objects.load(RUNAWAY))
+    url = f"/api/executions/{execution.pk}/send/"
+    with override_settings(STATECHARTS={"ROUND_BUDGET": 40}):
+        halting = api.post(url, {"name": "spin"}, format="json", HTTP_IDEMPOTENCY_KEY="h")
+    assert halting.status_code == 409, halting.content
+    assert halting.json()["disposition"] == "refused" and halting.json()["status"] == "halted"
+    replay = api.post(url, {"name": "spin"}, format="json", HTTP_IDEMPOTENCY_KEY="h")
+    assert replay.status_code == 409 and replay.json()["status"] == "halted"
+    assert "refused this input (history entry 2)" in replay.json()["detail"]
+    execution.refresh_from_db()
+    assert execution.steps == 2
