@@ -472,3 +472,29 @@ def test_the_api_answers_a_refusal_with_409_and_replays_it_as_a_refusal(api: API
     assert "refused this input (history entry 2)" in replay.json()["detail"]
     execution.refresh_from_db()
     assert execution.steps == 2
+
+
+@pytest.mark.django_db
+def test_the_bulk_cancel_confirmation_carries_one_token_used_per_execution(
+    client: Client,
+) -> None:
+    from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+
+    user = User.objects.create_superuser("admin", "a@example.com", "pw")
+    client.force_login(user)
+    chart = Chart.objects.load(COUNTER)
+    executions = [stepper.start(chart) for _ in range(2)]
+    url = reverse("admin:statecharts_execution_changelist")
+    form = {"action": "cancel_selected", ACTION_CHECKBOX_NAME: [str(e.pk) for e in executions]}
+    page = client.post(url, form)
+    token = page.context["form"]["idempotency_token"].value()
+    assert token.startswith("admin:") and f'value="{token}"' in page.content.decode()
+    client.post(url, {**form, "post": "yes", "idempotency_token": token})
+    for execution in executions:
+        last = HistoryEntry.objects.filter(execution=execution).order_by("-seq").first()
+        assert last is not None and last.input["kind"] == "cancel"
+        assert last.idempotency_key == f"{token}:{execution.pk}"
+        assert last.caller_context["user"] == {"id": user.pk, "username": "admin"}
+    # The same confirmation posted again (a re-post after a lost answer) records nothing.
+    client.post(url, {**form, "post": "yes", "idempotency_token": token})
+    assert HistoryEntry.objects.filter(execution__in=executions).count() == 4
