@@ -53,7 +53,7 @@ from django.db.models import Exists, OuterRef, Q
 
 from statecharts import stepper
 from statecharts.conf import statecharts_settings
-from statecharts.models import AppliedMessage, Execution, HistoryEntry, OutboxMessage
+from statecharts.models import AppliedMessage, Execution, HistoryEntry, OutboxMessage, StartKey
 from statecharts.models.history import Disposition
 from statecharts.models.outbox import OutboxStatus
 from statecharts.statuses import TERMINAL_STATUSES
@@ -660,6 +660,9 @@ def _erased_input(raw: Any) -> dict[str, Any]:
 
 def _erase_history(execution_ids: Sequence[int]) -> int:
     database = stepper.database()
+    # A start's idempotency key may name the person ("signup-alice@example.com"): it goes
+    # with the history's keys (a retry with it after the erasure would start anew).
+    StartKey.objects.using(database).filter(execution_id__in=execution_ids).delete()
     entries = (
         HistoryEntry.objects.using(database)
         .filter(execution_id__in=execution_ids)

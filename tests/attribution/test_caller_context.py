@@ -341,9 +341,12 @@ def test_the_timers_panel_says_which_step_cancelled_a_timer() -> None:
 
 def test_erasing_an_execution_erases_who_acted_on_it() -> None:
     from statecharts import retention
+    from statecharts.models import StartKey
 
     pong = start(PONG)
-    ping = start(PING, caller_context={"user": {"id": 1, "username": "alice"}})
+    ping = start(
+        PING, caller_context={"user": {"id": 1, "username": "alice"}}, idempotency_key="alice"
+    )
     stepper.send(ping.pk, "go", pong.session_id, caller_context={"user": {"id": 1}})
     execution = start(caller_context={"user": {"id": 1}})
     stepper.send(execution.pk, "arm", caller_context={"user": {"id": 1}}, now=T0)
@@ -358,3 +361,4 @@ def test_erasing_an_execution_erases_who_acted_on_it() -> None:
     timer = Timer.objects.get(execution=execution)
     assert timer.context is None and timer.cancelled_by["context"] is None
     assert timer.cancelled_by["seq"] == 3  # what cancelled it stays (not personal data)
+    assert not StartKey.objects.filter(execution=ping).exists()  # the start's key, too
