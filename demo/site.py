@@ -38,7 +38,8 @@ def prepare(*, reset_admin_password: bool = False) -> tuple[str, str | None]:
 
     call_command("migrate", verbosity=0)
     for path in sorted(EXAMPLES.glob("*.scxml")):
-        chart = Chart.objects.load(path.read_bytes(), name=path.stem)
+        # The demo owns its examples: an edited one becomes their next version.
+        chart = Chart.objects.load(path.read_bytes(), name=path.stem, new_version=True)
         print(f"chart #{chart.pk} {chart}  ({path.relative_to(ROOT)})")
     ensure_schedule()  # a sweeper every minute...
     wake()  # ...and one right now, so due timers fire from the first second
@@ -107,7 +108,8 @@ def main(host: str = "127.0.0.1", port: int = 8000, *, reset_admin_password: boo
     finally:
         for child in children:
             _signal_group(child, signal.SIGINT)
-        deadline = time.monotonic() + 15
+        # A loaded machine's cluster can take a while to finish its work and stop.
+        deadline = time.monotonic() + 30
         for child in children:
             try:
                 child.wait(timeout=max(0.1, deadline - time.monotonic()))

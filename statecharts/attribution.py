@@ -100,6 +100,15 @@ def user_of(user: Any) -> dict[str, Any] | None:
     return {"id": user.pk, "username": user.get_username()}
 
 
+def with_user(context: dict[str, Any] | None, user: Any) -> dict[str, Any] | None:
+    """``context`` with the user who acted (``user_of``) under ``"user"``, unless it names
+    one already (a door that derived it from the request) or the user is not known."""
+    recorded = user_of(user)
+    if recorded is None or (context is not None and "user" in context):
+        return context
+    return {**(context or {}), "user": recorded}
+
+
 def from_request(request: Any, door: str) -> dict[str, Any]:
     """The caller context of an HTTP request (a Django ``HttpRequest`` or a DRF ``Request``):
     its request id, its ``traceparent``, its user, and the caller's own value from the

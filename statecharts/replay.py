@@ -6,6 +6,11 @@ the core in that step (the registered-types snapshot and the answers to "is sess
 reachable?", both recorded with the step), and compares positions step by step. The first
 difference is reported precisely; determinism of the core is what makes it pass.
 
+An execution migrated to another chart version (``statecharts.chart_migration``) is replayed
+from its last ``migrated`` entry: that entry holds the position the migration gave it (checked
+against the entry's sha256), so replay never runs the migration's transform again; the steps
+before it belong to the earlier version.
+
 Rows written before the snapshot was recorded hold ``{}``: they were stepped with SCXML
 children and delayed sends allowed and no routes (``LEGACY_TYPES``), which is handed back.
 """
@@ -13,11 +18,14 @@ children and delayed sends allowed and no routes (``LEGACY_TYPES``), which is ha
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from statecharts.conf import statecharts_settings
+from statecharts.core.errors import StatechartError
 from statecharts.core.host import SCXML_INVOKE_TYPES, Host, RegisteredTypes
 from statecharts.core.position import ChartIdentity, decode, encode
 from statecharts.core.state import State
@@ -113,7 +121,25 @@ def replay(execution: Execution | int) -> ReplayReport:
     state: State | None = None
     replayed = 0
     blob = b""
-    for entry in execution.history.order_by("seq"):
+    entries = execution.history.order_by("seq")
+    migrated = (  # (or imported: the same, a position recorded whole)
+        execution.history.filter(disposition__in=[Disposition.MIGRATED, Disposition.IMPORTED])
+        .order_by("-seq")
+        .first()
+    )
+    if migrated is not None:
+        blob = str(migrated.input.get("position") or "").encode()
+        if hashlib.sha256(blob).hexdigest() != migrated.position_sha256:
+            return ReplayReport(
+                execution.pk,
+                0,
+                Mismatch(migrated.seq, {"kind": migrated.input.get("kind")}, [
+                    "the position recorded with this entry is not the one it wrote"]),
+                verdict=Verdict.DIVERGED,
+            )  # fmt: skip
+        state = decode(blob, chart=compiled).state
+        entries = entries.filter(seq__gt=migrated.seq)
+    for entry in entries:
         if entry.disposition != Disposition.APPLIED:
             continue
         host = recorded_host(entry.registered_types, entry.reachability)
@@ -158,3 +184,52 @@ def replay(execution: Execution | int) -> ReplayReport:
             verdict=Verdict.DIVERGED,
         )
     return ReplayReport(execution.pk, replayed)
+
+
+@dataclass(slots=True)
+class ReplaySummary:
+    """What replaying many executions found: a count per verdict, the reports of those that
+    diverged, and those that could not be replayed at all (e.g. a stored position that is not
+    its chart's), with the reason."""
+
+    checked: int = 0
+    verdicts: Counter[Verdict] = field(default_factory=Counter)
+    diverged: list[ReplayReport] = field(default_factory=list)
+    unreplayable: list[tuple[int, str]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.diverged and not self.unreplayable
+
+    def __str__(self) -> str:
+        counts = ", ".join(f"{n:,} {verdict}" for verdict, n in sorted(self.verdicts.items()))
+        text = f"replayed {self.checked:,} execution(s): {counts or 'none'}"
+        if self.unreplayable:
+            text += f", {len(self.unreplayable):,} could not be replayed"
+        return text
+
+
+def replay_many(
+    executions: Iterable[Execution],
+    *,
+    progress: Callable[[int, Execution, ReplayReport | None], None] | None = None,
+) -> ReplaySummary:
+    """:func:`replay` each execution in turn (read-only: nothing is written or locked), and
+    sum up. An execution that cannot be replayed is counted and named, and the others are
+    still replayed. ``progress(done, execution, report)`` is called after each (``report``
+    is ``None`` for one that could not be replayed)."""
+    summary = ReplaySummary()
+    for execution in executions:
+        report: ReplayReport | None = None
+        try:
+            report = replay(execution)
+        except StatechartError as exc:  # e.g. the stored position is not its chart's
+            summary.unreplayable.append((execution.pk, str(exc)))
+        else:
+            summary.verdicts[report.verdict] += 1
+            if report.diverged:
+                summary.diverged.append(report)
+        summary.checked += 1
+        if progress is not None:
+            progress(summary.checked, execution, report)
+    return summary

@@ -26,12 +26,16 @@ from rest_framework.serializers import BaseSerializer
 
 from statecharts import attribution, idempotency, stepper
 from statecharts.api import filters, serializers
+from statecharts.api.availability import EventForbidden
 from statecharts.api.exceptions import Conflict, DiagramUnavailable, IdempotencyKeyReused
+from statecharts.api.migration import MigrationRequestSerializer
+from statecharts.api.migration import run as run_migration
 from statecharts.api.pagination import PageNumberPagination
 from statecharts.api.parsers import JSONParser
 from statecharts.api.permissions import CHANGE, VIEW, ModelPermissions
 from statecharts.api.renderers import SVGRenderer
 from statecharts.api.validators import refusal
+from statecharts.authorization import EventNotPermitted
 from statecharts.core.errors import StatechartError
 from statecharts.core.model import Chart as CompiledChart
 from statecharts.exceptions import IdempotencyConflict, NeedsMigration, StepRefused
@@ -78,6 +82,10 @@ INPUT_HEADERS = [
         "recorded too.",
     ),
 ]
+FORBIDDEN_EVENT = OpenApiResponse(
+    description="No permission to change executions, or STATECHARTS['EVENT_PERMISSIONS'] "
+    "refuses this event to this user: 'reasons' lists why (nothing was recorded)."
+)
 SVG = {
     200: OpenApiResponse(OpenApiTypes.BINARY, description="An SVG document (image/svg+xml)."),
     404: ERRORS[404],
@@ -234,6 +242,7 @@ class ExecutionViewSet(
     action_permissions = {
         "send": [CHANGE],
         "cancel": [CHANGE],
+        "migrate": [CHANGE],
         "history": [VIEW],
         "diagram": [VIEW],
     }
@@ -283,6 +292,7 @@ class ExecutionViewSet(
                 metadata=attrs.get("metadata") or {},
                 caller_context=context,
                 idempotency_key=key,
+                subject=attrs.get("subject"),
             )
         except stepper.BusinessKeyInUse as exc:
             raise Conflict({"business_key": [str(exc)]}) from None
@@ -309,7 +319,13 @@ class ExecutionViewSet(
         summary="Send an event",
         request=serializers.EventSerializer,
         parameters=INPUT_HEADERS,
-        responses={200: serializers.StepResultSerializer, **ERRORS, 409: CONFLICT, **IDEMPOTENT},
+        responses={
+            200: serializers.StepResultSerializer,
+            **ERRORS,
+            403: FORBIDDEN_EVENT,
+            409: CONFLICT,
+            **IDEMPOTENT,
+        },
     )
     @action(detail=True, methods=["post"])
     def send(self, request: Request, pk: str | None = None) -> Response:
@@ -318,12 +334,20 @@ class ExecutionViewSet(
         event = serializers.EventSerializer(data=request.data)
         event.is_valid(raise_exception=True)
         name, data = event.validated_data["name"], event.validated_data["data"]
-        return self._step(
-            request,
-            lambda: stepper.send(
-                execution.pk, name, data, caller_context=context, idempotency_key=key
-            ),
-        )
+        try:
+            return self._step(
+                request,
+                lambda: stepper.send(
+                    execution,
+                    name,
+                    data,
+                    user=request.user,
+                    caller_context=context,
+                    idempotency_key=key,
+                ),
+            )
+        except EventNotPermitted as exc:
+            raise EventForbidden(exc) from None
 
     @extend_schema(
         summary="Cancel an execution (its onexit handlers run)",
@@ -345,6 +369,19 @@ class ExecutionViewSet(
             request,
             lambda: stepper.cancel(execution.pk, caller_context=context, idempotency_key=key),
         )
+
+    @extend_schema(
+        summary="Migrate executions to another version of their chart (or a dry run)",
+        request=MigrationRequestSerializer,
+        responses={200: OpenApiTypes.OBJECT, 400: ERRORS[400]},
+    )
+    @action(detail=False, methods=["post"], filter_backends=[])
+    def migrate(self, request: Request) -> Response:
+        """Each execution is migrated in its own transaction (docs/versions-and-migration.md);
+        the answer has the counts and one result per execution (its verdict and reason)."""
+        body = MigrationRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        return Response(run_migration(body.validated_data))
 
     @extend_schema(
         summary="The execution's input history (oldest first)",

@@ -5,9 +5,9 @@ names (``timers`` and ``invocations`` use nothing else of ``statecharts`` but th
 the core's public names)::
 
     start(chart, *, data, business_key, metadata, session_id, now, caller_context,
-          idempotency_key)                                      # -> Execution
+          idempotency_key, subject)                             # -> Execution
     start_result(chart, ...)                                    # the same -> StepResult
-    send(execution, name, data=None, *, now, caller_context, idempotency_key, **fields)
+    send(execution, name, data=None, *, now, caller_context, idempotency_key, user, **fields)
     cancel(execution, *, now, caller_context, reason, idempotency_key)
     feed(execution, step_input, *, now, caller_context, idempotency_key)  # any Input
     step_locked(execution, step_input, now, outbox, caller_context)
@@ -42,9 +42,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from statecharts import idempotency, validation
+from statecharts import attribution, authorization, idempotency, subjects, validation
 from statecharts.core.events import EXTERNAL, Event
-from statecharts.drivers.durable import CANCELLED_BY_PARENT, Input
+from statecharts.drivers.durable import CANCELLED_BY_PARENT, EVENT, Input
 from statecharts.exceptions import IdempotencyConflict, NeedsMigration, StepRefused
 from statecharts.models import Chart, Execution
 from statecharts.stepper.delivery import (
@@ -97,6 +97,7 @@ def start(
     invokeid: str | None = None,
     invoke_ordinal: int | None = None,
     outbox: list[int] | None = None,
+    subject: Any = None,
     idempotency_key: str | None = None,
 ) -> Execution:
     """Create an execution of ``chart`` and run it to its first stable configuration (one
@@ -116,7 +117,10 @@ def start(
     platform's, and keep their tags.)
 
     With ``outbox``, the ids of what it sent are appended there instead, for the caller to
-    ``deliver`` when it is ready (e.g. after its own bookkeeping)."""
+    ``deliver`` when it is ready (e.g. after its own bookkeeping).
+
+    ``subject``: the model instance the execution is about (``Execution.subject``; a saved
+    object, checked by ``statecharts.subjects``)."""
     return start_result(
         chart,
         data=data,
@@ -130,6 +134,7 @@ def start(
         invokeid=invokeid,
         invoke_ordinal=invoke_ordinal,
         outbox=outbox,
+        subject=subject,
         idempotency_key=idempotency_key,
     ).execution
 
@@ -148,11 +153,14 @@ def start_result(
     invokeid: str | None = None,
     invoke_ordinal: int | None = None,
     outbox: list[int] | None = None,
+    subject: Any = None,
     idempotency_key: str | None = None,
 ) -> StepResult:
     """:func:`start`, returning the step's result: the execution, its first history entry,
     and ``repeated`` when the idempotency key repeated an earlier start's (nothing was
     started; ``execution`` is the one the earlier start created)."""
+    if subject is not None:
+        subjects.check_subject(subject)
     if parent is None:
         validation.start_data(data)
     validation.text(business_key, "business_key", max_length=_BUSINESS_KEY, optional=True)
@@ -175,6 +183,7 @@ def start_result(
         parent=parent,
         invokeid=invokeid,
         invoke_ordinal=invoke_ordinal,
+        subject=subject,
         idempotency_key=idempotency_key,
     )
     if deliver_now:
@@ -190,6 +199,7 @@ def send(
     now: datetime | None = None,
     caller_context: dict[str, Any] | None = None,
     idempotency_key: str | None = None,
+    user: Any = None,
     **fields: Any,
 ) -> StepResult:
     """Feed one external event named ``name`` (fields: sendid, origin, origintype, invokeid).
@@ -201,16 +211,30 @@ def send(
     fields are checked first (``statecharts.validation``); an ``InvalidInput`` (a
     ``ValueError``) names the bad path and nothing is written. The platform's own events go
     through :func:`feed`, which trusts what it is given. ``idempotency_key``: see ``feed``.
+
+    ``user``: the user sending it; ``statecharts.authorization`` checks they may (else
+    ``EventNotPermitted``, a ``PermissionDenied``, and nothing is written) and the history
+    records who sent it. Without it the caller is trusted code and nothing is checked. The
+    user is recorded in the caller context too (``"user"``), unless it already names one.
     """
     validation.event_name(name)
     validation.chart_value(data)
     validation.event_fields(fields)
     validation.json_object(caller_context, "caller_context")
     idempotency.check_key(idempotency_key)
+    caller_context = attribution.with_user(caller_context, user)
+    sender = None
+    if user is not None:
+        target = (
+            execution
+            if isinstance(execution, Execution)
+            else Execution.objects.select_related("chart").get(pk=execution)
+        )
+        sender = authorization.require(user, target, name, data).record()
     event = Event(name, EXTERNAL, data, **fields)
     return feed(
         execution,
-        Input.external(event),
+        Input(EVENT, event=event, sender=sender),
         now=now,
         caller_context=caller_context,
         idempotency_key=idempotency_key,

@@ -21,6 +21,7 @@ from statecharts.core.events import Event
 from statecharts.management.commands.statechart import find_chart, find_execution, version_key
 from statecharts.models import Chart, Execution, ExecutionStatus, OutboxMessage
 from statecharts.models.outbox import OutboxStatus
+from statecharts.replay import replay_many
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -190,7 +191,7 @@ def test_load_the_same_source_twice_is_one_chart_and_says_so(tmp_path: Path) -> 
     assert lines(first)["id"] == lines(second)["id"]
     assert lines(first)["sha256"] == lines(second)["sha256"]
     assert "already holds this source; nothing stored" in second
-    assert "note: it keeps its name 'light' and version ''" in second
+    assert "note: it keeps its name 'light' and version '1'" in second
 
 
 def test_load_with_a_name_overrides_the_document_name(tmp_path: Path) -> None:
@@ -265,8 +266,8 @@ def test_start_an_unknown_chart() -> None:
 
 def test_a_chart_name_means_its_highest_version() -> None:
     Chart.objects.load(light(level=2), version="2")
-    newest = Chart.objects.load(light(level=10), version="1.10")
-    Chart.objects.load(light(level=9), version="1.9.5")
+    newest = Chart.objects.load(light(level=10), version="1.10", new_version=True)
+    Chart.objects.load(light(level=9), version="1.9.5", new_version=True)
     output = lines(run("start", "light"))
     assert Execution.objects.get(pk=int(output["execution"])).chart == Chart.objects.get(
         version="2"
@@ -278,11 +279,11 @@ def test_a_chart_name_means_its_highest_version() -> None:
 
 def test_an_ambiguous_chart_name_is_refused() -> None:
     one = Chart.objects.load(light(level=1), version="1")
-    two = Chart.objects.load(light(level=2), version="1")
+    two = Chart.objects.load(light(level=2), version="01", new_version=True)  # the same number
     message = fails("start", "light")
     assert message == (
-        "several charts named 'light' have the latest version '1': "
-        f"give a chart id, one of {one.pk} (v1), {two.pk} (v1)"
+        "several charts named 'light' have the latest version '01': "
+        f"give a chart id, one of {one.pk} (v1), {two.pk} (v01)"
     )
     two.version = ""
     two.save()
@@ -296,7 +297,7 @@ def test_an_ambiguous_chart_name_is_refused() -> None:
 
 def test_a_chart_named_like_another_charts_id_is_refused() -> None:
     first = Chart.objects.load(light(level=1))
-    Chart.objects.load(light(level=2, name=str(first.pk)))
+    Chart.objects.load(light(level=2, name=str(first.pk)))  # another name: its own version 1
     assert f"is the id of chart {first.pk} and the name of chart(s)" in fails(
         "start", str(first.pk)
     )
@@ -390,7 +391,7 @@ def test_show(chart: Chart) -> None:
     fields = lines(output)
     assert fields["execution"] == str(execution.pk)
     assert fields["status"] == "completed"
-    assert fields["chart"] == f"{chart.pk} (light) sha256 {chart.content_hash}"
+    assert fields["chart"] == f"{chart.pk} (light v1) sha256 {chart.content_hash}"
     assert fields["business key"] == "hall"
     assert fields["configuration"] == "done"
     assert json.loads(fields["donedata"]) == {"level": 1}
@@ -445,7 +446,7 @@ def test_show_prints_the_read_model_with_the_timers_section() -> None:
         output = run("show", str(execution.pk))
         document = json.loads(run("show", str(execution.pk), "--json"))
     fields = lines(output)
-    assert fields["title"] == "reminder · r-1"
+    assert fields["title"] == "reminder v1 · r-1"
     assert fields["configuration"] == "waiting"
     assert fields["active states"] == "outer waiting"  # ancestors too, as the admin shows
     assert fields["datamodel"] == '{"count": 0}'
@@ -507,6 +508,54 @@ def test_replay_that_diverges_fails(execution: Execution) -> None:
 
 def test_replay_an_unknown_execution() -> None:
     assert fails("replay", "31337") == "no execution with id or session id '31337'"
+
+
+def test_replay_all_checks_every_chosen_execution_and_names_those_that_diverge(
+    execution: Execution,
+) -> None:
+    other = stepper.start(execution.chart)
+    stepper.send(other, "flip")
+    stepper.send(other, "stop")
+    out = io.StringIO()
+    call_command("statechart", "replay", "--all", stdout=out)
+    text = out.getvalue()
+    # Not a terminal: plain progress lines, one per execution here (at most about ten).
+    assert f"1 of 2: execution {execution.pk}: matches" in text
+    assert f"2 of 2: execution {other.pk}: matches" in text
+    assert text.splitlines()[-1] == "replayed 2 execution(s): 2 matches"
+    assert run("replay", "--all", "--status", "completed", "-v", "0").strip() == (
+        "replayed 1 execution(s): 1 matches"
+    )
+    assert run("replay", "--all", "--chart", "light", "-v", "0").strip().endswith("2 matches")
+    assert run("replay", "--all", "--chart", "nope", "-v", "0").strip() == (
+        "replayed 0 execution(s): none"
+    )
+
+    other.history.filter(seq=2).update(position_sha256="0" * 64)
+    out = io.StringIO()
+    with pytest.raises(CommandError) as caught:
+        call_command("statechart", "replay", "--all", "-v", "0", stdout=out)
+    assert str(caught.value) == "replayed 2 execution(s): 1 diverged, 1 matches"
+    assert out.getvalue().startswith(
+        f"execution {other.pk}: replay diverged at step 2 (event flip)"
+    )
+
+
+def test_replay_all_goes_on_past_an_execution_it_cannot_replay(execution: Execution) -> None:
+    broken = stepper.start(execution.chart)
+    Execution.objects.filter(pk=broken.pk).update(position=b"not a position")
+    summary = replay_many(Execution.objects.order_by("pk"))
+    assert summary.checked == 2 and not summary.ok
+    assert [pk for pk, _ in summary.unreplayable] == [broken.pk]
+    assert str(summary) == "replayed 2 execution(s): 1 matches, 1 could not be replayed"
+
+
+def test_replay_takes_one_execution_or_all() -> None:
+    assert fails("replay") == "replay needs one execution, or --all (with --chart / --status)"
+    assert fails("replay", "3", "--all").startswith("replay needs one execution")
+    assert fails("replay", "3", "--status", "active") == (
+        "--chart and --status choose executions for --all"
+    )
 
 
 # ---- deliver -----------------------------------------------------------------------------------

