@@ -362,3 +362,23 @@ def test_erasing_an_execution_erases_who_acted_on_it() -> None:
     assert timer.context is None and timer.cancelled_by["context"] is None
     assert timer.cancelled_by["seq"] == 3  # what cancelled it stays (not personal data)
     assert not StartKey.objects.filter(execution=ping).exists()  # the start's key, too
+
+
+def test_the_user_who_sends_is_recorded_in_the_caller_context() -> None:
+    alice = User.objects.create_superuser("alice", "alice@example.com", "pw")
+    execution = start()
+    stepper.send(execution.pk, "arm", user=alice, caller_context={"ticket": "T-1"}, now=T0)
+    assert entries(execution)[-1].caller_context == {
+        "ticket": "T-1",
+        "user": {"id": alice.pk, "username": "alice"},
+    }
+    # A context that names the user already (a door that derived it) is kept as it is.
+    given = {"door": "api", "user": {"id": alice.pk, "username": "alice"}}
+    stepper.send(execution.pk, "arm", user=alice, caller_context=given, now=T0)
+    assert entries(execution)[-1].caller_context == given
+    out = io.StringIO()
+    call_command("statechart", "send", str(execution.pk), "arm", "--as-user", "alice", stdout=out)
+    assert entries(execution)[-1].caller_context == {
+        "door": "command",
+        "user": {"id": alice.pk, "username": "alice"},
+    }

@@ -109,7 +109,7 @@ def test_a_key_is_checked_like_any_text_from_outside() -> None:
 def test_a_start_repeated_with_its_key_starts_nothing_even_across_a_new_chart_version() -> None:
     v1 = Chart.objects.load(COUNTER, version="1")
     first = stepper.start_result(v1, data={"count": 5}, business_key="b-1", idempotency_key="s")
-    v2 = Chart.objects.load(COUNTER_V2, version="2")
+    v2 = Chart.objects.load(COUNTER_V2, version="2", new_version=True)
     # The retry resolves "counter" to its latest version now; it must not start twice (nor
     # trip over the business key its first attempt took).
     again = stepper.start_result(v2, data={"count": 5}, business_key="b-1", idempotency_key="s")
@@ -316,7 +316,7 @@ def test_a_client_killed_after_the_commit_retries_and_the_event_is_applied_once(
     assert retry.repeated and retry.entry.caller_context == {"client": "killed"}
     assert count_of(execution) == 1 and len(applied(execution)) == 1
 
-    chart = Chart.objects.load(COUNTER_V2)
+    chart = Chart.objects.load(COUNTER_V2, new_version=True)
     run_until_killed(
         spawn,
         "committed",
