@@ -333,7 +333,7 @@ class _Compiler:
                 if src is not None
                 else (element.text or "")
             )
-            return Script(index, line, self.make_expr(text, element))
+            return Script(index, line, self.make_expr(text, element), src)
         if name == "if":
             branches: list[tuple[Expr | None, tuple[Action, ...]]] = []
             cond: Expr | None = self.expr(element, "cond")
@@ -402,8 +402,11 @@ def compile_document(
     resolver: Resolver = default_resolver,
     base_path: str | None = None,
     source_name: str | None = None,
+    default_datamodel: str = "null",
 ) -> Chart:
-    problems = validate(document)
+    """Validate and compile ``document``. ``default_datamodel`` is the datamodel of an
+    ``<scxml>`` without a ``datamodel`` attribute ("null" or "ecmascript")."""
+    problems = validate(document, default_datamodel)
     if any(p.severity == "error" for p in problems):
         raise ChartError(problems, source_name=source_name)
     compiler = _Compiler(document, resolver, base_path)
@@ -411,9 +414,13 @@ def compile_document(
     if any(p.severity == "error" for p in compiler.problems):
         raise ChartError(problems + compiler.problems, source_name=source_name)
     root = document.root
+    declared = root.get("datamodel")
+    datamodel = declared if declared is not None else default_datamodel
+    code_free = not compiler.expressions and not any(s.datas for s in states)
     return Chart(
         name=root.get("name"),
-        datamodel=root.get("datamodel", "null"),
+        datamodel=datamodel,
+        engine="null" if declared is None and code_free else datamodel,
         binding=root.get("binding", "early"),
         states=tuple(states),
         transitions=tuple(compiler.transitions),
@@ -433,8 +440,11 @@ def load_chart(
     base_path: str | Path | None = None,
     resolver: Resolver = default_resolver,
     source_name: str | None = None,
+    default_datamodel: str = "null",
 ) -> Chart:
-    """Parse, validate and compile ``source``. Raises ChartError listing every problem."""
+    """Parse, validate and compile ``source``. Raises ChartError listing every problem.
+    ``default_datamodel``: the datamodel of an ``<scxml>`` without a ``datamodel``
+    attribute (the spec leaves it to the platform; the core's is "null")."""
     with _collector_paused():
         document = parse_document(source)
         return compile_document(
@@ -442,6 +452,7 @@ def load_chart(
             resolver=resolver,
             base_path=str(base_path) if base_path is not None else None,
             source_name=source_name,
+            default_datamodel=default_datamodel,
         )
 
 
@@ -461,7 +472,9 @@ def _collector_paused() -> Iterator[None]:
         gc.enable()
 
 
-def load_chart_file(path: str | Path, *, resolver: Resolver = default_resolver) -> Chart:
+def load_chart_file(
+    path: str | Path, *, resolver: Resolver = default_resolver, default_datamodel: str = "null"
+) -> Chart:
     """Load the chart in the file ``path``. Reads at most one byte more than a document may
     have (a bigger or endless file is refused with ChartError); OSError when unreadable."""
     path = Path(path)
@@ -469,4 +482,10 @@ def load_chart_file(path: str | Path, *, resolver: Resolver = default_resolver) 
         data = read_document(path)
     except ChartError as exc:
         raise ChartError(exc.problems, source_name=str(path)) from None
-    return load_chart(data, base_path=path.parent, resolver=resolver, source_name=str(path))
+    return load_chart(
+        data,
+        base_path=path.parent,
+        resolver=resolver,
+        source_name=str(path),
+        default_datamodel=default_datamodel,
+    )

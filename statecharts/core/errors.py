@@ -13,6 +13,7 @@ class Problem:
     column: int
     message: str
     severity: str = "error"  # "error" refuses the chart; "warning" is reported only
+    code: str = ""  # what kind of problem, when a host treats a kind apart ("expression-syntax")
 
     def __str__(self) -> str:
         return f"{self.line}:{self.column}: {self.message}"

@@ -389,7 +389,7 @@ class Interpreter:
         self._previous_snapshot = state.datamodel_json
 
     def _new_datamodel(self, name: str | None = None) -> Datamodel:
-        dm = create_datamodel(self.chart.datamodel, self.limits)
+        dm = create_datamodel(self.chart.engine or self.chart.datamodel, self.limits)
         dm.bind_system(
             self.session_id,
             name if name is not None else self.chart.name,

@@ -147,6 +147,7 @@ class Assign(Action):
 @dataclass(frozen=True, slots=True)
 class Script(Action):
     script: Expr
+    src: str | None = None  # the reference its text was read from, if any
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,6 +299,10 @@ class Chart:
     source_hash: str  # sha256 of the source bytes: the chart's identity
     base_path: str | None = None  # folder used to resolve relative ``file:`` URIs
     warnings: tuple[Any, ...] = ()
+    # The datamodel the interpreter creates: ``datamodel``, except "null" for a chart that
+    # was given its datamodel by default and has no code and no data at all (it cannot tell
+    # the difference, and pays nothing for an engine it would never use).
+    engine: str = ""
     # Per event-name cache of candidate transitions per state is built lazily by the
     # interpreter; it lives here so every interpreter of this chart shares it.
     _event_cache: dict[str, Any] = field(default_factory=dict, repr=False)

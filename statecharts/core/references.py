@@ -1,0 +1,47 @@
+"""The documents a chart references (``<data src>``, ``<script src>``, ``<invoke src>``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from statecharts.core.model import Action, Chart, Foreach, If, Script
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    uri: str
+    tagname: str  # "data", "script" or "invoke"
+    line: int
+
+
+def _scripts(actions: tuple[Action, ...]) -> Iterator[Script]:
+    for action in actions:
+        if isinstance(action, Script):
+            yield action
+        elif isinstance(action, If):
+            for _, body in action.branches:
+                yield from _scripts(body)
+        elif isinstance(action, Foreach):
+            yield from _scripts(action.actions)
+
+
+def references(chart: Chart) -> Iterator[Reference]:
+    """Every static ``src`` of ``chart`` (``srcexpr`` values are only known when they run).
+    Only a top-level ``<script>`` may have ``src`` in practice, but every one is listed."""
+    blocks = [chart.script] if chart.script is not None else []
+    for state in chart.states:
+        for data in state.datas:
+            if data.src is not None:
+                yield Reference(data.src, "data", data.line)
+        for invoke in state.invokes:
+            if invoke.src is not None:
+                yield Reference(invoke.src, "invoke", invoke.line)
+            blocks.append(invoke.finalize)
+        blocks.extend(state.onentry)
+        blocks.extend(state.onexit)
+    blocks.extend(t.body for t in chart.transitions)
+    for block in blocks:
+        for script in _scripts(block.actions):
+            if script.src is not None:
+                yield Reference(script.src, "script", script.line)
