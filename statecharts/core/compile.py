@@ -61,6 +61,7 @@ class _Compiler:
         self.transitions: list[Transition] = []
         self.invokes: list[Invoke] = []
         self.content_counter = 0
+        self.content_columns: list[int] = []
         self.problems: list[Problem] = []
         self.ids: dict[str, int] = {}
         self._kids: dict[
@@ -200,7 +201,7 @@ class _Compiler:
         if "invoke" in groups:
             node.invokes = tuple([self._invoke(i, node) for i in groups["invoke"]])
         for dd in groups.get("donedata", none):
-            node.donedata = DoneData(self._content(dd), self._params(dd))
+            node.donedata = DoneData(self._content(dd), self._params(dd), *self.pos(dd))
         if node.is_history:
             defaults = groups.get("transition")
             if defaults:
@@ -246,7 +247,7 @@ class _Compiler:
         events = tuple(split_descriptor(t) for t in event_text.split()) if event_text else ()
         targets = tuple(self.ids[t] for t in (element.get("target") or "").split() if t in self.ids)
         index = len(self.transitions) if register else -1
-        line, _ = self.pos(element)
+        line, column = self.pos(element)
         transition = Transition(
             index=index,
             source=source,
@@ -259,24 +260,31 @@ class _Compiler:
                 element, f"transition:{index}" if register else f"initial:{self.states[source].id}"
             ),
             line=line,
+            column=column,
         )
         if register:
             self.transitions.append(transition)
         return transition
 
     def _data(self, element: etree._Element) -> Data:
-        line, _ = self.pos(element)
+        line, column = self.pos(element)
         src = element.get("src")
         if src is not None:
             text = self.resolve(src, element, fatal=False)
             if text is None:
-                return Data(element.get("id", ""), None, src=src, line=line)
-            return Data(element.get("id", ""), None, text_value(text), True, src=src, line=line)
+                return Data(element.get("id", ""), None, src=src, line=line, column=column)
+            return Data(
+                element.get("id", ""), None, text_value(text), True, src=src, line=line,
+                column=column,
+            )
         has_body, body = body_value(element)
-        return Data(element.get("id", ""), self.expr(element, "expr"), body, has_body, line=line)
+        return Data(
+            element.get("id", ""), self.expr(element, "expr"), body, has_body, line=line,
+            column=column,
+        )
 
     def _invoke(self, element: etree._Element, node: StateNode) -> Invoke:
-        line, _ = self.pos(element)
+        line, column = self.pos(element)
         finalizes = self.kids(element, "finalize")
         finalize = (
             self._block(finalizes[0], f"finalize:{node.id}:{len(self.invokes)}")
@@ -298,6 +306,7 @@ class _Compiler:
             autoforward=element.get("autoforward") == "true",
             finalize=finalize,
             line=line,
+            column=column,
         )
         self.invokes.append(invoke)
         return invoke
@@ -316,7 +325,8 @@ class _Compiler:
         name = local_name(element)
         index = self.content_counter
         self.content_counter += 1
-        line, _ = self.pos(element)
+        line, column = self.pos(element)
+        self.content_columns.append(column)
         if name == "raise":
             return Raise(index, line, element.get("event", ""))
         if name == "log":
@@ -431,6 +441,7 @@ def compile_document(
         source_hash=document.sha256,
         base_path=base_path,
         warnings=tuple(problems) + tuple(compiler.problems),
+        content_columns=tuple(compiler.content_columns),
     )
 
 

@@ -41,7 +41,13 @@ class NotRunningError(StatechartError):
 
 
 class DatamodelError(StatechartError):
-    """An expression, assignment or script failed. The interpreter turns it into error.execution."""
+    """An expression, assignment or script failed. The interpreter turns it into error.execution.
+
+    ``reason``: what went wrong without saying where (the message names the code too)."""
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason if reason is not None else message
 
 
 class ResolveError(StatechartError):

@@ -209,6 +209,7 @@ class Transition:
     internal: bool
     body: Block
     line: int = 0
+    column: int = 0
 
     @property
     def eventless(self) -> bool:
@@ -223,12 +224,15 @@ class Data:
     has_body: bool = False
     src: str | None = None
     line: int = 0
+    column: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class DoneData:
     content: Content | None
     params: tuple[Param, ...]
+    line: int = 0
+    column: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +251,7 @@ class Invoke:
     autoforward: bool
     finalize: Block
     line: int = 0
+    column: int = 0
 
 
 @dataclass(slots=True, eq=False)
@@ -303,6 +308,9 @@ class Chart:
     # was given its datamodel by default and has no code and no data at all (it cannot tell
     # the difference, and pays nothing for an engine it would never use).
     engine: str = ""
+    # The column of each executable content element's start tag, by its content_index (its
+    # line is the action's own): where an error.execution it raises points.
+    content_columns: tuple[int, ...] = ()
     # Per event-name cache of candidate transitions per state is built lazily by the
     # interpreter; it lives here so every interpreter of this chart shares it.
     _event_cache: dict[str, Any] = field(default_factory=dict, repr=False)

@@ -475,6 +475,9 @@ class Command(BaseCommand):
                 f"  #{row.seq} {row.input}: {row.disposition} -> "
                 f"{row.status_after} [{_states(row.configuration_after)}]"
             )
+            for effect in row.effects:  # what went wrong inside the chart, and where
+                if effect.text.startswith("error."):
+                    self.say(f"      {effect.text}")
 
     def replay(self, options: dict[str, Any]) -> None:
         execution = find_execution(options["execution"])
