@@ -94,7 +94,10 @@ def test_checking_runs_none_of_the_charts_code() -> None:
 
 
 def test_a_null_datamodel_chart_has_no_engine_code_to_check() -> None:
-    source = f'<scxml {NS} datamodel="null"><state id="a"><transition cond="In(\'a\')"/></state></scxml>'
+    source = (
+        f'<scxml {NS} datamodel="null"><state id="a"><transition cond="In(\'a\')"/></state>'
+        "</scxml>"
+    )
     assert messages(source) == []
 
 
