@@ -65,7 +65,7 @@ def test_the_error_event_carries_the_failing_element_its_position_and_reason() -
     ]
     step = interpreter.handle_event(step.state, Event("go"))
     seen = json.loads(step.state.datamodel_json)["errors"]
-    assert (seen[-1]["tagname"], seen[-1]["line"], seen[-1]["column"]) == ("transition", 18, 5)
+    assert (seen[-1]["tagname"], seen[-1]["line"], seen[-1]["column"]) == ("transition", 16, 5)
     assert seen[-1]["reason"] == "ReferenceError: undefinedThing is not defined"
 
 
