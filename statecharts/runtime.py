@@ -91,6 +91,26 @@ def default_datamodel() -> str:
     return str(statecharts_settings.DEFAULT_DATAMODEL)
 
 
+def no_folder(uri: str) -> str:
+    """Why a relative reference of a chart that has no folder cannot be resolved."""
+    return (
+        f"{uri!r} is a file relative to the chart's folder, and this chart has none (it was "
+        f"not loaded from a file): load it from its file (manage.py statechart load PATH, or "
+        f"Chart.objects.load_file), or inline the content"
+    )
+
+
+def _folderless(fallback: Resolver) -> Resolver:
+    """A chart with no folder: its relative references are refused with the reason."""
+
+    def resolve(uri: str, base_path: str | None) -> str:
+        if is_relative_reference(uri):
+            raise ResolveError(no_folder(uri))
+        return fallback(uri, base_path)
+
+    return resolve
+
+
 def compile_source(
     source: str,
     resources: Mapping[str, str] | None = None,
@@ -109,6 +129,8 @@ def compile_source(
             _compiled.move_to_end(key)
             return found
     resolver = stored_resolver(resources, _resolver()) if resources else _resolver()
+    if not folder:
+        resolver = _folderless(resolver)
     compiled = load_chart(
         source, resolver=resolver, base_path=folder or None, default_datamodel=datamodel
     )
@@ -239,14 +261,7 @@ def refuse_relative_references(
     carry in ``resources``: nothing could ever resolve it. ChartError, one problem each."""
     carried = resources or {}
     problems = [
-        Problem(
-            ref.line,
-            1,
-            f"<{ref.tagname} src={ref.uri!r}> is a file relative to the chart's folder, and "
-            f"this chart has none (it was not loaded from a file): load it from its file "
-            f"(manage.py statechart load PATH, or Chart.objects.load_file), or inline the "
-            f"content",
-        )
+        Problem(ref.line, ref.column or 1, f"<{ref.tagname} src=...>: {no_folder(ref.uri)}")
         for ref in references(compiled)
         if is_relative_reference(ref.uri) and ref.uri not in carried
     ]

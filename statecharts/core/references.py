@@ -13,6 +13,7 @@ class Reference:
     uri: str
     tagname: str  # "data", "script" or "invoke"
     line: int
+    column: int = 0
 
 
 def _scripts(actions: tuple[Action, ...]) -> Iterator[Script]:
@@ -33,10 +34,10 @@ def references(chart: Chart) -> Iterator[Reference]:
     for state in chart.states:
         for data in state.datas:
             if data.src is not None:
-                yield Reference(data.src, "data", data.line)
+                yield Reference(data.src, "data", data.line, data.column)
         for invoke in state.invokes:
             if invoke.src is not None:
-                yield Reference(invoke.src, "invoke", invoke.line)
+                yield Reference(invoke.src, "invoke", invoke.line, invoke.column)
             blocks.append(invoke.finalize)
         blocks.extend(state.onentry)
         blocks.extend(state.onexit)
