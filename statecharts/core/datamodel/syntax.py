@@ -16,6 +16,7 @@ type error): that is ``error.execution`` at run time.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Iterable
@@ -37,6 +38,7 @@ _MAX_VERDICTS = 16_384
 _verdicts: dict[tuple[CodeKind, str], SyntaxProblem | None] = {}
 _lock = threading.Lock()
 _GUARD = "throw 0;\n"  # runs first: nothing after it runs
+_CLOSERS = re.compile(r"[)}]")
 
 
 class SyntaxProblem:
@@ -93,7 +95,7 @@ def _compile(context: quickjs.Context, text: str, first_line: int) -> SyntaxProb
 
 
 def check_syntax(
-    texts: Iterable[tuple[CodeKind, str]], *, time_budget_s: float = 2.0
+    texts: Iterable[tuple[CodeKind, str]], *, time_budget_s: float = 5.0
 ) -> list[SyntaxProblem | None] | None:
     """For each ``(kind, text)``, its syntax error or None. One throwaway context for all of
     them; a total ``time_budget_s`` bounds a pathological document (parsing runs no chart
@@ -119,7 +121,8 @@ def check_syntax(
             context.set_time_limit(time_budget_s)
         wrapped, first_line = _wrapped(kind, source)
         verdict = _compile(context, wrapped, first_line)
-        if verdict is None and kind is not CodeKind.SCRIPT:
+        # A text can only leave its wrapper by closing it: one without ")" or "}" cannot.
+        if verdict is None and kind is not CodeKind.SCRIPT and _CLOSERS.search(source):
             alone = _GUARD + "[" + source.strip().rstrip(";").rstrip() + "\n]"
             if _compile(context, alone, 2) is not None:
                 verdict = SyntaxProblem("not a single expression", 0, 0)
