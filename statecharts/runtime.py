@@ -171,11 +171,11 @@ def read_chart_file(path: str | Path) -> tuple[str, dict[str, str], str]:
         source_name=str(path),
         default_datamodel=default_datamodel(),
     )
-    for invoke in compiled.invokes:
-        if invoke.src is not None:
+    for reference in references(compiled):
+        if reference.tagname == "invoke":
             # One that cannot be read fails when it runs: error.execution, as the spec says.
             with contextlib.suppress(ResolveError):
-                recording(invoke.src, folder)
+                recording(reference.uri, folder)
     return source, recorded, folder
 
 

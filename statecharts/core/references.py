@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from statecharts.core.host import SCXML_INVOKE_TYPES
 from statecharts.core.model import Action, Chart, Foreach, If, Script
 
 
@@ -28,15 +29,17 @@ def _scripts(actions: tuple[Action, ...]) -> Iterator[Script]:
 
 
 def references(chart: Chart) -> Iterator[Reference]:
-    """Every static ``src`` of ``chart`` (``srcexpr`` values are only known when they run).
-    Only a top-level ``<script>`` may have ``src`` in practice, but every one is listed."""
+    """Every static ``src`` of ``chart`` that names a document (``srcexpr`` values are only
+    known when they run). An ``<invoke>`` of another type (a task handler's) names no
+    document with its ``src``; one with a ``typeexpr`` is counted as SCXML's."""
     blocks = [chart.script] if chart.script is not None else []
     for state in chart.states:
         for data in state.datas:
             if data.src is not None:
                 yield Reference(data.src, "data", data.line, data.column)
         for invoke in state.invokes:
-            if invoke.src is not None:
+            scxml = invoke.type is None or invoke.type in SCXML_INVOKE_TYPES
+            if invoke.src is not None and scxml:
                 yield Reference(invoke.src, "invoke", invoke.line, invoke.column)
             blocks.append(invoke.finalize)
         blocks.extend(state.onentry)

@@ -125,3 +125,10 @@ def test_other_schemes_and_escapes_stay_refused_at_load(tmp_path: Path) -> None:
             Chart.objects.load_file(path)
         assert f"cannot resolve {src!r}" in str(caught.value.problems[0]), src
     assert Chart.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_the_src_of_an_invoke_of_another_type_is_not_a_file() -> None:
+    # a task handler's name: neither read nor refused
+    task = f"""<scxml {NS}><state id="s"><invoke type="task" src="double"/></state></scxml>"""
+    assert Chart.objects.load(task).resources == {}
