@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
+from django.test import Client
+from django.urls import reverse
 from rest_framework.test import APIClient
 
 from statecharts import stepper
@@ -70,13 +72,14 @@ def test_the_error_event_carries_the_failing_element_its_position_and_reason() -
 
 
 @pytest.mark.django_db
-def test_the_history_the_api_and_show_record_each_error() -> None:
+def test_the_history_the_api_the_admin_and_show_record_each_error(client: Client) -> None:
     execution = stepper.start(Chart.objects.load(FAILING))
     first = execution.history.order_by("seq").first()
     assert where([e for e in first.effects if e["kind"] == "error"]) == AT_START
 
+    admin = User.objects.create_superuser("admin", "a@example.com", "pw")
     api = APIClient()
-    api.force_authenticate(User.objects.create_superuser("admin", "a@example.com", "pw"))
+    api.force_authenticate(admin)
     history = api.get(f"/api/executions/{execution.pk}/history/").json()["results"]
     api_errors = [e for e in history[0]["effects"] if e["kind"] == "error"]
     assert where(api_errors) == AT_START
@@ -92,3 +95,9 @@ def test_the_history_the_api_and_show_record_each_error() -> None:
     call_command("statechart", "show", str(execution.pk), stdout=out)
     assert "      error.execution in <assign> at line 8:7: ReferenceError: x is not defined" \
         in out.getvalue().splitlines()
+
+    client.force_login(admin)
+    page = client.get(reverse("admin:statecharts_execution_change", args=[execution.pk]))
+    assert "error.execution in &lt;assign&gt; at line 8:7: ReferenceError: x is not defined" in (
+        page.content.decode()
+    )
