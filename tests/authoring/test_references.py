@@ -18,6 +18,7 @@ from rest_framework.test import APIClient
 from statecharts import stepper
 from statecharts.core import ChartError
 from statecharts.models import Chart
+from statecharts.testing import Workbench
 
 NS = 'xmlns="http://www.w3.org/2005/07/scxml" version="1.0" datamodel="ecmascript"'
 
@@ -132,3 +133,22 @@ def test_the_src_of_an_invoke_of_another_type_is_not_a_file() -> None:
     # a task handler's name: neither read nor refused
     task = f"""<scxml {NS}><state id="s"><invoke type="task" src="double"/></state></scxml>"""
     assert Chart.objects.load(task).resources == {}
+
+
+@pytest.mark.django_db
+def test_an_invoked_child_named_without_a_scheme_is_stored_and_runs(
+    tmp_path: Path, statecharts: Workbench
+) -> None:
+    child = f'<scxml {NS}><final id="over"/></scxml>'
+    (tmp_path / "children").mkdir()
+    (tmp_path / "children" / "child.scxml").write_text(child)
+    (tmp_path / "parent.scxml").write_text(f"""<scxml {NS} initial="a">
+      <state id="a"><invoke id="c" src="children/child.scxml"/>
+        <transition event="done.invoke.c" target="b"/></state>
+      <final id="b"/>
+    </scxml>""")
+    chart = Chart.objects.load_file(tmp_path / "parent.scxml")
+    assert chart.resources == {"children/child.scxml": child}
+    (tmp_path / "children" / "child.scxml").unlink()  # stored: the file is not read again
+    execution = statecharts.start(chart)
+    assert execution.status == "completed"
