@@ -23,6 +23,7 @@ from statecharts.core.model import (
     Cancel,
     Chart,
     Content,
+    Expr,
     Foreach,
     If,
     Log,
@@ -47,11 +48,11 @@ class CodeSite:
     column: int
 
 
-def _site(kind: CodeKind, expr, tagname: str, attribute: str | None) -> CodeSite:  # type: ignore[no-untyped-def]
+def _site(kind: CodeKind, expr: Expr, tagname: str, attribute: str | None) -> CodeSite:
     return CodeSite(kind, expr.source, tagname, attribute, expr.line, expr.column)
 
 
-def _params(params: tuple[Param, ...], owner: str) -> Iterator[CodeSite]:
+def _params(params: tuple[Param, ...]) -> Iterator[CodeSite]:
     for p in params:
         if p.expr is not None:
             yield _site(CodeKind.VALUE, p.expr, "param", "expr")
@@ -93,7 +94,7 @@ def _actions(actions: tuple[Action, ...]) -> Iterator[CodeSite]:
                 yield _site(CodeKind.LOCATION, action.idlocation, "send", "idlocation")
             for expr in action.namelist:
                 yield _site(value, expr, "send", "namelist")
-            yield from _params(action.params, "send")
+            yield from _params(action.params)
             yield from _content(action.content)
         elif isinstance(action, Cancel) and action.sendidexpr is not None:
             yield _site(value, action.sendidexpr, "cancel", "sendidexpr")
@@ -126,11 +127,11 @@ def code_sites(chart: Chart) -> Iterator[CodeSite]:
                 yield _site(CodeKind.LOCATION, invoke.idlocation, "invoke", "idlocation")
             for expr in invoke.namelist:
                 yield _site(value, expr, "invoke", "namelist")
-            yield from _params(invoke.params, "invoke")
+            yield from _params(invoke.params)
             yield from _content(invoke.content)
             yield from _actions(invoke.finalize.actions)
         if state.donedata is not None:
-            yield from _params(state.donedata.params, "donedata")
+            yield from _params(state.donedata.params)
             yield from _content(state.donedata.content)
     for transition in chart.transitions:
         if transition.cond is not None:
@@ -168,9 +169,10 @@ def check_expressions(
         return []
     from statecharts.core.datamodel.syntax import check_syntax
 
-    sites = list({(s.kind, s.source, s.tagname, s.attribute, s.line, s.column): s
-                  for s in code_sites(chart)}.values())
-    sites.sort(key=lambda s: (s.line, s.column))
+    # Each piece once (a transition's body may be reached twice), in document order.
+    sites = sorted(
+        set(code_sites(chart)), key=lambda s: (s.line, s.column, s.attribute or "", s.source)
+    )
     severity = "error" if strict else "warning"
     verdicts = check_syntax((s.kind, s.source) for s in sites)
     if verdicts is None:
@@ -185,11 +187,11 @@ def check_expressions(
             line = site.line + max(verdict.line - 1, 0)
             where = f"<{site.tagname}>"
             message = f"{where} has a syntax error: {verdict.message}"
-            problems.append(Problem(line, site.column if line == site.line else max(
-                verdict.column, 1), message, severity, EXPRESSION_SYNTAX))
+            column = site.column if line == site.line else max(verdict.column, 1)
+            problems.append(Problem(line, column, message, severity, EXPRESSION_SYNTAX))
             continue
         line, column = attribute_position(source, site)
         message = (f"<{site.tagname} {site.attribute}={site.source!r}> has a syntax error: "
                    f"{verdict.message}")
         problems.append(Problem(line, column, message, severity, EXPRESSION_SYNTAX))
-    return problems
+    return sorted(problems, key=lambda p: (p.line, p.column, p.message))

@@ -33,8 +33,10 @@ class CodeKind(StrEnum):
     SCRIPT = "script"  # a <script> body: global code
 
 
-# Each text's verdict is kept (texts repeat across charts and loads); bounded.
+# Each text's verdict is kept (texts repeat across charts and loads); bounded in count, and
+# only short texts are kept (a long <script> is checked again: one compile, no memory kept).
 _MAX_VERDICTS = 16_384
+_MAX_KEPT_TEXT = 4096
 _verdicts: dict[tuple[CodeKind, str], SyntaxProblem | None] = {}
 _lock = threading.Lock()
 _GUARD = "throw 0;\n"  # runs first: nothing after it runs
@@ -126,9 +128,10 @@ def check_syntax(
             alone = _GUARD + "[" + source.strip().rstrip(";").rstrip() + "\n]"
             if _compile(context, alone, 2) is not None:
                 verdict = SyntaxProblem("not a single expression", 0, 0)
-        with _lock:
-            if len(_verdicts) >= _MAX_VERDICTS:
-                _verdicts.clear()
-            _verdicts[key] = verdict
+        if len(source) <= _MAX_KEPT_TEXT:
+            with _lock:
+                if len(_verdicts) >= _MAX_VERDICTS:
+                    _verdicts.clear()
+                _verdicts[key] = verdict
         results.append(verdict)
     return results
