@@ -46,7 +46,7 @@ class ChartDetailSerializer(ChartSerializer):
     )
 
     class Meta(ChartSerializer.Meta):
-        fields = [*ChartSerializer.Meta.fields, "source", "warnings"]
+        fields = [*ChartSerializer.Meta.fields, "source", "datamodel", "warnings"]
         read_only_fields = fields
 
     def get_warnings(self, chart: Chart) -> list[str]:

@@ -49,6 +49,18 @@ def test_a_chart_without_a_datamodel_attribute_runs_as_ecmascript() -> None:
 
 
 @pytest.mark.django_db
+def test_the_api_shows_the_datamodel_a_chart_was_loaded_with() -> None:
+    from django.contrib.auth.models import User
+    from rest_framework.test import APIClient
+
+    api = APIClient()
+    api.force_authenticate(User.objects.create_superuser("admin", "a@example.com", "pw"))
+    created = api.post("/api/charts/", {"source": UNDECLARED}, format="json").json()
+    assert created["datamodel"] == "ecmascript"
+    assert api.get(f"/api/charts/{created['id']}/").json()["datamodel"] == "ecmascript"
+
+
+@pytest.mark.django_db
 def test_an_explicit_null_datamodel_stays_null() -> None:
     with pytest.raises(ChartError, match="the null datamodel has no <data>"):
         Chart.objects.load(UNDECLARED.replace('name="counter"', 'name="c" datamodel="null"'))
