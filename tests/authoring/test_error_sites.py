@@ -19,6 +19,7 @@ from statecharts.core import Event, Interpreter, load_chart
 from statecharts.core.effects import EffectKind
 from statecharts.inspection import inspect
 from statecharts.models import Chart
+from statecharts.testing import Workbench
 
 NS = 'xmlns="http://www.w3.org/2005/07/scxml" version="1.0" datamodel="ecmascript"'
 
@@ -101,3 +102,22 @@ def test_the_history_the_api_the_admin_and_show_record_each_error(client: Client
     assert "error.execution in &lt;assign&gt; at line 8:7: ReferenceError: x is not defined" in (
         page.content.decode()
     )
+
+
+@pytest.mark.django_db
+def test_a_child_that_cannot_start_points_at_its_invoke(statecharts: Workbench) -> None:
+    parent = f"""<scxml {NS} initial="a">
+  <datamodel><data id="seen" expr="null"/></datamodel>
+  <state id="a">
+    <invoke id="c" src="chart:nobody"/>
+    <transition event="error.execution" target="b">
+      <assign location="seen" expr="_event.data"/>
+    </transition>
+  </state>
+  <final id="b"/>
+</scxml>"""
+    execution = statecharts.start(parent)
+    assert execution.status == "completed"
+    seen = statecharts.datamodel(execution)["seen"]
+    assert (seen["tagname"], seen["line"], seen["column"]) == ("invoke", 4, 5)
+    assert seen["reason"] == seen["message"] and "chart:nobody" in seen["message"]
