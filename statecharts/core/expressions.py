@@ -84,6 +84,9 @@ def _actions(actions: tuple[Action, ...]) -> Iterator[CodeSite]:
                 yield from _actions(body)
         elif isinstance(action, Foreach):
             yield _site(value, action.array, "foreach", "array")
+            yield _site(CodeKind.LOCATION, action.item, "foreach", "item")
+            if action.index is not None:
+                yield _site(CodeKind.LOCATION, action.index, "foreach", "index")
             yield from _actions(action.actions)
         elif isinstance(action, Send):
             for attribute in ("eventexpr", "targetexpr", "typeexpr", "delayexpr"):

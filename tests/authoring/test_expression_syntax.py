@@ -76,6 +76,18 @@ def test_valid_code_has_no_problem() -> None:
     assert messages(GOOD) == []
 
 
+def test_a_foreach_item_or_index_must_be_assignable() -> None:
+    source = f"""<scxml {NS} datamodel="ecmascript">
+  <datamodel><data id="a" expr="[1]"/></datamodel>
+  <state id="s"><onentry>
+    <foreach array="a" item="1x" index="i.j"><log expr="i"/></foreach>
+  </onentry></state>
+</scxml>"""
+    assert messages(source) == [
+        "4:24: <foreach item='1x'> has a syntax error: invalid number literal",
+    ]
+
+
 def test_checking_runs_none_of_the_charts_code() -> None:
     # Written to close the wrapper it is compiled in and run: it would loop forever.
     verdicts = check_syntax(
