@@ -27,7 +27,7 @@ def record_declared_datamodels(apps, schema_editor):  # type: ignore[no-untyped-
 class Migration(migrations.Migration):
 
     dependencies = [
-        ("statecharts", "0005_erasure"),
+        ("statecharts", "0007_execution_subject"),
     ]
 
     operations = [
