@@ -226,16 +226,12 @@ def _allow_run_time_chart(what: str, invocation: Invocation) -> None:
 
 
 def _named_chart(ref: str) -> Chart:
+    """``chart:NAME`` (its latest version) or ``chart:NAME@VERSION``: the one rule of
+    ``statecharts.lookups.find_chart``, as ``statechart start`` and the API apply it."""
     from statecharts.lookups import LookupProblem, find_chart
 
-    name, _, version = ref.partition("@")
     try:
-        if version:
-            found = Chart.objects.filter(name=name, version=version).first()
-            if found is None:
-                raise LookupProblem(f"no chart named {name!r} with version {version!r}")
-            return found
-        return find_chart(name)
+        return find_chart(ref)
     except LookupProblem as exc:
         raise ChildRefused(f"chart:{ref}: {exc}") from None
 
