@@ -53,6 +53,7 @@ from statecharts.inspection import (
 from statecharts.lookups import version_key
 from statecharts.models import Chart, Execution, HistoryEntry, OutboxMessage
 from statecharts.models.outbox import OutboxStatus
+from statecharts.runtime import stored_warnings
 from statecharts.subjects_admin import subject_link
 
 
@@ -327,6 +328,8 @@ class ChartAdmin(TextOnlyQueries):
         )
         obj.pk, obj.created, obj.content_hash = stored.pk, stored.created, stored.content_hash
         obj.name, obj.version = stored.name, stored.version
+        for problem in stored.load_warnings:  # syntax errors in its code, a stored datamodel
+            messages.warning(request, f"line {problem.line}:{problem.column}: {problem.message}")
 
     def get_urls(self) -> list[URLPattern]:
         urls = [
@@ -353,7 +356,7 @@ class ChartAdmin(TextOnlyQueries):
         if isinstance(compiled, Unreadable):
             warnings, hints = [compiled.reason], None
         else:
-            warnings, hints = [str(w) for w in compiled.warnings], chart_hints(compiled)
+            warnings, hints = [str(w) for w in stored_warnings(chart)], chart_hints(compiled)
         counts = dict(
             chart.executions.values_list("status")
             .annotate(n=Count("id"))

@@ -70,10 +70,11 @@ class ChartUploadForm(forms.ModelForm):
         cleaned = super().clean() or {}
         source = cleaned.get("source")
         if source:
-            from statecharts.runtime import compile_source
+            from statecharts.runtime import check_source
 
             try:
-                self.compiled = compile_source(source)
+                # A pasted chart has no folder: a relative reference is refused here.
+                self.compiled, self.warnings = check_source(source)
             except ChartError as exc:
                 raise forms.ValidationError(
                     [forms.ValidationError(str(problem)) for problem in exc.problems]

@@ -278,6 +278,17 @@ def history_row(entry: HistoryEntry) -> HistoryRow:
     )
 
 
+def error_text(effect: dict[str, Any]) -> str:
+    """An ``error`` effect (the platform raised error.execution or error.communication in
+    the chart) as one line: the event, the failing element and where it is, the reason."""
+    name = str(effect.get("name") or "error")
+    tagname, line, column = effect.get("tagname"), effect.get("line"), effect.get("column")
+    if tagname:
+        where = f"<{tagname}> at line {line}:{column}" if line else f"<{tagname}>"
+        return f"{name} in {where}: {effect.get('reason') or effect.get('message') or ''}"
+    return f"{name}: {effect.get('message') or ''}"
+
+
 def _shown(effect: Any) -> bool:
     return not (isinstance(effect, dict) and effect.get("kind") == "datamodel_change")
 
@@ -285,6 +296,8 @@ def _shown(effect: Any) -> bool:
 def _effect_summary(effect: Any) -> EffectSummary:
     if not isinstance(effect, dict):
         return EffectSummary("(unreadable effect)", json_text(effect))
+    if effect.get("kind") == "error":
+        return EffectSummary(error_text(effect), json_text(effect))
     parts = [str(effect.get("kind", "?"))]
     event = effect.get("event")
     if isinstance(event, dict) and event.get("name"):

@@ -38,7 +38,7 @@ from django.db import transaction
 from django.db.models import F
 
 from statecharts.conf import statecharts_settings
-from statecharts.core.events import PLATFORM, Event
+from statecharts.core.events import PLATFORM, Event, error_data
 from statecharts.drivers.durable import Input
 from statecharts.exceptions import StepRefused
 from statecharts.models import AppliedMessage, Execution, OutboxMessage
@@ -220,7 +220,10 @@ def _settle_undelivered(
         )
         if taken and tell and sender is not None:
             error = Event(
-                "error.communication", PLATFORM, {"message": reason}, sendid=send_id or None
+                "error.communication",
+                PLATFORM,
+                error_data(reason, tagname="send"),
+                sendid=send_id or None,
             )
             step_locked(
                 sender, Input.internal(error), now, more, cause={"undeliverable": message_id}

@@ -2,8 +2,11 @@
 
 Subcommands::
 
-    validate PATH                               check a chart file, every problem with line:column
-    load PATH [--name NAME] [--version V]       store a chart (the same source twice: one chart)
+    validate PATH [--strict]                    check a chart file, every problem with line:column
+                                                (--strict: a syntax error in code is an error)
+    load PATH [--name NAME] [--version V]       store a chart with the files it references (the
+                                                same source twice: one chart); its warnings
+    diagram CHART [--execution EXECUTION]       the chart's SVG diagram, to stdout
     start CHART [--data JSON] [--key KEY] [--subject APP_LABEL.MODEL:ID]
                                                 start an execution (CHART: id, or name)
     send EXECUTION EVENT [--data JSON] [--as-user USERNAME]
@@ -64,7 +67,7 @@ from statecharts import (
 )
 from statecharts.authorization import EventNotPermitted
 from statecharts.availability import Unavailable, as_json, available_events
-from statecharts.core import ChartError, Problem, StatechartError, load_chart_file
+from statecharts.core import ChartError, Problem, StatechartError
 from statecharts.core.parse import decode_utf8, read_document
 from statecharts.inspection import Unreadable, inspect, json_text
 from statecharts.lookups import version_key as version_key  # (re-exported)
@@ -72,7 +75,7 @@ from statecharts.management import migrating, transferring
 from statecharts.management.progress import Progress
 from statecharts.models import Chart, Execution, ExecutionStatus
 from statecharts.replay import ReplayReport, replay, replay_many
-from statecharts.runtime import compile_source
+from statecharts.runtime import check_source, compile_source, read_chart_file
 from statecharts.versions import VersionError
 
 NAME_LENGTH = Chart._meta.get_field("name").max_length or 0
@@ -177,19 +180,39 @@ def read_chart_source(path: str) -> str:
         raise chart_refused(path, exc) from None
 
 
+def read_chart(path: str) -> tuple[str, dict[str, str], str]:
+    """The file's text, the files it references (read now: ``<data src>``, ``<script
+    src>``, ``<invoke src>``) and its folder; CommandError naming the file otherwise."""
+    read_chart_source(path)  # the file's own problems first: unreadable, too big, not UTF-8
+    try:
+        return read_chart_file(path)
+    except OSError as exc:
+        raise CommandError(f"{path}: cannot read the file: {exc.strerror or exc}") from None
+    except ChartError as exc:
+        raise chart_refused(path, exc) from None
+
+
 def load_chart(
     path: str, *, name: str = "", version: str = "", new_version: bool = False
 ) -> tuple[Chart, bool]:
-    """Store the chart in ``path``; return it and whether it was already stored."""
+    """Store the chart in ``path`` with the files it references; return it and whether it
+    was already stored."""
     chart_label(name, "--name", NAME_LENGTH)
     chart_label(version, "--version", VERSION_LENGTH)
-    source = read_chart_source(path)
+    source, resources, folder = read_chart(path)
     try:
-        compiled = compile_source(source)  # cached: load() compiles it once
+        compiled = compile_source(source, resources or None, folder)  # cached for load()
         chart_label(name or compiled.name or "", "the chart's name", NAME_LENGTH)
         digest = compiled.source_hash
         existed = Chart.objects.filter(content_hash=digest).exists()
-        chart = Chart.objects.load(source, name=name, version=version, new_version=new_version)
+        chart = Chart.objects.load(
+            source,
+            name=name,
+            version=version,
+            new_version=new_version,
+            resources=resources,
+            folder=folder,
+        )
         return chart, existed
     except ChartError as exc:
         raise chart_refused(path, exc) from None
@@ -269,6 +292,12 @@ class Command(BaseCommand):
 
         p = add("validate", help="check a chart file; list every problem")
         p.add_argument("path", help="an SCXML file")
+        p.add_argument(
+            "--strict",
+            action="store_true",
+            help="a syntax error in an expression or <script> is an error (default: the "
+            "EXPRESSION_SYNTAX setting; warning)",
+        )
 
         p = add("load", help="store a chart (the same source twice: one chart)")
         p.add_argument("path", help="an SCXML file (UTF-8)")
@@ -281,6 +310,13 @@ class Command(BaseCommand):
             action="store_true",
             help="store a different source under a name a chart already has, as its next "
             "version (default label: the next whole number)",
+        )
+
+        p = add("diagram", help="write a chart's diagram (the admin's) as SVG to stdout")
+        p.add_argument("chart", help="a chart id, or a chart name (its latest version)")
+        p.add_argument(
+            "--execution",
+            help="highlight this execution's active states (an execution id or session id)",
         )
 
         p = add("start", help="start an execution of a chart")
@@ -396,6 +432,7 @@ class Command(BaseCommand):
         handlers: dict[str, Callable[[dict[str, Any]], None]] = {
             "validate": self.validate,
             "load": self.load,
+            "diagram": self.diagram,
             "start": self.start,
             "send": self.send,
             "show": self.show,
@@ -421,13 +458,14 @@ class Command(BaseCommand):
 
     def validate(self, options: dict[str, Any]) -> None:
         path: str = options["path"]
+        source, resources, folder = read_chart(path)
         try:
-            compiled = load_chart_file(path)
+            _, warnings = check_source(
+                source, resources, folder, strict=True if options["strict"] else None
+            )
         except ChartError as exc:
             raise chart_refused(path, exc) from None
-        except OSError as exc:
-            raise CommandError(f"{path}: cannot read the file: {exc.strerror or exc}") from None
-        for line in problem_lines(path, (), compiled.warnings):
+        for line in problem_lines(path, (), warnings):
             self.say(line)
         self.say(f"{path}: valid")
 
@@ -437,6 +475,8 @@ class Command(BaseCommand):
         chart, existed = load_chart(
             options["path"], name=name, version=version, new_version=options["new_version"]
         )
+        for line in problem_lines(options["path"], (), chart.load_warnings):
+            self.say(line)
         if existed:
             self.say(f"chart {chart.pk} ({chart}) already holds this source; nothing stored")
             if (name and name != chart.name) or (version and version != chart.version):
@@ -445,6 +485,28 @@ class Command(BaseCommand):
             self.say(f"chart {chart.pk} ({chart}) loaded")
         self.say(f"id: {chart.pk}")
         self.say(f"sha256: {chart.content_hash}")
+
+    def diagram(self, options: dict[str, Any]) -> None:
+        """The SVG the admin shows (``statechart diagram NAME > chart.svg``)."""
+        from statecharts.diagram import render_svg
+
+        chart = find_chart(options["chart"])
+        active: Sequence[str] = ()
+        if options["execution"]:
+            execution = find_execution(options["execution"])
+            if execution.chart_id != chart.pk:
+                raise CommandError(
+                    f"execution {execution.pk} runs chart {execution.chart_id}, not {chart.pk}"
+                )
+            states = inspect(execution).active_states
+            active = () if isinstance(states, Unreadable) else states
+        try:
+            compiled = chart.compiled()
+        except StatechartError as exc:
+            raise CommandError(
+                f"chart {chart.pk} cannot be compiled from its source: {exc}"
+            ) from None
+        self.stdout.write(render_svg(compiled, active=active), ending="\n")
 
     # ---- executions ----
 
@@ -567,6 +629,9 @@ class Command(BaseCommand):
             if row.cause is not None:
                 line += f" (caused by {row.cause.text})"
             self.say(line)
+            for effect in row.effects:  # what went wrong inside the chart, and where
+                if effect.text.startswith("error."):
+                    self.say(f"      {effect.text}")
 
     def replay(self, options: dict[str, Any]) -> None:
         if options["replay_all"] == bool(options["execution"]):
