@@ -24,8 +24,8 @@ from django.db import IntegrityError, transaction
 from invocations.conf import invocation_settings
 from invocations.models import Invocation, InvocationStatus
 from statecharts import stepper
-from statecharts.core.errors import ChartError, ResolveError
-from statecharts.core.events import PLATFORM, Event
+from statecharts.core.errors import ChartError, ResolveError, StatechartError
+from statecharts.core.events import PLATFORM, Event, error_data
 from statecharts.models import Chart, Execution, OutboxMessage
 from statecharts.statuses import TERMINAL_STATUSES
 from statecharts.stepper import CANCELLED_BY_PARENT
@@ -125,8 +125,12 @@ def _fail(invocation: Invocation, reason: str, more: list[int]) -> None:
         )
         if not updated:
             return
+        line, column = _invoke_position(parent, invocation)
         error = Event(
-            "error.execution", PLATFORM, {"message": reason}, invokeid=invocation.invokeid
+            "error.execution",
+            PLATFORM,
+            error_data(reason, tagname="invoke", line=line, column=column),
+            invokeid=invocation.invokeid,
         )
         stepper.step_locked(
             parent,
@@ -136,6 +140,18 @@ def _fail(invocation: Invocation, reason: str, more: list[int]) -> None:
             invocation.caller_context,
             cause={"invocation": invocation.ordinal, "failed": True},
         )
+
+
+def _invoke_position(parent: Execution, invocation: Invocation) -> tuple[int, int]:
+    """Where the parent chart writes the ``<invoke>`` of ``invocation``: the one in its
+    state with that id, or the state's only one; (0, 0) when that cannot be told."""
+    try:
+        compiled = parent.chart.compiled()
+        state = compiled.state(invocation.state)
+    except (StatechartError, KeyError):
+        return 0, 0
+    invokes = [i for i in state.invokes if i.id == invocation.invokeid] or list(state.invokes)
+    return (invokes[0].line, invokes[0].column) if len(invokes) == 1 else (0, 0)
 
 
 def resolve_chart(invocation: Invocation, parent: Execution) -> Chart:
@@ -210,16 +226,12 @@ def _allow_run_time_chart(what: str, invocation: Invocation) -> None:
 
 
 def _named_chart(ref: str) -> Chart:
+    """``chart:NAME`` (its latest version) or ``chart:NAME@VERSION``: the one rule of
+    ``statecharts.lookups.find_chart``, as ``statechart start`` and the API apply it."""
     from statecharts.lookups import LookupProblem, find_chart
 
-    name, _, version = ref.partition("@")
     try:
-        if version:
-            found = Chart.objects.filter(name=name, version=version).first()
-            if found is None:
-                raise LookupProblem(f"no chart named {name!r} with version {version!r}")
-            return found
-        return find_chart(name)
+        return find_chart(ref)
     except LookupProblem as exc:
         raise ChildRefused(f"chart:{ref}: {exc}") from None
 

@@ -29,7 +29,7 @@ from invocations.children import (
 )
 from invocations.conf import invocation_settings
 from invocations.models import OPEN_STATUSES, Invocation, InvocationStatus
-from statecharts.core.events import EXTERNAL, PLATFORM, Event
+from statecharts.core.events import EXTERNAL, PLATFORM, Event, error_data
 from statecharts.core.plan import Instruction
 from statecharts.models import OutboxMessage
 from statecharts.stepper import CANCELLED_BY_PARENT, Input, StepContext, database, step_locked
@@ -112,7 +112,7 @@ def deliver_child(context: StepContext, instruction: Instruction) -> None:
         error = Event(
             "error.communication",
             PLATFORM,
-            {"message": f"invocation {invokeid!r} is gone"},
+            error_data(f"invocation {invokeid!r} is gone", tagname="send"),
             sendid=instruction.event.sendid,
         )
         step_locked(context.execution, Input.internal(error), context.now, context.outbox)

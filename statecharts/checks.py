@@ -49,12 +49,28 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     for name in ("CLOCK", "RESOLVER"):
         problems.extend(_importable(f"STATECHARTS[{name!r}]", configured.get(name)))
     problems.extend(_check_retention(configured))
+    problems.extend(_check_choices(configured))
     problems.extend(_check_performers(configured))
     problems.extend(_check_transforms(configured.get("MIGRATION_TRANSFORMS", {})))
     for group in registered_groups():
         if group.check is not None:
             problems.extend(group.check(configured))
     return problems
+
+
+# Settings that take one of a few words: the words.
+CHOICES = {"DEFAULT_DATAMODEL": ("ecmascript", "null"), "EXPRESSION_SYNTAX": ("warning", "error")}
+
+
+def _check_choices(configured: dict[str, Any]) -> list[CheckMessage]:
+    return [
+        Error(
+            f"STATECHARTS[{name!r}] must be one of {', '.join(map(repr, choices))}.",
+            id="statecharts.E030",
+        )
+        for name, choices in CHOICES.items()
+        if name in configured and configured[name] not in choices
+    ]
 
 
 # Retention settings that may be None (keep forever): a positive number of days otherwise.

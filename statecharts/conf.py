@@ -8,6 +8,11 @@ dict. The ``statecharts`` app's own keys::
     STATECHARTS = {
         "CLOCK": "django.utils.timezone.now",      # injected clock: () -> aware datetime
         "RESOLVER": "statecharts.core.resolve.refuse_all",  # src="..." of stored charts
+        # Charts (docs/charts.md): the datamodel of an <scxml> without a datamodel attribute,
+        # recorded on each chart row when it is loaded; and whether a syntax error in chart
+        # code refuses a chart being loaded ("error") or is reported ("warning").
+        "DEFAULT_DATAMODEL": "ecmascript",
+        "EXPRESSION_SYNTAX": "warning",
         # Step budgets (statecharts.core.budget): a step over one is rolled back and the
         # execution is halted (docs/durable-executions.md).
         "ROUND_BUDGET": 10_000,     # microstep rounds per macrostep
@@ -56,6 +61,12 @@ from django.utils.module_loading import import_string
 DEFAULTS: dict[str, Any] = {
     "CLOCK": "django.utils.timezone.now",
     "RESOLVER": "statecharts.core.resolve.refuse_all",
+    # The datamodel of a chart that declares none ("ecmascript" or "null"), recorded on the
+    # chart's row when it is loaded: changing it later changes no stored chart.
+    "DEFAULT_DATAMODEL": "ecmascript",
+    # A syntax error in chart code found when a chart is loaded: "warning" (reported; the
+    # spec lets a bad expression fail when it runs) or "error" (the chart is refused).
+    "EXPRESSION_SYNTAX": "warning",
     "ROUND_BUDGET": 10_000,
     "SEND_BUDGET": 1_000,
     "STEP_TIME_BUDGET_MS": 5_000,

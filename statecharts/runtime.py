@@ -21,6 +21,7 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,14 +29,23 @@ from statecharts.conf import statecharts_settings
 from statecharts.core import Interpreter, load_chart
 from statecharts.core.budget import StepBudgets
 from statecharts.core.datamodel import Limits
-from statecharts.core.errors import ResolveError
+from statecharts.core.errors import ChartError, Problem, ResolveError
+from statecharts.core.expressions import check_expressions
 from statecharts.core.model import Chart as CompiledChart
 from statecharts.core.parse import decode_utf8, read_document
 from statecharts.core.position import ChartMismatchError
-from statecharts.core.resolve import Resolver, default_resolver
+from statecharts.core.references import references
+from statecharts.core.resolve import Resolver, default_resolver, is_relative_reference
 
 if TYPE_CHECKING:
     from statecharts.models import Chart
+
+class ExpressionSyntax(StrEnum):
+    """The ``EXPRESSION_SYNTAX`` setting: what a syntax error in chart code does at load."""
+
+    WARNING = "warning"  # reported (the admin, the API, ``statechart load``); stored anyway
+    ERROR = "error"  # the chart is refused
+
 
 _CACHE_SIZE = 256
 _compiled: OrderedDict[str, CompiledChart] = OrderedDict()
@@ -75,19 +85,55 @@ def stored_resolver(resources: Mapping[str, str], fallback: Resolver) -> Resolve
     return resolve
 
 
+def default_datamodel() -> str:
+    """Today's ``DEFAULT_DATAMODEL`` setting: what a chart loaded now without a
+    ``datamodel`` attribute gets (recorded on its row: ``Chart.datamodel``)."""
+    return str(statecharts_settings.DEFAULT_DATAMODEL)
+
+
+def no_folder(uri: str) -> str:
+    """Why a relative reference of a chart that has no folder cannot be resolved."""
+    return (
+        f"{uri!r} is a file relative to the chart's folder, and this chart has none (it was "
+        f"not loaded from a file): load it from its file (manage.py statechart load PATH, or "
+        f"Chart.objects.load_file), or inline the content"
+    )
+
+
+def _folderless(fallback: Resolver) -> Resolver:
+    """A chart with no folder: its relative references are refused with the reason."""
+
+    def resolve(uri: str, base_path: str | None) -> str:
+        if is_relative_reference(uri):
+            raise ResolveError(no_folder(uri))
+        return fallback(uri, base_path)
+
+    return resolve
+
+
 def compile_source(
-    source: str, resources: Mapping[str, str] | None = None, folder: str = ""
+    source: str,
+    resources: Mapping[str, str] | None = None,
+    folder: str = "",
+    datamodel: str | None = None,
 ) -> CompiledChart:
     """Compile (or fetch from the cache) the chart whose source is ``source`` (with its stored
-    ``resources``; ``folder`` is where it was loaded from, for run-time references)."""
-    key = identity_of(source, resources) + "\0" + folder
+    ``resources``; ``folder`` is where it was loaded from, for run-time references).
+    ``datamodel``: the datamodel of a chart that declares none (a stored chart's
+    ``Chart.datamodel``; by default today's setting, for a chart being loaded)."""
+    datamodel = datamodel or default_datamodel()
+    key = identity_of(source, resources) + "\0" + folder + "\0" + datamodel
     with _compiled_lock:
         found = _compiled.get(key)
         if found is not None:
             _compiled.move_to_end(key)
             return found
     resolver = stored_resolver(resources, _resolver()) if resources else _resolver()
-    compiled = load_chart(source, resolver=resolver, base_path=folder or None)
+    if not folder:
+        resolver = _folderless(resolver)
+    compiled = load_chart(
+        source, resolver=resolver, base_path=folder or None, default_datamodel=datamodel
+    )
     if resources:
         compiled = dataclasses.replace(compiled, source_hash=identity_of(source, resources))
     with _compiled_lock:
@@ -118,12 +164,18 @@ def read_chart_file(path: str | Path) -> tuple[str, dict[str, str], str]:
         recorded[uri] = text
         return text
 
-    compiled = load_chart(source, resolver=recording, base_path=folder, source_name=str(path))
-    for invoke in compiled.invokes:
-        if invoke.src is not None:
+    compiled = load_chart(
+        source,
+        resolver=recording,
+        base_path=folder,
+        source_name=str(path),
+        default_datamodel=default_datamodel(),
+    )
+    for reference in references(compiled):
+        if reference.tagname == "invoke":
             # One that cannot be read fails when it runs: error.execution, as the spec says.
             with contextlib.suppress(ResolveError):
-                recording(invoke.src, folder)
+                recording(reference.uri, folder)
     return source, recorded, folder
 
 
@@ -140,7 +192,9 @@ def compiled_chart(chart: Chart) -> CompiledChart:
     hit = _by_row.get(key)
     if hit is not None and (hit[0] is source or hit[0] == source):
         return hit[1]
-    compiled = compile_source(source, chart.resources or None, chart.folder or "")
+    compiled = compile_source(
+        source, chart.resources or None, chart.folder or "", chart.datamodel or "null"
+    )
     if compiled.source_hash != chart.content_hash:
         raise ChartMismatchError(chart.content_hash, compiled.source_hash)
     if chart.pk is not None:
@@ -189,3 +243,59 @@ def interpreter_for(compiled: CompiledChart, *, tracing: bool = False) -> Interp
 def fresh_interpreter(compiled: CompiledChart) -> Interpreter:
     """An interpreter that shares nothing with the cached ones (for replay)."""
     return Interpreter(compiled, budgets=budgets(), limits=limits())
+
+
+def load_problems(
+    compiled: CompiledChart, source: str, *, strict: bool | None = None
+) -> list[Problem]:
+    """What loading ``compiled`` (compiled from ``source``) adds to its warnings: syntax
+    errors in its code (``EXPRESSION_SYNTAX``, or ``strict`` if given: warnings, or errors
+    that refuse the chart)."""
+    if strict is None:
+        strict = statecharts_settings.EXPRESSION_SYNTAX == ExpressionSyntax.ERROR
+    return check_expressions(compiled, source, strict=strict)
+
+
+def refuse_relative_references(
+    compiled: CompiledChart, resources: Mapping[str, str] | None = None
+) -> None:
+    """Refuse a chart that has no folder (pasted into the admin, posted to the API) but
+    references a file relative to one (``src="lib.js"``, ``file:lib.js``) that it does not
+    carry in ``resources``: nothing could ever resolve it. ChartError, one problem each."""
+    carried = resources or {}
+    problems = [
+        Problem(ref.line, ref.column or 1, f"<{ref.tagname} src=...>: {no_folder(ref.uri)}")
+        for ref in references(compiled)
+        if is_relative_reference(ref.uri) and ref.uri not in carried
+    ]
+    if problems:
+        raise ChartError(problems)
+
+
+def check_source(
+    source: str,
+    resources: Mapping[str, str] | None = None,
+    folder: str = "",
+    *,
+    strict: bool | None = None,
+) -> tuple[CompiledChart, list[Problem]]:
+    """Everything loading ``source`` checks, for every door (``Chart.objects.load``, the
+    admin's add-chart form, the API, ``statechart validate``/``load``): it compiles (with
+    today's ``DEFAULT_DATAMODEL``), has no relative reference it could not resolve (without a
+    ``folder``), and its code compiles (``EXPRESSION_SYNTAX``). Returns the compiled chart and
+    every warning; raises ChartError listing every problem (and the warnings)."""
+    compiled = compile_source(source, resources or None, folder)
+    if not folder:
+        refuse_relative_references(compiled, resources)
+    found = [*compiled.warnings, *load_problems(compiled, source, strict=strict)]
+    if any(p.severity == "error" for p in found):
+        raise ChartError(found)
+    return compiled, found
+
+
+def stored_warnings(chart: Chart) -> list[Problem]:
+    """What a stored chart's author should know: the compiler's warnings and its code's
+    syntax errors (always as warnings here: the chart is stored). ChartError or a
+    StatechartError when the row cannot be compiled."""
+    compiled = compiled_chart(chart)
+    return [*compiled.warnings, *check_expressions(compiled, chart.source)]

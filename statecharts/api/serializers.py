@@ -20,7 +20,7 @@ from statecharts.lookups import LookupProblem, find_chart
 from statecharts.models import Chart, Execution, ExecutionStatus, HistoryEntry
 from statecharts.models.charts import source_hash
 from statecharts.models.history import Disposition
-from statecharts.runtime import compile_source
+from statecharts.runtime import check_source, compile_source, stored_warnings
 from statecharts.versions import NoNextVersion, VersionError, VersionTaken
 
 NAMESPACE = "statecharts_api"
@@ -50,17 +50,20 @@ class ChartDetailSerializer(ChartSerializer):
     )
 
     class Meta(ChartSerializer.Meta):
-        fields = [*ChartSerializer.Meta.fields, "source", "warnings"]
+        fields = [*ChartSerializer.Meta.fields, "source", "datamodel", "warnings"]
         read_only_fields = fields
 
     def get_warnings(self, chart: Chart) -> list[str]:
+        loaded: list[Any] | None = getattr(chart, "load_warnings", None)
+        if loaded is not None:  # just loaded: what loading found (a stored datamodel too)
+            return [str(problem) for problem in loaded]
         try:
-            compiled = chart.compiled()
+            warnings = stored_warnings(chart)
         except ChartError as exc:  # a source edited in place to something invalid
             return [str(problem) for problem in [*exc.problems, *exc.warnings]]
         except StatechartError as exc:
             return [str(exc)]
-        return [str(problem) for problem in compiled.warnings]
+        return [str(problem) for problem in warnings]
 
 
 class ChartCreateSerializer(serializers.Serializer[Chart]):
@@ -94,7 +97,7 @@ class ChartCreateSerializer(serializers.Serializer[Chart]):
 
     def validate_source(self, source: str) -> str:
         try:
-            compile_source(source)
+            check_source(source)  # a posted chart has no folder: relative references refused
         except ChartError as exc:
             # Every problem, each as "line:column: message".
             raise serializers.ValidationError([str(problem) for problem in exc.problems]) from None
@@ -366,12 +369,23 @@ class StepResultSerializer(serializers.Serializer[Any]):
     status = serializers.ChoiceField(choices=ExecutionStatus.choices)
     configuration = serializers.ListField(child=serializers.CharField())
     donedata = JSONValueField(allow_null=True)
+    repeated = serializers.BooleanField(
+        default=False,
+        help_text="True when the Idempotency-Key repeated an earlier request's: nothing was "
+        "applied, seq and disposition are that request's.",
+    )
 
 
 class HistoryEntrySerializer(serializers.ModelSerializer[HistoryEntry]):
     input = JSONValueField(read_only=True)
     effects = JSONValueField(read_only=True)
     reachability = JSONValueField(read_only=True)
+    caller_context = JSONValueField(
+        read_only=True, help_text="Who or what fed the input (request id, trace, user)."
+    )
+    cause = JSONValueField(
+        read_only=True, help_text="What caused it: a timer (and the step that scheduled it)."
+    )
 
     class Meta:
         model = HistoryEntry
@@ -384,6 +398,9 @@ class HistoryEntrySerializer(serializers.ModelSerializer[HistoryEntry]):
             "effects",
             "reachability",
             "position_sha256",
+            "caller_context",
+            "cause",
+            "idempotency_key",
             "created",
         ]
         read_only_fields = fields

@@ -61,6 +61,7 @@ class _Compiler:
         self.transitions: list[Transition] = []
         self.invokes: list[Invoke] = []
         self.content_counter = 0
+        self.content_columns: list[int] = []
         self.problems: list[Problem] = []
         self.ids: dict[str, int] = {}
         self._kids: dict[
@@ -200,7 +201,7 @@ class _Compiler:
         if "invoke" in groups:
             node.invokes = tuple([self._invoke(i, node) for i in groups["invoke"]])
         for dd in groups.get("donedata", none):
-            node.donedata = DoneData(self._content(dd), self._params(dd))
+            node.donedata = DoneData(self._content(dd), self._params(dd), *self.pos(dd))
         if node.is_history:
             defaults = groups.get("transition")
             if defaults:
@@ -246,7 +247,7 @@ class _Compiler:
         events = tuple(split_descriptor(t) for t in event_text.split()) if event_text else ()
         targets = tuple(self.ids[t] for t in (element.get("target") or "").split() if t in self.ids)
         index = len(self.transitions) if register else -1
-        line, _ = self.pos(element)
+        line, column = self.pos(element)
         transition = Transition(
             index=index,
             source=source,
@@ -259,24 +260,31 @@ class _Compiler:
                 element, f"transition:{index}" if register else f"initial:{self.states[source].id}"
             ),
             line=line,
+            column=column,
         )
         if register:
             self.transitions.append(transition)
         return transition
 
     def _data(self, element: etree._Element) -> Data:
-        line, _ = self.pos(element)
+        line, column = self.pos(element)
         src = element.get("src")
         if src is not None:
             text = self.resolve(src, element, fatal=False)
             if text is None:
-                return Data(element.get("id", ""), None, src=src, line=line)
-            return Data(element.get("id", ""), None, text_value(text), True, src=src, line=line)
+                return Data(element.get("id", ""), None, src=src, line=line, column=column)
+            return Data(
+                element.get("id", ""), None, text_value(text), True, src=src, line=line,
+                column=column,
+            )
         has_body, body = body_value(element)
-        return Data(element.get("id", ""), self.expr(element, "expr"), body, has_body, line=line)
+        return Data(
+            element.get("id", ""), self.expr(element, "expr"), body, has_body, line=line,
+            column=column,
+        )
 
     def _invoke(self, element: etree._Element, node: StateNode) -> Invoke:
-        line, _ = self.pos(element)
+        line, column = self.pos(element)
         finalizes = self.kids(element, "finalize")
         finalize = (
             self._block(finalizes[0], f"finalize:{node.id}:{len(self.invokes)}")
@@ -298,6 +306,7 @@ class _Compiler:
             autoforward=element.get("autoforward") == "true",
             finalize=finalize,
             line=line,
+            column=column,
         )
         self.invokes.append(invoke)
         return invoke
@@ -316,7 +325,8 @@ class _Compiler:
         name = local_name(element)
         index = self.content_counter
         self.content_counter += 1
-        line, _ = self.pos(element)
+        line, column = self.pos(element)
+        self.content_columns.append(column)
         if name == "raise":
             return Raise(index, line, element.get("event", ""))
         if name == "log":
@@ -333,7 +343,7 @@ class _Compiler:
                 if src is not None
                 else (element.text or "")
             )
-            return Script(index, line, self.make_expr(text, element))
+            return Script(index, line, self.make_expr(text, element), src)
         if name == "if":
             branches: list[tuple[Expr | None, tuple[Action, ...]]] = []
             cond: Expr | None = self.expr(element, "cond")
@@ -402,8 +412,11 @@ def compile_document(
     resolver: Resolver = default_resolver,
     base_path: str | None = None,
     source_name: str | None = None,
+    default_datamodel: str = "null",
 ) -> Chart:
-    problems = validate(document)
+    """Validate and compile ``document``. ``default_datamodel`` is the datamodel of an
+    ``<scxml>`` without a ``datamodel`` attribute ("null" or "ecmascript")."""
+    problems = validate(document, default_datamodel)
     if any(p.severity == "error" for p in problems):
         raise ChartError(problems, source_name=source_name)
     compiler = _Compiler(document, resolver, base_path)
@@ -411,9 +424,13 @@ def compile_document(
     if any(p.severity == "error" for p in compiler.problems):
         raise ChartError(problems + compiler.problems, source_name=source_name)
     root = document.root
+    declared = root.get("datamodel")
+    datamodel = declared if declared is not None else default_datamodel
+    code_free = not compiler.expressions and not any(s.datas for s in states)
     return Chart(
         name=root.get("name"),
-        datamodel=root.get("datamodel", "null"),
+        datamodel=datamodel,
+        engine="null" if declared is None and code_free else datamodel,
         binding=root.get("binding", "early"),
         states=tuple(states),
         transitions=tuple(compiler.transitions),
@@ -424,6 +441,7 @@ def compile_document(
         source_hash=document.sha256,
         base_path=base_path,
         warnings=tuple(problems) + tuple(compiler.problems),
+        content_columns=tuple(compiler.content_columns),
     )
 
 
@@ -433,8 +451,11 @@ def load_chart(
     base_path: str | Path | None = None,
     resolver: Resolver = default_resolver,
     source_name: str | None = None,
+    default_datamodel: str = "null",
 ) -> Chart:
-    """Parse, validate and compile ``source``. Raises ChartError listing every problem."""
+    """Parse, validate and compile ``source``. Raises ChartError listing every problem.
+    ``default_datamodel``: the datamodel of an ``<scxml>`` without a ``datamodel``
+    attribute (the spec leaves it to the platform; the core's is "null")."""
     with _collector_paused():
         document = parse_document(source)
         return compile_document(
@@ -442,6 +463,7 @@ def load_chart(
             resolver=resolver,
             base_path=str(base_path) if base_path is not None else None,
             source_name=source_name,
+            default_datamodel=default_datamodel,
         )
 
 
@@ -461,7 +483,9 @@ def _collector_paused() -> Iterator[None]:
         gc.enable()
 
 
-def load_chart_file(path: str | Path, *, resolver: Resolver = default_resolver) -> Chart:
+def load_chart_file(
+    path: str | Path, *, resolver: Resolver = default_resolver, default_datamodel: str = "null"
+) -> Chart:
     """Load the chart in the file ``path``. Reads at most one byte more than a document may
     have (a bigger or endless file is refused with ChartError); OSError when unreadable."""
     path = Path(path)
@@ -469,4 +493,10 @@ def load_chart_file(path: str | Path, *, resolver: Resolver = default_resolver) 
         data = read_document(path)
     except ChartError as exc:
         raise ChartError(exc.problems, source_name=str(path)) from None
-    return load_chart(data, base_path=path.parent, resolver=resolver, source_name=str(path))
+    return load_chart(
+        data,
+        base_path=path.parent,
+        resolver=resolver,
+        source_name=str(path),
+        default_datamodel=default_datamodel,
+    )

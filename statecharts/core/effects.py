@@ -32,6 +32,10 @@ class EffectKind(StrEnum):
     BUDGET_EXHAUSTED = "budget_exhausted"  # {"rounds", "budget"}
     LOG = "log"  # {"label", "value"}
     DATAMODEL_CHANGE = "datamodel_change"  # {"datamodel": dict}
+    # The platform raised error.execution or error.communication in the chart: {"name",
+    # "message", "sendid", and where: "tagname", "line", "column", "reason"} (recorded in the
+    # history; nothing to perform).
+    ERROR = "error"
     # Once per session, at the end of its start: the datamodel as the start left it, the
     # observers' baseline that later datamodel_change effects change ({"datamodel": dict}).
     DATAMODEL_INIT = "datamodel_init"
@@ -62,6 +66,7 @@ DONE = EffectKind.DONE
 BUDGET_EXHAUSTED = EffectKind.BUDGET_EXHAUSTED
 LOG = EffectKind.LOG
 DATAMODEL_CHANGE = EffectKind.DATAMODEL_CHANGE
+ERROR = EffectKind.ERROR
 TRACE_EVENT = EffectKind.TRACE_EVENT
 TRACE_TRANSITIONS = EffectKind.TRACE_TRANSITIONS
 TRACE_EXIT = EffectKind.TRACE_EXIT

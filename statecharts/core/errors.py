@@ -13,6 +13,7 @@ class Problem:
     column: int
     message: str
     severity: str = "error"  # "error" refuses the chart; "warning" is reported only
+    code: str = ""  # what kind of problem, when a host treats a kind apart ("expression-syntax")
 
     def __str__(self) -> str:
         return f"{self.line}:{self.column}: {self.message}"
@@ -40,7 +41,13 @@ class NotRunningError(StatechartError):
 
 
 class DatamodelError(StatechartError):
-    """An expression, assignment or script failed. The interpreter turns it into error.execution."""
+    """An expression, assignment or script failed. The interpreter turns it into error.execution.
+
+    ``reason``: what went wrong without saying where (the message names the code too)."""
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason if reason is not None else message
 
 
 class ResolveError(StatechartError):

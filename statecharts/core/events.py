@@ -74,6 +74,22 @@ def external_event(name: str, data: Any = None) -> Event:
     return event
 
 
+def error_data(
+    message: str, *, tagname: str, line: int = 0, column: int = 0, reason: str | None = None
+) -> dict[str, Any]:
+    """The data of an ``error.execution`` / ``error.communication`` the platform raises:
+    ``message`` (what it always held), and where: the failing element's ``tagname``, its
+    ``line`` and ``column`` (0 when the host cannot tell: a delivery that failed after the
+    step that sent it), and the ``reason`` (the message without the where)."""
+    return {
+        "message": message,
+        "tagname": tagname,
+        "line": line,
+        "column": column,
+        "reason": message if reason is None else reason,
+    }
+
+
 def descriptor_matches(descriptor: tuple[str, ...], event_parts: tuple[str, ...]) -> bool:
     """Spec 3.12.1: a descriptor matches if it is a prefix of the event name, token by token.
 

@@ -45,6 +45,8 @@ from statecharts.core.model import (
     Cancel,
     Chart,
     Content,
+    Data,
+    DoneData,
     Foreach,
     If,
     Invoke,
@@ -81,6 +83,14 @@ class Step:
 
 _new_step = positional_constructor(Step)
 _new_effect = positional_constructor(Effect)
+
+
+# What an error event can point at: the failing element, with its line and column.
+_Where = Action | Transition | Data | Invoke | DoneData
+_ACTION_TAGS: dict[type[Action], str] = {
+    Raise: "raise", Log: "log", Assign: "assign", Script: "script", If: "if",
+    Foreach: "foreach", Send: "send", Cancel: "cancel",
+}
 
 
 class _Stop(Exception):
@@ -392,7 +402,7 @@ class Interpreter:
         self._previous_snapshot = state.datamodel_json
 
     def _new_datamodel(self, name: str | None = None) -> Datamodel:
-        dm = create_datamodel(self.chart.datamodel, self.limits)
+        dm = create_datamodel(self.chart.engine or self.chart.datamodel, self.limits)
         dm.bind_system(
             self.session_id,
             name if name is not None else self.chart.name,
@@ -502,12 +512,45 @@ class Interpreter:
             }
         )
 
-    def _raise_error(self, name: str, message: str, sendid: str | None = None) -> None:
-        event = Event(name, PLATFORM, {"message": message}, sendid=sendid)
+    def _raise_error(
+        self,
+        name: str,
+        message: str,
+        sendid: str | None = None,
+        where: _Where | None = None,
+        reason: str | None = None,
+    ) -> None:
+        """Raise the platform's ``error.execution`` / ``error.communication``. Its data: the
+        ``message``, and where it happened (``tagname``, ``line``, ``column`` of the failing
+        element, ``reason``: what went wrong, without the where). The ``error``
+        effect records the same in the history."""
+        data: dict[str, Any] = {"message": message}
+        if where is not None:
+            tagname, line, column = self._site(where)
+            data.update(
+                tagname=tagname, line=line, column=column,
+                reason=message if reason is None else reason,
+            )
+        event = Event(name, PLATFORM, data, sendid=sendid)
         self.internal_queue.append(event)
+        self._emit(fx.ERROR, name=name, sendid=sendid, **data)
         if self.tracing:
             self._emit(fx.TRACE_RAISED, event=event.to_dict())
 
+    def _site(self, where: _Where) -> tuple[str, int, int]:
+        """The tag name, line and column of the element ``where`` stands for."""
+        if isinstance(where, Action):
+            columns = self.chart.content_columns
+            index = where.content_index
+            column = columns[index] if 0 <= index < len(columns) else 0
+            return _ACTION_TAGS.get(type(where), "?"), where.line, column
+        if isinstance(where, Transition):
+            return "transition", where.line, where.column
+        if isinstance(where, Data):
+            return "data", where.line, where.column
+        if isinstance(where, Invoke):
+            return "invoke", where.line, where.column
+        return "donedata", where.line, where.column
 
     # ==== the main loop (spec: mainEventLoop), split at the external-queue wait ===============
 
@@ -723,7 +766,7 @@ class Interpreter:
         try:
             result = self.dm.evaluate_cond(t.cond)
         except DatamodelError as exc:
-            self._raise_error("error.execution", str(exc))
+            self._raise_error("error.execution", str(exc), reason=exc.reason, where=t)
             result = False
         if self.tracing:
             self._emit(
@@ -1084,14 +1127,14 @@ class Interpreter:
                 else:
                     self.dm.declare(data, bind=bind)
             except DatamodelError as exc:
-                self._raise_error("error.execution", str(exc))
+                self._raise_error("error.execution", str(exc), reason=exc.reason, where=data)
 
     def _bind_data(self, node: StateNode) -> None:
         for data in node.datas:
             try:
                 self.dm.bind(data)
             except DatamodelError as exc:
-                self._raise_error("error.execution", str(exc))
+                self._raise_error("error.execution", str(exc), reason=exc.reason, where=data)
 
     def _donedata(self, final: StateNode) -> tuple[Any, str | None]:
         """The ``<donedata>`` value, and the error message if evaluating it failed."""
@@ -1103,7 +1146,7 @@ class Interpreter:
                 return self._content_value(dd.content), None
             return self._params_value(dd.params, ()), None
         except DatamodelError as exc:
-            self._raise_error("error.execution", str(exc))
+            self._raise_error("error.execution", str(exc), reason=exc.reason, where=dd)
             return None, str(exc)
 
     def _content_value(self, content: Content) -> Any:
@@ -1214,7 +1257,7 @@ class Interpreter:
                 if failed:
                     raise failed[0]
         except DatamodelError as exc:
-            self._raise_error("error.execution", str(exc))
+            self._raise_error("error.execution", str(exc), reason=exc.reason, where=action)
             raise _Stop() from None
 
     def _string(self, expr: Any) -> str:
@@ -1265,14 +1308,15 @@ class Interpreter:
         sendid = send_id if author_id else None
         resolved: Target | None
         if send_type is None or send_type in SCXML_SEND_TYPES:
-            resolved = self._resolve_target(target, send_id)
+            resolved = self._resolve_target(target, send_id, action)
             if resolved is None:
                 return
         else:
             route = self._host.types.route_for(send_type)
             if route is None:  # spec 6.2.4: a type the platform does not support
                 self._raise_error(
-                    "error.execution", f"<send> type {send_type!r} is not supported", send_id
+                    "error.execution", f"<send> type {send_type!r} is not supported", send_id,
+                    where=action,
                 )
                 raise _Stop()
             answer = self._host.check_route(route, send_type, target)
@@ -1281,6 +1325,7 @@ class Interpreter:
                     "error.execution",
                     f"<send> target {target!r} is not valid for {send_type!r}: {answer.reason}",
                     send_id,
+                    where=action,
                 )
                 raise _Stop()
             if answer.verdict is RouteVerdict.UNREACHABLE:  # it cannot be dispatched
@@ -1289,6 +1334,7 @@ class Interpreter:
                     f"<send> to {target!r} by {send_type!r} cannot be dispatched: "
                     f"{answer.reason}",
                     send_id,
+                    where=action,
                 )
                 return
             resolved = Target(TargetKind.ROUTE, route=route, type=send_type, address=target)
@@ -1317,6 +1363,7 @@ class Interpreter:
                     f"<send> with a delay by {send_type!r}: this host has no timer queue for "
                     "delayed sends on routes",
                     send_id,
+                    where=action,
                 )
                 return
             if not self._host.types.timers:
@@ -1325,6 +1372,7 @@ class Interpreter:
                     "error.communication",
                     "<send> with a delay: this host has no timer queue for delayed sends",
                     send_id,
+                    where=action,
                 )
                 return
             self.n_ordinal += 1
@@ -1347,7 +1395,7 @@ class Interpreter:
                 send_ordinal=self.n_send, payload=payload,
             )
 
-    def _resolve_target(self, target: str | None, send_id: str) -> Target | None:
+    def _resolve_target(self, target: str | None, send_id: str, action: Send) -> Target | None:
         """Where an SCXML send goes; None (with an error event raised) when it cannot go."""
         session_id = self.session_id
         if target is None or target == "":
@@ -1357,7 +1405,8 @@ class Interpreter:
         if target == "#_parent":
             if self.parent_session_id is None:
                 self._raise_error(
-                    "error.communication", "#_parent: this session has no parent", send_id
+                    "error.communication", "#_parent: this session has no parent", send_id,
+                    where=action,
                 )
                 return None
             return Target(TargetKind.PARENT, session_id=self.parent_session_id)
@@ -1369,7 +1418,8 @@ class Interpreter:
                 return Target(TargetKind.PARENT, session_id=other)
             if not self._host.is_reachable(other):
                 self._raise_error(
-                    "error.communication", f"session {other!r} is unreachable", send_id
+                    "error.communication", f"session {other!r} is unreachable", send_id,
+                    where=action,
                 )
                 return None
             return Target(TargetKind.SESSION, session_id=other)
@@ -1377,10 +1427,14 @@ class Interpreter:
             invokeid = target[2:]
             if any(inv.invokeid == invokeid for inv in self.invocations):
                 return Target(TargetKind.INVOKE, invokeid=invokeid)
-            self._raise_error("error.communication", f"no active invocation {invokeid!r}", send_id)
+            self._raise_error(
+                "error.communication", f"no active invocation {invokeid!r}", send_id,
+                where=action,
+            )
             return None
         self._raise_error(
-            "error.execution", f"<send> target {target!r} is not a valid SCXML target", send_id
+            "error.execution", f"<send> target {target!r} is not a valid SCXML target", send_id,
+            where=action,
         )
         raise _Stop()
 
@@ -1413,7 +1467,7 @@ class Interpreter:
             content = self._content_value(inv.content) if inv.content is not None else None
             data = self._params_value(inv.params, inv.namelist)
         except DatamodelError as exc:
-            self._raise_error("error.execution", str(exc))
+            self._raise_error("error.execution", str(exc), reason=exc.reason, where=inv)
             return
         self.n_invocation += 1
         ordinal = self.n_invocation

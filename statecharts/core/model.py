@@ -147,6 +147,7 @@ class Assign(Action):
 @dataclass(frozen=True, slots=True)
 class Script(Action):
     script: Expr
+    src: str | None = None  # the reference its text was read from, if any
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +209,7 @@ class Transition:
     internal: bool
     body: Block
     line: int = 0
+    column: int = 0
 
     @property
     def eventless(self) -> bool:
@@ -222,12 +224,15 @@ class Data:
     has_body: bool = False
     src: str | None = None
     line: int = 0
+    column: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class DoneData:
     content: Content | None
     params: tuple[Param, ...]
+    line: int = 0
+    column: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,6 +251,7 @@ class Invoke:
     autoforward: bool
     finalize: Block
     line: int = 0
+    column: int = 0
 
 
 @dataclass(slots=True, eq=False)
@@ -298,6 +304,13 @@ class Chart:
     source_hash: str  # sha256 of the source bytes: the chart's identity
     base_path: str | None = None  # folder used to resolve relative ``file:`` URIs
     warnings: tuple[Any, ...] = ()
+    # The datamodel the interpreter creates: ``datamodel``, except "null" for a chart that
+    # was given its datamodel by default and has no code and no data at all (it cannot tell
+    # the difference, and pays nothing for an engine it would never use).
+    engine: str = ""
+    # The column of each executable content element's start tag, by its content_index (its
+    # line is the action's own): where an error.execution it raises points.
+    content_columns: tuple[int, ...] = ()
     # Per event-name cache of candidate transitions per state is built lazily by the
     # interpreter; it lives here so every interpreter of this chart shares it.
     _event_cache: dict[str, Any] = field(default_factory=dict, repr=False)

@@ -104,6 +104,7 @@ _BY_KIND: Mapping[EffectKind, InstructionKind] = {
     EffectKind.LOG: InstructionKind.LOG,
     EffectKind.DATAMODEL_CHANGE: InstructionKind.OBSERVE,
     EffectKind.DATAMODEL_INIT: InstructionKind.OBSERVE,
+    EffectKind.ERROR: InstructionKind.OBSERVE,
     EffectKind.TRACE_EVENT: InstructionKind.OBSERVE,
     EffectKind.TRACE_TRANSITIONS: InstructionKind.OBSERVE,
     EffectKind.TRACE_EXIT: InstructionKind.OBSERVE,

@@ -142,7 +142,8 @@ _EVENT_TOKEN = re.compile(r"^[^\s]+$")
 
 
 class Validator:
-    def __init__(self, document: ParsedDocument) -> None:
+    def __init__(self, document: ParsedDocument, default_datamodel: str = "null") -> None:
+        self.default_datamodel = default_datamodel
         self.document = document
         self.problems: list[Problem] = []
         self.root = document.root
@@ -207,7 +208,7 @@ class Validator:
         version = root.get("version")
         if version is not None and version != "1.0":
             self.error(root, f'version="{version}" is not supported (only "1.0")')
-        datamodel = root.get("datamodel", "null")
+        datamodel = root.get("datamodel", self.default_datamodel)
         if datamodel not in DATAMODELS:
             self.error(
                 root, f'unknown datamodel "{datamodel}" (supported: {", ".join(DATAMODELS)})'
@@ -600,7 +601,9 @@ class Validator:
                 stack.append(iter(children(child)))
 
 
-def validate(document: ParsedDocument) -> list[Problem]:
-    """Every problem found in ``document`` (errors and warnings), in document order."""
-    problems = Validator(document).run()
+def validate(document: ParsedDocument, default_datamodel: str = "null") -> list[Problem]:
+    """Every problem found in ``document`` (errors and warnings), in document order.
+    ``default_datamodel``: the datamodel of an ``<scxml>`` without a ``datamodel`` attribute
+    (the spec leaves it to the platform)."""
+    problems = Validator(document, default_datamodel).run()
     return sorted(problems, key=lambda p: (p.line, p.column))

@@ -9,10 +9,11 @@ from typing import Any
 from django.db import IntegrityError, models, transaction
 
 from statecharts import validation
+from statecharts.core.errors import Problem
 from statecharts.core.model import Chart as CompiledChart
 from statecharts.core.parse import decode_utf8
 from statecharts.models.fields import PortableJSONField
-from statecharts.runtime import compile_source, compiled_chart, read_chart_file
+from statecharts.runtime import check_source, compiled_chart, read_chart_file
 from statecharts.versions import (
     FIRST_VERSION,
     NameTaken,
@@ -21,6 +22,9 @@ from statecharts.versions import (
     by_version,
     next_version,
 )
+
+STORED_DATAMODEL = "stored-datamodel"
+"""The :attr:`Problem.code` of the warning that a chart is stored with another datamodel."""
 
 
 def source_hash(source: str) -> str:
@@ -54,7 +58,13 @@ class ChartManager(models.Manager["Chart"]):
         """Validate ``source`` and store it, or return the chart already stored with it.
 
         ``resources`` are the files it references, already read (``load_file`` reads them);
-        ``folder`` is where it came from. Raises ``ChartError`` (every problem, with
+        ``folder`` is where it came from: without one, a relative reference (``src="lib.js"``)
+        is refused, as nothing could resolve it. The row records the chart's effective
+        datamodel (``DEFAULT_DATAMODEL`` for a chart that declares none); loading a stored
+        source again returns the stored row, which wins. What was found worth saying (syntax
+        errors in its code, a stored datamodel that differs from today's default) is in the
+        returned row's ``load_warnings``; with ``EXPRESSION_SYNTAX = "error"`` a syntax error
+        refuses the chart. Raises ``ChartError`` (every problem, with
         line:column) for an invalid document, and ``statecharts.validation.InvalidInput`` for
         a name or version its column cannot hold. A chart stored for an invocation
         (``origin=invoked``) never takes a name: its ``<scxml name>`` is not a version of
@@ -69,36 +79,52 @@ class ChartManager(models.Manager["Chart"]):
         stored returns that chart whatever the name, version or flag.
         """
         text = _as_text(source)
-        compiled = compile_source(text, resources or None, folder)
+        compiled, warnings = check_source(text, resources, folder)
         if origin != ChartOrigin.INVOKED:
             for label, value in (("name", name or compiled.name or ""), ("version", version)):
                 limit = Chart._meta.get_field(label).max_length or 0
                 validation.text(value, label, max_length=limit)
         digest = compiled.source_hash
         existing = self.filter(content_hash=digest).first()
-        if existing is not None:
-            return existing
-        invoked = origin == ChartOrigin.INVOKED
-        name = "" if invoked else (name or compiled.name or "")
-        version = "" if invoked else self.version_for(name, version, new_version)
-        try:
-            with transaction.atomic():
-                return self.create(
-                    source=text,
-                    content_hash=digest,
-                    name=name,
-                    version=version,
-                    resources=resources or {},
-                    folder=folder,
-                    origin=origin,
+        if existing is None:
+            invoked = origin == ChartOrigin.INVOKED
+            name = "" if invoked else (name or compiled.name or "")
+            version = "" if invoked else self.version_for(name, version, new_version)
+            try:
+                with transaction.atomic():
+                    existing = self.create(
+                        source=text,
+                        content_hash=digest,
+                        name=name,
+                        version=version,
+                        resources=resources or {},
+                        folder=folder,
+                        origin=origin,
+                        datamodel=compiled.datamodel,
+                    )
+            except IntegrityError:
+                found = self.filter(content_hash=digest).first()
+                if found is None:
+                    raise VersionTaken(
+                        f"chart {name!r} version {version!r} was loaded by someone else just now"
+                    ) from None
+                existing = found  # loaded concurrently by someone else: theirs is ours
+        if existing.datamodel != compiled.datamodel:
+            # The stored row wins: its executions compile it as they always have.
+            warnings.append(
+                Problem(
+                    1,
+                    1,
+                    f"this source is already stored as chart {existing.pk} with the "
+                    f"{existing.datamodel!r} datamodel (the default when it was loaded); "
+                    f"loaded today it would get {compiled.datamodel!r}. Declare "
+                    f'datamodel="{compiled.datamodel}" on <scxml> to load it as that.',
+                    "warning",
+                    STORED_DATAMODEL,
                 )
-        except IntegrityError:
-            found = self.filter(content_hash=digest).first()
-            if found is not None:  # loaded concurrently by someone else: theirs is ours
-                return found
-            raise VersionTaken(
-                f"chart {name!r} version {version!r} was loaded by someone else just now"
-            ) from None
+            )
+        existing.load_warnings = warnings
+        return existing
 
     def version_for(self, name: str, version: str, new_version: bool) -> str:
         """The version a new chart named ``name`` is stored with (the rules in ``load``):
@@ -172,9 +198,18 @@ class Chart(models.Model):
     origin = models.CharField(
         max_length=10, choices=ChartOrigin.choices, default=ChartOrigin.LOADED
     )
+    datamodel = models.CharField(
+        max_length=20,
+        default="null",
+        editable=False,
+        help_text="The chart's effective datamodel, fixed when it was loaded (its own "
+        "datamodel attribute, or the DEFAULT_DATAMODEL setting of that day).",
+    )
     created = models.DateTimeField(auto_now_add=True)
 
     objects = ChartManager()
+    # What the last ``load`` that returned this row found worth saying (not stored).
+    load_warnings: list[Problem]
 
     class Meta:
         ordering = ["-created", "-id"]

@@ -62,6 +62,12 @@ class HistoryEntry(models.Model):
         db_default="json",
         help_text="The payload codec that wrote its event data: a name in PAYLOAD_CODECS.",
     )
+    caller_context = PortableJSONField(
+        null=True,
+        blank=True,
+        help_text="Who or what fed the input, as the door saw it (a request id, a trace "
+        "context, the user; statecharts.attribution). Opaque: never part of a key.",
+    )
     created = models.DateTimeField()
 
     class Meta:

@@ -39,7 +39,7 @@ from django.db.models import F
 
 from statecharts import codecs
 from statecharts.conf import statecharts_settings
-from statecharts.core.events import PLATFORM, Event
+from statecharts.core.events import PLATFORM, Event, error_data
 from statecharts.core.telemetry import TelemetryEvent
 from statecharts.drivers.durable import Input
 from statecharts.exceptions import StepRefused
@@ -141,6 +141,7 @@ def deliver_one(message_id: int, more: list[int], *, tell_sender: bool = True) -
                 more,
                 applying=message_id,
                 cause=cause,
+                caller_context=message.caller_context,  # the sender's, carried across
             )
         except StepRefused:  # the step was refused (e.g. it went over a budget: halted)
             applied = None
@@ -277,7 +278,10 @@ def _settle_undelivered(
             )
         if taken and tell and sender is not None:
             error = Event(
-                "error.communication", PLATFORM, {"message": reason}, sendid=send_id or None
+                "error.communication",
+                PLATFORM,
+                error_data(reason, tagname="send"),
+                sendid=send_id or None,
             )
             step_locked(
                 sender, Input.internal(error), now, more, cause={"undeliverable": message_id}

@@ -292,6 +292,11 @@ def test_empty_document_is_malformed() -> None:
 # ---- the default resolver ------------------------------------------------------------------
 
 
+ONLY_RELATIVE = (
+    "only relative references inside the chart's folder are allowed (lib.js or file:lib.js)"
+)
+
+
 @pytest.fixture
 def chart_dir(tmp_path: Path, secret_file: Path) -> Path:
     folder = tmp_path / "charts"
@@ -308,25 +313,39 @@ def test_default_resolver_reads_relative_files_inside_the_folder(chart_dir: Path
     assert default_resolver("file:sub/../ok.js", str(chart_dir)) == "var fromfile = 7;"
 
 
+def test_a_relative_reference_without_a_scheme_resolves_like_file(chart_dir: Path) -> None:
+    assert default_resolver("ok.js", str(chart_dir)) == "var fromfile = 7;"
+    assert default_resolver("sub/nested.js", str(chart_dir)) == "var nested = 1;"
+    assert default_resolver("./sub/../ok.js", str(chart_dir)) == "var fromfile = 7;"
+
+
 @pytest.mark.parametrize(
     ("uri", "reason"),
     [
-        ("file:{secret}", "only relative file: URIs are allowed"),
-        ("file://{secret}", "only relative file: URIs are allowed"),
-        ("file://localhost{secret}", "only relative file: URIs are allowed"),
-        ("{secret}", "only relative file: URIs are allowed"),
-        ("file:C:/Windows/win.ini", "only relative file: URIs are allowed"),
+        ("file:{secret}", ONLY_RELATIVE),
+        ("file://{secret}", ONLY_RELATIVE),
+        ("file://localhost{secret}", ONLY_RELATIVE),
+        ("{secret}", ONLY_RELATIVE),
+        ("file:C:/Windows/win.ini", ONLY_RELATIVE),
         ("file:../secret.txt", "it leaves the chart's folder"),
         ("file:sub/../../secret.txt", "it leaves the chart's folder"),
         ("file:./../secret.txt", "it leaves the chart's folder"),
         ("file:link.txt", "it leaves the chart's folder"),  # a symlink pointing outside
         ("file:.", "it leaves the chart's folder"),
-        ("http://example.com/chart.scxml", "only relative file: URIs are allowed"),
-        ("https://example.com/chart.scxml", "only relative file: URIs are allowed"),
-        ("ftp://example.com/chart.scxml", "only relative file: URIs are allowed"),
-        ("data:text/plain,hello", "only relative file: URIs are allowed"),
-        ("ok.js", "only relative file: URIs are allowed"),
-        ("FILE:ok.js", "only relative file: URIs are allowed"),
+        ("http://example.com/chart.scxml", ONLY_RELATIVE),
+        ("https://example.com/chart.scxml", ONLY_RELATIVE),
+        ("ftp://example.com/chart.scxml", ONLY_RELATIVE),
+        ("data:text/plain,hello", ONLY_RELATIVE),
+        # the same without a scheme: absolute, escaping, a drive letter, a UNC path
+        ("../secret.txt", "it leaves the chart's folder"),
+        ("sub/../../secret.txt", "it leaves the chart's folder"),
+        ("link.txt", "it leaves the chart's folder"),
+        ("C:/Windows/win.ini", ONLY_RELATIVE),
+        ("c:ok.js", ONLY_RELATIVE),
+        ("\\\\server\\share\\x.js", ONLY_RELATIVE),
+        ("//example.com/x.js", ONLY_RELATIVE),
+        ("", ONLY_RELATIVE),
+        ("FILE:ok.js", ONLY_RELATIVE),
     ],
 )
 def test_default_resolver_refuses(chart_dir: Path, secret_file: Path, uri: str,

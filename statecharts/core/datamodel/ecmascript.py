@@ -348,7 +348,7 @@ class EcmascriptDatamodel(Datamodel):
             )
         elif isinstance(exc, TypeError | UnicodeError):
             message = f"the value could not be read ({message})"
-        return DatamodelError(f"{what}: {message}")
+        return DatamodelError(f"{what}: {message}", message)
 
     def _function(self, cache: dict[Any, Any], key: Any, text: str, what: str,
                   wrap_name: str = "") -> Any:

@@ -2,8 +2,11 @@
 
 Subcommands::
 
-    validate PATH                               check a chart file, every problem with line:column
-    load PATH [--name NAME] [--version V]       store a chart (the same source twice: one chart)
+    validate PATH [--strict]                    check a chart file, every problem with line:column
+                                                (--strict: a syntax error in code is an error)
+    load PATH [--name NAME] [--version V]       store a chart with the files it references (the
+                                                same source twice: one chart); its warnings
+    diagram CHART [--execution EXECUTION]       the chart's SVG diagram, to stdout
     start CHART [--data JSON] [--key KEY] [--subject APP_LABEL.MODEL:ID]
                                                 start an execution (CHART: id, or name)
     send EXECUTION EVENT [--data JSON] [--as-user USERNAME]
@@ -14,6 +17,10 @@ Subcommands::
                                                 what it can do now, timers (and other apps'
                                                 sections), history
     cancel EXECUTION                            cancel an execution (its onexit handlers run)
+
+start, send and cancel take ``--caller-context JSON`` (recorded with the input:
+``statecharts.attribution``) and ``--idempotency-key KEY`` (run it again with the same key
+after a lost answer and nothing is applied twice: ``statecharts.idempotency``).
     replay EXECUTION                            re-drive the history; fails if it diverges
     replay --all [--chart CHART] [--status S]   the same for many executions, with a progress
                                                 display; fails if any diverges
@@ -48,10 +55,19 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from statecharts import health, lookups, retention, stepper, subjects, validation
+from statecharts import (
+    attribution,
+    health,
+    idempotency,
+    lookups,
+    retention,
+    stepper,
+    subjects,
+    validation,
+)
 from statecharts.authorization import EventNotPermitted
 from statecharts.availability import Unavailable, as_json, available_events
-from statecharts.core import ChartError, Problem, StatechartError, load_chart_file
+from statecharts.core import ChartError, Problem, StatechartError
 from statecharts.core.parse import decode_utf8, read_document
 from statecharts.inspection import Unreadable, inspect, json_text
 from statecharts.lookups import version_key as version_key  # (re-exported)
@@ -59,7 +75,7 @@ from statecharts.management import migrating, transferring
 from statecharts.management.progress import Progress
 from statecharts.models import Chart, Execution, ExecutionStatus
 from statecharts.replay import ReplayReport, replay, replay_many
-from statecharts.runtime import compile_source
+from statecharts.runtime import check_source, compile_source, read_chart_file
 from statecharts.versions import VersionError
 
 NAME_LENGTH = Chart._meta.get_field("name").max_length or 0
@@ -108,6 +124,33 @@ def parse_json(text: str | None, *, option: str = "--data", require_object: bool
         raise refused(option, exc) from None
 
 
+def caller_options(options: dict[str, Any], *, user: Any = None) -> dict[str, Any]:
+    """``--caller-context`` and ``--idempotency-key`` as the stepper takes them (a
+    ``CommandError`` naming the option when one is refused)."""
+    try:
+        context = attribution.for_command(options.get("caller_context"), user=user)
+    except validation.InvalidInput as exc:
+        raise refused("--caller-context", exc) from None
+    try:
+        key = idempotency.check_key(options.get("idempotency_key"), "--idempotency-key")
+    except validation.InvalidInput as exc:
+        raise refused("--idempotency-key", exc) from None
+    return {"caller_context": context, "idempotency_key": key}
+
+
+def add_caller_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--caller-context",
+        metavar="JSON",
+        help="a JSON object recorded with the input (e.g. a ticket or trace id)",
+    )
+    parser.add_argument(
+        "--idempotency-key",
+        metavar="KEY",
+        help="run again with the same key after a lost answer: applied once",
+    )
+
+
 def refused(option: str, error: validation.InvalidInput) -> CommandError:
     """One line: the option and every problem, each with its path."""
     return CommandError(f"{option} is refused: {'; '.join(map(str, error.problems))}")
@@ -137,19 +180,39 @@ def read_chart_source(path: str) -> str:
         raise chart_refused(path, exc) from None
 
 
+def read_chart(path: str) -> tuple[str, dict[str, str], str]:
+    """The file's text, the files it references (read now: ``<data src>``, ``<script
+    src>``, ``<invoke src>``) and its folder; CommandError naming the file otherwise."""
+    read_chart_source(path)  # the file's own problems first: unreadable, too big, not UTF-8
+    try:
+        return read_chart_file(path)
+    except OSError as exc:
+        raise CommandError(f"{path}: cannot read the file: {exc.strerror or exc}") from None
+    except ChartError as exc:
+        raise chart_refused(path, exc) from None
+
+
 def load_chart(
     path: str, *, name: str = "", version: str = "", new_version: bool = False
 ) -> tuple[Chart, bool]:
-    """Store the chart in ``path``; return it and whether it was already stored."""
+    """Store the chart in ``path`` with the files it references; return it and whether it
+    was already stored."""
     chart_label(name, "--name", NAME_LENGTH)
     chart_label(version, "--version", VERSION_LENGTH)
-    source = read_chart_source(path)
+    source, resources, folder = read_chart(path)
     try:
-        compiled = compile_source(source)  # cached: load() compiles it once
+        compiled = compile_source(source, resources or None, folder)  # cached for load()
         chart_label(name or compiled.name or "", "the chart's name", NAME_LENGTH)
         digest = compiled.source_hash
         existed = Chart.objects.filter(content_hash=digest).exists()
-        chart = Chart.objects.load(source, name=name, version=version, new_version=new_version)
+        chart = Chart.objects.load(
+            source,
+            name=name,
+            version=version,
+            new_version=new_version,
+            resources=resources,
+            folder=folder,
+        )
         return chart, existed
     except ChartError as exc:
         raise chart_refused(path, exc) from None
@@ -229,6 +292,12 @@ class Command(BaseCommand):
 
         p = add("validate", help="check a chart file; list every problem")
         p.add_argument("path", help="an SCXML file")
+        p.add_argument(
+            "--strict",
+            action="store_true",
+            help="a syntax error in an expression or <script> is an error (default: the "
+            "EXPRESSION_SYNTAX setting; warning)",
+        )
 
         p = add("load", help="store a chart (the same source twice: one chart)")
         p.add_argument("path", help="an SCXML file (UTF-8)")
@@ -243,6 +312,13 @@ class Command(BaseCommand):
             "version (default label: the next whole number)",
         )
 
+        p = add("diagram", help="write a chart's diagram (the admin's) as SVG to stdout")
+        p.add_argument("chart", help="a chart id, or a chart name (its latest version)")
+        p.add_argument(
+            "--execution",
+            help="highlight this execution's active states (an execution id or session id)",
+        )
+
         p = add("start", help="start an execution of a chart")
         p.add_argument(
             "chart", help="a chart id, a chart name (its latest version) or NAME@VERSION"
@@ -254,6 +330,7 @@ class Command(BaseCommand):
             metavar="APP_LABEL.MODEL:ID",
             help="the object it is about (a model of STATECHARTS['SUBJECT_MODELS'])",
         )
+        add_caller_options(p)
 
         p = add("send", help="feed one external event to an execution")
         p.add_argument("execution", help="an execution id or session id")
@@ -265,6 +342,7 @@ class Command(BaseCommand):
             help="send as this user: STATECHARTS['EVENT_PERMISSIONS'] are checked and the "
             "user is recorded (without it the command is trusted and nothing is checked)",
         )
+        add_caller_options(p)
 
         p = add("show", help="an execution's state and history")
         p.add_argument("execution", help="an execution id or session id")
@@ -274,6 +352,7 @@ class Command(BaseCommand):
 
         p = add("cancel", help="cancel an execution")
         p.add_argument("execution", help="an execution id or session id")
+        add_caller_options(p)
 
         p = add("replay", help="re-drive an execution's history and compare (or many: --all)")
         p.add_argument("execution", nargs="?", help="an execution id or session id")
@@ -353,6 +432,7 @@ class Command(BaseCommand):
         handlers: dict[str, Callable[[dict[str, Any]], None]] = {
             "validate": self.validate,
             "load": self.load,
+            "diagram": self.diagram,
             "start": self.start,
             "send": self.send,
             "show": self.show,
@@ -378,13 +458,14 @@ class Command(BaseCommand):
 
     def validate(self, options: dict[str, Any]) -> None:
         path: str = options["path"]
+        source, resources, folder = read_chart(path)
         try:
-            compiled = load_chart_file(path)
+            _, warnings = check_source(
+                source, resources, folder, strict=True if options["strict"] else None
+            )
         except ChartError as exc:
             raise chart_refused(path, exc) from None
-        except OSError as exc:
-            raise CommandError(f"{path}: cannot read the file: {exc.strerror or exc}") from None
-        for line in problem_lines(path, (), compiled.warnings):
+        for line in problem_lines(path, (), warnings):
             self.say(line)
         self.say(f"{path}: valid")
 
@@ -394,6 +475,8 @@ class Command(BaseCommand):
         chart, existed = load_chart(
             options["path"], name=name, version=version, new_version=options["new_version"]
         )
+        for line in problem_lines(options["path"], (), chart.load_warnings):
+            self.say(line)
         if existed:
             self.say(f"chart {chart.pk} ({chart}) already holds this source; nothing stored")
             if (name and name != chart.name) or (version and version != chart.version):
@@ -403,10 +486,33 @@ class Command(BaseCommand):
         self.say(f"id: {chart.pk}")
         self.say(f"sha256: {chart.content_hash}")
 
+    def diagram(self, options: dict[str, Any]) -> None:
+        """The SVG the admin shows (``statechart diagram NAME > chart.svg``)."""
+        from statecharts.diagram import render_svg
+
+        chart = find_chart(options["chart"])
+        active: Sequence[str] = ()
+        if options["execution"]:
+            execution = find_execution(options["execution"])
+            if execution.chart_id != chart.pk:
+                raise CommandError(
+                    f"execution {execution.pk} runs chart {execution.chart_id}, not {chart.pk}"
+                )
+            states = inspect(execution).active_states
+            active = () if isinstance(states, Unreadable) else states
+        try:
+            compiled = chart.compiled()
+        except StatechartError as exc:
+            raise CommandError(
+                f"chart {chart.pk} cannot be compiled from its source: {exc}"
+            ) from None
+        self.stdout.write(render_svg(compiled, active=active), ending="\n")
+
     # ---- executions ----
 
     def start(self, options: dict[str, Any]) -> None:
         data = parse_json(options["data"], require_object=True)
+        caller = caller_options(options)
         chart = find_chart(options["chart"])
         subject = None
         if options.get("subject"):
@@ -415,11 +521,14 @@ class Command(BaseCommand):
             except validation.InvalidInput as exc:
                 raise CommandError(f"--subject: {exc}") from None
         try:
-            execution = stepper.start(
-                chart, data=data, business_key=options["key"], subject=subject
+            result = stepper.start_result(
+                chart, data=data, business_key=options["key"], subject=subject, **caller
             )
         except StatechartError as exc:  # BusinessKeyInUse, a chart the core now refuses, ...
             raise CommandError(str(exc)) from exc
+        execution = result.execution
+        if result.repeated:
+            self.say("note: this idempotency key started it before; nothing was started")
         self.say(f"execution: {execution.pk}")
         self.say(f"session: {execution.session_id}")
         self.say(f"chart: {chart.pk} ({chart})")
@@ -428,10 +537,11 @@ class Command(BaseCommand):
     def send(self, options: dict[str, Any]) -> None:
         name = event_name(options["event"])
         data = parse_json(options["data"])
+        caller = caller_options(options)
         execution = find_execution(options["execution"])
         user = user_named(options["as_user"]) if options.get("as_user") else None
         try:
-            result = stepper.send(execution, name, data, user=user)
+            result = stepper.send(execution, name, data, user=user, **caller)
         except EventNotPermitted as exc:
             raise CommandError(f"not permitted: {exc}") from None
         except StatechartError as exc:  # NeedsMigration: the refusal is in the history
@@ -439,15 +549,19 @@ class Command(BaseCommand):
         self._result(result)
 
     def cancel(self, options: dict[str, Any]) -> None:
+        caller = caller_options(options)
         execution = find_execution(options["execution"])
         try:
-            result = stepper.cancel(execution.pk)
+            result = stepper.cancel(execution.pk, **caller)
         except StatechartError as exc:
             raise CommandError(str(exc)) from exc
         self._result(result)
 
     def _result(self, result: stepper.StepResult) -> None:
         execution = result.execution
+        if result.repeated:
+            self.say(f"note: this idempotency key was used by step {result.entry.seq}; "
+                     "nothing was applied again")
         self.say(f"execution: {execution.pk}")
         self.say(f"disposition: {result.disposition}")
         self._state(execution)
@@ -506,10 +620,18 @@ class Command(BaseCommand):
             self.say(line)
         self.say("history:")
         for row in view.history():
-            self.say(
+            line = (
                 f"  #{row.seq} {row.input}: {row.disposition} -> "
                 f"{row.status_after} [{_states(row.configuration_after)}]"
             )
+            if row.caller:
+                line += f"; {row.caller}"
+            if row.cause is not None:
+                line += f" (caused by {row.cause.text})"
+            self.say(line)
+            for effect in row.effects:  # what went wrong inside the chart, and where
+                if effect.text.startswith("error."):
+                    self.say(f"      {effect.text}")
 
     def replay(self, options: dict[str, Any]) -> None:
         if options["replay_all"] == bool(options["execution"]):

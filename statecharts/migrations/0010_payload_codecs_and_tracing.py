@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('statecharts', '0007_execution_subject'),
+        ('statecharts', '0009_chart_authoring'),
     ]
 
     operations = [

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('timers', '0003_portable_columns'),
+        ('timers', '0004_cancelled_by'),
     ]
 
     operations = [
