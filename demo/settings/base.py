@@ -32,6 +32,7 @@ INSTALLED_APPS = [
     "statecharts",
     "timers",
     "invocations",
+    "routes",  # <send type="..."> to host-registered routes (docs/routes.md)
     "demo",  # the landing page's template
 ]
 
