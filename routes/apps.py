@@ -9,7 +9,7 @@ class RoutesConfig(AppConfig):
     def ready(self) -> None:
         from django.core.signals import setting_changed
 
-        import routes.conf  # noqa: F401  (registers the ROUTE* settings)
+        import routes.checks  # noqa: F401  (registers the ROUTE* settings and their check)
         from routes import delivering, performers
         from statecharts.core.plan import InstructionKind
         from statecharts.stepper import (

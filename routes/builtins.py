@@ -93,7 +93,7 @@ class TaskRoute(Route):
         async_task(RUN_TASK, name, message.data, key, task_name=f"route {key}"[:100])
 
 
-_ADDRESS = re.compile(r"^[^@\s<>,;\"']+@([A-Za-z0-9.-]+\.[A-Za-z]{2,})$")
+_ADDRESS = re.compile(r"[^@\s<>,;\"']+@([A-Za-z0-9.-]+\.[A-Za-z]{2,})")
 
 
 class EmailRoute(Route):
@@ -148,7 +148,7 @@ class EmailRoute(Route):
 
 def refusal(config: RouteConfig, address: str) -> str:
     """Why ``address`` may not be mailed under ``config`` ('' if it may)."""
-    match = _ADDRESS.match(address)
+    match = _ADDRESS.fullmatch(address)
     if match is None:
         return f"{address!r} is not an email address"
     domain = match.group(1).lower()

@@ -65,10 +65,13 @@ def deliver_message(message: OutboxMessage, more: list[int]) -> bool:
             return True  # claimed before (a repeat, or the run before a crash): at most once
         refused = str(payload.get("refused") or "")
         config = payload.get("config") or {}
-        if not refused and known is not None:
-            if known.route.deliver_atomic(config, route_message, key):
-                ledger.settle(claimed.pk, DeliveryStatus.DELIVERED, now)
-                return True
+        if (
+            not refused
+            and known is not None
+            and known.route.deliver_atomic(config, route_message, key)
+        ):
+            ledger.settle(claimed.pk, DeliveryStatus.DELIVERED, now)
+            return True
     if refused:  # (after the claim's commit: the sender's lock is taken first, alone)
         fail(claimed.pk, route_message, refused, more)
         return True

@@ -67,7 +67,7 @@ def test_a_delayed_send_waits_in_its_row_and_is_delivered_once_when_due(
     assert fire_at(T0 + 2 * SECOND) == {}  # not due yet
     assert fire_at(T0 + 3 * SECOND) == {"fired": 1}
     assert not RouteTimer.objects.exists()  # deleted at fire
-    [(config, message, key)] = recorder.deliveries
+    [(_config, message, key)] = recorder.deliveries
     assert (message.name, message.data, message.delayed, key) == (
         "nudge", {"who": "ada"}, True, row.key,
     )

@@ -80,7 +80,9 @@ def test_an_immediate_send_is_delivered_after_the_commit_once_with_its_key(
 
     stepper.send(execution, "content", now=T0)
     message = recorder.deliveries[1][1]
-    assert (message.type, message.data, message.payload) == ("urn:example:record", {"a": 1}, "content")
+    assert (message.type, message.data, message.payload) == (
+        "urn:example:record", {"a": 1}, "content",
+    )
     assert recorder.deliveries[1][2] == f"{execution.session_id}:2"
 
 
