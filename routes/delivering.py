@@ -17,6 +17,7 @@ lock order of every step, one execution).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -33,6 +34,10 @@ from statecharts.stepper import Input, database, lock, step_locked
 log = logging.getLogger("routes")
 
 KIND = "routes.deliver"  # the outbox message kind of an immediate route send
+
+# Tests install a callable here to stop a real process at a phase of a delivery ("claimed":
+# the ledger row is committed, the route not called yet). It is never set otherwise.
+fault_hook: Callable[[str], None] | None = None
 
 
 def outbox_payload(route: str, config: RouteConfig | None, message: RouteMessage, key: str,
@@ -91,6 +96,8 @@ def perform(
     """The outside action of a claimed key (no transaction, no lock held); True if it
     succeeded. A raise settles the key ``failed`` and tells the sender."""
     more = [] if more is None else more
+    if fault_hook is not None:
+        fault_hook("claimed")
     try:
         route.deliver(config, message, key)
     except Exception as exc:

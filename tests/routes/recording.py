@@ -30,6 +30,15 @@ class Recorder(Route):
         Recorder.deliveries.append((dict(config), message, key))
 
 
+class FileRoute(Route):
+    """The outside action is a line (the key) appended to OPTIONS["path"]: visible across
+    processes, for the crash tests."""
+
+    def deliver(self, config: RouteConfig, message: RouteMessage, key: str) -> None:
+        with open(config["path"], "a", encoding="utf-8") as out:
+            out.write(f"{key}\n")
+
+
 ROUTES: dict[str, Any] = {
     "record": {
         "ROUTE": "tests.routes.recording.Recorder",
@@ -44,3 +53,17 @@ def settings_with(**extra: Any) -> dict[str, Any]:
     from django.conf import settings
 
     return {**settings.STATECHARTS, "ROUTES": ROUTES, **extra}
+
+
+def file_route_settings(path: str) -> dict[str, Any]:
+    """The test settings' STATECHARTS with the ``file`` route appending keys to ``path``."""
+    from django.conf import settings
+
+    routes = {
+        "file": {
+            "ROUTE": "tests.routes.recording.FileRoute",
+            "TYPES": ["file"],
+            "OPTIONS": {"path": path},
+        }
+    }
+    return {**settings.STATECHARTS, "ROUTES": routes}
