@@ -35,6 +35,11 @@ class RoutesConfig(AppConfig):
 
         surface.register()
 
+        # Settled ledger rows pruned, rows of erased executions erased (statecharts.retention).
+        from routes import pruning
+
+        pruning.register()
+
 
 def _on_settings(setting: str, **kwargs: object) -> None:
     if setting in ("STATECHARTS", "INSTALLED_APPS"):

@@ -36,6 +36,15 @@ INSTALLED_APPS = [
     "demo",  # the landing page's template
 ]
 
+# The demo site's routes (demo/settings/site.py applies them; the tests register their own).
+DEMO_ROUTES = {
+    "email": {
+        "ROUTE": "routes.builtins.EmailRoute",
+        "TYPES": ["email"],
+        "OPTIONS": {"allowed_domains": ["example.com"]},
+    }
+}
+
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
