@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
+from django.apps import apps
 from django.utils.module_loading import import_string
 
 from routes.base import RouteConfig, RouteMessage
@@ -58,10 +59,16 @@ class QueueUnavailable(LookupError):
 
 
 def load_queue(path: Any) -> TimerQueue:
-    """The queue a ``ROUTE_TIMER_QUEUE`` setting names (a dotted path or a class)."""
+    """The queue a ``ROUTE_TIMER_QUEUE`` setting names: a dotted path to a class in an
+    installed app (a path outside every installed app is unavailable, and is not even
+    imported: the default names the timers app, which a deployment may leave out), or a
+    class."""
+    if isinstance(path, str) and apps.get_containing_app_config(path) is None:
+        raise QueueUnavailable(f"{path!r} is not in an installed app")
     try:
         cls = import_string(path) if isinstance(path, str) else path
-    except ImportError as exc:
+    except (ImportError, RuntimeError) as exc:
+        # (RuntimeError: Django refuses the models of an app that is not installed)
         raise QueueUnavailable(f"{path!r} cannot be imported: {exc}") from exc
     if not inspect.isclass(cls):
         raise QueueUnavailable(f"{path!r} is not a class")

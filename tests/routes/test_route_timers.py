@@ -201,3 +201,12 @@ def test_route_timers_are_part_of_the_pending_work(recorder: type[Recorder]) -> 
     assert work.run_due(T0 + 3 * SECOND) == 1
     assert len(recorder.deliveries) == 1
     assert routequeue.next_due() is None
+
+
+def test_a_queue_outside_the_installed_apps_is_unavailable_and_not_imported() -> None:
+    from routes.queue import QueueUnavailable, load_queue
+
+    with pytest.raises(QueueUnavailable, match="not in an installed app"):
+        load_queue("nowhere.queues.Queue")
+    with pytest.raises(QueueUnavailable, match="no schedule"):
+        load_queue("statecharts.models.Chart")  # an installed app's class, not a queue
