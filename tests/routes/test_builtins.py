@@ -5,6 +5,7 @@ nothing sent."""
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -150,3 +151,29 @@ def test_the_task_route_refuses_a_function_not_registered_by_name() -> None:
     stepper.send(execution, "unknown_task", now=T0)
     assert errors(execution) == [["error.execution", "send_1"]]
     assert task_functions.CALLS == [] and not RouteDelivery.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_real_cluster_runs_the_task_of_a_task_route_send(
+    qcluster: Any, wait_for_cluster: Any
+) -> None:
+    """The default queue (django-q2): the route enqueues after the commit, a worker process
+    of a real cluster calls the function registered by name (the test settings' "double")."""
+    from django.conf import settings
+    from django_q.models import Success
+
+    routes = {"task": {"ROUTE": "routes.builtins.TaskRoute", "TYPES": ["task"]}}
+    chart = f"""<scxml {NS} initial="a"><state id="a"><onentry>
+      <send type="task" target="double" event="calc"><param name="amount" expr="21"/></send>
+    </onentry></state></scxml>"""
+    with override_settings(STATECHARTS={**settings.STATECHARTS, "ROUTES": routes}):
+        execution = stepper.start(Chart.objects.load(chart), now=T0)
+    key = f"{execution.session_id}:1"
+    assert RouteDelivery.objects.get().status == DeliveryStatus.DELIVERED  # enqueued
+
+    def ran() -> bool:
+        return Success.objects.filter(name=f"route {key}"[:100]).exists()
+
+    with tempfile.TemporaryFile("w+") as log, qcluster(log) as cluster:
+        wait_for_cluster(ran, cluster, log, "the task route's task")
+    assert Success.objects.get(name=f"route {key}"[:100]).result == {"doubled": 42}
