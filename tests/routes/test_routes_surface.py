@@ -103,3 +103,26 @@ def test_settled_deliveries_of_finished_executions_are_pruned_and_targets_erased
     retention.erase([other], reason="a request")
     erased = RouteDelivery.objects.filter(execution=other).values_list("target", flat=True)
     assert list(erased) == [""]
+
+
+def test_an_override_the_route_does_not_allow_is_a_400_through_the_api(
+    recorder: type[Recorder],
+) -> None:
+    api = APIClient()
+    api.force_authenticate(User.objects.create_superuser("admin", "a@example.com", "pw"))
+    chart = Chart.objects.load(CHART, name="surface")
+    refused = api.post(
+        "/api/executions/",
+        {"chart": chart.pk, "metadata": {"routes": {"record": {"fail": True}}}},
+        format="json",
+    )
+    assert refused.status_code == 400, refused.content
+    assert "overridable: label" in refused.content.decode()
+    assert not Execution.objects.exists()
+    allowed = api.post(
+        "/api/executions/",
+        {"chart": chart.pk, "metadata": {"routes": {"record": {"label": "api"}}}},
+        format="json",
+    )
+    assert allowed.status_code == 201, allowed.content
+    assert recorder.deliveries[-1][0]["label"] == "api"
