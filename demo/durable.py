@@ -46,7 +46,8 @@ def run(path: Path, *, remind_after: str = "2s") -> int:
     from statecharts.replay import replay
 
     try:
-        chart = Chart.objects.load(path.read_bytes(), name=path.stem)
+        # The demo's own example: an edited file is its next version.
+        chart = Chart.objects.load(path.read_bytes(), name=path.stem, new_version=True)
     except ChartError as exc:
         print(exc, file=sys.stderr)
         return 1

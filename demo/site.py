@@ -38,7 +38,8 @@ def prepare(*, reset_admin_password: bool = False) -> tuple[str, str | None]:
 
     call_command("migrate", verbosity=0)
     for path in sorted(EXAMPLES.glob("*.scxml")):
-        chart = Chart.objects.load(path.read_bytes(), name=path.stem)
+        # The demo owns its examples: an edited one becomes their next version.
+        chart = Chart.objects.load(path.read_bytes(), name=path.stem, new_version=True)
         print(f"chart #{chart.pk} {chart}  ({path.relative_to(ROOT)})")
     ensure_schedule()  # a sweeper every minute...
     wake()  # ...and one right now, so due timers fire from the first second

@@ -33,6 +33,10 @@ from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_POST
 
 from statecharts import extensions, retention, stepper
+from statecharts.authorization import EventNotPermitted
+from statecharts.availability import AvailableEvent, Unavailable, available_events
+from statecharts.chart_migration import MigrationPlan, PlanError, Verdict, dry_run, migrate
+from statecharts.chart_migration.applying import registered_transforms
 from statecharts.core import StatechartError
 from statecharts.core.model import Chart as CompiledChart
 from statecharts.forms import ChartUploadForm, SendEventForm, StartExecutionForm
@@ -49,6 +53,7 @@ from statecharts.inspection import (
 from statecharts.lookups import version_key
 from statecharts.models import Chart, Execution, HistoryEntry, OutboxMessage
 from statecharts.models.outbox import OutboxStatus
+from statecharts.subjects_admin import subject_link
 
 
 def diagram(
@@ -149,6 +154,60 @@ class EraseForm(forms.Form):
     )
 
 
+class MigrateForm(forms.Form):
+    """The admin's migration of selected executions (statecharts.chart_migration): a target
+    version of their chart, renames, a registered transform; a preview (dry run) until
+    "Preview only" is unchecked."""
+
+    target = forms.ModelChoiceField(queryset=Chart.objects.none(), label="Target version")
+    renames = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 40}),
+        label="Renamed states",
+        help_text="One OLD=NEW per line, for states with another id in the target (every "
+        "other state keeps its id).",
+    )
+    transform = forms.ChoiceField(required=False, label="Datamodel transform")
+    preview = forms.BooleanField(
+        required=False,
+        initial=True,
+        label="Preview only",
+        help_text="Uncheck it to migrate (each execution in a transaction of its own).",
+    )
+
+    def __init__(self, *args: Any, name: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        versions = Chart.objects.filter(origin="loaded", name=name)
+        target = self.fields["target"]
+        assert isinstance(target, forms.ModelChoiceField)
+        target.queryset = versions
+        target.initial = Chart.objects.latest_version(name)
+        transform = self.fields["transform"]
+        assert isinstance(transform, forms.ChoiceField)
+        transform.choices = [("", "none")] + [(n, n) for n in sorted(registered_transforms())]
+        self.plan: MigrationPlan | None = None
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        renames: dict[str, str] = {}
+        for line in (cleaned.get("renames") or "").splitlines():
+            if not line.strip():
+                continue
+            old, sep, new = line.partition("=")
+            if not sep or not old.strip() or not new.strip():
+                self.add_error("renames", f"{line.strip()!r} is not OLD=NEW")
+                return cleaned
+            renames[old.strip()] = new.strip()
+        if cleaned.get("target") is not None:
+            try:
+                self.plan = MigrationPlan.make(
+                    cleaned["target"], renames, cleaned.get("transform") or None
+                )
+            except PlanError as exc:
+                self.add_error(None, str(exc))
+        return cleaned
+
+
 class TextOnlyQueries(admin.ModelAdmin):
     """A changelist whose search or filters hold a NUL character drops them, with a message:
     no text column of PostgreSQL can hold one, and Django's admin would send it to the
@@ -210,6 +269,13 @@ class ChartAdmin(TextOnlyQueries):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Chart]:
         return super().get_queryset(request).annotate(execution_total=Count("executions"))
 
+    def get_form(
+        self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
+    ) -> Any:
+        form = super().get_form(request, obj, change, **kwargs)
+        form.may_add_version = request.user.has_perm("statecharts.add_chart_version")
+        return form
+
     def get_list_display(self, request: HttpRequest) -> list[str]:
         # A version column where no chart has a version is a column of dashes.
         if Chart.objects.exclude(version="").exists():
@@ -237,7 +303,7 @@ class ChartAdmin(TextOnlyQueries):
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         if obj is None:
-            return ["source", "name", "version"]
+            return ["source", "name", "version", "new_version"]
         # The source is shown numbered below; a version left blank is not a field of dashes.
         return ["name", *(["version"] if obj.version else []), "content_hash", "created"]
 
@@ -246,7 +312,12 @@ class ChartAdmin(TextOnlyQueries):
 
     def save_model(self, request: HttpRequest, obj: Chart, form: Any, change: bool) -> None:
         # The same source twice is the same chart: load() returns the stored one.
-        stored = Chart.objects.load(obj.source, name=obj.name, version=obj.version)
+        stored = Chart.objects.load(
+            obj.source,
+            name=obj.name,
+            version=obj.version,
+            new_version=bool(form.cleaned_data.get("new_version")) and form.may_add_version,
+        )
         obj.pk, obj.created, obj.content_hash = stored.pk, stored.created, stored.content_hash
         obj.name, obj.version = stored.name, stored.version
 
@@ -290,6 +361,7 @@ class ChartAdmin(TextOnlyQueries):
             "start_form": StartExecutionForm(hints=hints),
             "can_start": request.user.has_perm("statecharts.add_execution"),
             "other_versions": self._other_versions(chart),
+            "latest_version": Chart.objects.latest_version(chart.name) if chart.name else None,
         }
         return super().change_view(
             request, object_id, form_url, {**context, **(extra_context or {})}
@@ -386,14 +458,27 @@ class ExecutionAdmin(ReadOnlyAdmin):
         "steps",
         "updated",
     ]
-    list_filter = ["status", "chart", InStateFilter, "created", "updated"]
+    list_filter = [
+        "status",
+        "chart",
+        InStateFilter,
+        # (the models executions are about, only those some execution has)
+        ("subject_content_type", admin.RelatedOnlyFieldListFilter),
+        "created",
+        "updated",
+    ]
     search_fields = ["=id", "session_id", "business_key"]
     date_hierarchy = "created"
     list_select_related = ["chart"]
-    actions = ["cancel_selected", "erase_selected"]
-    exclude = ["position", "configuration", "donedata", "metadata"]  # shown as *_json below
+    actions = ["cancel_selected", "migrate_selected", "erase_selected"]
+    # (shown as *_json below; the subject's two columns as one link)
+    exclude = [
+        "position", "configuration", "donedata", "metadata", "subject_content_type",
+        "subject_object_id",
+    ]
     readonly_fields = [
         "chart",
+        "subject_link",
         "status",
         "session_id",
         "business_key",
@@ -423,6 +508,10 @@ class ExecutionAdmin(ReadOnlyAdmin):
     def metadata_json(self, execution: Execution) -> str:
         return json_text(execution.metadata)
 
+    @admin.display(description="about")
+    def subject_link(self, execution: Execution) -> str:
+        return subject_link(execution)
+
     @admin.display(description="in states")
     def in_states(self, execution: Execution) -> str:
         configuration = execution.configuration
@@ -432,6 +521,74 @@ class ExecutionAdmin(ReadOnlyAdmin):
 
     def has_cancel_permission(self, request: HttpRequest) -> bool:
         return bool(request.user.has_perm("statecharts.change_execution"))
+
+    def has_migrate_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.has_perm("statecharts.change_execution"))
+
+    @admin.action(
+        description="Migrate the selected executions to another version of their chart",
+        permissions=["migrate"],
+    )
+    def migrate_selected(
+        self, request: HttpRequest, queryset: QuerySet[Execution]
+    ) -> HttpResponse | None:
+        executions = list(queryset.select_related("chart").order_by("pk")[: MAX_BULK_ROWS + 1])
+        if too_many(self, request, executions):
+            return None
+        names = {e.chart.name for e in executions}
+        if len(names) != 1 or "" in names:
+            self.message_user(
+                request,
+                "Select executions of one named chart to migrate them to another of its "
+                "versions.",
+                messages.ERROR,
+            )
+            return None
+        form = MigrateForm(request.POST if confirmed(request) else None, name=names.pop())
+        valid = form.is_bound and form.is_valid()
+        if valid and form.plan is not None and not form.cleaned_data.get("preview"):
+            counts: Counter[str] = Counter()
+            for report in migrate(form.plan, [e.pk for e in executions]):
+                counts[report.verdict.value] += 1
+                if report.verdict is Verdict.REFUSED:
+                    self.message_user(
+                        request, f"Execution {report.execution_id}: {report.reason}", messages.ERROR
+                    )
+            said = ", ".join(f"{n} {verdict}" for verdict, n in sorted(counts.items()))
+            self.message_user(request, f"Migrate to {form.plan.target}: {said}.")
+            return None
+        plan = form.plan if valid else None
+        if plan is None and not form.is_bound:
+            latest = Chart.objects.latest_version(executions[0].chart.name)
+            try:
+                plan = MigrationPlan.make(latest) if latest is not None else None
+            except PlanError:
+                plan = None
+        rows = [ConfirmRow(title_of(e), where(e.status, e.configuration)) for e in executions]
+        if plan is not None:
+            notes = {
+                r.execution_id: (
+                    f"refused: {r.reason}"
+                    if r.verdict is Verdict.REFUSED
+                    else f"{r.verdict.value} -> {', '.join(r.configuration)}"
+                )
+                for r in dry_run(plan, executions)
+            }
+            rows = [ConfirmRow(title_of(e), notes.get(e.pk, "")) for e in executions]
+        return confirm_action(
+            self,
+            request,
+            action="migrate_selected",
+            title="Migrate executions",
+            summary=f"Migrate {len(executions)} execution(s)"
+            + (f" to {plan.target}" if plan is not None else "")
+            + "? The list is a preview (a dry run): nothing has changed yet. No chart code "
+            "runs; pending timers stay; each migration is recorded in the history.",
+            rows=rows,
+            pks=[e.pk for e in executions],
+            button="Continue",
+            form=form,
+        )
 
     def has_erase_permission(self, request: HttpRequest) -> bool:
         return bool(request.user.has_perm("statecharts.erase_execution"))
@@ -563,6 +720,15 @@ class ExecutionAdmin(ReadOnlyAdmin):
         hints = None if isinstance(view.compiled, Unreadable) else chart_hints(view.compiled)
         events = hints.events if hints is not None else ()
         accepted = hints.accepted_in(view.active_states) if hints is not None else ()
+        try:  # what this user can send now (statecharts.availability)
+            available: tuple[AvailableEvent, ...] | None = available_events(
+                execution, user=request.user
+            )
+        except Unavailable:
+            available = None
+        if available is not None:  # the buttons offer only what this user can send now
+            names = {event.name for event in available}
+            accepted = tuple(hint for hint in accepted if hint.name in names)
         panels = [
             (panel, view.sections.get(panel.section, Unreadable("the section was not read")))
             for panel in extensions.ordered_panels()
@@ -580,8 +746,10 @@ class ExecutionAdmin(ReadOnlyAdmin):
             "history_page": view.history_page(request.GET.get("history", 1)),
             "panels": panels,
             "outbox": execution.outbox.order_by("-id")[:50],
-            "send_form": SendEventForm(events=events, accepted=accepted),
+            "send_form": SendEventForm(events=events, accepted=accepted, available=available),
             "accepted_events": accepted,
+            "available_events": available or (),
+            "subject_link": subject_link(execution),
             "event_hints": {hint.name: hint.data_example for hint in events},
             "can_act": request.user.has_perm("statecharts.change_execution")
             and execution.status == "active",
@@ -605,8 +773,14 @@ class ExecutionAdmin(ReadOnlyAdmin):
             return self._back(execution_id)
         try:
             result = stepper.send(
-                execution_id, form.cleaned_data["name"], form.cleaned_data["data"]
+                execution_id,
+                form.cleaned_data["name"],
+                form.cleaned_data["data"],
+                user=request.user,
             )
+        except EventNotPermitted as exc:
+            messages.error(request, f"Not sent: {exc}")
+            return self._back(execution_id)
         except StatechartError as exc:
             messages.error(request, str(exc))
             return self._back(execution_id)

@@ -38,3 +38,14 @@ class StatechartsConfig(AppConfig):
             sender=self,
             dispatch_uid="statecharts.retention",
         )
+
+        # Per-event permissions and subjects (their settings and checks), and the API's
+        # available_events and subject fields of an execution.
+        from statecharts import authorization, subjects  # noqa: F401
+        from statecharts.availability import available_events
+        from statecharts.models.executions import install_available_events
+
+        install_available_events(available_events)  # execution.available_events()
+        from statecharts.api.availability import register as register_availability_fields
+
+        register_availability_fields()

@@ -49,6 +49,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         problems.extend(_importable(f"STATECHARTS[{name!r}]", configured.get(name)))
     problems.extend(_check_retention(configured))
     problems.extend(_check_performers(configured))
+    problems.extend(_check_transforms(configured.get("MIGRATION_TRANSFORMS", {})))
     for group in registered_groups():
         if group.check is not None:
             problems.extend(group.check(configured))
@@ -174,6 +175,22 @@ def check_one_database(app_configs: Any = None, **kwargs: Any) -> list[CheckMess
                         id="statecharts.E010",
                     )
                 )
+    return problems
+
+
+def _check_transforms(transforms: Any) -> list[CheckMessage]:
+    """MIGRATION_TRANSFORMS: names -> importable callables (statecharts.chart_migration)."""
+    if not isinstance(transforms, dict):
+        return [Error("STATECHARTS['MIGRATION_TRANSFORMS'] must be a dict.", id="statecharts.E008")]
+    problems: list[CheckMessage] = []
+    for name, value in transforms.items():
+        label = f"STATECHARTS['MIGRATION_TRANSFORMS'][{name!r}]"
+        if value is None:
+            problems.append(
+                Error(f"{label} must be a dotted path or a callable.", id="statecharts.E005")
+            )
+        else:
+            problems.extend(_importable(label, value))
     return problems
 
 

@@ -34,6 +34,8 @@ dict. The ``statecharts`` app's own keys::
         "PRUNE_SCHEDULED": True,    # False: the hourly task prunes nothing
         # Health (statecharts.health): figure -> {"warning": n, "critical": n} overrides.
         "HEALTH_THRESHOLDS": {},
+        # Migration (docs/versions-and-migration.md): transforms a plan may name.
+        "MIGRATION_TRANSFORMS": {},  # name -> dotted path of f(datamodel, context)
     }
 
 The ``timers`` app registers the ``TIMER_*`` keys (``timers/conf.py``, docs/timers.md).
@@ -81,6 +83,9 @@ DEFAULTS: dict[str, Any] = {
     "PRUNE_SCHEDULED": True,
     # Health (statecharts.health): thresholds by figure name, overriding the apps' defaults.
     "HEALTH_THRESHOLDS": {},
+    # Chart migration (statecharts.chart_migration): datamodel transforms a plan may name,
+    # name -> dotted path (or callable) of f(datamodel, context) -> datamodel.
+    "MIGRATION_TRANSFORMS": {},
 }
 
 SettingsCheck = Callable[[Mapping[str, Any]], list[CheckMessage]]

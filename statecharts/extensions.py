@@ -143,7 +143,7 @@ RESERVED_SECTION_NAMES = frozenset(
         "id", "session_id", "title", "status", "where", "chart", "business_key", "metadata",
         "configuration", "active_states", "datamodel", "donedata", "outcome",
         "failure_reason", "steps", "created", "updated", "ended", "erased", "unreadable",
-        "history",
+        "history", "subject", "available_events",
     }
 )  # fmt: skip
 

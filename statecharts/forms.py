@@ -9,7 +9,9 @@ from django import forms
 from django.utils.html import escape
 
 from statecharts import validation
+from statecharts.availability import AvailableEvent, accepts_free_names
 from statecharts.core import ChartError
+from statecharts.core.availability import Availability
 from statecharts.inspection import ChartHints, EventHint
 from statecharts.models import Chart, Execution
 
@@ -50,6 +52,15 @@ class JSONText(forms.CharField):
 class ChartUploadForm(forms.ModelForm):
     """Adding a chart: the source is validated by the core; every problem is listed."""
 
+    new_version = forms.BooleanField(
+        required=False,
+        label="New version of an existing chart",
+        help_text="Needed to load a different source under a name a chart already has "
+        "(and the permission 'Can load a new version of an existing chart').",
+    )
+    # Set by the admin from the request's user (statecharts.add_chart_version).
+    may_add_version = False
+
     class Meta:
         model = Chart
         fields = ["source", "name", "version"]
@@ -74,7 +85,24 @@ class ChartUploadForm(forms.ModelForm):
                 validation.text(name, "name", max_length=limit)
             except validation.InvalidInput as exc:
                 self.add_error("name", f"the chart's name {exc.problems[0].message}")
+                return cleaned
+            self._check_version(name, cleaned)
         return cleaned
+
+    def _check_version(self, name: str, cleaned: dict[str, Any]) -> None:
+        """The version rules (statecharts.versions), reported on the form before saving."""
+        from statecharts.versions import VersionError
+
+        if Chart.objects.filter(content_hash=self.compiled.source_hash).exists():
+            return  # the same source again: the stored chart, whatever is asked
+        new_version = bool(cleaned.get("new_version"))
+        if new_version and not self.may_add_version:
+            self.add_error("new_version", "You may not load new versions of existing charts.")
+            return
+        try:
+            Chart.objects.version_for(name, cleaned.get("version") or "", new_version)
+        except VersionError as exc:
+            self.add_error("new_version" if "new_version" in str(exc) else "version", str(exc))
 
 
 class StartExecutionForm(forms.Form):
@@ -126,12 +154,19 @@ class SendEventForm(forms.Form):
         *args: Any,
         events: Sequence[EventHint] = (),
         accepted: Sequence[EventHint] = (),
+        available: Sequence[AvailableEvent] | None = None,
         **kwargs: Any,
     ) -> None:
         """``events``: the events the chart's transitions accept, offered as a pick list;
         ``accepted``: those the active states accept now (listed first). The data field's
         placeholder shows the ``_event.data`` keys an accepted event's transitions read
-        (the page's script switches it to the picked event's)."""
+        (the page's script switches it to the picked event's).
+
+        ``available``: what this user can send now (``statecharts.availability``): the name
+        becomes a pick list of them, each marked enabled, conditional or disabled, unless the
+        active states take names the list cannot show (a ``*`` or ``order.*`` descriptor):
+        then it stays a free name with the list as suggestions. The name is checked again
+        when it is sent (the stepper and ``statecharts.authorization``)."""
         super().__init__(*args, **kwargs)
         self.events = (*accepted, *(hint for hint in events if hint not in accepted))
         name = self.fields["name"].widget
@@ -140,12 +175,38 @@ class SendEventForm(forms.Form):
         self.fields["data"].widget.attrs["placeholder"] = (
             with_data[0].data_example if with_data else "optional"
         )
+        self.available = tuple(available or ())
+        if available is not None and not accepts_free_names(available):
+            self.fields["name"].widget = forms.Select(
+                choices=[("", "(pick an event)")]
+                + [(event.name, _choice_label(event)) for event in available]
+            )
+            self.fields["name"].help_text = (
+                "The events that would enable a transition now (and that you may send)."
+                if available
+                else "No event would enable a transition now (or none you may send)."
+            )
+        elif available:
+            names = escape(", ".join(event.name for event in available))
+            self.fields["name"].help_text = (
+                f"Available now: {names}; this execution also takes other names."
+            )
 
     def clean_name(self) -> str:
         name: str = self.cleaned_data["name"].strip()
+        if name in ("*", ""):
+            raise forms.ValidationError("give the event's name (e.g. order.paid)")
         if not name or any(c.isspace() for c in name):
             raise forms.ValidationError("an event name is one word, e.g. order.paid")
         try:
             return validation.event_name(name)  # control characters, reserved names
         except validation.InvalidInput as exc:
             raise forms.ValidationError(exc.problems[0].message) from None
+
+
+def _choice_label(event: AvailableEvent) -> str:
+    if event.availability is Availability.ENABLED:
+        return event.name
+    reasons = {option.reason for option in event.transitions if option.reason}
+    why = f": {'; '.join(sorted(reasons))}" if reasons else ""
+    return f"{event.name} ({event.availability.value}{why})"

@@ -219,6 +219,9 @@ def history_row(entry: HistoryEntry) -> HistoryRow:
     event = raw.get("event") if isinstance(raw.get("event"), dict) else {}
     kind = str(raw.get("kind", "")) if raw else "(unreadable input)"
     label = f"{kind} {event['name']}" if event.get("name") else kind
+    sender = raw.get("sender")  # who sent it, when a door checked (statecharts.authorization)
+    if isinstance(sender, dict) and sender.get("username"):
+        label += f" by {sender['username']}"
     if event.get("data") is not None:
         data = json_text(event["data"])
     elif raw.get("data") is not None:

@@ -3,10 +3,11 @@
 ``manage.py statechart`` and the API's start (``"chart": "signup"``) look charts up here,
 so a name means the same chart everywhere:
 
-- CHART is a chart id or a chart name. A name that several charts share means the highest
-  version of them (versions compared as dotted numbers: "1.10" is after "1.9"); it is
-  refused when that is not one chart (a tie, or a chart without a version among them), and
-  when it is the id of one chart and the name of another.
+- CHART is a chart id or a chart name. A name means the latest version of the charts with
+  that name (``statecharts.versions``: versions compared as dotted numbers, "1.10" is after
+  "1.9"); it is refused, listing the candidates, when that is not one chart (charts loaded
+  before versions were unique that the data migration could not order), and when it is the
+  id of one chart and the name of another. ``NAME@VERSION`` names one version.
 - EXECUTION is an execution id or a session id, refused when it is the id of one execution
   and the session id of another.
 
@@ -15,10 +16,13 @@ A refusal is a :class:`LookupProblem` whose message says what to type instead.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 from statecharts.models import Chart, Execution
+from statecharts.models.charts import ChartOrigin
+from statecharts.versions import version_key
+
+__all__ = ["Ambiguous", "LookupProblem", "NotFound", "find_chart", "find_execution", "version_key"]
 
 
 class LookupProblem(LookupError):
@@ -38,14 +42,6 @@ def is_id(ref: str) -> bool:
     return ref.isascii() and ref.isdigit() and len(ref) <= 18
 
 
-def version_key(version: str) -> tuple[tuple[int, int, str], ...]:
-    """Order versions as dotted numbers: "1.10" is after "1.9"."""
-    return tuple(
-        (0, int(part), "") if part.isdigit() else (1, 0, part)
-        for part in re.findall(r"\d+|\D+", version)
-    )
-
-
 def _describe(charts: Iterable[Chart]) -> str:
     return ", ".join(
         f"{c.pk} ({'v' + c.version if c.version else 'no version'})"
@@ -54,9 +50,23 @@ def _describe(charts: Iterable[Chart]) -> str:
 
 
 def find_chart(ref: str) -> Chart:
-    """The chart whose id is ``ref``, or the highest version of the charts named ``ref``."""
+    """The chart whose id is ``ref``, the latest version of the charts named ``ref``, or
+    with ``NAME@VERSION`` that version."""
     by_id = Chart.objects.filter(pk=int(ref)).first() if is_id(ref) else None
-    named = list(Chart.objects.filter(name=ref))
+    loaded = Chart.objects.filter(origin=ChartOrigin.LOADED)
+    name, at, version = ref.rpartition("@")
+    if at and name and by_id is None and not loaded.filter(name=ref).exists():
+        found = loaded.filter(name=name, version=version).first()
+        if found is None:
+            versions = ", ".join(
+                sorted(loaded.filter(name=name).values_list("version", flat=True), key=version_key)
+            )
+            raise NotFound(
+                f"chart {name!r} has no version {version!r}"
+                + (f" (its versions: {versions})" if versions else "")
+            )
+        return found
+    named = list(loaded.filter(name=ref))
     if by_id is None and not named:
         raise NotFound(f"no chart with id or name {ref!r}")
     if by_id is not None:

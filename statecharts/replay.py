@@ -6,6 +6,11 @@ the core in that step (the registered-types snapshot and the answers to "is sess
 reachable?", both recorded with the step), and compares positions step by step. The first
 difference is reported precisely; determinism of the core is what makes it pass.
 
+An execution migrated to another chart version (``statecharts.chart_migration``) is replayed
+from its last ``migrated`` entry: that entry holds the position the migration gave it (checked
+against the entry's sha256), so replay never runs the migration's transform again; the steps
+before it belong to the earlier version.
+
 Rows written before the snapshot was recorded hold ``{}``: they were stepped with SCXML
 children and delayed sends allowed and no routes (``LEGACY_TYPES``), which is handed back.
 """
@@ -134,7 +139,25 @@ def replay(execution: Execution | int) -> ReplayReport:
     state: State | None = None
     replayed = 0
     blob = b""
-    for entry in execution.history.order_by("seq"):
+    entries = execution.history.order_by("seq")
+    migrated = (  # (or imported: the same, a position recorded whole)
+        execution.history.filter(disposition__in=[Disposition.MIGRATED, Disposition.IMPORTED])
+        .order_by("-seq")
+        .first()
+    )
+    if migrated is not None:
+        blob = str(migrated.input.get("position") or "").encode()
+        if hashlib.sha256(blob).hexdigest() != migrated.position_sha256:
+            return ReplayReport(
+                execution.pk,
+                0,
+                Mismatch(migrated.seq, {"kind": migrated.input.get("kind")}, [
+                    "the position recorded with this entry is not the one it wrote"]),
+                verdict=Verdict.DIVERGED,
+            )  # fmt: skip
+        state = decode(blob, chart=compiled).state
+        entries = entries.filter(seq__gt=migrated.seq)
+    for entry in entries:
         if entry.disposition != Disposition.APPLIED:
             continue
         host = recorded_host(entry.registered_types, entry.reachability)

@@ -55,7 +55,7 @@ class CancelRule(StrEnum):
 
 class OperatorAction(StrEnum):
     CANCEL = "cancel"
-    MIGRATE = "migrate"  # move it to a chart version whose position it fits (lifecycle issue)
+    MIGRATE = "migrate"  # move it to a chart version it maps onto (statecharts.chart_migration)
     RETRY = "retry"  # step it again once what was wrong is repaired
 
 

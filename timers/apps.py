@@ -43,6 +43,11 @@ class TimersConfig(AppConfig):
 
         pruning.register()
 
+        # Pending timers travel with an exported execution (statecharts.transfer).
+        from timers import transfer
+
+        transfer.register()
+
         # This app's figures in `statechart health` (statecharts.health).
         from timers import health
 

@@ -10,9 +10,12 @@ import re
 
 import django_filters
 from django import forms
+from django.apps import apps
+from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import ValidationError
 from drf_spectacular.utils import extend_schema_field
 
+from statecharts import subjects
 from statecharts.models import Chart, Execution, ExecutionStatus
 from statecharts.models.executions import ExecutionQuerySet
 
@@ -78,6 +81,42 @@ class StateIdsFilter(django_filters.Filter):
         return queryset if not value else queryset.in_states(value)
 
 
+SUBJECT_HELP = (
+    "Executions about this object (Execution.subject): 'app_label.model:id', e.g. "
+    "'shop.order:42'. The object need not exist any more."
+)
+
+
+class SubjectReferenceField(forms.CharField):
+    """``shop.order:42``: an installed model and an object id (a 400 says what is wrong)."""
+
+    def clean(self, value: object) -> tuple[ContentType, str] | None:  # type: ignore[override]
+        text = super().clean(value)
+        if not text:
+            return None
+        label, sep, object_id = str(text).partition(":")
+        if not sep or not label or not object_id or len(object_id) > subjects.MAX_OBJECT_ID:
+            raise ValidationError("write it as app_label.model:id, e.g. shop.order:42")
+        try:
+            model = apps.get_model(label)
+        except (LookupError, ValueError):
+            raise ValidationError(f"{label[:80]!r} is not an installed model") from None
+        return ContentType.objects.get_for_model(model), object_id
+
+
+@extend_schema_field({"type": "string", "description": SUBJECT_HELP})
+class SubjectFilter(django_filters.Filter):
+    field_class = SubjectReferenceField
+
+    def filter(
+        self, queryset: ExecutionQuerySet, value: tuple[ContentType, str] | None
+    ) -> ExecutionQuerySet:
+        if value is None:
+            return queryset
+        content_type, object_id = value
+        return queryset.filter(subject_content_type=content_type, subject_object_id=object_id)
+
+
 class ChartFilter(django_filters.FilterSet):
     class Meta:
         model = Chart
@@ -92,7 +131,9 @@ class ExecutionFilter(django_filters.FilterSet):
     created = django_filters.IsoDateTimeFromToRangeFilter()
     # ?in_state=paying (or paying,shipping: in any of them): Execution.objects.in_states.
     in_state = StateIdsFilter(help_text=IN_STATE_HELP)
+    # ?subject=shop.order:42: Execution.objects.for_subject.
+    subject = SubjectFilter(help_text=SUBJECT_HELP)
 
     class Meta:
         model = Execution
-        fields = ["chart", "status", "business_key", "created", "in_state"]
+        fields = ["chart", "status", "business_key", "created", "in_state", "subject"]

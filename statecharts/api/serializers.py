@@ -8,16 +8,20 @@ from typing import Any
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.exceptions import PermissionDenied
 
-from statecharts import extensions, validation
+from statecharts import extensions, subjects, validation
+from statecharts.api.availability import SubjectInput
 from statecharts.api.fields import InputJSONField, JSONValueField, json_safe
 from statecharts.api.validators import validate_event_name
 from statecharts.core.errors import ChartError, StatechartError
 from statecharts.inspection import ExecutionView, Unreadable, inspect
 from statecharts.lookups import LookupProblem, find_chart
 from statecharts.models import Chart, Execution, ExecutionStatus, HistoryEntry
+from statecharts.models.charts import source_hash
 from statecharts.models.history import Disposition
 from statecharts.runtime import compile_source
+from statecharts.versions import NoNextVersion, VersionError, VersionTaken
 
 NAMESPACE = "statecharts_api"
 CHART_NAME_LENGTH = Chart._meta.get_field("name").max_length or 0
@@ -72,7 +76,21 @@ class ChartCreateSerializer(serializers.Serializer[Chart]):
         default="",
         help_text="Defaults to the name attribute of the document's scxml element.",
     )
-    version = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
+    version = serializers.CharField(
+        max_length=100,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="The version label (default: 1 for a new name, the next whole number for a "
+        "new version).",
+    )
+    new_version = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Load a different source under a name a chart already has, as a new version "
+        "of it (needs the permission statecharts.add_chart_version; 403 without it). Without "
+        "it, such a load is refused (400).",
+    )
 
     def validate_source(self, source: str) -> str:
         try:
@@ -90,14 +108,35 @@ class ChartCreateSerializer(serializers.Serializer[Chart]):
         except validation.InvalidInput as exc:
             message = exc.problems[0].message
             raise serializers.ValidationError({"name": [f"the chart's name {message}."]}) from None
+        if not Chart.objects.filter(content_hash=source_hash(attrs["source"])).exists():
+            self._check_version(name, attrs)
         return attrs
 
+    def _check_version(self, name: str, attrs: dict[str, Any]) -> None:
+        """The version rules (statecharts.versions): a new version of an existing name needs
+        ``new_version`` and the permission to make one."""
+        new_version = bool(attrs.get("new_version"))
+        request = self.context.get("request")
+        if new_version and not (
+            request is not None and request.user.has_perm("statecharts.add_chart_version")
+        ):
+            raise PermissionDenied("You may not load new versions of existing charts.")
+        try:
+            Chart.objects.version_for(name, attrs.get("version") or "", new_version)
+        except VersionError as exc:
+            field = "version" if isinstance(exc, VersionTaken | NoNextVersion) else "new_version"
+            raise serializers.ValidationError({field: [str(exc)]}) from None
+
     def create(self, validated_data: dict[str, Any]) -> Chart:
-        return Chart.objects.load(
-            validated_data["source"],
-            name=validated_data.get("name", ""),
-            version=validated_data.get("version", ""),
-        )
+        try:
+            return Chart.objects.load(
+                validated_data["source"],
+                name=validated_data.get("name", ""),
+                version=validated_data.get("version", ""),
+                new_version=validated_data.get("new_version", False),
+            )
+        except VersionError as exc:  # another request took the version in between
+            raise serializers.ValidationError({"version": [str(exc)]}) from None
 
 
 # ---- executions --------------------------------------------------------------------------------
@@ -207,8 +246,8 @@ class ExecutionDetailSerializer(ExecutionSerializer):
 @extend_schema_field(
     {
         "oneOf": [{"type": "integer"}, {"type": "string"}],
-        "description": "A chart id, or a chart name: the latest version of the charts with "
-        "that name (as manage.py statechart start chooses it).",
+        "description": "A chart id, a chart name (the latest version of the charts with "
+        "that name, as manage.py statechart start chooses it) or NAME@VERSION.",
     }
 )
 class ChartReferenceField(serializers.PrimaryKeyRelatedField):  # type: ignore[type-arg]
@@ -233,8 +272,8 @@ class ChartReferenceField(serializers.PrimaryKeyRelatedField):  # type: ignore[t
 class ExecutionCreateSerializer(serializers.Serializer[Execution]):
     chart = ChartReferenceField(
         queryset=Chart.objects.all(),
-        help_text="A chart id, or a chart name (its latest version, compared as dotted "
-        "numbers; refused when that is not one chart).",
+        help_text="A chart id, a chart name (its latest version, compared as dotted "
+        "numbers; refused when that is not one chart) or NAME@VERSION.",
     )
     data = InputJSONField(
         check=validation.start_data,
@@ -258,6 +297,21 @@ class ExecutionCreateSerializer(serializers.Serializer[Execution]):
         initial=dict,
         help_text="Opaque JSON object kept with the execution.",
     )
+    subject = SubjectInput(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="The object this execution is about: {'type': 'app_label.model', 'id': "
+        "'42'}, a model listed in STATECHARTS['SUBJECT_MODELS'] and an existing object.",
+    )
+
+    def validate_subject(self, value: dict[str, Any] | None) -> Any:
+        if value is None:
+            return None
+        try:
+            return subjects.resolve(value["type"], value["id"])
+        except validation.InvalidInput as exc:
+            raise serializers.ValidationError([p.message for p in exc.problems]) from None
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         chart: Chart = attrs["chart"]

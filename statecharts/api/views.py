@@ -21,12 +21,16 @@ from rest_framework.serializers import BaseSerializer
 
 from statecharts import stepper
 from statecharts.api import filters, serializers
+from statecharts.api.availability import EventForbidden
 from statecharts.api.exceptions import Conflict, DiagramUnavailable
+from statecharts.api.migration import MigrationRequestSerializer
+from statecharts.api.migration import run as run_migration
 from statecharts.api.pagination import PageNumberPagination
 from statecharts.api.parsers import JSONParser
 from statecharts.api.permissions import CHANGE, VIEW, ModelPermissions
 from statecharts.api.renderers import SVGRenderer
 from statecharts.api.validators import refusal
+from statecharts.authorization import EventNotPermitted
 from statecharts.core.errors import StatechartError
 from statecharts.core.model import Chart as CompiledChart
 from statecharts.exceptions import NeedsMigration
@@ -43,6 +47,10 @@ ERRORS = {
 CONFLICT = OpenApiResponse(
     description="The execution is finished (the input was recorded as discarded) or needs "
     "migration (recorded as refused)."
+)
+FORBIDDEN_EVENT = OpenApiResponse(
+    description="No permission to change executions, or STATECHARTS['EVENT_PERMISSIONS'] "
+    "refuses this event to this user: 'reasons' lists why (nothing was recorded)."
 )
 SVG = {
     200: OpenApiResponse(OpenApiTypes.BINARY, description="An SVG document (image/svg+xml)."),
@@ -187,6 +195,7 @@ class ExecutionViewSet(
     action_permissions = {
         "send": [CHANGE],
         "cancel": [CHANGE],
+        "migrate": [CHANGE],
         "history": [VIEW],
         "diagram": [VIEW],
     }
@@ -226,6 +235,7 @@ class ExecutionViewSet(
                 data=attrs.get("data"),
                 business_key=attrs.get("business_key"),
                 metadata=attrs.get("metadata") or {},
+                subject=attrs.get("subject"),
             )
         except stepper.BusinessKeyInUse as exc:
             raise Conflict({"business_key": [str(exc)]}) from None
@@ -244,7 +254,12 @@ class ExecutionViewSet(
     @extend_schema(
         summary="Send an event",
         request=serializers.EventSerializer,
-        responses={200: serializers.StepResultSerializer, **ERRORS, 409: CONFLICT},
+        responses={
+            200: serializers.StepResultSerializer,
+            **ERRORS,
+            403: FORBIDDEN_EVENT,
+            409: CONFLICT,
+        },
     )
     @action(detail=True, methods=["post"])
     def send(self, request: Request, pk: str | None = None) -> Response:
@@ -252,7 +267,12 @@ class ExecutionViewSet(
         event = serializers.EventSerializer(data=request.data)
         event.is_valid(raise_exception=True)
         name, data = event.validated_data["name"], event.validated_data["data"]
-        return self._step(request, lambda: stepper.send(execution.pk, name, data))
+        try:
+            return self._step(
+                request, lambda: stepper.send(execution, name, data, user=request.user)
+            )
+        except EventNotPermitted as exc:
+            raise EventForbidden(exc) from None
 
     @extend_schema(
         summary="Cancel an execution (its onexit handlers run)",
@@ -263,6 +283,19 @@ class ExecutionViewSet(
     def cancel(self, request: Request, pk: str | None = None) -> Response:
         execution = self.get_object()
         return self._step(request, lambda: stepper.cancel(execution.pk))
+
+    @extend_schema(
+        summary="Migrate executions to another version of their chart (or a dry run)",
+        request=MigrationRequestSerializer,
+        responses={200: OpenApiTypes.OBJECT, 400: ERRORS[400]},
+    )
+    @action(detail=False, methods=["post"], filter_backends=[])
+    def migrate(self, request: Request) -> Response:
+        """Each execution is migrated in its own transaction (docs/versions-and-migration.md);
+        the answer has the counts and one result per execution (its verdict and reason)."""
+        body = MigrationRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        return Response(run_migration(body.validated_data))
 
     @extend_schema(
         summary="The execution's input history (oldest first)",

@@ -55,6 +55,9 @@ class Input:
     # cancel: why. "cancelled_by_parent" becomes the outcome; anything else is the caller's
     # words (recorded with the input), and the outcome is "cancelled".
     reason: str | None = None
+    # Who sent it, when a door checked (statecharts.authorization): the user's id and name,
+    # and the rule that allowed it. Recorded, never re-checked: replay trusts the history.
+    sender: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in INPUT_KINDS:
@@ -109,6 +112,8 @@ class Input:
                 raw["invokeid"] = self.invokeid
         if self.reason is not None:
             raw["reason"] = self.reason
+        if self.sender is not None:
+            raw["sender"] = dict(self.sender)
         return raw
 
     @classmethod
@@ -123,6 +128,7 @@ class Input:
             parent_session_id=raw.get("parent_session_id"),
             invokeid=raw.get("invokeid"),
             reason=raw.get("reason"),
+            sender=raw["sender"] if isinstance(raw.get("sender"), dict) else None,
         )
 
 

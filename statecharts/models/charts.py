@@ -13,6 +13,14 @@ from statecharts.core.model import Chart as CompiledChart
 from statecharts.core.parse import decode_utf8
 from statecharts.models.fields import PortableJSONField
 from statecharts.runtime import compile_source, compiled_chart, read_chart_file
+from statecharts.versions import (
+    FIRST_VERSION,
+    NameTaken,
+    NoNextVersion,
+    VersionTaken,
+    by_version,
+    next_version,
+)
 
 
 def source_hash(source: str) -> str:
@@ -41,6 +49,7 @@ class ChartManager(models.Manager["Chart"]):
         resources: dict[str, str] | None = None,
         folder: str = "",
         origin: str = ChartOrigin.LOADED,
+        new_version: bool = False,
     ) -> Chart:
         """Validate ``source`` and store it, or return the chart already stored with it.
 
@@ -50,6 +59,14 @@ class ChartManager(models.Manager["Chart"]):
         a name or version its column cannot hold. A chart stored for an invocation
         (``origin=invoked``) never takes a name: its ``<scxml name>`` is not a version of
         anyone's chart.
+
+        **Versions** (``statecharts.versions``): a chart with a name always has a version,
+        unique with it (the first is ``"1"`` unless ``version`` says otherwise). A different
+        source under a name already taken is a new version of that chart, which the caller
+        must ask for with ``new_version=True`` (``NameTaken`` otherwise); without ``version``
+        it gets the next whole number (``NoNextVersion`` when the latest's label has none),
+        and a version the name already has is ``VersionTaken``. Loading a source already
+        stored returns that chart whatever the name, version or flag.
         """
         text = _as_text(source)
         compiled = compile_source(text, resources or None, folder)
@@ -62,26 +79,79 @@ class ChartManager(models.Manager["Chart"]):
         if existing is not None:
             return existing
         invoked = origin == ChartOrigin.INVOKED
+        name = "" if invoked else (name or compiled.name or "")
+        version = "" if invoked else self.version_for(name, version, new_version)
         try:
             with transaction.atomic():
                 return self.create(
                     source=text,
                     content_hash=digest,
-                    name="" if invoked else (name or compiled.name or ""),
-                    version="" if invoked else version,
+                    name=name,
+                    version=version,
                     resources=resources or {},
                     folder=folder,
                     origin=origin,
                 )
-        except IntegrityError:  # loaded concurrently by someone else: theirs is ours
-            return self.get(content_hash=digest)
+        except IntegrityError:
+            found = self.filter(content_hash=digest).first()
+            if found is not None:  # loaded concurrently by someone else: theirs is ours
+                return found
+            raise VersionTaken(
+                f"chart {name!r} version {version!r} was loaded by someone else just now"
+            ) from None
 
-    def load_file(self, path: str | Path, *, name: str = "", version: str = "") -> Chart:
+    def version_for(self, name: str, version: str, new_version: bool) -> str:
+        """The version a new chart named ``name`` is stored with (the rules in ``load``):
+        raises ``statecharts.versions.VersionError`` when it may not be stored. Forms call
+        it to report the problem before saving."""
+        if not name:
+            return version
+        taken = by_version(self.filter(origin=ChartOrigin.LOADED, name=name).only("version"))
+        if not taken:
+            return version or FIRST_VERSION
+        latest = taken[0].version
+        if not new_version:
+            raise NameTaken(
+                f"a chart named {name!r} exists already (latest version {latest!r}); loading "
+                "a different source under its name makes a new version of it, which must be "
+                "asked for explicitly (new_version=True; `statechart load --new-version`; in "
+                "the admin and the API it needs the permission 'Can load a new version of an "
+                "existing chart')"
+            )
+        if not version:
+            following = next_version(latest)
+            if following is None:
+                raise NoNextVersion(
+                    f"the latest version of {name!r} is {latest!r}, which does not start "
+                    "with a number to count on from: give the new version's label"
+                )
+            version = following
+        if any(chart.version == version for chart in taken):
+            raise VersionTaken(f"chart {name!r} already has a version {version!r}")
+        return version
+
+    def latest_version(self, name: str) -> Chart | None:
+        """The latest version of the charts named ``name`` (``statecharts.versions``), or
+        None. (A lookup by what a person typed, id or name, is ``lookups.find_chart``; not
+        named ``latest``, which is Django's ``latest(field)``.)"""
+        found = by_version(self.filter(origin=ChartOrigin.LOADED, name=name))
+        return found[0] if found else None
+
+    def load_file(
+        self, path: str | Path, *, name: str = "", version: str = "", new_version: bool = False
+    ) -> Chart:
         """``load`` a chart file, with the files it references read now and stored with it
         (bounded: ``statecharts.runtime.MAX_RESOURCE_BYTES`` each, ``MAX_RESOURCES``), and its
         folder recorded for references computed at run time."""
         source, resources, folder = read_chart_file(path)
-        return self.load(source, name=name, version=version, resources=resources, folder=folder)
+        return self.load(
+            source,
+            name=name,
+            version=version,
+            resources=resources,
+            folder=folder,
+            new_version=new_version,
+        )
 
 
 class Chart(models.Model):
@@ -109,6 +179,17 @@ class Chart(models.Model):
     class Meta:
         ordering = ["-created", "-id"]
         indexes = [models.Index(fields=["name", "version"])]
+        constraints = [
+            # A loaded chart's name and version name one chart (statecharts.versions).
+            models.UniqueConstraint(
+                fields=["name", "version"],
+                condition=models.Q(origin=ChartOrigin.LOADED) & ~models.Q(name=""),
+                name="statecharts_chart_unique_version",
+            )
+        ]
+        permissions = [
+            ("add_chart_version", "Can load a new version of an existing chart"),
+        ]
 
     def __str__(self) -> str:
         label = self.name or self.content_hash[:12]

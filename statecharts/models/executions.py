@@ -9,8 +9,11 @@ ready (``install_stepper``).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from django.contrib.contenttypes.fields import GenericForeignKey
+from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections, models
 from django.db.models.functions import Cast
@@ -43,6 +46,17 @@ def install_stepper(stepper: StepperFacade) -> None:
     _stepper = stepper
 
 
+# statecharts.availability.available_events, installed with the stepper (it imports the
+# models, so the models cannot import it).
+_available_events: Callable[..., Any] | None = None
+
+
+def install_available_events(function: Callable[..., Any]) -> None:
+    """Called once by ``StatechartsConfig.ready()``."""
+    global _available_events
+    _available_events = function
+
+
 def _the_stepper() -> StepperFacade:
     if _stepper is None:
         raise ImproperlyConfigured(
@@ -69,6 +83,13 @@ class ExecutionQuerySet(models.QuerySet["Execution"]):
         executions); on SQLite it is a scan of the matching rows' JSON text.
         """
         return self.in_states([state_id])
+
+    def for_subject(self, subject: models.Model) -> ExecutionQuerySet:
+        """The executions about ``subject`` (``Execution.subject``, set when they started)."""
+        return self.filter(
+            subject_content_type=ContentType.objects.get_for_model(subject),
+            subject_object_id=str(subject.pk),
+        )
 
     def in_states(self, state_ids: Any, *, every: bool = False) -> ExecutionQuerySet:
         """Executions in any of ``state_ids`` (all of them with ``every=True``)."""
@@ -100,12 +121,15 @@ class ExecutionManager(models.Manager.from_queryset(ExecutionQuerySet)):  # type
         data: dict[str, Any] | None = None,
         business_key: str | None = None,
         metadata: dict[str, Any] | None = None,
+        subject: models.Model | None = None,
     ) -> Execution:
         """Create an execution of ``chart`` and run it to its first stable configuration
-        (``statecharts.stepper.start``)."""
-        return _the_stepper().start(
-            chart, data=data, business_key=business_key, metadata=metadata
-        )
+        (``statecharts.stepper.start``); ``subject``: the object it is about."""
+        options: dict[str, Any] = {"data": data, "business_key": business_key}
+        options["metadata"] = metadata
+        if subject is not None:
+            options["subject"] = subject
+        return _the_stepper().start(chart, **options)
 
 
 class Execution(models.Model):
@@ -151,6 +175,20 @@ class Execution(models.Model):
     invoke_ordinal = models.PositiveIntegerField(null=True, blank=True)
     invokeid = models.CharField(max_length=200, blank=True)
     metadata = PortableJSONField(default=dict, blank=True)
+    # The object this execution is about (an order, a loan application), set at start:
+    # statecharts.subjects. The id is text so any primary key type fits.
+    subject_content_type = models.ForeignKey(
+        ContentType,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The model of the object this execution is about.",
+    )
+    subject_object_id = models.CharField(
+        max_length=64, null=True, blank=True, help_text="The primary key of that object."
+    )
+    subject = GenericForeignKey("subject_content_type", "subject_object_id")
     created = models.DateTimeField()
     updated = models.DateTimeField()
     ended = models.DateTimeField(null=True, blank=True)
@@ -167,6 +205,12 @@ class Execution(models.Model):
         ordering = ["-created", "-id"]
         permissions = [
             ("erase_execution", "Can erase the personal data of executions"),
+        ]
+        indexes = [
+            models.Index(
+                fields=["subject_content_type", "subject_object_id"],
+                name="statecharts_execution_subject",
+            ),
         ]
         constraints = [
             models.UniqueConstraint(
@@ -188,8 +232,17 @@ class Execution(models.Model):
     def is_terminal(self) -> bool:
         return self.status in TERMINAL_STATUSES
 
+    def available_events(self, *, user: Any = None, include_reserved: bool = False) -> Any:
+        """The events that would enable a transition now (``statecharts.availability``);
+        with ``user``, only those ``statecharts.authorization`` lets them send."""
+        if _available_events is None:
+            _the_stepper()  # (says the app is not ready)
+        assert _available_events is not None
+        return _available_events(self, user=user, include_reserved=include_reserved)
+
     def send(self, name: str, data: Any = None, **fields: Any) -> StepResult:
-        """Feed one external event (``statecharts.stepper.send``), then reload this row."""
+        """Feed one external event (``statecharts.stepper.send``), then reload this row.
+        ``user=``: check that this user may send it (``statecharts.authorization``)."""
         result = _the_stepper().send(self.pk, name, data, **fields)
         self.refresh_from_db()
         return result

@@ -15,6 +15,11 @@ class Disposition(models.TextChoices):
     # reports them instead of replaying.
     ERASED = "erased", "personal data erased"
     PRUNED = "pruned", "history pruned (retention)"
+    # The execution was moved to another chart version (statecharts.chart_migration): the
+    # entry's input holds the position it was given, which replay starts from.
+    MIGRATED = "migrated", "migrated to another chart version"
+    # Created from an exported document (statecharts.transfer): the input holds the position.
+    IMPORTED = "imported", "imported from an export"
 
 
 class HistoryEntry(models.Model):

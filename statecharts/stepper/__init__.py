@@ -43,9 +43,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from statecharts import validation
+from statecharts import authorization, subjects, validation
 from statecharts.core.events import EXTERNAL, Event
-from statecharts.drivers.durable import CANCELLED_BY_PARENT, Input
+from statecharts.drivers.durable import CANCELLED_BY_PARENT, EVENT, Input
 from statecharts.exceptions import IdempotencyConflict, NeedsMigration, StepRefused
 from statecharts.models import Chart, Execution, HistoryEntry
 from statecharts.stepper.delivery import (
@@ -103,6 +103,7 @@ def start(
     invokeid: str | None = None,
     invoke_ordinal: int | None = None,
     outbox: list[int] | None = None,
+    subject: Any = None,
 ) -> Execution:
     """Create an execution of ``chart`` and run it to its first stable configuration (one
     transaction), then deliver what it sent to other executions. (``parent``, ``invokeid``
@@ -114,7 +115,12 @@ def start(
     platform's, and keep their tags.)
 
     With ``outbox``, the ids of what it sent are appended there instead, for the caller to
-    ``deliver`` when it is ready (e.g. after its own bookkeeping)."""
+    ``deliver`` when it is ready (e.g. after its own bookkeeping).
+
+    ``subject``: the model instance the execution is about (``Execution.subject``; a saved
+    object, checked by ``statecharts.subjects``)."""
+    if subject is not None:
+        subjects.check_subject(subject)
     if parent is None:
         validation.start_data(data)
     validation.text(business_key, "business_key", max_length=_BUSINESS_KEY, optional=True)
@@ -137,6 +143,7 @@ def start(
         parent=parent,
         invokeid=invokeid,
         invoke_ordinal=invoke_ordinal,
+        subject=subject,
     )
     if deliver_now:
         deliver(outbox)
@@ -151,6 +158,7 @@ def send(
     now: datetime | None = None,
     caller_context: dict[str, Any] | None = None,
     idempotency_key: str | None = None,
+    user: Any = None,
     **fields: Any,
 ) -> StepResult:
     """Feed one external event named ``name`` (fields: sendid, origin, origintype, invokeid).
@@ -160,16 +168,28 @@ def send(
     fields are checked first (``statecharts.validation``); an ``InvalidInput`` (a
     ``ValueError``) names the bad path and nothing is written. The platform's own events go
     through :func:`feed`, which trusts what it is given. ``idempotency_key``: see ``feed``.
+
+    ``user``: the user sending it; ``statecharts.authorization`` checks they may (else
+    ``EventNotPermitted``, a ``PermissionDenied``, and nothing is written) and the history
+    records who sent it. Without it the caller is trusted code and nothing is checked.
     """
     validation.event_name(name)
     validation.chart_value(data)
     validation.event_fields(fields)
     validation.json_object(caller_context, "caller_context")
     validation.text(idempotency_key, "idempotency_key", max_length=_KEY, optional=True)
+    sender = None
+    if user is not None:
+        target = (
+            execution
+            if isinstance(execution, Execution)
+            else Execution.objects.select_related("chart").get(pk=execution)
+        )
+        sender = authorization.require(user, target, name, data).record()
     event = Event(name, EXTERNAL, data, **fields)
     return feed(
         execution,
-        Input.external(event),
+        Input(EVENT, event=event, sender=sender),
         now=now,
         caller_context=caller_context,
         idempotency_key=idempotency_key,

@@ -141,6 +141,7 @@ def start_step(
     parent: Execution | None = None,
     invokeid: str | None = None,
     invoke_ordinal: int | None = None,
+    subject: Any = None,
 ) -> StepResult:
     """Create an execution of ``chart`` and run it to its first stable configuration, in one
     transaction; the outbox ids it wrote are appended to ``outbox``. ``parent``, ``invokeid``
@@ -171,6 +172,8 @@ def start_step(
                 invokeid=invokeid or "",
                 created=now,
             )
+            if subject is not None:
+                execution.subject = subject  # (statecharts.subjects checked it)
             start_input = Input.start(
                 session_id,
                 data,
@@ -388,12 +391,15 @@ def _cancel_locked(
         return _record_discarded(execution, step_input, now, reason, cause), None
     why = execution.failure_reason
     if rule is not CancelRule.WITHOUT_CHART_CODE:
+        found: tuple[CompiledChart, Position] | None = None
         try:
             compiled = compiled_chart(execution.chart)
-            position = _load_position(execution, compiled)
+            found = (compiled, _load_position(execution, compiled))
         except PositionError as exc:
+            found = _position_by_its_chart(execution)
             why = str(exc)
-        else:
+        if found is not None:
+            compiled, position = found
             try:
                 return _apply(
                     execution, compiled, position, step_input, now, outbox, caller_context, cause
@@ -401,6 +407,23 @@ def _cancel_locked(
             except DamagedDatamodelError as exc:
                 why = f"{type(exc).__name__}: {exc}"
     return _cancel_without_chart_code(execution, step_input, now, why, cause), None
+
+
+def _position_by_its_chart(execution: Execution) -> tuple[CompiledChart, Position] | None:
+    """The execution's position decoded by the stored chart it names, when its own chart no
+    longer matches it (it needs migration: damage, or its chart row changed), to cancel it
+    with ``<onexit>``; None when no stored chart decodes it."""
+    try:
+        sha256 = decode(bytes(execution.position)).chart.sha256
+    except PositionError:
+        return None
+    for row in Chart.objects.using(sql.database()).filter(content_hash=sha256):
+        try:
+            compiled = compiled_chart(row)
+            return compiled, decode(bytes(execution.position), chart=compiled, require_running=True)
+        except PositionError:
+            continue
+    return None
 
 
 def _cancel_without_chart_code(

@@ -198,11 +198,13 @@ def test_an_execution_is_titled_by_its_chart_and_business_key_not_its_session_id
     admin_client: Client, execution: Execution
 ) -> None:
     body = change_page(admin_client, execution)
-    assert "<h2>flow · order-7</h2>" in body
-    assert "&rsaquo; flow · order-7\n</div>" in body  # the breadcrumbs
-    assert "<title>flow · order-7 |" in body
+    assert "<h2>flow v1 · order-7</h2>" in body
+    assert "&rsaquo; flow v1 · order-7\n</div>" in body  # the breadcrumbs
+    assert "<title>flow v1 · order-7 |" in body
     without_key = Execution.objects.start(execution.chart)
-    assert f"<h2>flow · execution {without_key.pk}</h2>" in change_page(admin_client, without_key)
+    assert f"<h2>flow v1 · execution {without_key.pk}</h2>" in change_page(
+        admin_client, without_key
+    )
 
 
 def test_history_shows_data_as_json_and_effects_without_a_trailing_comma(
@@ -260,7 +262,7 @@ def test_the_start_form_suggests_the_charts_own_data(admin_client: Client) -> No
         {"data": "", "business_key": "k-9"},
         follow=True,
     )
-    assert "Started flow · k-9 (status: active; in state idle)" in started.content.decode()
+    assert "Started flow v1 · k-9 (status: active; in state idle)" in started.content.decode()
 
 
 def test_the_chart_page_shows_its_fields_first_and_the_close_bar_last(
@@ -273,13 +275,18 @@ def test_the_chart_page_shows_its_fields_first_and_the_close_bar_last(
     source, close = text.index("<h2>Source</h2>"), text.index('class="submit-row"')
     assert fields < diagram < source < close
     assert text.count('class="submit-row"') == 1
+    assert "Version:" in text  # a named chart always has a version (statecharts.versions)
+    unnamed = Chart.objects.load(FLOW.replace(' name="flow"', "").replace('expr="0"', 'expr="2"'))
+    text = admin_client.get(
+        reverse("admin:statecharts_chart_change", args=[unnamed.pk])
+    ).content.decode()
     assert "Version:" not in text  # no field of dashes for a chart without a version
 
 
 def test_the_chart_list_names_each_chart_once_and_shows_versions_only_when_there_are_some(
     admin_client: Client,
 ) -> None:
-    Chart.objects.load(FLOW)
+    Chart.objects.load(FLOW.replace(' name="flow"', ""))  # unnamed: no version
     url = reverse("admin:statecharts_chart_changelist")
     body = admin_client.get(url).content.decode()
     headers = re.findall(r'<th scope="col" class="[^"]*column-(\w+)', body)

@@ -146,7 +146,7 @@ def test_sending_an_event_in_the_browser_moves_the_highlight_in_the_diagram(
         ec.visibility_of_element_located((By.CSS_SELECTOR, "#diagram svg"))
     )
     assert diagram.size["width"] > 0 and diagram.size["height"] > 0
-    assert browser.title.startswith("flow · order-7 |")  # not the session id
+    assert browser.title.startswith("flow v1 · order-7 |")  # not the session id
     assert browser.find_element(By.ID, "where").text == "status: active; in state idle"
     assert is_active(browser, "idle")
     assert not is_active(browser, "paid") and not is_active(browser, "shipped")

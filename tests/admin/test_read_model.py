@@ -125,7 +125,7 @@ def test_the_read_model_of_a_nested_execution(execution: Execution) -> None:
     assert view.atomic_states == ("l1", "r1")
     assert view.active_states == tuple(ALL_ACTIVE)
     assert view.where == "status: active; in states l1, r1"
-    assert view.title == "nested · n-1"
+    assert view.title == "nested v1 · n-1"
     assert view.unreadable == {}
     assert [row.input for row in view.history()] == ["start"]
 

@@ -191,7 +191,7 @@ def test_load_the_same_source_twice_is_one_chart_and_says_so(tmp_path: Path) -> 
     assert lines(first)["id"] == lines(second)["id"]
     assert lines(first)["sha256"] == lines(second)["sha256"]
     assert "already holds this source; nothing stored" in second
-    assert "note: it keeps its name 'light' and version ''" in second
+    assert "note: it keeps its name 'light' and version '1'" in second
 
 
 def test_load_with_a_name_overrides_the_document_name(tmp_path: Path) -> None:
@@ -266,8 +266,8 @@ def test_start_an_unknown_chart() -> None:
 
 def test_a_chart_name_means_its_highest_version() -> None:
     Chart.objects.load(light(level=2), version="2")
-    newest = Chart.objects.load(light(level=10), version="1.10")
-    Chart.objects.load(light(level=9), version="1.9.5")
+    newest = Chart.objects.load(light(level=10), version="1.10", new_version=True)
+    Chart.objects.load(light(level=9), version="1.9.5", new_version=True)
     output = lines(run("start", "light"))
     assert Execution.objects.get(pk=int(output["execution"])).chart == Chart.objects.get(
         version="2"
@@ -279,11 +279,11 @@ def test_a_chart_name_means_its_highest_version() -> None:
 
 def test_an_ambiguous_chart_name_is_refused() -> None:
     one = Chart.objects.load(light(level=1), version="1")
-    two = Chart.objects.load(light(level=2), version="1")
+    two = Chart.objects.load(light(level=2), version="01", new_version=True)  # the same number
     message = fails("start", "light")
     assert message == (
-        "several charts named 'light' have the latest version '1': "
-        f"give a chart id, one of {one.pk} (v1), {two.pk} (v1)"
+        "several charts named 'light' have the latest version '01': "
+        f"give a chart id, one of {one.pk} (v1), {two.pk} (v01)"
     )
     two.version = ""
     two.save()
@@ -297,7 +297,7 @@ def test_an_ambiguous_chart_name_is_refused() -> None:
 
 def test_a_chart_named_like_another_charts_id_is_refused() -> None:
     first = Chart.objects.load(light(level=1))
-    Chart.objects.load(light(level=2, name=str(first.pk)))
+    Chart.objects.load(light(level=2, name=str(first.pk)))  # another name: its own version 1
     assert f"is the id of chart {first.pk} and the name of chart(s)" in fails(
         "start", str(first.pk)
     )
@@ -391,7 +391,7 @@ def test_show(chart: Chart) -> None:
     fields = lines(output)
     assert fields["execution"] == str(execution.pk)
     assert fields["status"] == "completed"
-    assert fields["chart"] == f"{chart.pk} (light) sha256 {chart.content_hash}"
+    assert fields["chart"] == f"{chart.pk} (light v1) sha256 {chart.content_hash}"
     assert fields["business key"] == "hall"
     assert fields["configuration"] == "done"
     assert json.loads(fields["donedata"]) == {"level": 1}
@@ -446,7 +446,7 @@ def test_show_prints_the_read_model_with_the_timers_section() -> None:
         output = run("show", str(execution.pk))
         document = json.loads(run("show", str(execution.pk), "--json"))
     fields = lines(output)
-    assert fields["title"] == "reminder · r-1"
+    assert fields["title"] == "reminder v1 · r-1"
     assert fields["configuration"] == "waiting"
     assert fields["active states"] == "outer waiting"  # ancestors too, as the admin shows
     assert fields["datamodel"] == '{"count": 0}'

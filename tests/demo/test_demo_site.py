@@ -74,7 +74,7 @@ def test_demo_site_serves_admin_and_api_and_stops_on_ctrl_c(tmp_path: Path) -> N
         assert f"site:  http://127.0.0.1:{port}/" in output
         assert f"docs: http://127.0.0.1:{port}/api/docs/" in output
         for name in ("order", "signup", "loan"):
-            assert f"{name}  (docs/examples/{name}.scxml)" in output
+            assert f"{name} v1  (docs/examples/{name}.scxml)" in output
         deadline = time.monotonic() + 30
         while status(f"http://127.0.0.1:{port}/admin/login/") != 200:
             assert time.monotonic() < deadline, "the web server did not come up"

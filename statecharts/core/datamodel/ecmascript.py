@@ -63,6 +63,14 @@ def _is_pure(source: str) -> bool:
     return _IMPURE.search(source) is None
 
 
+def is_side_effect_free(source: str) -> bool:
+    """Whether an expression's text cannot change the datamodel (the test above: no
+    assignment, ``++``/``--``, ``delete``, ``new``, call but ``In()``, tagged template).
+    Conservative: a pure expression may be called impure, never the reverse (implicit calls
+    of functions stored in the datamodel aside: see the snapshot's "h" mark)."""
+    return _is_pure(source)
+
+
 _MAX_SAFE_INT = 2**53 - 1
 _ESCAPED = re.compile(r'["\\]')  # what JSON.stringify escapes in printable ASCII
 _IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")

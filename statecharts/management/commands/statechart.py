@@ -4,10 +4,15 @@ Subcommands::
 
     validate PATH                               check a chart file, every problem with line:column
     load PATH [--name NAME] [--version V]       store a chart (the same source twice: one chart)
-    start CHART [--data JSON] [--key KEY]       start an execution (CHART: id, or name)
-    send EXECUTION EVENT [--data JSON]          feed one external event
+    start CHART [--data JSON] [--key KEY] [--subject APP_LABEL.MODEL:ID]
+                                                start an execution (CHART: id, or name)
+    send EXECUTION EVENT [--data JSON] [--as-user USERNAME]
+                                                feed one external event (as that user: the
+                                                event permissions are checked, the user
+                                                recorded)
     show EXECUTION [--json]                     the read model: status, states, datamodel,
-                                                timers (and other apps' sections), history
+                                                what it can do now, timers (and other apps'
+                                                sections), history
     cancel EXECUTION                            cancel an execution (its onexit handlers run)
     replay EXECUTION                            re-drive the history; fails if it diverges
     replay --all [--chart CHART] [--status S]   the same for many executions, with a progress
@@ -43,15 +48,19 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from statecharts import health, lookups, retention, stepper, validation
+from statecharts import health, lookups, retention, stepper, subjects, validation
+from statecharts.authorization import EventNotPermitted
+from statecharts.availability import Unavailable, as_json, available_events
 from statecharts.core import ChartError, Problem, StatechartError, load_chart_file
 from statecharts.core.parse import decode_utf8, read_document
 from statecharts.inspection import Unreadable, inspect, json_text
 from statecharts.lookups import version_key as version_key  # (re-exported)
+from statecharts.management import migrating, transferring
 from statecharts.management.progress import Progress
 from statecharts.models import Chart, Execution, ExecutionStatus
 from statecharts.replay import ReplayReport, replay, replay_many
 from statecharts.runtime import compile_source
+from statecharts.versions import VersionError
 
 NAME_LENGTH = Chart._meta.get_field("name").max_length or 0
 VERSION_LENGTH = Chart._meta.get_field("version").max_length or 0
@@ -128,7 +137,9 @@ def read_chart_source(path: str) -> str:
         raise chart_refused(path, exc) from None
 
 
-def load_chart(path: str, *, name: str = "", version: str = "") -> tuple[Chart, bool]:
+def load_chart(
+    path: str, *, name: str = "", version: str = "", new_version: bool = False
+) -> tuple[Chart, bool]:
     """Store the chart in ``path``; return it and whether it was already stored."""
     chart_label(name, "--name", NAME_LENGTH)
     chart_label(version, "--version", VERSION_LENGTH)
@@ -138,9 +149,12 @@ def load_chart(path: str, *, name: str = "", version: str = "") -> tuple[Chart, 
         chart_label(name or compiled.name or "", "the chart's name", NAME_LENGTH)
         digest = compiled.source_hash
         existed = Chart.objects.filter(content_hash=digest).exists()
-        return Chart.objects.load(source, name=name, version=version), existed
+        chart = Chart.objects.load(source, name=name, version=version, new_version=new_version)
+        return chart, existed
     except ChartError as exc:
         raise chart_refused(path, exc) from None
+    except VersionError as exc:
+        raise CommandError(f"{path}: {exc}".replace("new_version=True; ", "")) from None
 
 
 def event_name(value: str) -> str:
@@ -222,16 +236,35 @@ class Command(BaseCommand):
         p.add_argument(
             "--version", dest="chart_version", metavar="VERSION", default="", help="a version label"
         )
+        p.add_argument(
+            "--new-version",
+            action="store_true",
+            help="store a different source under a name a chart already has, as its next "
+            "version (default label: the next whole number)",
+        )
 
         p = add("start", help="start an execution of a chart")
-        p.add_argument("chart", help="a chart id, or a chart name (its latest version)")
+        p.add_argument(
+            "chart", help="a chart id, a chart name (its latest version) or NAME@VERSION"
+        )
         p.add_argument("--data", help="a JSON object: values for top-level <data> ids")
         p.add_argument("--key", help="a business key, unique per chart")
+        p.add_argument(
+            "--subject",
+            metavar="APP_LABEL.MODEL:ID",
+            help="the object it is about (a model of STATECHARTS['SUBJECT_MODELS'])",
+        )
 
         p = add("send", help="feed one external event to an execution")
         p.add_argument("execution", help="an execution id or session id")
         p.add_argument("event", help="the event name")
         p.add_argument("--data", help="the event data, as JSON")
+        p.add_argument(
+            "--as-user",
+            metavar="USERNAME",
+            help="send as this user: STATECHARTS['EVENT_PERMISSIONS'] are checked and the "
+            "user is recorded (without it the command is trusted and nothing is checked)",
+        )
 
         p = add("show", help="an execution's state and history")
         p.add_argument("execution", help="an execution id or session id")
@@ -298,6 +331,15 @@ class Command(BaseCommand):
         p.add_argument("--reason", default="", help="why (recorded in the history)")
         p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
+        p = add("migrate", help="move running executions to another version of their chart")
+        migrating.add_arguments(p)
+
+        p = add("export", help="an execution as a JSON document (to move it, or for a report)")
+        transferring.add_export_arguments(p)
+
+        p = add("import", help="create an execution from an exported document")
+        transferring.add_import_arguments(p)
+
         p = add(
             "health",
             help="timer and outbox backlogs, sweepers, executions by status (exit 0 ok, "
@@ -320,11 +362,17 @@ class Command(BaseCommand):
             "prune": self.prune,
             "erase": self.erase,
             "health": self.health,
+            "migrate": self.migrate,
+            "export": lambda options: transferring.export(options, self.say),
+            "import": lambda options: transferring.import_(options, self.say),
         }
         handlers[options["subcommand"]](options)
 
     def say(self, line: str = "") -> None:
         self.stdout.write(line)
+
+    def migrate(self, options: dict[str, Any]) -> None:
+        migrating.run(options, self.say, self.stdout)
 
     # ---- charts ----
 
@@ -343,7 +391,9 @@ class Command(BaseCommand):
     def load(self, options: dict[str, Any]) -> None:
         name: str = options["name"]
         version: str = options["chart_version"]
-        chart, existed = load_chart(options["path"], name=name, version=version)
+        chart, existed = load_chart(
+            options["path"], name=name, version=version, new_version=options["new_version"]
+        )
         if existed:
             self.say(f"chart {chart.pk} ({chart}) already holds this source; nothing stored")
             if (name and name != chart.name) or (version and version != chart.version):
@@ -358,8 +408,16 @@ class Command(BaseCommand):
     def start(self, options: dict[str, Any]) -> None:
         data = parse_json(options["data"], require_object=True)
         chart = find_chart(options["chart"])
+        subject = None
+        if options.get("subject"):
+            try:
+                subject = subjects.resolve(*subjects.parse_reference(options["subject"]))
+            except validation.InvalidInput as exc:
+                raise CommandError(f"--subject: {exc}") from None
         try:
-            execution = stepper.start(chart, data=data, business_key=options["key"])
+            execution = stepper.start(
+                chart, data=data, business_key=options["key"], subject=subject
+            )
         except StatechartError as exc:  # BusinessKeyInUse, a chart the core now refuses, ...
             raise CommandError(str(exc)) from exc
         self.say(f"execution: {execution.pk}")
@@ -371,8 +429,11 @@ class Command(BaseCommand):
         name = event_name(options["event"])
         data = parse_json(options["data"])
         execution = find_execution(options["execution"])
+        user = user_named(options["as_user"]) if options.get("as_user") else None
         try:
-            result = stepper.send(execution.pk, name, data)
+            result = stepper.send(execution, name, data, user=user)
+        except EventNotPermitted as exc:
+            raise CommandError(f"not permitted: {exc}") from None
         except StatechartError as exc:  # NeedsMigration: the refusal is in the history
             raise CommandError(str(exc)) from exc
         self._result(result)
@@ -405,7 +466,15 @@ class Command(BaseCommand):
         execution = find_execution(options["execution"])
         view = inspect(execution)  # the read model the admin and the API show
         if options["as_json"]:
-            self.say(json.dumps(view.document(), indent=2, sort_keys=True, ensure_ascii=False))
+            document = view.document()
+            document["subject"] = subjects.describe(execution)
+            try:
+                document["available_events"] = [
+                    as_json(event) for event in available_events(execution)
+                ]
+            except Unavailable:
+                document["available_events"] = []  # ("unreadable" says why)
+            self.say(json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False))
             return
         chart = execution.chart
         self.say(f"execution: {execution.pk}")
@@ -427,6 +496,10 @@ class Command(BaseCommand):
         else:
             self.say(f"datamodel: {json_text(view.datamodel)}")
         self.say(f"steps: {execution.steps}")
+        subject = subjects.describe(execution)
+        if subject is not None:
+            self.say(f"about: {subject['type']} {subject['id']} ({subject['title'] or 'deleted'})")
+        self.say(f"can do now: {_can_do(execution)}")
         for part, reason in view.unreadable.items():
             self.say(f"unreadable {part}: {reason}")
         for line in view.section_lines():
@@ -604,3 +677,30 @@ class Command(BaseCommand):
         if report.level is not health.Level.OK:
             self.stdout.flush()
             raise SystemExit(report.level.exit_code)
+
+
+def user_named(username: str) -> Any:
+    """``--as-user``: the active user with that username (``USERNAME_FIELD``)."""
+    from django.contrib.auth import get_user_model
+
+    model = get_user_model()
+    try:
+        user = model._default_manager.get_by_natural_key(username)
+    except model.DoesNotExist:
+        raise CommandError(f"--as-user: there is no user {username!r}") from None
+    if not user.is_active:
+        raise CommandError(f"--as-user: user {username!r} is inactive")
+    return user
+
+
+def _can_do(execution: Execution) -> str:
+    """The available events, as ``statechart show`` prints them."""
+    try:
+        events = available_events(execution)
+    except Unavailable as exc:
+        return f"(unreadable: {exc})"
+    shown = [
+        event.name if event.enabled else f"{event.name} ({event.availability.value})"
+        for event in events
+    ]
+    return ", ".join(shown) or "nothing"

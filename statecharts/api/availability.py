@@ -1,0 +1,116 @@
+"""The execution detail's ``available_events`` and ``subject`` fields, and the 403 of a send
+``statecharts.authorization`` refuses. Registered as execution fields by the app's ``ready()``
+(``statecharts.extensions``), like the fields other apps contribute."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers, status
+from rest_framework.exceptions import APIException
+
+from statecharts import availability, extensions, subjects
+from statecharts.authorization import EventNotPermitted
+
+_TRANSITION = {
+    "type": "object",
+    "properties": {
+        "source": {"type": "string"},
+        "targets": {"type": "array", "items": {"type": "string"}},
+        "event": {"type": "string"},
+        "cond": {"type": "string", "nullable": True},
+        "guard": {
+            "type": "string",
+            "enum": ["none", "evaluated", "reads_event", "side_effects", "failed"],
+        },
+        "availability": {"type": "string", "enum": ["enabled", "conditional", "disabled"]},
+        "reason": {"type": "string"},
+    },
+}
+_EVENT = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "availability": {"type": "string", "enum": ["enabled", "conditional", "disabled"]},
+        "any_name": {"type": "boolean"},
+        "family": {"type": "boolean"},
+        "transitions": {"type": "array", "items": _TRANSITION},
+    },
+}
+
+
+@extend_schema_field({"type": "array", "items": _EVENT})
+class AvailableEventsField(serializers.Field):  # type: ignore[type-arg]
+    def __init__(self) -> None:
+        super().__init__(
+            source="*",
+            read_only=True,
+            help_text="The events that would enable a transition now, for the requesting "
+            "user (events they may not send are left out): 'enabled' (no guard, or a "
+            "side-effect-free guard that holds now), 'conditional' (a guard that reads "
+            "_event or is not evaluated), 'disabled' (every guard is false now). "
+            "docs/permissions-and-available-events.md.",
+        )
+
+    def to_representation(self, execution: Any) -> list[dict[str, Any]]:
+        request = self.context.get("request")
+        user = getattr(request, "user", None)
+        try:
+            events = availability.available_events(execution, user=user)
+        except availability.Unavailable:
+            return []  # the detail's "unreadable" says why
+        return [availability.as_json(event) for event in events]
+
+
+@extend_schema_field(
+    {
+        "type": "object",
+        "nullable": True,
+        "properties": {
+            "type": {"type": "string", "description": "app_label.model"},
+            "id": {"type": "string"},
+            "title": {"type": "string", "nullable": True},
+        },
+    }
+)
+class SubjectField(serializers.Field):  # type: ignore[type-arg]
+    def __init__(self) -> None:
+        super().__init__(
+            source="*",
+            read_only=True,
+            help_text="The object this execution is about (set at start), or null; its "
+            "title is null when the object was deleted since.",
+        )
+
+    def to_representation(self, execution: Any) -> dict[str, Any] | None:
+        return subjects.describe(execution)
+
+
+class SubjectInput(serializers.Serializer[Any]):
+    """``{"type": "shop.order", "id": "42"}`` when starting an execution."""
+
+    type = serializers.CharField(max_length=200)
+    id = serializers.CharField(max_length=subjects.MAX_OBJECT_ID)
+
+
+class EventForbidden(APIException):
+    """403 with the reasons: this user may not send this event."""
+
+    status_code = status.HTTP_403_FORBIDDEN
+    default_code = "permission_denied"
+
+    def __init__(self, error: EventNotPermitted) -> None:
+        super().__init__(
+            {"detail": str(error), "reasons": list(error.decision.reasons)},
+            code="permission_denied",
+        )
+
+
+def register() -> None:
+    extensions.register(
+        extensions.ExecutionField(
+            app="statecharts", name="available_events", field=AvailableEventsField
+        ),
+        extensions.ExecutionField(app="statecharts", name="subject", field=SubjectField),
+    )

@@ -1,0 +1,80 @@
+"""The timers app's part of an exported execution (``statecharts.transfer``): its pending
+timers, written again for the imported execution with the same due times, send ids and
+ordinals (so a ``<cancel>`` finds them and the (execution, ordinal) key stays unique), in the
+import's transaction."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.utils.dateparse import parse_datetime
+
+from statecharts.models import Execution
+from statecharts.stepper import database
+from statecharts.transfer import Part, redact_value, register_part
+from timers.models import Timer, TimerStatus
+
+_FIELDS = ("send_id", "ordinal", "event", "target", "macrostep", "microstep", "round",
+           "content_index", "owner", "delivery", "fire_timeout_seconds")  # fmt: skip
+
+
+def export_timers(execution: Execution, redact: bool) -> list[dict[str, Any]]:
+    rows = (
+        Timer.objects.using(database())
+        .filter(execution=execution, status=TimerStatus.PENDING)
+        .order_by("ordinal")
+    )
+    exported = []
+    for timer in rows:
+        item = {name: getattr(timer, name) for name in _FIELDS}
+        item["due"] = timer.due.isoformat()
+        item["context"] = timer.context
+        if redact:
+            event = dict(timer.event)
+            if "data" in event:
+                event["data"] = redact_value(event["data"])
+            item["event"] = event
+            item["context"] = redact_value(timer.context) if timer.context else timer.context
+        exported.append(item)
+    return exported
+
+
+def _due(text: Any) -> datetime:
+    due = parse_datetime(text) if isinstance(text, str) else None
+    if due is None:
+        raise ValueError(f"a timer's due time {text!r} is not a date and time")
+    return due
+
+
+def load_timers(execution: Execution, value: Any) -> None:
+    if not isinstance(value, list):
+        raise ValueError("the timers are not a list")
+    rows = []
+    for item in value:
+        if not isinstance(item, dict) or not isinstance(item.get("event"), dict):
+            raise ValueError("a timer is not an object with an event")
+        rows.append(
+            Timer(
+                execution=execution,
+                send_id=str(item["send_id"]),
+                ordinal=int(item["ordinal"]),
+                event=item["event"],
+                target=item["target"],
+                due=_due(item.get("due")),
+                macrostep=int(item["macrostep"]),
+                microstep=int(item["microstep"]),
+                round=int(item["round"]),
+                content_index=item.get("content_index"),
+                owner=str(item.get("owner") or ""),
+                context=item.get("context"),
+                delivery=str(item.get("delivery") or "default"),
+                fire_timeout_seconds=item.get("fire_timeout_seconds"),
+                created=execution.updated,
+            )
+        )
+    Timer.objects.using(database()).bulk_create(rows)
+
+
+def register() -> None:
+    register_part(Part(app="timers", name="timers", export=export_timers, load=load_timers))
