@@ -211,3 +211,26 @@ def test_a_queue_outside_the_installed_apps_is_unavailable_and_not_imported() ->
         load_queue("nowhere.queues.Queue")
     with pytest.raises(QueueUnavailable, match="no schedule"):
         load_queue("statecharts.models.Chart")  # an installed app's class, not a queue
+
+
+def test_a_waiting_route_send_travels_with_an_exported_execution(
+    recorder: type[Recorder],
+) -> None:
+    from statecharts.transfer import export_execution, import_execution
+
+    execution = start()
+    key = RouteTimer.objects.get().key
+    document = export_execution(execution)
+    assert [t["key"] for t in document["parts"]["route_timers"]] == [key]
+    redacted = export_execution(execution, redact=True)
+    assert redacted["parts"]["route_timers"][0]["message"]["data"] != {"who": "ada"}
+    RouteTimer.objects.all().delete()
+    Execution.objects.filter(pk=execution.pk).delete()  # (moved to another database)
+    imported = import_execution(document, now=T0 + SECOND)
+    row = RouteTimer.objects.get()
+    assert (row.key, row.execution_id, row.message["execution_id"]) == (
+        key, imported.pk, imported.pk,
+    )
+    assert fire_at(T0 + 3 * SECOND) == {"fired": 1}
+    [(_config, message, delivered_key)] = recorder.deliveries
+    assert (message.execution_id, delivered_key) == (imported.pk, key)
