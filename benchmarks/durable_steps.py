@@ -473,22 +473,44 @@ class Pair:
             raise SystemExit(f"VERIFICATION FAILED, {where}: " + "; ".join(problems))
 
 
-# Phases of a step, for the profile: (label, file suffix, function names). They do not nest
-# in one another (Model.save is counted without the save that QuerySet.create makes); what they
-# leave out is reported as "everything else". The first five are the floor's whole work too.
-PHASES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("BEGIN (atomic __enter__)", "django/db/transaction.py", ("__enter__",)),
-    ("SELECT ... FOR UPDATE (QuerySet.get)", "django/db/models/query.py", ("get",)),
-    ("UPDATE execution (Model.save)", "django/db/models/base.py", ("save",)),
-    ("INSERT history (QuerySet.create)", "django/db/models/query.py", ("create",)),
-    ("COMMIT (atomic __exit__)", "django/db/transaction.py", ("__exit__",)),
-    ("compiled_chart (cache lookup)", "statecharts/runtime.py", ("compiled_chart",)),
-    ("_load_position (cache hit or decode)", "statecharts/stepper.py", ("_load_position",)),
-    ("advance (the interpreter)", "statecharts/drivers/durable.py", ("advance",)),
-    ("encode the position", "statecharts/core/position.py", ("encode",)),
-    ("_perform (effects)", "statecharts/stepper.py", ("_perform",)),
-    ("clock (statecharts_settings.now)", "statecharts/conf.py", ("now",)),
-    ("deliver (empty outbox)", "statecharts/stepper.py", ("deliver",)),
+# Phases of a step, for the profile: (label, ((file suffix, function names), ...)). They do
+# not nest in one another (Model.save is counted without the save that QuerySet.create makes);
+# what they leave out is reported as "everything else". The floor runs the ORM calls; the
+# stepper runs the same statements compiled once (statecharts.stepper.sql).
+PHASES: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...] = (
+    ("BEGIN (atomic __enter__)", (("django/db/transaction.py", ("__enter__",)),)),
+    (
+        "SELECT ... FOR UPDATE (QuerySet.get; the stepper's sql.lock_execution)",
+        (
+            ("django/db/models/query.py", ("get",)),
+            ("statecharts/stepper/sql.py", ("lock_execution",)),
+        ),
+    ),
+    (
+        "UPDATE execution (Model.save; the stepper's sql.update_row)",
+        (
+            ("django/db/models/base.py", ("save",)),
+            ("statecharts/stepper/sql.py", ("update_row",)),
+        ),
+    ),
+    (
+        "INSERT history (QuerySet.create; the stepper's sql.insert_row)",
+        (
+            ("django/db/models/query.py", ("create",)),
+            ("statecharts/stepper/sql.py", ("insert_row",)),
+        ),
+    ),
+    ("COMMIT (atomic __exit__)", (("django/db/transaction.py", ("__exit__",)),)),
+    ("compiled_chart (cache lookup)", (("statecharts/runtime.py", ("compiled_chart",)),)),
+    (
+        "_load_position (cache hit or decode)",
+        (("statecharts/stepper/transaction.py", ("_load_position",)),),
+    ),
+    ("advance (the interpreter)", (("statecharts/drivers/durable.py", ("advance",)),)),
+    ("encode the position", (("statecharts/core/position.py", ("encode",)),)),
+    ("perform (effects)", (("statecharts/stepper/performing.py", ("perform",)),)),
+    ("clock (statecharts_settings.now)", (("statecharts/conf.py", ("now",)),)),
+    ("deliver (empty outbox)", (("statecharts/stepper/delivery.py", ("deliver",)),)),
 )
 EVERYTHING_ELSE = "everything else (ORM instances, history fields, sha256, signals, ...)"
 
@@ -520,10 +542,11 @@ def _phases(raw: StatsTable, total: float, steps: int) -> list[tuple[str, float,
     """(label, us per step, % of the step) for each phase, then everything else."""
     rows: list[tuple[str, float, float]] = []
     accounted = 0.0
-    for label, suffix, names in PHASES:
+    for label, places in PHASES:
         seconds = 0.0
         for (filename, _line, name), entry in raw.items():
-            if name in names and filename.replace("\\", "/").endswith(suffix):
+            where = filename.replace("\\", "/")
+            if any(name in names and where.endswith(suffix) for suffix, names in places):
                 seconds += entry[3] - sum(
                     timing[3]
                     for (caller_file, _, caller), timing in entry[4].items()

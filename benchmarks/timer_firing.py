@@ -781,45 +781,96 @@ def run_explain(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 # --------------------------------------------------------------------------- part 3: profile
 
-# (label, file suffix, function): cumulative time per fire under cProfile.
+# (label, module, qualified name): cumulative time per fire under cProfile. Each function is
+# imported and found in the profile by its code object (file, first line, name), so a phase
+# whose function was renamed or moved is reported MISSING, never as a phase that costs 0 us
+# (the names before chunked firing did just that). Indentation in a label says what it is
+# inside of: today's fire is a chunk of timers in one transaction (``fire_rows``).
 FIRE_PHASES: tuple[tuple[str, str, str], ...] = (
-    ("claim a batch (SELECT ... SKIP LOCKED, UPDATE claimed_until)", "timers/firing.py", "claim"),
-    ("fire(): the whole transaction of one timer", "timers/firing.py", "fire"),
     (
-        "  read + lock the timer row (2 SELECTs, QuerySet.first)",
-        "django/db/models/query.py",
-        "first",
+        "claim a batch (SELECT ... SKIP LOCKED, UPDATE claimed_until)",
+        "timers.firing",
+        "claim_batch",
     ),
+    ("renew the batch's claims when it runs long (_keep)", "timers.firing", "_keep"),
+    ("fire a chunk: one transaction for its timers (fire_rows)", "timers.firing", "fire_rows"),
     (
-        "  lock the execution (stepper.lock: SELECT ... FOR UPDATE)",
-        "statecharts/stepper.py",
-        "lock",
+        "  lock the chunk's executions (one SELECT ... FOR UPDATE)",
+        "statecharts.stepper.sql",
+        "lock_executions",
     ),
+    ("  liveness, decode the row, resolve its delivery (_prepare)", "timers.firing", "_prepare"),
+    ("  take the timers: pending -> fired (one UPDATE ... RETURNING)", "timers.firing", "_take"),
+    ("  deliver: the execution's step (_deliver)", "timers.firing", "_deliver"),
     (
-        "  decode the position (a new execution: no cache hit)",
-        "statecharts/stepper.py",
+        "    position decode (a new execution: no cache hit)",
+        "statecharts.stepper.transaction",
         "_load_position",
     ),
-    ("  advance (the interpreter)", "statecharts/drivers/durable.py", "advance"),
+    ("    advance (the interpreter)", "statecharts.drivers.durable", "advance"),
     (
-        "    of which a fresh ECMAScript datamodel (QuickJS)",
-        "statecharts/core/datamodel/__init__.py",
-        "create_datamodel",
+        "      take an engine from the pool + bind (_new_datamodel)",
+        "statecharts.core.interpreter",
+        "Interpreter._new_datamodel",
     ),
-    ("  encode the position", "statecharts/core/position.py", "encode"),
-    ("  Model.save (UPDATE execution, INSERT history)", "django/db/models/base.py", "save"),
-    ("  settle the timer row (UPDATE)", "timers/firing.py", "_settle"),
     (
-        "  BEGIN/SAVEPOINT/RELEASE/COMMIT (atomic enter/exit)",
-        "django/db/transaction.py",
-        "__exit__",
+        "        of which a new QuickJS engine built (prelude evaluated)",
+        "statecharts.core.datamodel.ecmascript",
+        "_Engine.__init__",
     ),
+    (
+        "      restore the datamodel snapshot",
+        "statecharts.core.datamodel.ecmascript",
+        "EcmascriptDatamodel.restore",
+    ),
+    (
+        "      reset the previous execution's engine (_discard_live)",
+        "statecharts.core.interpreter",
+        "Interpreter._discard_live",
+    ),
+    ("    encode the position", "statecharts.core.position", "encode"),
+    ("    UPDATE the execution (sql.update_row)", "statecharts.stepper.sql", "update_row"),
+    ("    INSERT the history row (sql.insert_row)", "statecharts.stepper.sql", "insert_row"),
+    ("  COMMIT", "django.db.backends.base.base", "BaseDatabaseWrapper.commit"),
+    ("after the commit: deliver the outbox", "statecharts.stepper.delivery", "deliver"),
     (
         "database driver: all statements (incl. waiting for the server)",
-        "psycopg/cursor.py",
-        "execute",
+        "psycopg",
+        "Cursor.execute",
     ),
 )
+
+
+def _profile_key(module: str, qualified: str) -> tuple[str, int, str] | None:
+    """The (file, first line, name) under which cProfile records this function; None if it
+    is not there any more (or is not a Python function)."""
+    import importlib
+
+    try:
+        owner: Any = importlib.import_module(module)
+        for part in qualified.split("."):
+            owner = getattr(owner, part)
+    except (ImportError, AttributeError):
+        return None
+    code = getattr(getattr(owner, "__wrapped__", owner), "__code__", None)
+    if code is None:
+        return None
+    return (code.co_filename, code.co_firstlineno, code.co_name)
+
+
+def forget_positions() -> None:
+    """Empty this thread's cache of decoded positions (the stepper keeps the last ones it
+    wrote, per thread), so the next step of each execution decodes its blob, as a worker that
+    has never seen it would."""
+    from statecharts.stepper import transaction as step
+
+    cache = getattr(step, "_positions", None)
+    if cache is None:
+        raise SystemExit("profile: statecharts.stepper.transaction._positions is gone; update")
+    cache.cache = {}
+
+
+CHUNK_SHOWN = 5  # due timers whose fire_due() statements the profile lists
 
 
 def backend_cpu() -> float:
@@ -869,7 +920,7 @@ def run_profile(args: argparse.Namespace) -> dict[str, Any]:
         pks = [stepper.start(chart, data={"delay": delay}).pk for _ in range(count)]
         # A cluster worker has never seen these executions: forget the positions this process
         # cached when it started them, so each step decodes its blob as a worker's would.
-        stepper._positions.cache = {}
+        forget_positions()
         time.sleep(0.05)  # a "1ms" delay is then due
         return pks
 
@@ -899,33 +950,39 @@ def run_profile(args: argparse.Namespace) -> dict[str, Any]:
     raw: dict[tuple[str, int, str], tuple[Any, ...]] = pstats.Stats(  # type: ignore[attr-defined]
         profiler, stream=io.StringIO()
     ).stats
-    total = sum(e[3] for (f, _l, name), e in raw.items() if name == "drain")
-    phases = []
-    for label, suffix, name in FIRE_PHASES:
-        seconds = sum(
-            e[3]
-            for (f, _l, fn), e in raw.items()
-            if fn == name and f.replace("\\", "/").endswith(suffix)
-        )
+    drain_key = _profile_key("timers.dispatch", "drain")
+    if drain_key is None or drain_key not in raw:
+        raise SystemExit("profile: timers.dispatch.drain is gone; update run_profile")
+    total = raw[drain_key][3]
+    phases: list[tuple[str, float | None, float | str]] = []
+    for label, module, qualified in FIRE_PHASES:
+        key = _profile_key(module, qualified)
+        if key is None:
+            phases.append((label, None, f"MISSING: {module}.{qualified} (update FIRE_PHASES)"))
+            continue
+        entry = raw.get(key)
+        if entry is None:
+            phases.append((label, None, "not called"))
+            continue
+        seconds = entry[3]
         phases.append((label, 1e6 * seconds / profiled, 100 * seconds / total))
     components: Counter[str] = Counter()
     for (filename, _line, name), entry in raw.items():
         components[_component(filename.replace("\\", "/"), name)] += entry[2]
 
-    executions(1, "1ms")
-    timer_id = Timer.objects.filter(status="pending", due__lte=datetime.now().astimezone())[
-        :1
-    ].values_list("pk", flat=True)[0]
+    executions(CHUNK_SHOWN, "1ms")
+    due = Timer.objects.filter(status="pending", due__lte=datetime.now().astimezone()).count()
     with CaptureQueriesContext(connection) as queries:
-        outcome = firing.fire(timer_id)
+        report = firing.fire_due()
     return {
         "send": send,
         "fire": fire,
         "profiled_us_per_fire": 1e6 * total / profiled,
         "phases": phases,
         "components": [(k, 100 * v / total) for k, v in components.most_common()],
-        "one_fire": {
-            "outcome": outcome,
+        "one_chunk": {
+            "due": due,
+            "outcomes": str(report),
             "statements": [q["sql"][:90] for q in queries.captured_queries],
         },
     }
@@ -1053,13 +1110,20 @@ def render(command: str, server: str, settings: dict[str, str], r: dict[str, Any
             f" fires/s on {os.cpu_count()} CPUs with nothing else running",
             f"  a drain under cProfile ({p['profiled_us_per_fire']:,.0f} us per fire; cProfile"
             " inflates Python-heavy code: read the shares):",
-            *(f"    {label:<68}{us:>8,.0f} us {pct:5.1f}%" for label, us, pct in p["phases"]),
+            *(_phase_line(label, us, pct) for label, us, pct in p["phases"]),
             "  self time by component:",
             *(f"    {pct:5.1f}%  {label}" for label, pct in p["components"]),
-            f"  the statements of one fire ({len(p['one_fire']['statements'])}):",
-            *("    " + s for s in p["one_fire"]["statements"]),
+            f"  the statements of one fire_due() with {p['one_chunk']['due']} timers due"
+            f" ({p['one_chunk']['outcomes']}): {len(p['one_chunk']['statements'])}",
+            *("    " + s for s in p["one_chunk"]["statements"]),
         ]
     return "\n".join(lines)
+
+
+def _phase_line(label: str, us: float | None, pct: float | str) -> str:
+    if us is None:
+        return f"    {label:<68}{pct}"
+    return f"    {label:<68}{us:>8,.0f} us {pct:5.1f}%"
 
 
 def load_average() -> str:

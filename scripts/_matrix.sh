@@ -49,7 +49,7 @@ run_matrix() {
     set +e
     DATABASE_URL= DATABASE_TEST_NAME="${DATABASE_TEST_NAME:-}" "$venv/bin/python" -m pytest -q \
         tests/stepper tests/timers tests/invocations tests/api tests/admin tests/commands \
-        tests/hostile tests/testing tests/project tests/architecture \
+        tests/hostile tests/testing tests/project tests/architecture tests/attribution \
         --deselect tests/admin/test_admin_browser.py
     local rc=$?
     set -e

@@ -32,14 +32,14 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_POST
 
-from statecharts import extensions, retention, stepper
+from statecharts import attribution, extensions, retention, stepper
 from statecharts.authorization import EventNotPermitted
 from statecharts.availability import AvailableEvent, Unavailable, available_events
 from statecharts.chart_migration import MigrationPlan, PlanError, Verdict, dry_run, migrate
 from statecharts.chart_migration.applying import registered_transforms
 from statecharts.core import StatechartError
 from statecharts.core.model import Chart as CompiledChart
-from statecharts.forms import ChartUploadForm, SendEventForm, StartExecutionForm
+from statecharts.forms import CancelForm, ChartUploadForm, SendEventForm, StartExecutionForm
 from statecharts.inspection import (
     Unreadable,
     chart_hints,
@@ -67,6 +67,13 @@ def diagram(
     if isinstance(compiled, Unreadable):
         return format_html("<p class='errornote'>no diagram: {}</p>", compiled.reason)
     return mark_safe(render_svg(compiled, active=active, invoking=invoking))
+
+
+def caller_context(request: HttpRequest) -> dict[str, Any]:
+    """Who acts in the admin (``statecharts.attribution``): the user, the request's id and
+    trace context, and an X-Caller-Context header if a proxy sends one. Raises
+    ``InvalidInput`` for a bad header (reported as a message; nothing is applied)."""
+    return attribution.from_request(request, attribution.Door.ADMIN)
 
 
 def report_form_errors(request: HttpRequest, form: Form) -> None:
@@ -389,16 +396,22 @@ class ChartAdmin(TextOnlyQueries):
             report_form_errors(request, form)
             return HttpResponseRedirect(back)
         try:
-            execution = stepper.start(
+            result = stepper.start_result(
                 chart,
                 data=form.cleaned_data["data"],
                 business_key=form.cleaned_data["business_key"] or None,
+                caller_context=caller_context(request),
+                idempotency_key=form.cleaned_data["idempotency_token"],
             )
-        except StatechartError as exc:
+        except StatechartError as exc:  # InvalidInput, IdempotencyConflict, a refusal
             messages.error(request, str(exc))
             return HttpResponseRedirect(back)
+        execution = result.execution
         view = inspect(execution)
-        messages.success(request, f"Started {view.title} ({view.where})")
+        if result.repeated:
+            messages.info(request, f"This form was already posted: {view.title} ({view.where})")
+        else:
+            messages.success(request, f"Started {view.title} ({view.where})")
         return HttpResponseRedirect(
             reverse("admin:statecharts_execution_change", args=[execution.pk])
         )
@@ -619,15 +632,28 @@ class ExecutionAdmin(ReadOnlyAdmin):
                 rows=rows,
                 pks=[e.pk for e in running],
                 button=f"Yes, cancel {len(running)}",
+                form=CancelForm(),
             )
+        form = CancelForm(request.POST)
+        token = form.cleaned_data["idempotency_token"] if form.is_valid() else None
+        try:
+            context = caller_context(request)
+        except StatechartError as exc:
+            self.message_user(request, str(exc), messages.ERROR)
+            return None
         outcomes: Counter[str] = Counter()
         for execution in running:
             try:
-                result = stepper.cancel(execution.pk)
+                result = stepper.cancel(
+                    execution.pk,
+                    caller_context=context,
+                    # One key per execution from the confirmation page's one token.
+                    idempotency_key=f"{token}:{execution.pk}" if token else None,
+                )
             except StatechartError as exc:
                 self.message_user(request, f"{title_of(execution)}: {exc}", messages.ERROR)
                 continue
-            outcomes[result.disposition] += 1
+            outcomes["already done" if result.repeated else result.disposition] += 1
         said = ", ".join(f"{n} {disposition}" for disposition, n in sorted(outcomes.items()))
         self.message_user(request, f"Cancel: {said or 'nothing was cancelled'}.")
         return None
@@ -747,6 +773,7 @@ class ExecutionAdmin(ReadOnlyAdmin):
             "panels": panels,
             "outbox": execution.outbox.order_by("-id")[:50],
             "send_form": SendEventForm(events=events, accepted=accepted, available=available),
+            "cancel_form": CancelForm(),
             "accepted_events": accepted,
             "available_events": available or (),
             "subject_link": subject_link(execution),
@@ -776,6 +803,8 @@ class ExecutionAdmin(ReadOnlyAdmin):
                 execution_id,
                 form.cleaned_data["name"],
                 form.cleaned_data["data"],
+                caller_context=caller_context(request),
+                idempotency_key=form.cleaned_data["idempotency_token"],
                 user=request.user,
             )
         except EventNotPermitted as exc:
@@ -785,6 +814,9 @@ class ExecutionAdmin(ReadOnlyAdmin):
             messages.error(request, str(exc))
             return self._back(execution_id)
         execution = result.execution
+        if result.repeated:
+            messages.info(request, f"This form was already posted (step {result.entry.seq}).")
+            return self._back(execution_id)
         level = messages.SUCCESS if result.applied else messages.WARNING
         # "Sent ..." first: the admin capitalises a message's first letter, and an event
         # name must read as it is spelled.
@@ -800,12 +832,23 @@ class ExecutionAdmin(ReadOnlyAdmin):
         if not request.user.has_perm("statecharts.change_execution"):
             raise PermissionDenied
         get_object_or_404(Execution, pk=execution_id)
+        form = CancelForm(request.POST)
+        if not form.is_valid():
+            report_form_errors(request, form)
+            return self._back(execution_id)
         try:
-            result = stepper.cancel(execution_id)
+            result = stepper.cancel(
+                execution_id,
+                caller_context=caller_context(request),
+                idempotency_key=form.cleaned_data["idempotency_token"],
+            )
         except StatechartError as exc:
             messages.error(request, str(exc))
             return self._back(execution_id)
         execution = result.execution
+        if result.repeated:
+            messages.info(request, f"This form was already posted (step {result.entry.seq}).")
+            return self._back(execution_id)
         messages.success(
             request,
             f"Cancel: {result.disposition} ({where(execution.status, execution.configuration)})",

@@ -9,6 +9,7 @@ class StatechartsConfig(AppConfig):
 
     def ready(self) -> None:
         from statecharts import (
+            attribution,  # noqa: F401  (registers the CALLER_CONTEXT_* settings)
             checks,  # noqa: F401  (registers the system checks)
             stepper,
         )

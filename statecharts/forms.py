@@ -8,7 +8,7 @@ from typing import Any
 from django import forms
 from django.utils.html import escape
 
-from statecharts import validation
+from statecharts import idempotency, validation
 from statecharts.availability import AvailableEvent, accepts_free_names
 from statecharts.core import ChartError
 from statecharts.core.availability import Availability
@@ -105,9 +105,37 @@ class ChartUploadForm(forms.ModelForm):
             self.add_error("new_version" if "new_version" in str(exc) else "version", str(exc))
 
 
+class IdempotencyToken(forms.CharField):
+    """A hidden field holding a key issued when the form is rendered
+    (``statecharts.idempotency.issue_token``): posting the same rendered form twice (a
+    double click, a re-post after a lost response) applies its input once. Empty (a form
+    posted without one) means no key."""
+
+    widget = forms.HiddenInput
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("initial", idempotency.issue_token)  # called at each rendering
+        super().__init__(**kwargs)
+
+    def clean(self, value: Any) -> str | None:
+        text = super().clean(value) or None
+        try:
+            return idempotency.check_key(text, "idempotency_token")
+        except validation.InvalidInput as exc:
+            raise forms.ValidationError(exc.problems[0].message) from None
+
+
+class CancelForm(forms.Form):
+    """The cancel buttons' form: nothing to fill in but its token."""
+
+    idempotency_token = IdempotencyToken()
+
+
 class StartExecutionForm(forms.Form):
     data = JSONText(check=validation.start_data, label="Initial data (JSON object, optional)")
     business_key = forms.CharField(required=False, max_length=BUSINESS_KEY_LENGTH)
+    idempotency_token = IdempotencyToken()
 
     def __init__(self, *args: Any, hints: ChartHints | None = None, **kwargs: Any) -> None:
         """``hints``: the chart's, to show what start data it takes and to refuse ids it
@@ -146,6 +174,7 @@ class StartExecutionForm(forms.Form):
 class SendEventForm(forms.Form):
     name = forms.CharField(max_length=validation.EVENT_NAME_MAX_LENGTH, label="Event name")
     data = JSONText(check=validation.chart_value, label="Event data (JSON, optional)")
+    idempotency_token = IdempotencyToken()
 
     EVENT_LIST_ID = "statecharts-events"
 

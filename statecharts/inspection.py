@@ -29,6 +29,7 @@ from django.core.paginator import Paginator
 from django.db import transaction
 from django.db.models import QuerySet
 
+from statecharts import attribution
 from statecharts.conf import statecharts_settings
 from statecharts.core.datamodel import plain
 from statecharts.core.errors import StatechartError
@@ -191,6 +192,36 @@ class EffectSummary:
 
 
 @dataclass(frozen=True, slots=True)
+class Cause:
+    """What caused an input, as the timeline shows it: a fired timer links to the step that
+    scheduled it (``seq``)."""
+
+    text: str  # "timer 12 (ordinal 3), scheduled in step 2"
+    seq: int | None = None  # the step to link to, in this execution's history
+    page: int | None = None  # the history page that step is on (newest first), when known
+
+
+def cause_of(cause: Any) -> Cause | None:
+    """The recorded cause (``HistoryEntry.cause``) as the timeline shows it; never fails."""
+    if not isinstance(cause, dict) or not cause:
+        return None
+    if "timer" in cause:
+        seq = cause.get("scheduled_in")
+        text = f"timer {cause['timer']} (ordinal {cause.get('ordinal')})"
+        if isinstance(seq, int):
+            return Cause(f"{text}, scheduled in step {seq}", seq)
+        return Cause(text)
+    if "message" in cause:
+        text = f"message {cause['message']} from execution {cause.get('sender')}"
+        if cause.get("invocation") is not None:
+            text += f" (invocation {cause['invocation']})"
+        return Cause(text)
+    if "undeliverable" in cause:
+        return Cause(f"message {cause['undeliverable']} could not be delivered")
+    return Cause(", ".join(f"{k} {v}" for k, v in sorted(cause.items()))[:200])
+
+
+@dataclass(frozen=True, slots=True)
 class HistoryRow:
     """One history entry as every page shows it."""
 
@@ -203,6 +234,8 @@ class HistoryRow:
     configuration_after: tuple[str, ...]
     effects: tuple[EffectSummary, ...]  # datamodel changes left out
     entry: HistoryEntry
+    caller: str = ""  # who fed it: "alice via admin, request r-1" (statecharts.attribution)
+    cause: Cause | None = None  # what caused it (a timer, a message)
 
     @property
     def after(self) -> str:
@@ -240,6 +273,8 @@ def history_row(entry: HistoryEntry) -> HistoryRow:
         configuration_after=tuple(str(s) for s in after) if isinstance(after, list) else (),
         effects=tuple(_effect_summary(e) for e in effects if _shown(e)),
         entry=entry,
+        caller=attribution.describe(entry.caller_context),
+        cause=cause_of(entry.cause),
     )
 
 
@@ -291,13 +326,25 @@ def history_page(
     if newest_first:
         entries = entries.order_by("-seq")
     page = Paginator(entries, size).get_page(number)
+    rows = [history_row(entry) for entry in page.object_list]
+    if newest_first:
+        rows = [_with_cause_page(row, execution, size) for row in rows]
     return HistoryPage(
-        rows=tuple(history_row(entry) for entry in page.object_list),
+        rows=tuple(rows),
         number=page.number,
         pages=page.paginator.num_pages,
         count=page.paginator.count,
         newest_first=newest_first,
     )
+
+
+def _with_cause_page(row: HistoryRow, execution: Execution, size: int) -> HistoryRow:
+    """The page (newest first) the step that caused ``row`` is on, for the timeline's link."""
+    cause = row.cause
+    if cause is None or cause.seq is None:
+        return row
+    newer = HistoryEntry.objects.filter(execution=execution, seq__gt=cause.seq).count()
+    return dataclasses.replace(row, cause=dataclasses.replace(cause, page=newer // size + 1))
 
 
 # ---- the whole view ---------------------------------------------------------------------------

@@ -53,7 +53,7 @@ from django.db.models import Exists, OuterRef, Q
 
 from statecharts import stepper
 from statecharts.conf import statecharts_settings
-from statecharts.models import AppliedMessage, Execution, HistoryEntry, OutboxMessage
+from statecharts.models import AppliedMessage, Execution, HistoryEntry, OutboxMessage, StartKey
 from statecharts.models.history import Disposition
 from statecharts.models.outbox import OutboxStatus
 from statecharts.statuses import TERMINAL_STATUSES
@@ -660,11 +660,14 @@ def _erased_input(raw: Any) -> dict[str, Any]:
 
 def _erase_history(execution_ids: Sequence[int]) -> int:
     database = stepper.database()
+    # A start's idempotency key may name the person ("signup-alice@example.com"): it goes
+    # with the history's keys (a retry with it after the erasure would start anew).
+    StartKey.objects.using(database).filter(execution_id__in=execution_ids).delete()
     entries = (
         HistoryEntry.objects.using(database)
         .filter(execution_id__in=execution_ids)
         .exclude(disposition__in=MARKERS)
-        .only("pk", "input", "effects")
+        .only("pk", "input", "effects", "caller_context")
     )
     changed: list[HistoryEntry] = []
     for entry in entries.iterator(chunk_size=500):
@@ -675,9 +678,12 @@ def _erase_history(execution_ids: Sequence[int]) -> int:
         ]
         entry.reason = ""
         entry.idempotency_key = None
+        entry.caller_context = None  # who acted (a user, a request) is personal data too
         changed.append(entry)
     HistoryEntry.objects.using(database).bulk_update(
-        changed, ["input", "effects", "reason", "idempotency_key"], batch_size=500
+        changed,
+        ["input", "effects", "reason", "idempotency_key", "caller_context"],
+        batch_size=500,
     )
     return len(changed)
 
@@ -686,16 +692,17 @@ def _erase_outbox(execution_ids: Sequence[int]) -> int:
     database = stepper.database()
     messages = OutboxMessage.objects.using(database).filter(sender_id__in=execution_ids)
     changed: list[OutboxMessage] = []
-    for message in messages.only("pk", "event").iterator(chunk_size=500):
+    for message in messages.only("pk", "event", "caller_context").iterator(chunk_size=500):
         event = dict(message.event) if isinstance(message.event, dict) else {}
         event["data"] = None
         event.pop("raw", None)
         message.event = event
         message.last_error = ""
         message.reason = ""
+        message.caller_context = None
         changed.append(message)
     OutboxMessage.objects.using(database).bulk_update(
-        changed, ["event", "last_error", "reason"], batch_size=500
+        changed, ["event", "last_error", "reason", "caller_context"], batch_size=500
     )
     return len(changed)
 

@@ -31,6 +31,7 @@ class TimerSerializer(serializers.ModelSerializer[Timer]):
     event = JSONValueField(read_only=True)
     target = JSONValueField(read_only=True)
     context = JSONValueField(read_only=True)
+    cancelled_by = JSONValueField(read_only=True)
 
     class Meta:
         model = Timer
@@ -49,6 +50,7 @@ class TimerSerializer(serializers.ModelSerializer[Timer]):
             "owner",
             "context",
             "scheduled_in",
+            "cancelled_by",
             "delivery",
             "fire_timeout_seconds",
             "claimed_until",

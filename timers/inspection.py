@@ -88,6 +88,17 @@ class TimerRow:
     def fired_page(self) -> int | None:
         return self._page(self.fired_in)
 
+    @property
+    def cancelled_in(self) -> int | None:
+        """The history seq of the step whose ``<cancel>`` cancelled it (``cancelled_by``)."""
+        by = self.timer.cancelled_by
+        seq = by.get("seq") if isinstance(by, dict) else None
+        return seq if isinstance(seq, int) else None
+
+    @property
+    def cancelled_page(self) -> int | None:
+        return self._page(self.cancelled_in)
+
     def document(self) -> dict[str, Any]:
         return {
             "id": self.timer.pk,
@@ -100,6 +111,8 @@ class TimerRow:
             "due_in_seconds": round(self.seconds_left, 3) if self.pending else None,
             "scheduled_in": self.scheduled_in,
             "fired_in": self.fired_in,
+            "cancelled_in": self.cancelled_in,
+            "context": self.timer.context,
             "delivery": self.timer.delivery,
             "attempts": self.timer.attempts,
             "last_error": self.timer.last_error,
@@ -113,6 +126,8 @@ class TimerRow:
             parts.append(f"scheduled in step {self.scheduled_in}")
         if self.fired_in is not None:
             parts.append(f"fired in step {self.fired_in}")
+        if self.cancelled_in is not None:
+            parts.append(f"cancelled in step {self.cancelled_in}")
         return ", ".join(parts)
 
     def line(self) -> str:

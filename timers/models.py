@@ -93,6 +93,15 @@ class Timer(models.Model):
         help_text="Per-fire timeout (TIMER_FIRE_TIMEOUT_SECONDS when scheduled); null: none, "
         "the claim's lease alone bounds an attempt.",
     )
+    # The design documents' Cancel effect, as the row keeps it: the step that cancelled it
+    # (seq), the <cancel>'s ordinal, content index and owner block, and that step's caller
+    # context (statecharts.attribution). Row data, never a key.
+    cancelled_by = PortableJSONField(
+        null=True,
+        blank=True,
+        help_text="The <cancel> that cancelled it: step, ordinal, content index, owner "
+        "block, caller context.",
+    )
     status = models.CharField(
         max_length=12, choices=TimerStatus.choices, default=TimerStatus.PENDING
     )

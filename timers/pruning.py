@@ -88,16 +88,18 @@ def erase(execution_ids: Sequence[int]) -> int:
     database = stepper.database()
     changed: list[Timer] = []
     timers = Timer.objects.using(database).filter(execution_id__in=execution_ids)
-    for timer in timers.only("pk", "event").iterator(chunk_size=500):
+    for timer in timers.only("pk", "event", "cancelled_by").iterator(chunk_size=500):
         event = dict(timer.event) if isinstance(timer.event, dict) else {}
         event["data"] = None
         event.pop("raw", None)
         timer.event = event
         timer.context = None
+        if isinstance(timer.cancelled_by, dict):  # the cancelling step's context, likewise
+            timer.cancelled_by = {**timer.cancelled_by, "context": None}
         timer.last_error = ""
         changed.append(timer)
     Timer.objects.using(database).bulk_update(
-        changed, ["event", "context", "last_error"], batch_size=500
+        changed, ["event", "context", "cancelled_by", "last_error"], batch_size=500
     )
     # Delayed route sends still waiting: the send's data and its target (an address).
     waiting: list[RouteTimer] = []

@@ -99,11 +99,13 @@ class RouteTimerQueue:
         return len(rows)
 
 
-def cancel_for_step(context: stepper.StepContext, instruction: Instruction) -> None:
-    """Called by the ``cancel_timers`` performer: the route timer queue's ``cancel``."""
+def cancel_for_step(context: stepper.StepContext, instruction: Instruction) -> int:
+    """Called by the ``cancel_timers`` performer: the route timer queue's ``cancel``; how
+    many waiting route sends it removed."""
     queue = configured_queue()
-    if queue is not None:
-        queue.cancel(
+    if queue is None:
+        return 0
+    return queue.cancel(
             context.execution.pk,
             instruction.data["send_id"],
             now=context.now,

@@ -7,6 +7,7 @@ lock order: the execution, then its timer rows).
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from django.apps import apps
 
@@ -53,25 +54,53 @@ def schedule(context: StepContext, instruction: Instruction) -> None:
     )
 
 
-def cancel(context: StepContext, instruction: Instruction) -> None:
+def cancel(context: StepContext, instruction: Instruction) -> dict[str, Any]:
     """Cancel every pending timer of this execution under the send id (spec 6.3).
 
     A cancel that matches nothing is a no-op; other executions' timers are never touched.
+    Each cancelled row keeps what cancelled it, as the design documents' ``Cancel`` effect
+    carries it (``cancelled_by``): the step, the ``<cancel>``'s ordinal, content index and
+    owner block, and that step's caller context; the row's own ``context`` (the scheduling
+    step's) stays, so both ends of the timer's life are attributed.
+
+    Returns what the step's history records with the ``cancel`` effect: the timers it
+    cancelled, each with its ordinal, the step that scheduled it and its caller context (the
+    design documents hand the context back at cancellation time, so the cancelling step links
+    to the request that armed the timer).
     """
-    Timer.objects.using(database()).filter(
+    data = instruction.data
+    rows = Timer.objects.using(database()).filter(
         execution=context.execution,
-        send_id=instruction.data["send_id"],
+        send_id=data["send_id"],
         status=TimerStatus.PENDING,
-    ).update(
+    )
+    cancelled = [
+        {"timer": pk, "ordinal": ordinal, "scheduled_in": seq, "context": caller}
+        for pk, ordinal, seq, caller in rows.order_by("ordinal").values_list(
+            "pk", "ordinal", "scheduled_in", "context"
+        )
+    ]
+    rows.filter(pk__in=[c["timer"] for c in cancelled]).update(
         status=TimerStatus.CANCELLED,
         reason=f"cancelled by <cancel> in step {context.seq}",
+        cancelled_by={
+            "seq": context.seq,
+            "ordinal": data.get("ordinal"),
+            "content_index": data.get("content_index"),
+            "owner": data.get("owner") or "",
+            "context": context.caller_context,
+        },
         settled=context.now,
         claimed_until=None,
     )
+    done: dict[str, Any] = {"cancelled_timers": cancelled}
     if apps.is_installed("routes"):  # and the delayed route sends under it (the same key)
         from timers.routequeue import cancel_for_step
 
-        cancel_for_step(context, instruction)
+        routed = cancel_for_step(context, instruction)
+        if routed:
+            done["cancelled_route_sends"] = routed
+    return done
 
 
 def discard_when_finished(sender: object, execution: Execution, **kwargs: object) -> None:

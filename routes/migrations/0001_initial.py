@@ -10,7 +10,7 @@ class Migration(migrations.Migration):
     initial = True
 
     dependencies = [
-        ('statecharts', '0005_erasure'),
+        ('statecharts', '0008_caller_context_and_idempotency'),
     ]
 
     operations = [

@@ -25,3 +25,12 @@ class DiagramUnavailable(APIException):
     status_code = status.HTTP_501_NOT_IMPLEMENTED
     default_detail = _("The diagram renderer (statecharts.diagram) is not available.")
     default_code = "diagram_unavailable"
+
+
+class IdempotencyKeyReused(APIException):
+    """The ``Idempotency-Key`` was used before for a request with other content (422): a key
+    names one request; nothing was applied."""
+
+    status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
+    default_detail = _("This Idempotency-Key was used for a different request.")
+    default_code = "idempotency_key_reused"

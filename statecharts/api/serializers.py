@@ -365,12 +365,23 @@ class StepResultSerializer(serializers.Serializer[Any]):
     status = serializers.ChoiceField(choices=ExecutionStatus.choices)
     configuration = serializers.ListField(child=serializers.CharField())
     donedata = JSONValueField(allow_null=True)
+    repeated = serializers.BooleanField(
+        default=False,
+        help_text="True when the Idempotency-Key repeated an earlier request's: nothing was "
+        "applied, seq and disposition are that request's.",
+    )
 
 
 class HistoryEntrySerializer(serializers.ModelSerializer[HistoryEntry]):
     input = JSONValueField(read_only=True)
     effects = JSONValueField(read_only=True)
     reachability = JSONValueField(read_only=True)
+    caller_context = JSONValueField(
+        read_only=True, help_text="Who or what fed the input (request id, trace, user)."
+    )
+    cause = JSONValueField(
+        read_only=True, help_text="What caused it: a timer (and the step that scheduled it)."
+    )
 
     class Meta:
         model = HistoryEntry
@@ -383,6 +394,9 @@ class HistoryEntrySerializer(serializers.ModelSerializer[HistoryEntry]):
             "effects",
             "reachability",
             "position_sha256",
+            "caller_context",
+            "cause",
+            "idempotency_key",
             "created",
         ]
         read_only_fields = fields

@@ -8,7 +8,12 @@ from typing import Any
 from django.conf import settings
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+)
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
@@ -19,10 +24,10 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.serializers import BaseSerializer
 
-from statecharts import stepper
+from statecharts import attribution, idempotency, stepper
 from statecharts.api import filters, serializers
 from statecharts.api.availability import EventForbidden
-from statecharts.api.exceptions import Conflict, DiagramUnavailable
+from statecharts.api.exceptions import Conflict, DiagramUnavailable, IdempotencyKeyReused
 from statecharts.api.migration import MigrationRequestSerializer
 from statecharts.api.migration import run as run_migration
 from statecharts.api.pagination import PageNumberPagination
@@ -33,7 +38,7 @@ from statecharts.api.validators import refusal
 from statecharts.authorization import EventNotPermitted
 from statecharts.core.errors import StatechartError
 from statecharts.core.model import Chart as CompiledChart
-from statecharts.exceptions import NeedsMigration
+from statecharts.exceptions import IdempotencyConflict, NeedsMigration, StepRefused
 from statecharts.inspection import history_entries, inspect
 from statecharts.models import Chart, Execution, ExecutionStatus
 from statecharts.models.charts import source_hash
@@ -48,6 +53,35 @@ CONFLICT = OpenApiResponse(
     description="The execution is finished (the input was recorded as discarded) or needs "
     "migration (recorded as refused)."
 )
+IDEMPOTENT = {
+    422: OpenApiResponse(
+        description="The Idempotency-Key was used before for a request with other content: "
+        "nothing was applied."
+    ),
+}
+# The header a client names its request with, to retry it safely (the draft IETF standard's
+# name); a replayed answer carries IDEMPOTENT_REPLAYED: true.
+IDEMPOTENCY_KEY_HEADER = "Idempotency-Key"
+IDEMPOTENT_REPLAYED = "Idempotent-Replayed"
+# The headers every input takes (statecharts.attribution, statecharts.idempotency).
+INPUT_HEADERS = [
+    OpenApiParameter(
+        IDEMPOTENCY_KEY_HEADER,
+        str,
+        OpenApiParameter.HEADER,
+        description="Your name for this request: a retry with the same key applies nothing "
+        "again and answers as the first did (Idempotent-Replayed: true); the same key with "
+        "other content is a 422. At most 200 characters.",
+    ),
+    OpenApiParameter(
+        "X-Caller-Context",
+        str,
+        OpenApiParameter.HEADER,
+        description="A JSON object recorded with the input (under caller_context.given), "
+        "e.g. a ticket or a trace id; at most 4096 bytes. X-Request-ID and traceparent are "
+        "recorded too.",
+    ),
+]
 FORBIDDEN_EVENT = OpenApiResponse(
     description="No permission to change executions, or STATECHARTS['EVENT_PERMISSIONS'] "
     "refuses this event to this user: 'reasons' lists why (nothing was recorded)."
@@ -104,6 +138,19 @@ def _render_svg(
         raise DiagramUnavailable() from None
     svg: str = render_svg(compiled, active=tuple(active), invoking=tuple(invoking))
     return svg
+
+
+def _caller(request: Request) -> tuple[dict[str, Any], str | None]:
+    """The request's caller context (``statecharts.attribution``) and its Idempotency-Key
+    (``statecharts.idempotency``); a 400 naming the header when either is bad."""
+    try:
+        context = attribution.from_request(request, attribution.Door.API)
+        key = idempotency.check_key(
+            request.headers.get(IDEMPOTENCY_KEY_HEADER), IDEMPOTENCY_KEY_HEADER
+        )
+    except InvalidInput as exc:
+        raise refusal(exc) from None
+    return context, key
 
 
 def _compiled(chart: Chart) -> CompiledChart:
@@ -219,28 +266,41 @@ class ExecutionViewSet(
     @extend_schema(
         summary="Start an execution of a chart",
         request=serializers.ExecutionCreateSerializer,
+        parameters=INPUT_HEADERS,
         responses={
             201: serializers.ExecutionDetailSerializer,
+            200: OpenApiResponse(
+                serializers.ExecutionDetailSerializer,
+                description="The Idempotency-Key repeated an earlier start of this chart "
+                "name: nothing was started; the execution it started.",
+            ),
             400: ERRORS[400],
             409: OpenApiResponse(description="The business key is in use for this chart."),
+            **IDEMPOTENT,
         },
     )
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        context, key = _caller(request)
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         attrs = serializer.validated_data
         try:
-            execution = stepper.start(
+            result = stepper.start_result(
                 attrs["chart"],
                 data=attrs.get("data"),
                 business_key=attrs.get("business_key"),
                 metadata=attrs.get("metadata") or {},
+                caller_context=context,
+                idempotency_key=key,
                 subject=attrs.get("subject"),
             )
         except stepper.BusinessKeyInUse as exc:
             raise Conflict({"business_key": [str(exc)]}) from None
+        except IdempotencyConflict as exc:
+            raise IdempotencyKeyReused(str(exc)) from None
         except InvalidInput as exc:  # the serializer checked it; the stepper checks again
             raise refusal(exc) from None
+        execution = result.execution
         body = serializers.ExecutionDetailSerializer(
             execution, context=self.get_serializer_context()
         )
@@ -249,27 +309,42 @@ class ExecutionViewSet(
             kwargs={"pk": execution.pk},
             request=request,
         )
-        return Response(body.data, status=status.HTTP_201_CREATED, headers={"Location": location})
+        headers = {"Location": location}
+        if result.repeated:
+            headers[IDEMPOTENT_REPLAYED] = "true"
+        answer = status.HTTP_200_OK if result.repeated else status.HTTP_201_CREATED
+        return Response(body.data, status=answer, headers=headers)
 
     @extend_schema(
         summary="Send an event",
         request=serializers.EventSerializer,
+        parameters=INPUT_HEADERS,
         responses={
             200: serializers.StepResultSerializer,
             **ERRORS,
             403: FORBIDDEN_EVENT,
             409: CONFLICT,
+            **IDEMPOTENT,
         },
     )
     @action(detail=True, methods=["post"])
     def send(self, request: Request, pk: str | None = None) -> Response:
         execution = self.get_object()
+        context, key = _caller(request)
         event = serializers.EventSerializer(data=request.data)
         event.is_valid(raise_exception=True)
         name, data = event.validated_data["name"], event.validated_data["data"]
         try:
             return self._step(
-                request, lambda: stepper.send(execution, name, data, user=request.user)
+                request,
+                lambda: stepper.send(
+                    execution,
+                    name,
+                    data,
+                    user=request.user,
+                    caller_context=context,
+                    idempotency_key=key,
+                ),
             )
         except EventNotPermitted as exc:
             raise EventForbidden(exc) from None
@@ -277,12 +352,23 @@ class ExecutionViewSet(
     @extend_schema(
         summary="Cancel an execution (its onexit handlers run)",
         request=None,
-        responses={200: serializers.StepResultSerializer, 404: ERRORS[404], 409: CONFLICT},
+        parameters=INPUT_HEADERS,
+        responses={
+            200: serializers.StepResultSerializer,
+            400: ERRORS[400],
+            404: ERRORS[404],
+            409: CONFLICT,
+            **IDEMPOTENT,
+        },
     )
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str | None = None) -> Response:
         execution = self.get_object()
-        return self._step(request, lambda: stepper.cancel(execution.pk))
+        context, key = _caller(request)
+        return self._step(
+            request,
+            lambda: stepper.cancel(execution.pk, caller_context=context, idempotency_key=key),
+        )
 
     @extend_schema(
         summary="Migrate executions to another version of their chart (or a dry run)",
@@ -324,12 +410,28 @@ class ExecutionViewSet(
             result = step()
         except InvalidInput as exc:
             raise refusal(exc) from None
+        except IdempotencyConflict as exc:
+            raise IdempotencyKeyReused(str(exc)) from None
         except NeedsMigration as exc:
             refused = {"detail": str(exc), "disposition": Disposition.REFUSED}
             raise Conflict({**refused, "status": ExecutionStatus.NEEDS_MIGRATION}) from None
+        except StepRefused as exc:  # halted, needs repair: recorded as refused, never a 500
+            now = Execution.objects.filter(pk=self.kwargs.get("pk")).values_list("status")
+            refused = {"detail": str(exc), "disposition": Disposition.REFUSED}
+            raise Conflict({**refused, "status": next(iter(now), ("",))[0]}) from None
         except Execution.DoesNotExist:  # deleted since get_object()
             raise NotFound() from None
         execution = result.execution
+        if result.repeated and result.disposition == Disposition.REFUSED:
+            # A replay answers as the first request was answered: a refusal, again.
+            raise Conflict(
+                {
+                    "detail": f"execution {execution.pk} refused this input (history entry "
+                    f"{result.entry.seq}): {result.entry.reason}",
+                    "disposition": result.disposition,
+                    "status": execution.status,
+                }
+            )
         if result.disposition == Disposition.DISCARDED:
             raise Conflict(
                 {
@@ -352,6 +454,7 @@ class ExecutionViewSet(
                 "status": execution.status,
                 "configuration": execution.configuration,
                 "donedata": execution.donedata,
+                "repeated": result.repeated,
             }
         )
-        return Response(body.data)
+        return Response(body.data, headers={IDEMPOTENT_REPLAYED: "true"} if result.repeated else {})

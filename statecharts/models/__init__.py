@@ -3,6 +3,7 @@
 from statecharts.models.charts import Chart
 from statecharts.models.executions import Execution, ExecutionStatus
 from statecharts.models.history import HistoryEntry
+from statecharts.models.idempotency import StartKey
 from statecharts.models.outbox import AppliedMessage, OutboxMessage
 
 __all__ = [
@@ -12,4 +13,5 @@ __all__ = [
     "ExecutionStatus",
     "HistoryEntry",
     "OutboxMessage",
+    "StartKey",
 ]

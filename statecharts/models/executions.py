@@ -122,13 +122,21 @@ class ExecutionManager(models.Manager.from_queryset(ExecutionQuerySet)):  # type
         business_key: str | None = None,
         metadata: dict[str, Any] | None = None,
         subject: models.Model | None = None,
+        caller_context: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
     ) -> Execution:
         """Create an execution of ``chart`` and run it to its first stable configuration
-        (``statecharts.stepper.start``); ``subject``: the object it is about."""
+        (``statecharts.stepper.start``); ``subject``: the object it is about;
+        ``caller_context`` is recorded with the start; ``idempotency_key`` makes a retried
+        start start nothing twice."""
         options: dict[str, Any] = {"data": data, "business_key": business_key}
         options["metadata"] = metadata
         if subject is not None:
             options["subject"] = subject
+        if caller_context is not None:
+            options["caller_context"] = caller_context
+        if idempotency_key is not None:
+            options["idempotency_key"] = idempotency_key
         return _the_stepper().start(chart, **options)
 
 
@@ -242,15 +250,17 @@ class Execution(models.Model):
 
     def send(self, name: str, data: Any = None, **fields: Any) -> StepResult:
         """Feed one external event (``statecharts.stepper.send``), then reload this row.
-        ``user=``: check that this user may send it (``statecharts.authorization``)."""
+        ``user=``: check that this user may send it (``statecharts.authorization``);
+        ``caller_context=`` and ``idempotency_key=`` are taken too."""
         result = _the_stepper().send(self.pk, name, data, **fields)
         self.refresh_from_db()
         return result
 
     step = send
 
-    def cancel(self) -> StepResult:
-        """Cancel it (``statecharts.stepper.cancel``), then reload this row."""
-        result = _the_stepper().cancel(self.pk)
+    def cancel(self, **options: Any) -> StepResult:
+        """Cancel it (``statecharts.stepper.cancel``: ``caller_context``, ``reason``,
+        ``idempotency_key``), then reload this row."""
+        result = _the_stepper().cancel(self.pk, **options)
         self.refresh_from_db()
         return result

@@ -56,6 +56,12 @@ class HistoryEntry(models.Model):
         help_text="What the input came from: a timer (id, ordinal, the step that scheduled "
         "it), an outbox message (id, sender). Never part of a key.",
     )
+    caller_context = PortableJSONField(
+        null=True,
+        blank=True,
+        help_text="Who or what fed the input, as the door saw it (a request id, a trace "
+        "context, the user; statecharts.attribution). Opaque: never part of a key.",
+    )
     created = models.DateTimeField()
 
     class Meta:

@@ -4,10 +4,12 @@ Everything an app, a view, a command or a worker does to an execution goes throu
 names (``timers`` and ``invocations`` use nothing else of ``statecharts`` but the models and
 the core's public names)::
 
-    start(chart, *, data, business_key, metadata, session_id, now, caller_context)
-    send(execution, name, data=None, *, now, caller_context, **fields)
-    cancel(execution, *, now, caller_context)
-    feed(execution, step_input, *, now, caller_context)        # any Input
+    start(chart, *, data, business_key, metadata, session_id, now, caller_context,
+          idempotency_key, subject)                             # -> Execution
+    start_result(chart, ...)                                    # the same -> StepResult
+    send(execution, name, data=None, *, now, caller_context, idempotency_key, user, **fields)
+    cancel(execution, *, now, caller_context, reason, idempotency_key)
+    feed(execution, step_input, *, now, caller_context, idempotency_key)  # any Input
     step_locked(execution, step_input, now, outbox, caller_context)
     lock(pk) / lock_many(pks)                                   # inside your transaction
     perform_delivery(execution, instruction, now, outbox, caller_context)
@@ -43,11 +45,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from statecharts import authorization, subjects, validation
+from statecharts import attribution, authorization, idempotency, subjects, validation
 from statecharts.core.events import EXTERNAL, Event
 from statecharts.drivers.durable import CANCELLED_BY_PARENT, EVENT, Input
 from statecharts.exceptions import IdempotencyConflict, NeedsMigration, StepRefused
-from statecharts.models import Chart, Execution, HistoryEntry
+from statecharts.models import Chart, Execution
 from statecharts.stepper.delivery import (
     MessageHandler,
     deliver,
@@ -86,7 +88,6 @@ from statecharts.stepper.transaction import (
 # The columns the start writes text into.
 _BUSINESS_KEY = Execution._meta.get_field("business_key").max_length or 0
 _SESSION_ID = Execution._meta.get_field("session_id").max_length or 0
-_KEY = HistoryEntry._meta.get_field("idempotency_key").max_length or 0
 
 
 def start(
@@ -104,10 +105,18 @@ def start(
     invoke_ordinal: int | None = None,
     outbox: list[int] | None = None,
     subject: Any = None,
+    idempotency_key: str | None = None,
 ) -> Execution:
     """Create an execution of ``chart`` and run it to its first stable configuration (one
     transaction), then deliver what it sent to other executions. (``parent``, ``invokeid``
     and ``invoke_ordinal`` are for the invocations app starting an ``<invoke>``'s child.)
+
+    ``caller_context``: opaque JSON saying who or what started it (``statecharts.attribution``),
+    stored with the start's history entry and carried on what the step schedules and sends.
+    ``idempotency_key``: a client that retries a start after losing the response passes the
+    same key; the start is done once per chart *name* and key, and the repeat returns the
+    execution the first one started (the same key with other data raises
+    ``IdempotencyConflict``). :func:`start_result` says which it was.
 
     Everything given here from outside is checked first (``statecharts.validation``): an
     :class:`~statecharts.validation.InvalidInput` (a ``ValueError``) names the bad path, and
@@ -119,6 +128,44 @@ def start(
 
     ``subject``: the model instance the execution is about (``Execution.subject``; a saved
     object, checked by ``statecharts.subjects``)."""
+    return start_result(
+        chart,
+        data=data,
+        business_key=business_key,
+        metadata=metadata,
+        session_id=session_id,
+        now=now,
+        caller_context=caller_context,
+        io_processors=io_processors,
+        parent=parent,
+        invokeid=invokeid,
+        invoke_ordinal=invoke_ordinal,
+        outbox=outbox,
+        subject=subject,
+        idempotency_key=idempotency_key,
+    ).execution
+
+
+def start_result(
+    chart: Chart,
+    *,
+    data: dict[str, Any] | None = None,
+    business_key: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    session_id: str | None = None,
+    now: datetime | None = None,
+    caller_context: dict[str, Any] | None = None,
+    io_processors: dict[str, str] | None = None,
+    parent: Execution | None = None,
+    invokeid: str | None = None,
+    invoke_ordinal: int | None = None,
+    outbox: list[int] | None = None,
+    subject: Any = None,
+    idempotency_key: str | None = None,
+) -> StepResult:
+    """:func:`start`, returning the step's result: the execution, its first history entry,
+    and ``repeated`` when the idempotency key repeated an earlier start's (nothing was
+    started; ``execution`` is the one the earlier start created)."""
     if subject is not None:
         subjects.check_subject(subject)
     if parent is None:
@@ -127,6 +174,7 @@ def start(
     validation.text(session_id, "session_id", max_length=_SESSION_ID, optional=True, blank=False)
     validation.json_object(metadata, "metadata")
     validation.json_object(caller_context, "caller_context")
+    idempotency.check_key(idempotency_key)
     check_start(chart, metadata)  # the apps' own checks (e.g. the routes app's overrides)
     deliver_now = outbox is None
     outbox = [] if outbox is None else outbox
@@ -144,10 +192,11 @@ def start(
         invokeid=invokeid,
         invoke_ordinal=invoke_ordinal,
         subject=subject,
+        idempotency_key=idempotency_key,
     )
     if deliver_now:
         deliver(outbox)
-    return result.execution
+    return result
 
 
 def send(
@@ -163,7 +212,9 @@ def send(
 ) -> StepResult:
     """Feed one external event named ``name`` (fields: sendid, origin, origintype, invokeid).
 
-    ``caller_context`` is opaque JSON handed to performers (timer rows keep it). The event
+    ``caller_context`` is opaque JSON saying who or what sent it (``statecharts.attribution``):
+    stored with the input's history entry, handed to performers (timer rows, outbox messages
+    and invocation rows keep it; a fired timer's step gets it back). The event
     comes from outside: its name (never a reserved one: ``error.*``, ``done.*``), data and
     fields are checked first (``statecharts.validation``); an ``InvalidInput`` (a
     ``ValueError``) names the bad path and nothing is written. The platform's own events go
@@ -171,13 +222,15 @@ def send(
 
     ``user``: the user sending it; ``statecharts.authorization`` checks they may (else
     ``EventNotPermitted``, a ``PermissionDenied``, and nothing is written) and the history
-    records who sent it. Without it the caller is trusted code and nothing is checked.
+    records who sent it. Without it the caller is trusted code and nothing is checked. The
+    user is recorded in the caller context too (``"user"``), unless it already names one.
     """
     validation.event_name(name)
     validation.chart_value(data)
     validation.event_fields(fields)
     validation.json_object(caller_context, "caller_context")
-    validation.text(idempotency_key, "idempotency_key", max_length=_KEY, optional=True)
+    idempotency.check_key(idempotency_key)
+    caller_context = attribution.with_user(caller_context, user)
     sender = None
     if user is not None:
         target = (
@@ -210,7 +263,7 @@ def cancel(
     (and shown in its timeline); the outcome is ``cancelled`` whatever it says (the
     invocations app's ``cancelled_by_parent`` is the one reason kept as the outcome)."""
     validation.json_object(caller_context, "caller_context")
-    validation.text(idempotency_key, "idempotency_key", max_length=_KEY, optional=True)
+    idempotency.check_key(idempotency_key)
     return feed(
         execution,
         Input.cancel(reason),
@@ -312,5 +365,6 @@ __all__ = [
     "retry_message",
     "send",
     "start",
+    "start_result",
     "step_locked",
 ]

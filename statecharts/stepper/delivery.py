@@ -128,6 +128,7 @@ def deliver_one(message_id: int, more: list[int], *, tell_sender: bool = True) -
                 more,
                 applying=message_id,
                 cause=cause,
+                caller_context=message.caller_context,  # the sender's, carried across
             )
         except StepRefused:  # the step was refused (e.g. it went over a budget: halted)
             applied = None

@@ -78,7 +78,9 @@ class StepContext:
 # The name handlers were written against before instructions existed.
 EffectContext = StepContext
 
-Performer = Callable[[StepContext, Instruction], None]
+# A performer may return a small JSON object of what it did: it is recorded with the effect in
+# the step's history entry (the timers app says which timers a <cancel> cancelled).
+Performer = Callable[[StepContext, Instruction], "dict[str, Any] | None"]
 RouteChecker = Callable[[Execution, str, str, "str | None"], RouteAnswer]
 
 # Kinds for which nothing is owed when no performer is registered: the stepper has already
@@ -318,7 +320,9 @@ def perform(context: StepContext, instructions: Iterable[Instruction]) -> list[d
         performer = performer_for(kind)
         if performer is not None:
             written = len(context.outbox)
-            performer(context, instruction)
+            done = performer(context, instruction)
+            if isinstance(done, dict):
+                item.update(done)
             if len(context.outbox) > written:
                 item["outbox"] = context.outbox[-1]
         elif kind is InstructionKind.UNROUTABLE:
@@ -361,6 +365,7 @@ def write_outbox(context: StepContext, instruction: Instruction) -> None:
         event=instruction.event.to_dict(),
         send_id=instruction.data.get("send_id") or instruction.event.sendid or "",
         via_invocation=execution.invoke_ordinal if to_parent else None,
+        caller_context=context.caller_context,
         created=context.now,
     )
     context.outbox.append(message.pk)

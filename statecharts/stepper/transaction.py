@@ -40,7 +40,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from statecharts import signals
+from statecharts import idempotency, signals
 from statecharts.conf import statecharts_settings
 from statecharts.core import effects as fx
 from statecharts.core.datamodel import check_tagged
@@ -142,18 +142,29 @@ def start_step(
     invokeid: str | None = None,
     invoke_ordinal: int | None = None,
     subject: Any = None,
+    idempotency_key: str | None = None,
 ) -> StepResult:
     """Create an execution of ``chart`` and run it to its first stable configuration, in one
     transaction; the outbox ids it wrote are appended to ``outbox``. ``parent``, ``invokeid``
     and ``invoke_ordinal`` start the child of an ``<invoke>`` (``_event`` of what it sends to
-    ``#_parent`` carries the invoke id; one child per (parent, ordinal))."""
+    ``#_parent`` carries the invoke id; one child per (parent, ordinal)).
+
+    ``idempotency_key``: unique per chart *name* (``statecharts.idempotency``); a start that
+    repeats one returns the execution the first started (``repeated``), starting nothing,
+    and one that asked for something else raises ``IdempotencyConflict``."""
     compiled = compiled_chart(chart)
     if data is not None:
         check_tagged(data)  # ValueError names the bad path; nothing is written
+    asked = idempotency.start_content(data, business_key, metadata, session_id)
     session_id = session_id or uuid.uuid4().hex
     database = sql.database()
+    written = len(outbox)
     try:
         with transaction.atomic(using=database, durable=True):
+            if idempotency_key is not None:
+                earlier = idempotency.earlier_start(chart, idempotency_key, asked, using=database)
+                if earlier is not None:
+                    return StepResult(earlier[0], earlier[1], (), (), repeated=True)
             if (
                 business_key is not None
                 and Execution.objects.using(database)
@@ -184,9 +195,21 @@ def start_step(
             result, _ = _apply(
                 execution, compiled, None, start_input, now, outbox, caller_context
             )
+            if idempotency_key is not None:
+                idempotency.remember_start(execution, idempotency_key, asked, now, using=database)
+                HistoryEntry.objects.using(database).filter(pk=result.entry.pk).update(
+                    idempotency_key=idempotency_key
+                )
+                result.entry.idempotency_key = idempotency_key
             phase("before_commit")
     except IntegrityError:
-        # Checked first for a clear error; the unique constraint settles a concurrent race.
+        # Checked first for a clear error; the unique constraints settle a concurrent race:
+        # the same idempotency key first (the other attempt won: its result is this one's).
+        if idempotency_key is not None:
+            earlier = idempotency.earlier_start(chart, idempotency_key, asked, using=database)
+            if earlier is not None:
+                del outbox[written:]  # nothing of this attempt was committed
+                return StepResult(earlier[0], earlier[1], (), (), repeated=True)
         if business_key is not None and (
             Execution.objects.using(database)
             .filter(chart=chart, business_key=business_key)
@@ -313,22 +336,32 @@ def step_locked(
         return _cancel_locked(execution, step_input, now, outbox, caller_context, cause)
     if status_rules.inputs is InputRule.DISCARD:
         reason = f"execution {execution.status}"
-        return _record_discarded(execution, step_input, now, reason, cause), None
+        return _record_discarded(
+            execution, step_input, now, reason, cause, caller_context
+        ), None
     if status_rules.inputs is InputRule.REFUSE:
         reason = f"execution {execution.status}: {execution.failure_reason}"
         result = _record_unapplied(
-            execution, step_input, now, Disposition.REFUSED, reason, cause=cause
+            execution,
+            step_input,
+            now,
+            Disposition.REFUSED,
+            reason,
+            cause=cause,
+            caller_context=caller_context,
         )
         return result, _refusal(execution)
     try:
         compiled = compiled_chart(execution.chart)
         position = _load_position(execution, compiled)
     except PositionError as exc:
-        return _unsteppable(execution, step_input, now, exc, cause)
+        return _unsteppable(execution, step_input, now, exc, cause, caller_context)
     if cause is not None:
         reason = guard_input(execution, step_input, cause, position.state)
         if reason is not None:
-            return _record_discarded(execution, step_input, now, reason, cause), None
+            return _record_discarded(
+                execution, step_input, now, reason, cause, caller_context
+            ), None
     try:
         return _apply(
             execution, compiled, position, step_input, now, outbox, caller_context, cause
@@ -336,7 +369,7 @@ def step_locked(
     except DamagedDatamodelError as exc:
         # The datamodel snapshot is only rebuilt when the interpreter runs, before any chart
         # code and before _apply writes anything: the same refusal as an undecodable blob.
-        return _unsteppable(execution, step_input, now, exc, cause)
+        return _unsteppable(execution, step_input, now, exc, cause, caller_context)
 
 
 def _refusal(execution: Execution) -> StepRefused:
@@ -357,6 +390,7 @@ def _unsteppable(
     now: datetime,
     exc: PositionError,
     cause: dict[str, Any] | None = None,
+    caller_context: dict[str, Any] | None = None,
 ) -> tuple[StepResult, StepRefused]:
     """The stored position cannot be stepped: a chart that no longer matches it needs
     migration; anything else inside the stored data needs repair. Either way the input is
@@ -368,7 +402,13 @@ def _unsteppable(
         execution.status = ExecutionStatus.NEEDS_REPAIR
     execution.failure_reason = f"{type(exc).__name__}: {exc}"
     result = _record_unapplied(
-        execution, step_input, now, Disposition.REFUSED, execution.failure_reason, cause=cause
+        execution,
+        step_input,
+        now,
+        Disposition.REFUSED,
+        execution.failure_reason,
+        cause=cause,
+        caller_context=caller_context,
     )
     refusal = _refusal(execution)
     refusal.__cause__ = exc
@@ -388,7 +428,9 @@ def _cancel_locked(
     rule = rules(execution.status).cancel
     if rule is CancelRule.FINISHED:
         reason = f"execution {execution.status}"
-        return _record_discarded(execution, step_input, now, reason, cause), None
+        return _record_discarded(
+            execution, step_input, now, reason, cause, caller_context
+        ), None
     why = execution.failure_reason
     if rule is not CancelRule.WITHOUT_CHART_CODE:
         found: tuple[CompiledChart, Position] | None = None
@@ -406,7 +448,9 @@ def _cancel_locked(
                 )
             except DamagedDatamodelError as exc:
                 why = f"{type(exc).__name__}: {exc}"
-    return _cancel_without_chart_code(execution, step_input, now, why, cause), None
+    return _cancel_without_chart_code(
+        execution, step_input, now, why, cause, caller_context
+    ), None
 
 
 def _position_by_its_chart(execution: Execution) -> tuple[CompiledChart, Position] | None:
@@ -432,6 +476,7 @@ def _cancel_without_chart_code(
     now: datetime,
     why: str,
     cause: dict[str, Any] | None = None,
+    caller_context: dict[str, Any] | None = None,
 ) -> StepResult:
     """Cancel an execution whose stored data cannot be stepped, as data: no ``<onexit>`` runs
     (there is no configuration to run it in); its timers are discarded like any finished
@@ -453,6 +498,7 @@ def _cancel_without_chart_code(
         configuration_after=execution.configuration,
         reason=reason,
         cause=cause,
+        caller_context=caller_context,
         created=now,
     )
     sql.insert_row(entry)
@@ -592,7 +638,7 @@ def _apply(
             "used": len(blob),
         }
     if halted:
-        return _halt(execution, position, step_input, now, halted, cause)
+        return _halt(execution, position, step_input, now, halted, cause, caller_context)
     execution.position = blob
     execution.status = status_of(state)
     execution.configuration = _atomic_ids(compiled, state)
@@ -623,6 +669,7 @@ def _apply(
         ),
         position_sha256=hashlib.sha256(blob).hexdigest(),
         cause=cause,
+        caller_context=caller_context,
         created=now,
     )
     sql.insert_row(entry)
@@ -672,6 +719,7 @@ def _halt(
     now: datetime,
     halted: dict[str, Any],
     cause: dict[str, Any] | None = None,
+    caller_context: dict[str, Any] | None = None,
 ) -> tuple[StepResult, StepRefused]:
     """The step went over a budget: nothing of it is kept (no effect performed, the position
     as it was), the execution is ``halted`` with the budget that tripped, and the input is
@@ -690,6 +738,7 @@ def _halt(
         reason,
         effects=[{"kind": "budget_exhausted", **halted}],
         cause=cause,
+        caller_context=caller_context,
     )
     signals.execution_halted.send(Execution, execution=execution, entry=result.entry)
     return result, Halted(f"execution {execution.session_id} halted: {reason}")
@@ -752,10 +801,17 @@ def _record_discarded(
     now: datetime,
     reason: str,
     cause: dict[str, Any] | None,
+    caller_context: dict[str, Any] | None = None,
 ) -> StepResult:
     """Record an input that was not applied because nothing should be (recorded, signalled)."""
     result = _record_unapplied(
-        execution, step_input, now, Disposition.DISCARDED, reason, cause=cause
+        execution,
+        step_input,
+        now,
+        Disposition.DISCARDED,
+        reason,
+        cause=cause,
+        caller_context=caller_context,
     )
     signals.input_discarded.send(Execution, execution=execution, entry=result.entry)
     return result
@@ -770,6 +826,7 @@ def _record_unapplied(
     *,
     effects: list[dict[str, Any]] | None = None,
     cause: dict[str, Any] | None = None,
+    caller_context: dict[str, Any] | None = None,
 ) -> StepResult:
     execution.steps += 1
     execution.updated = now
@@ -784,6 +841,7 @@ def _record_unapplied(
         effects=effects or [],
         reason=reason,
         cause=cause,
+        caller_context=caller_context,
         created=now,
     )
     sql.insert_row(entry)

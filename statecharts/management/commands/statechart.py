@@ -14,6 +14,10 @@ Subcommands::
                                                 what it can do now, timers (and other apps'
                                                 sections), history
     cancel EXECUTION                            cancel an execution (its onexit handlers run)
+
+start, send and cancel take ``--caller-context JSON`` (recorded with the input:
+``statecharts.attribution``) and ``--idempotency-key KEY`` (run it again with the same key
+after a lost answer and nothing is applied twice: ``statecharts.idempotency``).
     replay EXECUTION                            re-drive the history; fails if it diverges
     replay --all [--chart CHART] [--status S]   the same for many executions, with a progress
                                                 display; fails if any diverges
@@ -48,7 +52,16 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from statecharts import health, lookups, retention, stepper, subjects, validation
+from statecharts import (
+    attribution,
+    health,
+    idempotency,
+    lookups,
+    retention,
+    stepper,
+    subjects,
+    validation,
+)
 from statecharts.authorization import EventNotPermitted
 from statecharts.availability import Unavailable, as_json, available_events
 from statecharts.core import ChartError, Problem, StatechartError, load_chart_file
@@ -106,6 +119,33 @@ def parse_json(text: str | None, *, option: str = "--data", require_object: bool
         return check(value, "data")
     except validation.InvalidInput as exc:
         raise refused(option, exc) from None
+
+
+def caller_options(options: dict[str, Any], *, user: Any = None) -> dict[str, Any]:
+    """``--caller-context`` and ``--idempotency-key`` as the stepper takes them (a
+    ``CommandError`` naming the option when one is refused)."""
+    try:
+        context = attribution.for_command(options.get("caller_context"), user=user)
+    except validation.InvalidInput as exc:
+        raise refused("--caller-context", exc) from None
+    try:
+        key = idempotency.check_key(options.get("idempotency_key"), "--idempotency-key")
+    except validation.InvalidInput as exc:
+        raise refused("--idempotency-key", exc) from None
+    return {"caller_context": context, "idempotency_key": key}
+
+
+def add_caller_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--caller-context",
+        metavar="JSON",
+        help="a JSON object recorded with the input (e.g. a ticket or trace id)",
+    )
+    parser.add_argument(
+        "--idempotency-key",
+        metavar="KEY",
+        help="run again with the same key after a lost answer: applied once",
+    )
 
 
 def refused(option: str, error: validation.InvalidInput) -> CommandError:
@@ -254,6 +294,7 @@ class Command(BaseCommand):
             metavar="APP_LABEL.MODEL:ID",
             help="the object it is about (a model of STATECHARTS['SUBJECT_MODELS'])",
         )
+        add_caller_options(p)
 
         p = add("send", help="feed one external event to an execution")
         p.add_argument("execution", help="an execution id or session id")
@@ -265,6 +306,7 @@ class Command(BaseCommand):
             help="send as this user: STATECHARTS['EVENT_PERMISSIONS'] are checked and the "
             "user is recorded (without it the command is trusted and nothing is checked)",
         )
+        add_caller_options(p)
 
         p = add("show", help="an execution's state and history")
         p.add_argument("execution", help="an execution id or session id")
@@ -274,6 +316,7 @@ class Command(BaseCommand):
 
         p = add("cancel", help="cancel an execution")
         p.add_argument("execution", help="an execution id or session id")
+        add_caller_options(p)
 
         p = add("replay", help="re-drive an execution's history and compare (or many: --all)")
         p.add_argument("execution", nargs="?", help="an execution id or session id")
@@ -407,6 +450,7 @@ class Command(BaseCommand):
 
     def start(self, options: dict[str, Any]) -> None:
         data = parse_json(options["data"], require_object=True)
+        caller = caller_options(options)
         chart = find_chart(options["chart"])
         subject = None
         if options.get("subject"):
@@ -415,11 +459,14 @@ class Command(BaseCommand):
             except validation.InvalidInput as exc:
                 raise CommandError(f"--subject: {exc}") from None
         try:
-            execution = stepper.start(
-                chart, data=data, business_key=options["key"], subject=subject
+            result = stepper.start_result(
+                chart, data=data, business_key=options["key"], subject=subject, **caller
             )
         except StatechartError as exc:  # BusinessKeyInUse, a chart the core now refuses, ...
             raise CommandError(str(exc)) from exc
+        execution = result.execution
+        if result.repeated:
+            self.say("note: this idempotency key started it before; nothing was started")
         self.say(f"execution: {execution.pk}")
         self.say(f"session: {execution.session_id}")
         self.say(f"chart: {chart.pk} ({chart})")
@@ -428,10 +475,11 @@ class Command(BaseCommand):
     def send(self, options: dict[str, Any]) -> None:
         name = event_name(options["event"])
         data = parse_json(options["data"])
+        caller = caller_options(options)
         execution = find_execution(options["execution"])
         user = user_named(options["as_user"]) if options.get("as_user") else None
         try:
-            result = stepper.send(execution, name, data, user=user)
+            result = stepper.send(execution, name, data, user=user, **caller)
         except EventNotPermitted as exc:
             raise CommandError(f"not permitted: {exc}") from None
         except StatechartError as exc:  # NeedsMigration: the refusal is in the history
@@ -439,15 +487,19 @@ class Command(BaseCommand):
         self._result(result)
 
     def cancel(self, options: dict[str, Any]) -> None:
+        caller = caller_options(options)
         execution = find_execution(options["execution"])
         try:
-            result = stepper.cancel(execution.pk)
+            result = stepper.cancel(execution.pk, **caller)
         except StatechartError as exc:
             raise CommandError(str(exc)) from exc
         self._result(result)
 
     def _result(self, result: stepper.StepResult) -> None:
         execution = result.execution
+        if result.repeated:
+            self.say(f"note: this idempotency key was used by step {result.entry.seq}; "
+                     "nothing was applied again")
         self.say(f"execution: {execution.pk}")
         self.say(f"disposition: {result.disposition}")
         self._state(execution)
@@ -506,10 +558,15 @@ class Command(BaseCommand):
             self.say(line)
         self.say("history:")
         for row in view.history():
-            self.say(
+            line = (
                 f"  #{row.seq} {row.input}: {row.disposition} -> "
                 f"{row.status_after} [{_states(row.configuration_after)}]"
             )
+            if row.caller:
+                line += f"; {row.caller}"
+            if row.cause is not None:
+                line += f" (caused by {row.cause.text})"
+            self.say(line)
 
     def replay(self, options: dict[str, Any]) -> None:
         if options["replay_all"] == bool(options["execution"]):

@@ -8,8 +8,8 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('statecharts', '0005_erasure'),
-        ('timers', '0003_portable_columns'),
+        ('statecharts', '0008_caller_context_and_idempotency'),
+        ('timers', '0004_cancelled_by'),
     ]
 
     operations = [
