@@ -330,11 +330,11 @@ def decode_post(
     media = (content_type or "").split(";", 1)[0].strip().lower()
     try:
         names = [v for k, v in parse_qsl(query, keep_blank_values=True) if k == EVENT_NAME_FIELD]
-        if media == FORM_TYPE or (not media and "=" in text):
+        if media in (FORM_TYPE, ""):  # (no type: C.2's default encoding)
             data = _form_data(text)
         elif media == "application/json":
             data = json.loads(text) if text else None
-        elif media in ("text/plain", ""):
+        elif media == "text/plain":
             data = text or None
         else:
             raise BadInbound([f"content type {media!r} is not accepted (form, JSON or text)"])
