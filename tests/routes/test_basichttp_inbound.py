@@ -72,6 +72,7 @@ def test_the_address_is_in_ioprocessors_under_the_uri_and_the_short_name() -> No
     where = inbound.io_processors(BASE, "abc")
     assert where[BASICHTTP_TYPE] == where[BASICHTTP_SHORT] == inbound.location(BASE, "abc")
     assert inbound.session_of(where[BASICHTTP_SHORT].rstrip("/").rsplit("/", 1)[1]) == "abc"
+    assert inbound.token_for("abc") == inbound.token_for("abc")  # no clock in it
 
 
 def test_a_forged_or_foreign_token_is_403_and_nothing_is_applied(client: Client) -> None:
@@ -80,8 +81,9 @@ def test_a_forged_or_foreign_token_is_403_and_nothing_is_applied(client: Client)
     genuine = inbound.token_for(execution.session_id)
     forged = [
         genuine[:-2] + ("AA" if not genuine.endswith("AA") else "BB"),  # a bad signature
-        signing.dumps(execution.session_id, salt="another.purpose", compress=False),  # replayed
-        signing.dumps(execution.session_id, key="not-this-site", salt=inbound.SALT),
+        signing.Signer(salt="another.purpose").sign_object(execution.session_id),  # replayed
+        signing.dumps(execution.session_id, salt=inbound.SALT),  # timestamped: another shape
+        signing.Signer(key="not-this-site", salt=inbound.SALT).sign_object(execution.session_id),
         execution.session_id,  # the bare session id
     ]
     for token in forged:
