@@ -122,4 +122,7 @@ def test_the_selection_and_pending_lists_are_as_committed(w3c_suite: Path) -> No
 
 def test_the_durable_pass_list_agrees_with_the_in_memory_one() -> None:
     in_memory = set(IN_MEMORY["mandatory"]) | set(IN_MEMORY["optional"])
-    assert set(EXPECTED["passed"]) == in_memory
+    pending = {test for item in EXPECTED["pending"] for test in item["tests"]}
+    # The in-memory run passes the Basic HTTP documents too; durably they are pending.
+    assert set(EXPECTED["passed"]) == in_memory - pending
+    assert pending <= in_memory
