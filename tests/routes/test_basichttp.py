@@ -213,3 +213,24 @@ def test_what_cannot_be_an_event_is_refused_with_a_reason(
 ) -> None:
     with pytest.raises(BadInbound, match=reason):
         decode_post(path="/", query=query, content_type=content_type, body=body)
+
+
+def test_raw_is_on_received_events_only_and_other_types_need_no_event_name() -> None:
+    """The core's part: ``_event.raw`` (only on events a processor received as a message),
+    and a ``<send>`` of a non-SCXML type may have no event name (spec 6.2.1; W3C 531)."""
+    chart = f"""<scxml {NS} initial="a">
+  <datamodel><data id="seen" expr="[]"/></datamodel>
+  <state id="a">
+    <transition event="e">
+      <assign location="seen" expr="seen.concat([[_event.raw, 'raw' in _event]])"/>
+    </transition>
+    <transition event="never"><send type="basichttp" target="https://x.example/"/></transition>
+  </state>
+</scxml>"""
+    session = MemoryDriver().start(chart)
+    session.send("e", raw="POST / HTTP/1.1\r\n\r\n")
+    session.send("e")
+    assert session.datamodel["seen"] == [["POST / HTTP/1.1\r\n\r\n", True], [None, False]]
+    with pytest.raises(Exception, match="needs 'event'"):
+        MemoryDriver().start(f'<scxml {NS}><state id="a"><onentry><send target="#_internal"/>'
+                             "</onentry></state></scxml>")

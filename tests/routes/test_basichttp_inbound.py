@@ -176,3 +176,43 @@ def test_a_repeated_idempotency_key_is_applied_once(client: Client) -> None:
         headers={"Idempotency-Key": "sender-1:7"},
     )
     assert clash.status_code == 409
+
+
+@pytest.mark.django_db(transaction=True)  # the live server's thread reads committed rows
+def test_an_in_memory_chart_posts_into_a_durable_execution_over_real_http(
+    live_server: Any,
+) -> None:
+    """Both halves end to end: a Basic HTTP <send> (the route, a real POST) to Django's live
+    server, whose inbound view feeds the durable execution the address names."""
+    from routes.basichttp import LOOPBACK_OPTIONS, MemoryBasicHTTP
+    from statecharts.drivers.memory import MemoryDriver
+
+    receiver = inbound.start(
+        Chart.objects.load(CHART), base_url=f"{live_server.url}/scxml/basichttp/"
+    )
+    address = data(receiver)["mine"]
+    sender = f"""<scxml {NS} initial="a">
+  <datamodel><data id="errors" expr="[]"/><data id="n" expr="3"/></datamodel>
+  <state id="a">
+    <transition event="go">
+      <send type="basichttp" targetexpr="_event.data.to" event="order.paid" namelist="n"/>
+      <send type="basichttp" targetexpr="_event.data.to"><content>a b</content></send>
+    </transition>
+    <transition event="error.*"><assign location="errors" expr="errors.concat([_event.name])"/>
+    </transition>
+  </state>
+</scxml>"""
+    route = MemoryBasicHTTP(LOOPBACK_OPTIONS)
+    session = MemoryDriver(routes={"basichttp": route}).start(sender)
+    session.send("go", {"to": address})
+    assert session.datamodel["errors"] == []
+    assert data(receiver)["got"] == [
+        ["order.paid", {"n": "3"}, BASICHTTP_TYPE],
+        ["HTTP.POST", "a b", BASICHTTP_TYPE],
+    ]
+    assert "\r\n\r\na%20b" in data(receiver)["raw"]
+    # A forged address on the same server: the POST is refused, the sender told.
+    forged = address.replace(inbound.token_for(receiver.session_id), "forged")
+    session.send("go", {"to": forged})
+    assert session.datamodel["errors"] == ["error.communication", "error.communication"]
+    assert len(data(receiver)["got"]) == 2
