@@ -13,7 +13,7 @@ from statecharts import extensions, validation
 from statecharts.api.fields import InputJSONField, JSONValueField, json_safe
 from statecharts.api.validators import validate_event_name
 from statecharts.core.errors import ChartError, StatechartError
-from statecharts.inspection import ExecutionView, Unreadable, inspect
+from statecharts.inspection import ExecutionView, Unreadable, inspect, shown_input
 from statecharts.lookups import LookupProblem, find_chart
 from statecharts.models import Chart, Execution, ExecutionStatus, HistoryEntry
 from statecharts.models.history import Disposition
@@ -317,6 +317,11 @@ class HistoryEntrySerializer(serializers.ModelSerializer[HistoryEntry]):
     input = JSONValueField(read_only=True)
     effects = JSONValueField(read_only=True)
     reachability = JSONValueField(read_only=True)
+
+    def to_representation(self, instance: HistoryEntry) -> dict[str, Any]:
+        shown: dict[str, Any] = super().to_representation(instance)
+        shown["input"] = shown_input(shown["input"])  # I/O processor addresses hidden
+        return shown
 
     class Meta:
         model = HistoryEntry

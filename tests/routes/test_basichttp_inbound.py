@@ -4,6 +4,7 @@ with the right status and nothing is applied."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -216,3 +217,37 @@ def test_an_in_memory_chart_posts_into_a_durable_execution_over_real_http(
     session.send("go", {"to": forged})
     assert session.datamodel["errors"] == ["error.communication", "error.communication"]
     assert len(data(receiver)["got"]) == 2
+
+
+def test_the_address_is_kept_for_replay_and_hidden_in_every_view() -> None:
+    from statecharts.api.serializers import HistoryEntrySerializer
+    from statecharts.inspection import HIDDEN_ADDRESS, inspect
+
+    quiet = f'<scxml {NS}><state id="a"><transition event="x"/></state></scxml>'
+    execution = inbound.start(Chart.objects.load(quiet), base_url=BASE)
+    token = inbound.token_for(execution.session_id)
+    entry = HistoryEntry.objects.get(execution=execution, seq=1)
+    assert token in entry.input["io_processors"][BASICHTTP_SHORT]  # recorded: replay sees it
+    document = json.dumps(inspect(execution).document(history=True))
+    api = json.dumps(HistoryEntrySerializer(entry).data)
+    for shown in (document, api):
+        assert token not in shown and HIDDEN_ADDRESS in shown
+
+
+def test_the_admin_hides_the_address_too(admin_client: Client) -> None:
+    from django.urls import reverse
+
+    quiet = f'<scxml {NS}><state id="a"><transition event="x"/></state></scxml>'
+    execution = inbound.start(Chart.objects.load(quiet), base_url=BASE)
+    token = inbound.token_for(execution.session_id)
+    entry = HistoryEntry.objects.get(execution=execution, seq=1)
+    pages = [
+        reverse("admin:statecharts_historyentry_change", args=[entry.pk]),
+        reverse("admin:statecharts_historyentry_changelist"),
+        reverse("admin:statecharts_execution_change", args=[execution.pk]),
+    ]
+    for page in pages:
+        answer = admin_client.get(page)
+        assert answer.status_code == 200, page
+        assert token not in answer.content.decode(), page
+    assert "io_processors" in admin_client.get(pages[0]).content.decode()
