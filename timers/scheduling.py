@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from django.apps import apps
+
 from statecharts.core.plan import Instruction
 from statecharts.models import Execution
 from statecharts.stepper import StepContext, database
@@ -66,6 +68,10 @@ def cancel(context: StepContext, instruction: Instruction) -> None:
         settled=context.now,
         claimed_until=None,
     )
+    if apps.is_installed("routes"):  # and the delayed route sends under it (the same key)
+        from timers.routequeue import cancel_for_step
+
+        cancel_for_step(context, instruction)
 
 
 def discard_when_finished(sender: object, execution: Execution, **kwargs: object) -> None:

@@ -19,6 +19,9 @@ the core's public names)::
     database()                                                  # the alias steps use
     register_performer(kind, performer)                         # in AppConfig.ready()
     register_invoke_types(types) / register_send_type(type, route)
+    register_send_types(types, owner=...)                       # replaces the owner's types
+    register_route_checker(checker)                             # a route's answer per <send>
+    register_start_check(check)                                 # refuse a bad start early
     registered_types()                                          # this step's snapshot
 
 ``StepResult`` (execution, history entry, effects, instructions), ``StepContext`` (what a
@@ -57,10 +60,14 @@ from statecharts.stepper.performing import (
     NoPerformer,
     Performer,
     StepContext,
+    check_start,
     register_input_guard,
     register_invoke_types,
     register_performer,
+    register_route_checker,
     register_send_type,
+    register_send_types,
+    register_start_check,
     registered_types,
 )
 from statecharts.stepper.sql import database
@@ -114,6 +121,7 @@ def start(
     validation.text(session_id, "session_id", max_length=_SESSION_ID, optional=True, blank=False)
     validation.json_object(metadata, "metadata")
     validation.json_object(caller_context, "caller_context")
+    check_start(chart, metadata)  # the apps' own checks (e.g. the routes app's overrides)
     deliver_now = outbox is None
     outbox = [] if outbox is None else outbox
     result = start_step(
@@ -276,7 +284,10 @@ __all__ = [
     "register_invoke_types",
     "register_message_kind",
     "register_performer",
+    "register_route_checker",
     "register_send_type",
+    "register_send_types",
+    "register_start_check",
     "registered_types",
     "retry_message",
     "send",
