@@ -32,9 +32,10 @@ import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
+from routes.base import Route, RouteConfig, RouteMessage
 from statecharts.core.host import ROUTE_OK, RouteAnswer, RouteVerdict
 
 BASICHTTP_TYPE = "http://www.w3.org/TR/scxml/#BasicHTTPEventProcessor"
@@ -214,27 +215,28 @@ def post(config: Mapping[str, Any], request: Request, key: str | None = None) ->
         raise DeliveryFailed(f"the POST failed: {reason}") from None
 
 
-class BasicHTTPRoute:
-    """The route a host registers for the Basic HTTP types: ``check(config, send_type,
-    target)`` in the step, ``deliver(config, message, key)`` after it (``message`` has
-    ``target``, ``name``, ``data``, ``payload``), the shape of the routes app's ``Route``."""
+class BasicHTTPRoute(Route):
+    """The route a host registers for the Basic HTTP types (docs/basichttp.md)::
+
+        STATECHARTS = {"ROUTES": {"basichttp": {
+            "ROUTE": "routes.basichttp.BasicHTTPRoute",
+            "TYPES": ["http://www.w3.org/TR/scxml/#BasicHTTPEventProcessor", "basichttp"],
+            "OPTIONS": {"allowed_hosts": ["hooks.example.org"]},
+        }}}
+
+    ``check`` decides from the target's text in the step; ``deliver`` POSTs after it."""
 
     types = BASICHTTP_TYPES
-    overridable: frozenset[str] = frozenset()  # no scope may widen the allow-list
-    default_options: Mapping[str, Any] = DEFAULT_OPTIONS
+    overridable: ClassVar[frozenset[str]] = frozenset()  # no scope may widen the allow-list
+    default_options: ClassVar[Mapping[str, Any]] = DEFAULT_OPTIONS
 
-    def __init__(self, name: str = BASICHTTP_SHORT, options: Mapping[str, Any] | None = None):
-        self.name = name
-        self.options: dict[str, Any] = {**self.default_options, **(options or {})}
-
-    def check(self, config: Mapping[str, Any], send_type: str, target: str | None) -> RouteAnswer:
+    def check(self, config: RouteConfig, send_type: str, target: str | None) -> RouteAnswer:
         return target_verdict(config, target)
 
-    def idempotency_key(self, message: Any) -> str:
-        return f"{message.session_id}:{message.send_ordinal}"
-
-    def deliver(self, config: Mapping[str, Any], message: Any, key: str) -> None:
-        request = build_request(message.target, message.name, message.data, message.payload)
+    def deliver(self, config: RouteConfig, message: RouteMessage, key: str) -> None:
+        assert message.target is not None  # (check refused a send without one)
+        request = build_request(message.target, message.name or None, message.data,
+                                message.payload)
         post(config, request, key)
 
 
