@@ -3,14 +3,17 @@ execution, sends an event through the page's form and sees the highlight move in
 
 The browser is Debian's Chromium driven through Debian's ChromeDriver (packages chromium and
 chromium-driver, installed by scripts/_chromium.sh, which scripts/test runs first). A missing
-browser is a failure, never a skip. The test saves a screenshot of the page after the event and
-prints its path, so a person can look at what a user sees.
+browser is a failure, never a skip. The first test saves a screenshot of the page after the event
+and prints its path; the second walks the README's "Thirty seconds" path and leaves one screenshot
+per step in reports/screenshots/readme-<database>/ (git-ignored), so a person can look at what a
+user sees.
 """
 
 from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -187,3 +190,105 @@ def test_sending_an_event_in_the_browser_moves_the_highlight_in_the_diagram(
     assert screenshot.stat().st_size > 10_000  # a rendered page, not an empty image
     with capsys.disabled():
         print(f"\nscreenshot of the execution page after sending pay: {screenshot}")
+
+
+SIGNUP = Path(__file__).resolve().parents[2] / "docs" / "examples" / "signup.scxml"
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "reports" / "screenshots"
+
+
+@pytest.mark.django_db(transaction=True)  # the live server's thread must see committed rows
+def test_the_readme_thirty_second_path_in_the_browser(
+    live_server: LiveServer, browser: WebDriver, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The README's "Thirty seconds", step by step, as a user does it in the browser: the
+    chart page, *Start* with a 10 s nudge, the pending timer, the timer firing (on the
+    injected clock: the test fires what is due ten seconds later, it never waits), *Send*
+    signed_up, the completed execution, the API docs page. Each step leaves a screenshot in
+    ``reports/screenshots/readme-<database>/`` (git-ignored) for a person to look at."""
+    from timers.firing import fire_due
+    from timers.models import Timer
+
+    folder = SCREENSHOTS / f"readme-{connection.vendor}"
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def shot(name: str) -> None:
+        browser.execute_script("window.scrollTo(0, 0);")
+        path = folder / f"{name}.png"
+        assert browser.save_screenshot(str(path)), f"Chromium took no screenshot of {name}"
+        assert path.stat().st_size > 10_000  # a rendered page, not an empty image
+
+    User.objects.create_superuser("admin", "admin@example.com", "correct horse")
+    chart = Chart.objects.load(SIGNUP.read_text())
+
+    # 1. Log in.
+    browser.get(f"{live_server.url}/admin/login/")
+    browser.find_element(By.ID, "id_username").send_keys("admin")
+    browser.find_element(By.ID, "id_password").send_keys("correct horse")
+    browser.find_element(By.CSS_SELECTOR, '#login-form [type="submit"]').click()
+    wait(browser).until(ec.presence_of_element_located((By.ID, "logout-form")))
+
+    # 2. Charts -> signup: its diagram and source; start with a 10 s nudge.
+    browser.get(f"{live_server.url}{reverse('admin:statecharts_chart_changelist')}")
+    browser.find_element(By.LINK_TEXT, "signup").click()
+    wait(browser).until(
+        ec.visibility_of_element_located((By.CSS_SELECTOR, ".statecharts-diagram svg"))
+    )
+    assert "nudge_after" in browser.find_element(By.CSS_SELECTOR, "table.statecharts-source").text
+    shot("1-chart")
+    start = browser.find_element(By.CSS_SELECTOR, "form.statecharts-start")
+    start.find_element(By.NAME, "data").send_keys('{"nudge_after": "10s"}')
+    page = browser.find_element(By.TAG_NAME, "html")
+    start.find_element(By.CSS_SELECTOR, 'input[type="submit"][value="Start"]').click()
+    wait(browser).until(ec.staleness_of(page))
+
+    # 3. The execution's page: invited is highlighted, the nudge timer is pending.
+    wait(browser).until(ec.visibility_of_element_located((By.CSS_SELECTOR, "#diagram svg")))
+    execution = Execution.objects.get(chart=chart)
+    change_url = reverse("admin:statecharts_execution_change", args=[execution.pk])
+    assert browser.current_url == f"{live_server.url}{change_url}"
+    assert browser.find_element(By.ID, "where").text == "status: active; in state invited"
+    assert is_active(browser, "invited") and not is_active(browser, "nudged")
+    pending = browser.find_element(By.CSS_SELECTOR, "table.statecharts-timers tr.sc-timer-pending")
+    assert "nudge.due" in pending.text and "pending" in pending.text
+    shot("2-started")
+
+    # Ten seconds later on the injected clock, the worker's pass fires the nudge.
+    timer = Timer.objects.get(execution=execution)
+    report = fire_due(now=timer.due + timedelta(seconds=1))
+    assert report.fired == 1, report
+
+    # Reload: the timer is fired and the diagram highlights nudged.
+    browser.refresh()
+    wait(browser).until(ec.visibility_of_element_located((By.CSS_SELECTOR, "#diagram svg")))
+    assert browser.find_element(By.ID, "where").text == "status: active; in state nudged"
+    assert is_active(browser, "nudged") and not is_active(browser, "invited")
+    timers = browser.find_element(By.CSS_SELECTOR, "table.statecharts-timers").text
+    assert "fired" in timers and "pending" not in timers
+    shot("3-nudged")
+
+    # 4. Send signed_up with an e-mail: the execution completes with that donedata.
+    form = browser.find_element(By.ID, "send-event")
+    form.find_element(By.CSS_SELECTOR, 'button.sc-pick[data-event="signed_up"]').click()
+    form.find_element(By.NAME, "data").send_keys('{"email": "ada@example.com"}')
+    page = browser.find_element(By.TAG_NAME, "html")
+    form.find_element(By.CSS_SELECTOR, 'input[type="submit"][value="Send event"]').click()
+    wait(browser).until(ec.staleness_of(page))
+    message = wait(browser).until(
+        ec.visibility_of_element_located((By.CSS_SELECTOR, "ul.messagelist li.success"))
+    )
+    assert message.text.startswith("Sent signed_up: applied"), message.text
+    assert "completed" in browser.find_element(By.ID, "where").text
+    assert "ada@example.com" in browser.find_element(By.TAG_NAME, "body").text
+    execution.refresh_from_db()
+    assert execution.status == "completed" and execution.donedata == {"email": "ada@example.com"}
+    shot("4-completed")
+
+    # The same through the API: its documentation page renders its operations.
+    browser.get(f"{live_server.url}/api/docs/")
+    wait(browser).until(
+        ec.visibility_of_element_located((By.CSS_SELECTOR, ".swagger-ui .opblock"))
+    )
+    assert "/api/executions/" in browser.find_element(By.CSS_SELECTOR, ".swagger-ui").text
+    shot("5-api-docs")
+    with capsys.disabled():
+        print(f"\nscreenshots of the README's path: {folder}")
