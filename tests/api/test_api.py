@@ -631,6 +631,7 @@ ENDPOINTS = [
     ("post", "/executions/{execution}/cancel/"),
     ("get", "/executions/{execution}/history/"),
     ("get", "/timers/"),
+    ("get", "/route-deliveries/"),
     ("get", "/schema/"),
     ("get", "/"),
 ]
@@ -734,6 +735,8 @@ EXPECTED_PATHS = {
     "/api/timers/{id}/",
     "/api/invocations/",
     "/api/invocations/{id}/",
+    "/api/route-deliveries/",
+    "/api/route-deliveries/{id}/",
     "/api/schema/",
 }
 
