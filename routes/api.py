@@ -14,6 +14,7 @@ import django_filters
 from drf_spectacular.utils import extend_schema, extend_schema_field, extend_schema_view
 from rest_framework import mixins, serializers
 
+from routes.conf import route_settings
 from routes.models import DeliveryStatus, RouteDelivery
 from statecharts.api.filters import IntegerFilter
 from statecharts.api.serializers import NAMESPACE, execution_view
@@ -24,14 +25,29 @@ from statecharts.inspection import Unreadable
 class RouteDeliverySerializer(serializers.ModelSerializer[RouteDelivery]):
     url = serializers.HyperlinkedIdentityField(view_name=f"{NAMESPACE}:route-delivery-detail")
     execution = serializers.IntegerField(source="execution_id", read_only=True)
+    in_doubt = serializers.SerializerMethodField(
+        help_text="Claimed more than ROUTE_IN_DOUBT_SECONDS ago and never settled: the action "
+        "may or may not have happened (it is not retried)."
+    )
 
     class Meta:
         model = RouteDelivery
         fields = [
             "id", "url", "key", "execution", "route", "send_type", "target", "send_id",
-            "event_name", "delayed", "status", "reason", "created", "settled",
+            "event_name", "delayed", "status", "in_doubt", "reason", "created", "settled",
         ]  # fmt: skip
         read_only_fields = fields
+
+
+    def get_in_doubt(self, delivery: RouteDelivery) -> bool:
+        return is_in_doubt(delivery, route_settings.now())
+
+
+def is_in_doubt(delivery: RouteDelivery, now: Any) -> bool:
+    seconds = route_settings.ROUTE_IN_DOUBT_SECONDS
+    return delivery.status == DeliveryStatus.CLAIMED and (
+        (now - delivery.created).total_seconds() > seconds
+    )
 
 
 class RouteDeliveryFilter(django_filters.FilterSet):

@@ -14,6 +14,10 @@ from statecharts.conf import register_settings
 
 
 def check(configured: Mapping[str, Any]) -> list[CheckMessage]:
+    """Every route loads and is a ``Route`` (``routes.E001``), the settings-level scope
+    overrides name registered routes and overridable options only (``routes.E002``), and the
+    route timer queue can be loaded here (``routes.W001``: otherwise delayed route sends are
+    refused)."""
     problems: list[CheckMessage] = []
     try:
         registered = build_routes(configured.get("ROUTES", DEFAULTS["ROUTES"]))
@@ -48,8 +52,6 @@ def check(configured: Mapping[str, Any]) -> list[CheckMessage]:
                 )
             )
     return problems
-
-
 
 
 register_settings("routes", DEFAULTS, check)

@@ -10,7 +10,7 @@ Firing one row, in one transaction, with one lock order (the execution, then the
    ledger (``discarded``); a status that holds timers snoozes it.
 2. **The route**: a name not registered here (any more) is a fact about this deployment, not
    about the row: the row is snoozed with a visible reason, no attempt spent (and
-   ``manage.py check`` warns, ``timers.W001``).
+   ``manage.py check --database default`` warns, ``timers.W001``).
 3. **Take and decide in one write**: the row is deleted and the key claimed in the ledger in
    the same transaction. A ``<cancel>`` is a step, which holds the same execution lock and
    deletes the row too: a fire and a cancel of one row never both succeed.

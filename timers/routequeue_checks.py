@@ -10,11 +10,14 @@ from django.core.checks import CheckMessage, Warning
 from django.db import DatabaseError
 
 
-def check_unregistered(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """``manage.py check``: route timer rows naming a route that is not registered are
-    snoozed until it is; say so (a database that cannot be read yet, e.g. before migrate,
-    says nothing)."""
-    if not apps.is_installed("routes"):
+def check_unregistered(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """``manage.py check --database default`` (and ``migrate``): route timer rows naming a
+    route that is not registered are snoozed until it is; say so. A database check (tagged
+    so): the plain ``check`` never reads the database; one that cannot be read yet (before
+    migrate) says nothing."""
+    if not databases or not apps.is_installed("routes"):
         return []
     from timers.routequeue import unregistered_routes
 

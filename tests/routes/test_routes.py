@@ -87,18 +87,23 @@ def test_an_immediate_send_is_delivered_after_the_commit_once_with_its_key(
 
 
 def test_a_send_in_a_step_that_rolls_back_is_never_delivered(recorder: type[Recorder]) -> None:
+    from statecharts.signals import step_finished
+
     execution = start()
-    with pytest.raises(RuntimeError), stepper_transaction():
-        stepper.send(execution, "go", now=T0)
-        raise RuntimeError("the caller's transaction fails")
+
+    def fail(**kwargs: Any) -> None:  # inside the step's transaction: it rolls back
+        raise RuntimeError("the step fails after its route send was performed")
+
+    step_finished.connect(fail, dispatch_uid="test.rollback")
+    try:
+        with pytest.raises(RuntimeError, match="after its route send"):
+            stepper.send(execution, "go", now=T0)
+    finally:
+        step_finished.disconnect(dispatch_uid="test.rollback")
     stepper.deliver_pending()
-    assert recorder.deliveries == [] and not RouteDelivery.objects.exists()
-
-
-def stepper_transaction() -> Any:
-    from django.db import transaction
-
-    return transaction.atomic()
+    assert recorder.deliveries == []
+    assert not OutboxMessage.objects.filter(kind=delivering.KIND).exists()
+    assert not RouteDelivery.objects.exists()
 
 
 def test_the_route_refuses_targets_while_the_send_executes_and_replay_gets_the_answers(

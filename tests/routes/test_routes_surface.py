@@ -70,7 +70,7 @@ def test_the_api_lists_deliveries_read_only_and_in_the_execution_detail(
     assert listed.status_code == 200
     [row] = listed.json()["results"]
     assert (row["route"], row["status"]) == ("record", "delivered")
-    assert row["target"] == "ada@example.com"
+    assert row["target"] == "ada@example.com" and row["in_doubt"] is False
     assert api.get("/api/route-deliveries/", {"status": "nonsense"}).status_code == 400
     assert api.post("/api/route-deliveries/", {}).status_code == 405
     detail = api.get(f"/api/executions/{execution.pk}/").json()
