@@ -107,7 +107,8 @@ def main(host: str = "127.0.0.1", port: int = 8000, *, reset_admin_password: boo
     finally:
         for child in children:
             _signal_group(child, signal.SIGINT)
-        deadline = time.monotonic() + 15
+        # A loaded machine's cluster can take a while to finish its work and stop.
+        deadline = time.monotonic() + 30
         for child in children:
             try:
                 child.wait(timeout=max(0.1, deadline - time.monotonic()))

@@ -13,11 +13,14 @@ children and delayed sends allowed and no routes (``LEGACY_TYPES``), which is ha
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from statecharts.conf import statecharts_settings
+from statecharts.core.errors import StatechartError
 from statecharts.core.host import SCXML_INVOKE_TYPES, Host, RegisteredTypes
 from statecharts.core.position import ChartIdentity, decode, encode
 from statecharts.core.state import State
@@ -158,3 +161,52 @@ def replay(execution: Execution | int) -> ReplayReport:
             verdict=Verdict.DIVERGED,
         )
     return ReplayReport(execution.pk, replayed)
+
+
+@dataclass(slots=True)
+class ReplaySummary:
+    """What replaying many executions found: a count per verdict, the reports of those that
+    diverged, and those that could not be replayed at all (e.g. a stored position that is not
+    its chart's), with the reason."""
+
+    checked: int = 0
+    verdicts: Counter[Verdict] = field(default_factory=Counter)
+    diverged: list[ReplayReport] = field(default_factory=list)
+    unreplayable: list[tuple[int, str]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.diverged and not self.unreplayable
+
+    def __str__(self) -> str:
+        counts = ", ".join(f"{n:,} {verdict}" for verdict, n in sorted(self.verdicts.items()))
+        text = f"replayed {self.checked:,} execution(s): {counts or 'none'}"
+        if self.unreplayable:
+            text += f", {len(self.unreplayable):,} could not be replayed"
+        return text
+
+
+def replay_many(
+    executions: Iterable[Execution],
+    *,
+    progress: Callable[[int, Execution, ReplayReport | None], None] | None = None,
+) -> ReplaySummary:
+    """:func:`replay` each execution in turn (read-only: nothing is written or locked), and
+    sum up. An execution that cannot be replayed is counted and named, and the others are
+    still replayed. ``progress(done, execution, report)`` is called after each (``report``
+    is ``None`` for one that could not be replayed)."""
+    summary = ReplaySummary()
+    for execution in executions:
+        report: ReplayReport | None = None
+        try:
+            report = replay(execution)
+        except StatechartError as exc:  # e.g. the stored position is not its chart's
+            summary.unreplayable.append((execution.pk, str(exc)))
+        else:
+            summary.verdicts[report.verdict] += 1
+            if report.diverged:
+                summary.diverged.append(report)
+        summary.checked += 1
+        if progress is not None:
+            progress(summary.checked, execution, report)
+    return summary

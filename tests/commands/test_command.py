@@ -21,6 +21,7 @@ from statecharts.core.events import Event
 from statecharts.management.commands.statechart import find_chart, find_execution, version_key
 from statecharts.models import Chart, Execution, ExecutionStatus, OutboxMessage
 from statecharts.models.outbox import OutboxStatus
+from statecharts.replay import replay_many
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -507,6 +508,54 @@ def test_replay_that_diverges_fails(execution: Execution) -> None:
 
 def test_replay_an_unknown_execution() -> None:
     assert fails("replay", "31337") == "no execution with id or session id '31337'"
+
+
+def test_replay_all_checks_every_chosen_execution_and_names_those_that_diverge(
+    execution: Execution,
+) -> None:
+    other = stepper.start(execution.chart)
+    stepper.send(other, "flip")
+    stepper.send(other, "stop")
+    out = io.StringIO()
+    call_command("statechart", "replay", "--all", stdout=out)
+    text = out.getvalue()
+    # Not a terminal: plain progress lines, one per execution here (at most about ten).
+    assert f"1 of 2: execution {execution.pk}: matches" in text
+    assert f"2 of 2: execution {other.pk}: matches" in text
+    assert text.splitlines()[-1] == "replayed 2 execution(s): 2 matches"
+    assert run("replay", "--all", "--status", "completed", "-v", "0").strip() == (
+        "replayed 1 execution(s): 1 matches"
+    )
+    assert run("replay", "--all", "--chart", "light", "-v", "0").strip().endswith("2 matches")
+    assert run("replay", "--all", "--chart", "nope", "-v", "0").strip() == (
+        "replayed 0 execution(s): none"
+    )
+
+    other.history.filter(seq=2).update(position_sha256="0" * 64)
+    out = io.StringIO()
+    with pytest.raises(CommandError) as caught:
+        call_command("statechart", "replay", "--all", "-v", "0", stdout=out)
+    assert str(caught.value) == "replayed 2 execution(s): 1 diverged, 1 matches"
+    assert out.getvalue().startswith(
+        f"execution {other.pk}: replay diverged at step 2 (event flip)"
+    )
+
+
+def test_replay_all_goes_on_past_an_execution_it_cannot_replay(execution: Execution) -> None:
+    broken = stepper.start(execution.chart)
+    Execution.objects.filter(pk=broken.pk).update(position=b"not a position")
+    summary = replay_many(Execution.objects.order_by("pk"))
+    assert summary.checked == 2 and not summary.ok
+    assert [pk for pk, _ in summary.unreplayable] == [broken.pk]
+    assert str(summary) == "replayed 2 execution(s): 1 matches, 1 could not be replayed"
+
+
+def test_replay_takes_one_execution_or_all() -> None:
+    assert fails("replay") == "replay needs one execution, or --all (with --chart / --status)"
+    assert fails("replay", "3", "--all").startswith("replay needs one execution")
+    assert fails("replay", "3", "--status", "active") == (
+        "--chart and --status choose executions for --all"
+    )
 
 
 # ---- deliver -----------------------------------------------------------------------------------

@@ -14,7 +14,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from collections import Counter
 from itertools import combinations, pairwise
 from pathlib import Path
@@ -210,10 +209,8 @@ def active_ids(root: etree._Element) -> set[str]:
 @pytest.mark.parametrize("path", _w3c_documents())
 def test_every_w3c_document_renders(path: Path) -> None:
     chart = MemoryDriver().load_file(path)
-    started = time.perf_counter()
-    svg = render_svg(chart)
-    assert time.perf_counter() - started < 1.0
-    check_diagram(chart, svg)
+    # How fast: benchmarks/diagram_rendering.py, not a timed test.
+    check_diagram(chart, render_svg(chart))
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])

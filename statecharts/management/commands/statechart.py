@@ -10,6 +10,8 @@ Subcommands::
                                                 timers (and other apps' sections), history
     cancel EXECUTION                            cancel an execution (its onexit handlers run)
     replay EXECUTION                            re-drive the history; fails if it diverges
+    replay --all [--chart CHART] [--status S]   the same for many executions, with a progress
+                                                display; fails if any diverges
     deliver [--limit N]                         deliver outbox messages left pending
     prune [--only STAGE] [--days STAGE=DAYS] [--batch N] [--dry-run]
                                                 delete what retention no longer keeps, in
@@ -46,8 +48,9 @@ from statecharts.core import ChartError, Problem, StatechartError, load_chart_fi
 from statecharts.core.parse import decode_utf8, read_document
 from statecharts.inspection import Unreadable, inspect, json_text
 from statecharts.lookups import version_key as version_key  # (re-exported)
+from statecharts.management.progress import Progress
 from statecharts.models import Chart, Execution, ExecutionStatus
-from statecharts.replay import replay
+from statecharts.replay import ReplayReport, replay, replay_many
 from statecharts.runtime import compile_source
 
 NAME_LENGTH = Chart._meta.get_field("name").max_length or 0
@@ -239,8 +242,25 @@ class Command(BaseCommand):
         p = add("cancel", help="cancel an execution")
         p.add_argument("execution", help="an execution id or session id")
 
-        p = add("replay", help="re-drive an execution's history and compare")
-        p.add_argument("execution", help="an execution id or session id")
+        p = add("replay", help="re-drive an execution's history and compare (or many: --all)")
+        p.add_argument("execution", nargs="?", help="an execution id or session id")
+        p.add_argument(
+            "--all",
+            dest="replay_all",
+            action="store_true",
+            help="every execution (or those chosen by --chart / --status)",
+        )
+        p.add_argument(
+            "--chart",
+            dest="replay_chart",
+            help="with --all: the executions of the charts of this name (or id)",
+        )
+        p.add_argument(
+            "--status",
+            dest="replay_status",
+            choices=[s.value for s in ExecutionStatus],
+            help="with --all: executions with this status",
+        )
 
         p = add("deliver", help="deliver pending outbox messages")
         p.add_argument("--limit", type=positive_int, help="at most this many (default: a batch)")
@@ -419,7 +439,42 @@ class Command(BaseCommand):
             )
 
     def replay(self, options: dict[str, Any]) -> None:
-        execution = find_execution(options["execution"])
+        if options["replay_all"] == bool(options["execution"]):
+            raise CommandError("replay needs one execution, or --all (with --chart / --status)")
+        if not options["replay_all"]:
+            if options["replay_chart"] or options["replay_status"]:
+                raise CommandError("--chart and --status choose executions for --all")
+            self.replay_one(find_execution(options["execution"]))
+            return
+        executions = Execution.objects.select_related("chart").order_by("pk")
+        if options["replay_chart"]:
+            chosen = options["replay_chart"]
+            by_name = executions.filter(chart__name=chosen)
+            if by_name.exists() or not chosen.isdigit():
+                executions = by_name
+            else:
+                executions = executions.filter(chart_id=int(chosen))
+        if options["replay_status"]:
+            executions = executions.filter(status=options["replay_status"])
+        display = Progress(
+            self.stdout, total=executions.count(), plain=options.get("verbosity", 1) >= 1
+        )
+
+        def progress(done: int, execution: Execution, report: ReplayReport | None) -> None:
+            verdict = report.verdict if report is not None else "could not be replayed"
+            display.update(done, f"execution {execution.pk}: {verdict}")
+
+        summary = replay_many(executions.iterator(chunk_size=200), progress=progress)
+        display.close()
+        for report in summary.diverged[:20]:
+            self.say(f"execution {report.execution_id}: {report}")
+        for pk, reason in summary.unreplayable[:20]:
+            self.say(f"execution {pk} cannot be replayed: {reason}")
+        if not summary.ok:
+            raise CommandError(str(summary))
+        self.say(str(summary))
+
+    def replay_one(self, execution: Execution) -> None:
         try:
             report = replay(execution)
         except StatechartError as exc:  # e.g. the stored position is not this chart's
@@ -458,8 +513,7 @@ class Command(BaseCommand):
         from datetime import timedelta
 
         deltas = {
-            name: None if days is None else timedelta(days=days)
-            for name, days in overrides.items()
+            name: None if days is None else timedelta(days=days) for name, days in overrides.items()
         }
         report = retention.prune(
             only=options["only"],
@@ -473,8 +527,9 @@ class Command(BaseCommand):
         for stage in report.stages:
             if report.dry_run and stage.cutoff is not None:
                 kept = retention.days_text(stage.retention) if stage.retention else ""
-                self.say(f"{stage.name}: {stage.to_delete:,} row(s) would be deleted "
-                         f"(older than {kept})")
+                self.say(
+                    f"{stage.name}: {stage.to_delete:,} row(s) would be deleted (older than {kept})"
+                )
             else:
                 self.say(str(stage))
         if report.dry_run:
