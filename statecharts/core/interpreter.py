@@ -506,6 +506,7 @@ class Interpreter:
                 "origintype": event.origintype,
                 "invokeid": event.invokeid,
                 "data": tagged(event.data),
+                "raw": event.raw,
             }
         )
 
