@@ -111,7 +111,7 @@ def test_the_core_default_is_unchanged() -> None:
 
 @pytest.mark.django_db
 def test_the_migration_records_null_or_the_declared_datamodel() -> None:
-    migration = importlib.import_module("statecharts.migrations.0008_chart_authoring")
+    migration = importlib.import_module("statecharts.migrations.0009_chart_authoring")
     Chart.objects.bulk_create(
         [
             Chart(source=CODE_FREE, content_hash="a" * 64, datamodel="null"),
