@@ -51,12 +51,16 @@ machinery) against ``drain()`` of as many due timers, each timed (wall, this pro
 its PostgreSQL backend's CPU), then a drain under cProfile (the phases of a fire) and the
 statements of one fire: the per-fire cost that bounds what the workers can do.
 
+``--route-share S`` makes that share of the executions send their alarm on a route (a delayed
+route send, ``timers.routequeue``), fired by the same cluster; their lateness is reported
+apart (the take-and-decide commit minus the due).
+
 Usage (from the repository root)::
 
     python benchmarks/timer_firing.py [--timers 10000] [--window 10] [--workers 4]
                                       [--explain-rows 1000000] [--settled-rows 1000000]
                                       [--lead 5] [--deadline 120] [--profile]
-                                      [--codecs] [--codec-rounds 3]
+                                      [--route-share S] [--codecs] [--codec-rounds 3]
                                       [--skip-firing] [--skip-explain] [--pg-url URL]
                                       [--json OUT]
 """
@@ -115,6 +119,57 @@ CHART = """\
 </scxml>
 """
 
+# --route-share: that share of the executions sends its alarm on a route instead (a delayed
+# route send: a route timer row, timers.routequeue), fired by the same cluster and loop. The
+# route is the tests' recording route (tests/routes/recording.py): its delivery is a list
+# append, so what is measured is the platform's part (liveness, take and decide with the
+# ledger claim, the ledger settle).
+ROUTE_CHART = """\
+<scxml xmlns="http://www.w3.org/2005/07/scxml" version="1.0" datamodel="ecmascript"
+       name="bench_route_timer" initial="waiting">
+  <datamodel><data id="delay" expr="'1d'"/></datamodel>
+  <state id="waiting">
+    <onentry><send id="alarm" type="record" target="x" event="alarm" delayexpr="delay"/></onentry>
+  </state>
+</scxml>
+"""
+BENCH_ROUTES = {
+    "record": {"ROUTE": "tests.routes.recording.Recorder", "TYPES": ["record"]},
+}
+
+# A route timer's fire is decided when its take-and-decide transaction commits: the ledger
+# row's insert, stamped the same way as the history rows below.
+ROUTE_COMMIT_STAMP_SQL = """
+CREATE TABLE bench_route_commit (
+    delivery_id bigint PRIMARY KEY,
+    committed timestamptz NOT NULL,
+    backend integer NOT NULL,
+    app text NOT NULL
+);
+CREATE FUNCTION bench_route_commit_stamp() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO bench_route_commit VALUES
+        (NEW.id, clock_timestamp(), pg_backend_pid(), current_setting('application_name'));
+    RETURN NULL;
+END $$;
+CREATE CONSTRAINT TRIGGER bench_route_commit_stamp AFTER INSERT ON routes_routedelivery
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION bench_route_commit_stamp();
+"""
+
+
+def route_settings_on() -> None:
+    """Register the benchmark's route in this process (the cluster child does it too)."""
+    from django.conf import settings
+    from django.test import override_settings
+
+    override_settings(STATECHARTS={**settings.STATECHARTS, "ROUTES": BENCH_ROUTES}).enable()
+
+
+def is_route(index: int, share: float) -> bool:
+    """Whether the index-th execution of the window uses the route chart (spread evenly)."""
+    return math.floor((index + 1) * share) > math.floor(index * share)
+
+
 # In the throwaway database only: stamp each history row with the time its transaction
 # commits (a deferred constraint trigger runs at COMMIT) and with who committed it.
 COMMIT_STAMP_SQL = """
@@ -156,7 +211,7 @@ def percentile(values: Sequence[float], p: float) -> float:
 # --------------------------------------------------------------------------- the cluster
 
 
-def cluster_child(workers: int) -> None:
+def cluster_child(workers: int, routes: bool = False) -> None:
     """``manage.py qcluster``, with each database connection named after its process's pid."""
     os.chdir(REPO)
     if str(REPO) not in sys.path:
@@ -173,6 +228,8 @@ def cluster_child(workers: int) -> None:
             cursor.execute("SELECT set_config('application_name', %s, false)", [str(os.getpid())])
 
     connection_created.connect(name_connection, weak=False)
+    if routes:
+        route_settings_on()
     if workers != Conf.WORKERS:  # --workers other than demo.settings.base.Q_CLUSTER's
         Conf.WORKERS = workers
         Conf.QUEUE_LIMIT = workers**2  # what django-q2 derives from "workers"
@@ -180,7 +237,9 @@ def cluster_child(workers: int) -> None:
 
 
 @contextmanager
-def qcluster(database_url: str, workers: int, out: IO[str]) -> Iterator[subprocess.Popen[str]]:
+def qcluster(
+    database_url: str, workers: int, out: IO[str], routes: bool = False
+) -> Iterator[subprocess.Popen[str]]:
     env = {
         **os.environ,
         "DATABASE_URL": database_url,
@@ -188,7 +247,7 @@ def qcluster(database_url: str, workers: int, out: IO[str]) -> Iterator[subproce
         "DJANGO_DEBUG": "0",
     }
     command = [sys.executable, str(Path(__file__).resolve()), "--cluster-child"]
-    command += ["--workers", str(workers)]
+    command += ["--workers", str(workers)] + (["--route-share", "1"] if routes else [])
     cluster = subprocess.Popen(
         command,
         cwd=REPO,
@@ -313,18 +372,22 @@ class CpuSampler:
 # --------------------------------------------------------------------------- part 1: firing
 
 
-def start_executions(chart: Any, dues: Sequence[float]) -> list[int]:
-    """One execution per due time (epoch seconds); returns their pks."""
+def start_executions(
+    chart: Any, dues: Sequence[float], route_chart: Any = None, share: float = 0.0
+) -> list[int]:
+    """One execution per due time (epoch seconds); returns their pks. With ``route_chart``,
+    ``share`` of them (spread evenly) send their alarm on a route instead."""
     from statecharts import stepper
 
     pks = []
-    for due in dues:
+    for index, due in enumerate(dues):
+        which = route_chart if route_chart is not None and is_route(index, share) else chart
         delay_ms = round((due - time.time()) * 1000)
         if delay_ms < 1000:
             raise RuntimeError(
                 "the setup overran the window's start; run again with a larger --lead"
             )
-        pks.append(stepper.start(chart, data={"delay": f"{delay_ms}ms"}).pk)
+        pks.append(stepper.start(which, data={"delay": f"{delay_ms}ms"}).pk)
     return pks
 
 
@@ -355,10 +418,15 @@ def fire_in_cluster(args: argparse.Namespace, database_url: str, out: IO[str]) -
     from django.db import connection
 
     from statecharts.models import Chart
-    from timers.models import Timer
+    from timers.models import RouteTimer, Timer
 
     chart = Chart.objects.load(CHART)
-    with qcluster(database_url, args.workers, out) as cluster:
+    routes = args.route_share > 0
+    route_chart = None
+    if routes:
+        route_settings_on()
+        route_chart = Chart.objects.load(ROUTE_CHART)
+    with qcluster(database_url, args.workers, out, routes) as cluster:
         wait_for_cluster(out, cluster, 60)
         call_command("setup_timers", stdout=io.StringIO())  # the schedule, and a sweeper now
         log(f"cluster up (pid {cluster.pid}, {args.workers} workers); setup_timers done")
@@ -375,15 +443,20 @@ def fire_in_cluster(args: argparse.Namespace, database_url: str, out: IO[str]) -
             f" timers due from {setup_estimate + args.lead:.0f} s from now over {args.window} s"
         )
         started = time.perf_counter()
-        pks = start_executions(chart, dues)
+        pks = start_executions(chart, dues, route_chart, args.route_share)
         setup_seconds = time.perf_counter() - started
         with connection.cursor() as cursor:
             cursor.execute(COMMIT_STAMP_SQL)
+            if routes:
+                cursor.execute(ROUTE_COMMIT_STAMP_SQL)
         lead = window_start - time.time()
         log(f"setup took {setup_seconds:.1f} s; the window opens in {lead:.1f} s")
 
         # pks are consecutive: a range keeps this poll cheap (the cancel index covers it).
         window_timers = Timer.objects.filter(execution_id__gte=min(pks), execution_id__lte=max(pks))
+        window_routes = RouteTimer.objects.filter(
+            execution_id__gte=min(pks), execution_id__lte=max(pks)
+        )
         deadline = window_start + args.window + args.deadline
         pending = args.timers
         sampler: CpuSampler | None = None
@@ -395,6 +468,8 @@ def fire_in_cluster(args: argparse.Namespace, database_url: str, out: IO[str]) -
             elif sampler is not None:
                 sampler.sample()
                 pending = window_timers.filter(status="pending").count()
+                if routes:
+                    pending += window_routes.count()  # (a route timer row goes when fired)
                 if pending == 0:
                     break
             time.sleep(POLL)
@@ -404,6 +479,10 @@ def fire_in_cluster(args: argparse.Namespace, database_url: str, out: IO[str]) -
     return {
         "cluster": cluster,
         "pks": pks,
+        "dues": dict(zip(pks, dues, strict=True)),
+        "route_pks": [
+            pk for index, pk in enumerate(pks) if routes and is_route(index, args.route_share)
+        ],
         "window_start": window_start,
         "lead": lead,
         "setup_seconds": setup_seconds,
@@ -437,6 +516,8 @@ def collect_firing(args: argparse.Namespace, run: dict[str, Any]) -> dict[str, A
         rows = cursor.fetchall()
     statuses = Counter(row[0] for row in rows)
     fired = [row for row in rows if row[0] == "fired" and row[3] is not None]
+    scxml_timers = len(rows)
+    routes = collect_route_firing(run) if args.route_share > 0 else None
     due = [float(row[1]) for row in fired]
     created = [float(row[2]) for row in fired]
     committed = [float(row[3]) for row in fired]
@@ -498,9 +579,44 @@ def collect_firing(args: argparse.Namespace, run: dict[str, Any]) -> dict[str, A
         "per_second": per_second,
         "sweepers": sweepers,
         "cpu": run["cpu"],
+        "scxml_timers": scxml_timers,
+        "routes": routes,
         "met": bool(lateness)
         and percentile(lateness, 99) <= TARGET_P99
-        and len(fired) == args.timers,
+        and len(fired) == scxml_timers
+        and (routes is None or routes["met"]),
+    }
+
+
+def collect_route_firing(run: dict[str, Any]) -> dict[str, Any]:
+    """The route timers' part: each one's lateness is its take-and-decide commit (the ledger
+    row's insert) minus its due (known here: the row is deleted when it fires)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT d.execution_id, d.status, extract(epoch FROM c.committed)
+            FROM routes_routedelivery d
+            LEFT JOIN bench_route_commit c ON c.delivery_id = d.id
+            WHERE d.execution_id = ANY(%s)
+            """,
+            [run["route_pks"]],
+        )
+        rows = cursor.fetchall()
+    dues = run["dues"]
+    decided = [row for row in rows if row[2] is not None]
+    lateness = [float(row[2]) - dues[row[0]] for row in decided]
+    scheduled = len(run["route_pks"])
+    return {
+        "scheduled": scheduled,
+        "statuses": dict(Counter(row[1] for row in rows)),
+        "measured": len(decided),
+        "lateness": summary(lateness),
+        "met": bool(lateness)
+        and percentile(lateness, 99) <= TARGET_P99
+        and len(decided) == scheduled
+        and all(row[1] == "delivered" for row in rows),
     }
 
 
@@ -1006,6 +1122,17 @@ def render(command: str, server: str, settings: dict[str, str], r: dict[str, Any
                 for s in f["sweepers"]
             ),
         ]
+        routes = f.get("routes")
+        if routes and routes["lateness"]:
+            rl = routes["lateness"]
+            lines.append(
+                f"  of which route timers (delayed route sends, --route-share): "
+                f"{routes['scheduled']:,} scheduled, {routes['measured']:,} decided, ledger"
+                f" {routes['statuses']}; lateness (take-and-decide commit - due): "
+                + ", ".join(f"{k} {rl[k]:.3f} s" for k in ("p50", "p90", "p99", "max"))
+                + f"  -> p99 <= {TARGET_P99:.0f} s: {'MET' if routes['met'] else 'NOT MET'}"
+                f"; SCXML timers: {f['scxml_timers']:,}"
+            )
         cpu = f["cpu"]
         if cpu:
             used = cpu["cpu_seconds"]
@@ -1123,6 +1250,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=120.0,
         help="seconds after the window to wait for every timer to settle",
     )
+    parser.add_argument(
+        "--route-share",
+        type=float,
+        default=0.0,
+        help="share of the executions whose alarm is a delayed route send (0..1)",
+    )
     parser.add_argument("--profile", action="store_true", help="also profile one drain")
     parser.add_argument("--profile-timers", type=int, default=500)
     parser.add_argument(
@@ -1140,7 +1273,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.cluster_child:
-        cluster_child(args.workers)
+        cluster_child(args.workers, args.route_share > 0)
         return 0
     command = shlex.join([sys.executable, *sys.argv] if argv is None else [__file__, *argv])
     args.sqlite_dir = None  # throwaway_database's other branch
@@ -1170,7 +1303,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.json.write_text(json.dumps(result, indent=2, default=str) + "\n", encoding="utf-8")
         print(f"JSON written to {args.json}")
     firing = result.get("firing")
-    return 0 if firing is None or firing["fired_measured"] == args.timers else 1
+    if firing is None:
+        return 0
+    routes = firing.get("routes")
+    every_route_timer = routes is None or routes["measured"] == routes["scheduled"]
+    return 0 if firing["fired_measured"] == firing["scxml_timers"] and every_route_timer else 1
 
 
 if __name__ == "__main__":

@@ -11,7 +11,11 @@ both as ``now=`` and as ``STATECHARTS["CLOCK"]``. A document passes, as in
 
 The categories are reported: "timers" (a delayed ``<send>`` or a ``<cancel>``), "invoke"
 (an ``<invoke>``), "send" (undelayed sends only) and "core" (the rest). Documents that need
-the Basic HTTP Event I/O Processor are reported as pending, with the reason, never run.
+the Basic HTTP Event I/O Processor run when a server serves its inbound view
+(``basichttp_url``: the tests use Django's live server), each execution started with its
+signed address, its sends delivered by the ``basichttp`` route after the commit; without
+one they are reported as pending, with the reason. W3C 201 is never run durably (not
+applicable: see ``NOT_APPLICABLE_201``).
 
     python -m conformance.durable [--suite ../shared/w3c] [--json report.json] [--only 208,210]
         [--database-url URL]
@@ -44,7 +48,22 @@ TIMERS = "timers"  # delayed <send> or <cancel>: the timer rows are exercised
 INVOKE = "invoke"  # an <invoke>: invocation rows, child executions, the outbox
 SEND = "send"  # undelayed <send> only: self-sends, #_internal, #_scxml_, the outbox
 CORE = "core"  # none of those: the durable step itself
-PENDING_HTTP = "needs the Basic HTTP Event I/O Processor (later issue)"
+PENDING_HTTP = (
+    "needs the Basic HTTP Event I/O Processor's inbound view served over HTTP: run with a "
+    "server (basichttp_url; tests/conformance/test_w3c_durable.py uses Django's live server)"
+)
+NOT_APPLICABLE_201 = (
+    "not applicable to the durable mode: its Basic HTTP send is performed after the step "
+    "commits, so the immediate self-send drained inside the step always arrives first"
+)
+BASICHTTP_ROUTES = {
+    "basichttp": {
+        "ROUTE": "routes.basichttp.BasicHTTPRoute",
+        "TYPES": ["http://www.w3.org/TR/scxml/#BasicHTTPEventProcessor", "basichttp"],
+        # The loopback server only (the route denies every host by default).
+        "OPTIONS": {"allowed_schemes": ["http"], "allowed_hosts": ["127.0.0.1", "localhost"]},
+    }
+}
 MAX_ROUNDS = 1_000  # deliver + fire rounds per document; suite documents need a handful
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 GAP = timedelta(days=1)  # between documents, so one document's clock never overlaps another's
@@ -84,19 +103,28 @@ def classify(path: Path) -> str:
     return SEND if sends else CORE
 
 
-def select(suite: Path, only: set[str] | None = None) -> Selection:
-    """Every automated document of the suite, and what is left pending and why."""
-    cases, http_pending = load_cases(suite)
+def select(suite: Path, only: set[str] | None = None, *, basichttp: bool = False) -> Selection:
+    """Every automated document of the suite, and what is left pending and why. With
+    ``basichttp`` (an HTTP server serves the inbound view) the Basic HTTP documents run, but
+    201 (not applicable durably)."""
+    cases, http_pending = load_cases(suite, http=basichttp)
     chosen: list[tuple[Case, str]] = []
     for case in cases:
+        if case.test_id == "201" and case.basichttp:
+            continue
         if only is None or case.test_id in only or case.assertion in only:
             chosen.append((case, classify(case.path)))
-    pending = {PENDING_HTTP: sorted(http_pending, key=_key)}
+    if basichttp:
+        pending = {NOT_APPLICABLE_201: ["201"]}
+    else:
+        pending = {PENDING_HTTP: sorted(http_pending, key=_key)}
     return Selection(chosen, pending)
 
 
-def run_case(case: Case, clock: FakeClock) -> Outcome:
-    """Run one document durably on ``clock`` (which the caller installed as the CLOCK)."""
+def run_case(case: Case, clock: FakeClock, basichttp_url: str | None = None) -> Outcome:
+    """Run one document durably on ``clock`` (which the caller installed as the CLOCK); a
+    Basic HTTP one with its address under ``basichttp_url`` (where the inbound view is)."""
+    from routes import inbound
     from statecharts import stepper
     from statecharts.core.errors import StatechartError
     from statecharts.models import Chart, ExecutionStatus
@@ -111,7 +139,10 @@ def run_case(case: Case, clock: FakeClock) -> Outcome:
         # name's versions are an explicit act (statecharts.versions); the chart's own _name
         # is still its <scxml name>.
         chart = Chart.objects.load_file(case.path, name=f"w3c-{case.test_id}")
-        execution = stepper.start(chart, now=clock())
+        if case.basichttp and basichttp_url:
+            execution = inbound.start(chart, base_url=basichttp_url, now=clock())
+        else:
+            execution = stepper.start(chart, now=clock())
         for _round in range(MAX_ROUNDS):
             stepper.deliver_pending()
             execution.refresh_from_db()
@@ -161,26 +192,34 @@ def _since(started: float) -> float:
 
 
 def run(
-    suite: Path, only: set[str] | None = None, *, start: datetime = T0
+    suite: Path,
+    only: set[str] | None = None,
+    *,
+    start: datetime = T0,
+    basichttp_url: str | None = None,
 ) -> tuple[list[Outcome], Selection]:
     """Run the durable subset against the configured database, on one fake clock.
 
     Each document starts a day after the previous one's clock, so a finished document's
     leftover timers fall due (and are discarded: their execution ended) before the next runs.
+    ``basichttp_url``: where a server (in this process, on this database) serves
+    ``routes.inbound``; the Basic HTTP documents then run, the route registered for loopback.
     """
     from django.conf import settings
     from django.test import override_settings
 
-    selection = select(suite, only)
+    selection = select(suite, only, basichttp=basichttp_url is not None)
     clock = FakeClock(start)
     configured: dict[str, Any] = dict(getattr(settings, "STATECHARTS", {}) or {})
+    if basichttp_url is not None:
+        configured["ROUTES"] = {**(configured.get("ROUTES") or {}), **BASICHTTP_ROUTES}
     outcomes: list[Outcome] = []
     # The documents' run-time references (W3C 216 builds a file: name in srcexpr) resolve in
     # their own folder, as conformance.runner's in-memory driver does.
     resolver = "statecharts.core.resolve.default_resolver"
     with override_settings(STATECHARTS={**configured, "CLOCK": clock, "RESOLVER": resolver}):
         for case, _category in selection.cases:
-            outcomes.append(run_case(case, clock))
+            outcomes.append(run_case(case, clock, basichttp_url))
             clock.advance_to(clock() + GAP)
     return outcomes, selection
 

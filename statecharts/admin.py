@@ -47,6 +47,7 @@ from statecharts.inspection import (
     history_row,
     inspect,
     json_text,
+    shown_input,
     title_of,
     where,
 )
@@ -896,6 +897,14 @@ class HistoryEntryAdmin(ReadOnlyAdmin):
     @admin.display(description="input")
     def summary(self, entry: HistoryEntry) -> str:
         return f"#{entry.seq} {history_row(entry).input}"  # never fails on a damaged row
+
+    # The stored input, with Event I/O processor addresses (capabilities) hidden.
+    exclude = ["input"]
+    readonly_fields = ["input_shown"]
+
+    @admin.display(description="input")
+    def input_shown(self, entry: HistoryEntry) -> str:
+        return json_text(shown_input(entry.input), indent=2)
 
 
 @admin.register(OutboxMessage)

@@ -596,12 +596,25 @@ def _when(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
+# What every view of an execution shows instead of an Event I/O processor's address (a start
+# input's ``io_processors``): such an address is a capability (Basic HTTP's is a signed URL
+# that lets its holder post events into the execution), kept for replay, never displayed.
+HIDDEN_ADDRESS = "(hidden: an Event I/O processor address is a capability)"
+
+
+def shown_input(raw: Any) -> Any:
+    """A history entry's input as views show it: the I/O processor addresses hidden."""
+    if isinstance(raw, dict) and isinstance(raw.get("io_processors"), dict):
+        return {**raw, "io_processors": dict.fromkeys(raw["io_processors"], HIDDEN_ADDRESS)}
+    return raw
+
+
 def _history_document(row: HistoryRow) -> dict[str, Any]:
     entry = row.entry
     decoded, effects, unreadable = readable(entry)
     document = {
         "seq": entry.seq,
-        "input": json_safe(decoded),
+        "input": json_safe(shown_input(decoded)),
         "disposition": entry.disposition,
         "status_after": entry.status_after,
         "configuration_after": json_safe(entry.configuration_after),

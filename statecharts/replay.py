@@ -27,7 +27,13 @@ from typing import Any
 from statecharts import codecs
 from statecharts.conf import statecharts_settings
 from statecharts.core.errors import StatechartError
-from statecharts.core.host import SCXML_INVOKE_TYPES, Host, RegisteredTypes
+from statecharts.core.host import (
+    ROUTE_OK,
+    SCXML_INVOKE_TYPES,
+    Host,
+    RegisteredTypes,
+    RouteAnswer,
+)
 from statecharts.core.position import ChartIdentity, decode, encode
 from statecharts.core.state import State
 from statecharts.drivers.durable import Input, advance, status_of
@@ -43,7 +49,19 @@ def recorded_host(registered_types: dict[str, Any], reachability: dict[str, bool
     """The host a step had, as its history row recorded it."""
     types = RegisteredTypes.from_dict(registered_types) if registered_types else LEGACY_TYPES
     answers = dict(reachability)
-    return Host(types, lambda session_id: answers.get(session_id, False))
+    # A route's answers, in the order the step asked them (the same sends ask again).
+    routes = list((registered_types or {}).get("route_answers") or [])
+
+    def check_route(route: str, send_type: str, target: str | None) -> RouteAnswer:
+        for index, (r, t, address, text) in enumerate(routes):
+            if (r, t, address) == (route, send_type, target):
+                del routes[index]
+                return RouteAnswer.from_text(text)
+        return ROUTE_OK
+
+    return Host(
+        types, lambda session_id: answers.get(session_id, False), check_route=check_route
+    )
 
 
 @dataclass(frozen=True, slots=True)

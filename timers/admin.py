@@ -20,7 +20,7 @@ from statecharts.admin import (
     confirmed,
     too_many,
 )
-from timers.models import Timer, TimerStatus
+from timers.models import RouteTimer, Timer, TimerStatus
 from timers.retrying import retry
 
 
@@ -85,3 +85,14 @@ class TimerAdmin(ReadOnlyAdmin):
     def execution_link(self, timer: Timer) -> SafeString:
         url = reverse("admin:statecharts_execution_change", args=[timer.execution_id])
         return format_html('<a href="{}">{}</a>', url, timer.execution_id)
+
+
+@admin.register(RouteTimer)
+class RouteTimerAdmin(ReadOnlyAdmin):
+    """Delayed route sends waiting (the default route timer queue, timers.routequeue): a row
+    leaves when it fires, is cancelled or discarded; its fate is in the route deliveries."""
+
+    list_display = ["id", "route", "send_id", "key", "execution_id", "due", "reason"]
+    list_filter = ["route"]
+    search_fields = ["key", "send_id", "=execution__id"]
+    ordering = ["due", "id"]

@@ -19,6 +19,14 @@ class TimersConfig(AppConfig):
         register_performer(InstructionKind.CANCEL_TIMERS, "timers.scheduling.cancel")
         execution_finished.connect(discard_when_finished, dispatch_uid="timers.discard")
 
+        # Route timer rows naming a route not registered here (timers.routequeue).
+        from django.core.checks import Tags
+        from django.core.checks import register as register_check
+
+        from timers.routequeue_checks import check_unregistered
+
+        register_check(check_unregistered, Tags.database)
+
         # Due timers, for tools that run pending work themselves (statecharts.work).
         from statecharts.work import register_work_source
         from timers.firing import timer_work

@@ -38,6 +38,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from django.apps import apps
+
 from timers.conf import timer_settings
 from timers.firing import FireReport, fire_due
 from timers.models import Timer
@@ -87,7 +89,13 @@ def _claimable_waiting() -> bool:
     docs/performance.md).
     """
     now = timer_settings.now()
-    return Timer.objects.claimable(now).values_list("pk", flat=True).first() is not None
+    if Timer.objects.claimable(now).values_list("pk", flat=True).first() is not None:
+        return True
+    if apps.is_installed("routes"):  # delayed route sends (timers.routequeue)
+        from timers.routequeue import claimable_waiting
+
+        return claimable_waiting(now)
+    return False
 
 
 @contextlib.contextmanager

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.apps import apps
 from django.db import connections, transaction
 from django.db.models import F
 
@@ -241,6 +242,11 @@ def fire_due(*, now: datetime | None = None, limit: int | None = None) -> FireRe
         if index:
             unit = _keep(batch, unit, [t for rest in units[index:] for t in rest], now)
         for outcome in fire_rows(unit, now=now):
+            report.add(outcome)
+    if apps.is_installed("routes"):  # delayed route sends: the same loop (timers.routequeue)
+        from timers import routequeue
+
+        for outcome in routequeue.fire_due(now=now, limit=limit):
             report.add(outcome)
     return report
 
@@ -689,6 +695,12 @@ def _next_due() -> datetime | None:
         .values_list("due", flat=True)
         .first()
     )
+    if apps.is_installed("routes"):
+        from timers import routequeue
+
+        route_due = routequeue.next_due()
+        if route_due is not None and (due is None or route_due < due):
+            return route_due
     return due
 
 

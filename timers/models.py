@@ -153,3 +153,46 @@ class Timer(models.Model):
 
     def __str__(self) -> str:
         return f"{self.event.get('name')} due {self.due:%Y-%m-%d %H:%M:%S} ({self.status})"
+
+
+class RouteTimer(models.Model):
+    """A delayed route send waiting until due: the default route timer queue's row
+    (``timers.routequeue``; the TimerQueue behaviour is ``routes.queue``).
+
+    Two keys: ``(execution, send_id)`` is the cancellation key (``<cancel>``), ``key`` (the
+    route's idempotency key) the dedup key: at most one row per key. The row is deleted when
+    it fires, is cancelled or discarded; its fate is kept in the routes app's delivery ledger.
+    """
+
+    # No database constraint: a row outlives a deleted execution; firing it then finds the
+    # execution missing and deletes it undelivered, with the reason in the ledger.
+    execution = models.ForeignKey(
+        "statecharts.Execution",
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="route_timers",
+    )
+    send_id = models.CharField(max_length=200, help_text="Cancellation key, with the execution.")
+    key = models.CharField(max_length=255, unique=True, help_text="Dedup key (idempotency key).")
+    route = models.CharField(max_length=100, help_text="The route's registered name.")
+    config = PortableJSONField(help_text="The route's configuration under the scope.")
+    message = PortableJSONField(help_text="The send: routes.base.RouteMessage as JSON.")
+    due = models.DateTimeField()
+    scheduled_in = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The history seq of the step that scheduled it."
+    )
+    reason = models.CharField(
+        max_length=300, blank=True, help_text="Why it was snoozed last (empty: never)."
+    )
+    claimed_until = models.DateTimeField(null=True, blank=True)
+    created = models.DateTimeField()
+
+    class Meta:
+        ordering = ["due", "id"]
+        indexes = [
+            models.Index(fields=["due", "id"], name="timers_routetimer_due"),
+            models.Index(fields=["execution", "send_id"], name="timers_routetimer_cancel"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.route} {self.message.get('name')} due {self.due:%Y-%m-%d %H:%M:%S}"

@@ -20,7 +20,7 @@ from statecharts import retention as _retention  # (prune's argument is named re
 from statecharts.models import Execution
 from statecharts.statuses import TERMINAL_STATUSES
 from timers.conf import timer_settings
-from timers.models import TERMINAL_TIMER_STATUSES, Timer, TimerStatus
+from timers.models import TERMINAL_TIMER_STATUSES, RouteTimer, Timer, TimerStatus
 
 STAGE = "timers"
 
@@ -70,12 +70,16 @@ def holds(execution_ids: Sequence[int]) -> set[int]:
     pending = Timer.objects.using(stepper.database()).filter(
         execution_id__in=execution_ids, status=TimerStatus.PENDING
     )
-    return set(pending.values_list("execution_id", flat=True))
+    waiting = RouteTimer.objects.using(stepper.database()).filter(execution_id__in=execution_ids)
+    return set(pending.values_list("execution_id", flat=True)) | set(
+        waiting.values_list("execution_id", flat=True)
+    )
 
 
 def delete(execution_ids: Sequence[int]) -> int:
     timers = Timer.objects.using(stepper.database()).filter(execution_id__in=execution_ids)
-    return timers.delete()[0]
+    waiting = RouteTimer.objects.using(stepper.database()).filter(execution_id__in=execution_ids)
+    return timers.delete()[0] + waiting.delete()[0]
 
 
 def erase(execution_ids: Sequence[int]) -> int:
@@ -97,7 +101,16 @@ def erase(execution_ids: Sequence[int]) -> int:
     Timer.objects.using(database).bulk_update(
         changed, ["event", "context", "cancelled_by", "last_error"], batch_size=500
     )
-    return len(changed)
+    # Delayed route sends still waiting: the send's data and its target (an address).
+    waiting: list[RouteTimer] = []
+    rows = RouteTimer.objects.using(database).filter(execution_id__in=execution_ids)
+    for row in rows.only("pk", "message").iterator(chunk_size=500):
+        message = dict(row.message) if isinstance(row.message, dict) else {}
+        message["data"], message["target"] = None, None
+        row.message = message
+        waiting.append(row)
+    RouteTimer.objects.using(database).bulk_update(waiting, ["message"], batch_size=500)
+    return len(changed) + len(waiting)
 
 
 def register() -> None:

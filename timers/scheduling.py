@@ -9,6 +9,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from django.apps import apps
+
 from statecharts import codecs
 from statecharts.core.plan import Instruction
 from statecharts.core.telemetry import TelemetryEvent
@@ -120,7 +122,14 @@ def cancel(context: StepContext, instruction: Instruction) -> dict[str, Any]:
         send_id=data["send_id"],
         reason=f"cancelled by <cancel> in step {context.seq}",
     )
-    return {"cancelled_timers": cancelled}
+    done: dict[str, Any] = {"cancelled_timers": cancelled}
+    if apps.is_installed("routes"):  # and the delayed route sends under it (the same key)
+        from timers.routequeue import cancel_for_step
+
+        routed = cancel_for_step(context, instruction)
+        if routed:
+            done["cancelled_route_sends"] = routed
+    return done
 
 
 def discard_when_finished(sender: object, execution: Execution, **kwargs: object) -> None:

@@ -14,7 +14,7 @@ from statecharts import codecs
 from statecharts.models import Execution
 from statecharts.stepper import database
 from statecharts.transfer import Part, redact_value, register_part
-from timers.models import Timer, TimerStatus
+from timers.models import RouteTimer, Timer, TimerStatus
 
 _FIELDS = ("send_id", "ordinal", "event", "target", "macrostep", "microstep", "round",
            "content_index", "owner", "delivery", "fire_timeout_seconds")  # fmt: skip
@@ -82,5 +82,58 @@ def load_timers(execution: Execution, value: Any) -> None:
     Timer.objects.using(database()).bulk_create(rows)
 
 
+def export_route_timers(execution: Execution, redact: bool) -> list[dict[str, Any]]:
+    """The delayed route sends still waiting (``RouteTimer``): their keys are kept (the
+    session id travels with the execution), so a key decided before is never sent again."""
+    rows = RouteTimer.objects.using(database()).filter(execution=execution).order_by("id")
+    exported = []
+    for row in rows:
+        message = dict(row.message) if isinstance(row.message, dict) else {}
+        if redact:
+            message["data"] = redact_value(message.get("data"))
+        exported.append(
+            {
+                "send_id": row.send_id,
+                "key": row.key,
+                "route": row.route,
+                "config": row.config,
+                "message": message,
+                "due": row.due.isoformat(),
+            }
+        )
+    return exported
+
+
+def load_route_timers(execution: Execution, value: Any) -> None:
+    if not isinstance(value, list):
+        raise ValueError("the route timers are not a list")
+    rows = []
+    for item in value:
+        if not isinstance(item, dict) or not isinstance(item.get("message"), dict):
+            raise ValueError("a route timer is not an object with a message")
+        message = {**item["message"], "execution_id": execution.pk}
+        rows.append(
+            RouteTimer(
+                execution=execution,
+                send_id=str(item["send_id"]),
+                key=str(item["key"]),
+                route=str(item["route"]),
+                config=item.get("config") or {},
+                message=message,
+                due=_due(item.get("due")),
+                created=execution.updated,
+            )
+        )
+    RouteTimer.objects.using(database()).bulk_create(rows)
+
+
 def register() -> None:
     register_part(Part(app="timers", name="timers", export=export_timers, load=load_timers))
+    register_part(
+        Part(
+            app="timers",
+            name="route_timers",
+            export=export_route_timers,
+            load=load_route_timers,
+        )
+    )

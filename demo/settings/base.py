@@ -32,8 +32,18 @@ INSTALLED_APPS = [
     "statecharts",
     "timers",
     "invocations",
+    "routes",  # <send type="..."> to host-registered routes (docs/routes.md)
     "demo",  # the landing page's template
 ]
+
+# The demo site's routes (demo/settings/site.py applies them; the tests register their own).
+DEMO_ROUTES = {
+    "email": {
+        "ROUTE": "routes.builtins.EmailRoute",
+        "TYPES": ["email"],
+        "OPTIONS": {"allowed_domains": ["example.com"]},
+    }
+}
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",

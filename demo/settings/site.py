@@ -10,7 +10,11 @@ from __future__ import annotations
 import os
 
 from demo.settings.base import *  # noqa: F403
-from demo.settings.base import hosts_from_environment, secret_key_from_environment
+from demo.settings.base import (
+    DEMO_ROUTES,
+    hosts_from_environment,
+    secret_key_from_environment,
+)
 
 DEBUG = os.environ.get("DJANGO_DEBUG", "") == "1"
 
@@ -23,3 +27,9 @@ else:
     SECRET_KEY = secret_key_from_environment(settings_module=__name__)
 
 ALLOWED_HOSTS = hosts_from_environment("localhost,127.0.0.1")
+
+# The demo's route (docs/routes.md): e-mail to example.com addresses, printed by the console
+# backend (the worker prints it), for the sign-up nudge (docs/examples/signup_nudge.scxml).
+EMAIL_BACKEND = "django.core.mail.backends.console.EmailBackend"
+DEFAULT_FROM_EMAIL = "demo@example.com"
+STATECHARTS = {"ROUTES": DEMO_ROUTES}

@@ -15,7 +15,7 @@ from statecharts.api.availability import SubjectInput
 from statecharts.api.fields import InputJSONField, JSONValueField, json_safe
 from statecharts.api.validators import validate_event_name
 from statecharts.core.errors import ChartError, StatechartError
-from statecharts.inspection import ExecutionView, Unreadable, inspect
+from statecharts.inspection import ExecutionView, Unreadable, inspect, shown_input
 from statecharts.lookups import LookupProblem, find_chart
 from statecharts.models import Chart, Execution, ExecutionStatus, HistoryEntry
 from statecharts.models.charts import source_hash
@@ -386,6 +386,11 @@ class HistoryEntrySerializer(serializers.ModelSerializer[HistoryEntry]):
     cause = JSONValueField(
         read_only=True, help_text="What caused it: a timer (and the step that scheduled it)."
     )
+
+    def to_representation(self, instance: HistoryEntry) -> dict[str, Any]:
+        shown: dict[str, Any] = super().to_representation(instance)
+        shown["input"] = shown_input(shown["input"])  # I/O processor addresses hidden
+        return shown
 
     class Meta:
         model = HistoryEntry

@@ -509,6 +509,7 @@ class Interpreter:
                 "origintype": event.origintype,
                 "invokeid": event.invokeid,
                 "data": tagged(event.data),
+                "raw": event.raw,
             }
         )
 

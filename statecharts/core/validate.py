@@ -9,6 +9,7 @@ from lxml import etree
 
 from statecharts.core.delays import delay_problem
 from statecharts.core.errors import Problem
+from statecharts.core.host import SCXML_SEND_TYPES
 from statecharts.core.parse import SCXML_NS, ParsedDocument, local_name, namespace
 
 DATAMODELS = ("null", "ecmascript")
@@ -351,7 +352,13 @@ class Validator:
             self.error(element, f"the null datamodel only understands In('stateid'), not {cond!r}")
 
     def check_send(self, element: etree._Element, datamodel: str) -> None:
-        if element.get("event") is None and element.get("eventexpr") is None:
+        # Spec 6.2.1: the event name is required for the SCXML processor only; another
+        # processor (Basic HTTP, W3C test 531) may take it from its data, or do without.
+        send_type = element.get("type")
+        scxml_type = element.get("typeexpr") is None and (
+            send_type is None or send_type in SCXML_SEND_TYPES
+        )
+        if scxml_type and element.get("event") is None and element.get("eventexpr") is None:
             has_content = any(self.name(c) == "content" for c in self.children(element))
             if not has_content:
                 self.error(element, "<send> needs 'event', 'eventexpr' or a <content> child")

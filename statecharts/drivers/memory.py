@@ -154,6 +154,19 @@ class MemorySession:
             driver.run_until_idle()
         return self
 
+    def enqueue(self, name: str, data: Any = None, **fields: Any) -> MemorySession:
+        """Queue an external event without running anything: it is handled, after the events
+        already queued, by the driver's next ``run_until_idle`` (or ``advance``). For an Event
+        I/O processor that delivers while the driver is busy performing a step (Basic HTTP's
+        inbound posts, handed over on the driver's thread)."""
+        if not self.running:
+            raise NotRunningError(f"session {self.session_id} is no longer running")
+        if data is not None:
+            check_tagged(data)
+        event = Event(name, EXTERNAL, data, **fields) if fields else external_event(name, data)
+        self.driver._enqueue(self, event)
+        return self
+
     def cancel(self) -> MemorySession:
         """Stop the session: onexit handlers run, then it is done with outcome "cancelled".
 
@@ -234,8 +247,12 @@ class MemoryDriver:
         *,
         data: dict[str, Any] | None = None,
         session_id: str | None = None,
+        io_processors: dict[str, str] | None = None,
     ) -> MemorySession:
-        """Start a session of ``chart`` (a Chart or SCXML source) and run it to quiescence."""
+        """Start a session of ``chart`` (a Chart or SCXML source) and run it to quiescence.
+
+        ``io_processors`` adds host Event I/O processors to the session's ``_ioprocessors``
+        (type -> location), e.g. the Basic HTTP processor's address."""
         if not isinstance(chart, Chart):
             chart = self.load(chart)
         if data is not None:
@@ -247,7 +264,9 @@ class MemoryDriver:
             session,
             START,
             None,
-            lambda: session.interpreter.initialize(session.session_id, data=data),
+            lambda: session.interpreter.initialize(
+                session.session_id, data=data, io_processors=io_processors
+            ),
         )
         self.run_until_idle()
         return session

@@ -22,6 +22,9 @@ the core's public names)::
     database()                                                  # the alias steps use
     register_performer(kind, performer)                         # in AppConfig.ready()
     register_invoke_types(types) / register_send_type(type, route)
+    register_send_types(types, owner=...)                       # replaces the owner's types
+    register_route_checker(checker)                             # a route's answer per <send>
+    register_start_check(check)                                 # refuse a bad start early
     registered_types()                                          # this step's snapshot
 
 ``StepResult`` (execution, history entry, effects, instructions), ``StepContext`` (what a
@@ -62,10 +65,14 @@ from statecharts.stepper.performing import (
     NoPerformer,
     Performer,
     StepContext,
+    check_start,
     register_input_guard,
     register_invoke_types,
     register_performer,
+    register_route_checker,
     register_send_type,
+    register_send_types,
+    register_start_check,
     registered_types,
 )
 from statecharts.stepper.sql import database
@@ -175,6 +182,7 @@ def start_result(
     validation.json_object(metadata, "metadata")
     validation.json_object(caller_context, "caller_context")
     idempotency.check_key(idempotency_key)
+    check_start(chart, metadata)  # the apps' own checks (e.g. the routes app's overrides)
     deliver_now = outbox is None
     outbox = [] if outbox is None else outbox
     result = start_step(
@@ -375,7 +383,10 @@ __all__ = [
     "register_invoke_types",
     "register_message_kind",
     "register_performer",
+    "register_route_checker",
     "register_send_type",
+    "register_send_types",
+    "register_start_check",
     "registered_types",
     "retry_message",
     "send",

@@ -20,7 +20,8 @@ Who performs what:
 ``cancel_invocation``,
 ``autoforward``,
 ``deliver_child``
-``deliver_route``      a routes app, when it registers one
+``deliver_route``,     the ``routes`` app: an outbox message delivered after the
+``schedule_route``     commit; a delayed one through the route timer queue
 =====================  ============================================================
 
 An app registers its performers in ``AppConfig.ready()`` with :func:`register_performer`,
@@ -52,7 +53,7 @@ from django.utils.module_loading import import_string
 from statecharts import codecs
 from statecharts.conf import statecharts_settings
 from statecharts.core.effects import Effect, EffectKind
-from statecharts.core.host import RegisteredTypes
+from statecharts.core.host import RegisteredTypes, RouteAnswer
 from statecharts.core.plan import Instruction, InstructionKind
 from statecharts.core.state import State
 from statecharts.drivers.durable import CANCELLED_BY_PARENT
@@ -82,6 +83,7 @@ EffectContext = StepContext
 # A performer may return a small JSON object of what it did: it is recorded with the effect in
 # the step's history entry (the timers app says which timers a <cancel> cancelled).
 Performer = Callable[[StepContext, Instruction], "dict[str, Any] | None"]
+RouteChecker = Callable[[Execution, str, str, "str | None"], RouteAnswer]
 
 # Kinds for which nothing is owed when no performer is registered: the stepper has already
 # done what they mean (recorded the ending; the datamodel is in the position).
@@ -124,6 +126,25 @@ def guard_input(
     return None
 
 
+# (the chart, the start's metadata) -> None, or raises an InvalidInput naming what is wrong
+StartCheck = Callable[[Any, "dict[str, Any] | None"], None]
+_start_checks: list[StartCheck] = []
+
+
+def register_start_check(check: StartCheck) -> None:
+    """Let an app refuse a start before anything is written: ``check(chart, metadata)``
+    raises ``statecharts.validation.InvalidInput`` (a ``ValueError``) with the path and the
+    reason. The routes app refuses route overrides naming an unregistered route or an option
+    the route does not let a scope override."""
+    if check not in _start_checks:
+        _start_checks.append(check)
+
+
+def check_start(chart: Any, metadata: dict[str, Any] | None) -> None:
+    for check in _start_checks:
+        check(chart, metadata)
+
+
 class NoPerformer(LookupError):
     """No performer is registered for an instruction kind (a fact about this deployment, not
     about the row that asked for it: a host retries later rather than giving up)."""
@@ -133,7 +154,9 @@ class _Registry:
     def __init__(self) -> None:
         self.performers: dict[InstructionKind, str | Performer] = {}
         self.invoke_types: dict[str, frozenset[str]] = {}  # owner -> types
-        self.send_types: dict[str, str] = {}
+        self.send_types: dict[str, dict[str, str]] = {}  # owner -> {type: route}
+        # (execution, route, send type, target) -> RouteAnswer: asked while a <send> executes
+        self.route_checker: RouteChecker | None = None
         self.lock = threading.Lock()
         self.resolved: dict[InstructionKind, Performer | None] = {}
         self.types: RegisteredTypes | None = None
@@ -168,8 +191,27 @@ def register_invoke_types(types: Iterable[str], *, owner: str = "") -> None:
 
 def register_send_type(send_type: str, route: str) -> None:
     """Declare a ``<send type>`` value served by the route named ``route``."""
-    _registry.send_types[send_type] = route
+    _registry.send_types.setdefault("", {})[send_type] = route
     _registry.changed()
+
+
+def register_send_types(types: Mapping[str, str], *, owner: str) -> None:
+    """Declare the ``<send type>`` values ``owner`` serves (type -> route name), replacing what
+    it declared before (the routes app re-registers when ``STATECHARTS["ROUTES"]`` changes)."""
+    _registry.send_types[owner] = dict(types)
+    _registry.changed()
+
+
+def register_route_checker(checker: RouteChecker | None) -> None:
+    """Who answers "may this route take a send to this target?" while a ``<send>`` executes
+    (``statecharts.core.host``): ``checker(execution, route, send_type, target)`` returns a
+    ``RouteAnswer``. The stepper records each answer with the step (replay hands it back).
+    Without one, every target of a registered route is accepted."""
+    _registry.route_checker = checker
+
+
+def route_checker() -> RouteChecker | None:
+    return _registry.route_checker
 
 
 def _reset_on_settings(setting: str, **kwargs: Any) -> None:
@@ -235,10 +277,16 @@ def registered_types() -> RegisteredTypes:
     types = _registry.types
     if types is None:
         invoke = frozenset().union(*_registry.invoke_types.values())
+        send: dict[str, str] = {}
+        for owned in _registry.send_types.values():
+            send.update(owned)
         types = RegisteredTypes.of(
-            send=_registry.send_types,
+            send=send,
             invoke=invoke if performer_for(InstructionKind.START_INVOCATION) is not None else (),
             timers=performer_for(InstructionKind.SCHEDULE) is not None,
+            # delayed sends on routes need a route timer queue (the routes app's performer)
+            route_timers=bool(send)
+            and performer_for(InstructionKind.SCHEDULE_ROUTE) is not None,
         )
         with _registry.lock:
             _registry.types = types

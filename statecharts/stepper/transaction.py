@@ -46,7 +46,7 @@ from statecharts.conf import statecharts_settings
 from statecharts.core import effects as fx
 from statecharts.core.datamodel import check_tagged
 from statecharts.core.effects import Effect
-from statecharts.core.host import Host
+from statecharts.core.host import ROUTE_OK, Host, RouteAnswer
 from statecharts.core.model import Chart as CompiledChart
 from statecharts.core.plan import Instruction, InstructionKind
 from statecharts.core.position import (
@@ -88,6 +88,7 @@ from statecharts.stepper.performing import (
     performer_for,
     registered_types,
     registered_types_record,
+    route_checker,
 )
 
 # Tests install a callable here to stop a real process at a phase of the step ("locked",
@@ -630,7 +631,17 @@ def _apply(
             )
         return answers[session_id]
 
-    host = Host(registered_types(), is_reachable, step_clock())
+    # A route's answers about the targets of this step's sends (statecharts.core.host), in
+    # the order they were asked: recorded with the registered types, so replay gets them.
+    route_answers: list[list[Any]] = []
+    checker = route_checker()
+
+    def check_route(route: str, send_type: str, target: str | None) -> RouteAnswer:
+        answer = ROUTE_OK if checker is None else checker(execution, route, send_type, target)
+        route_answers.append([route, send_type, target, answer.to_text()])
+        return answer
+
+    host = Host(registered_types(), is_reachable, step_clock(), check_route=check_route)
     outcome = advance(
         interpreter,
         position.state if position is not None else None,
@@ -677,7 +688,11 @@ def _apply(
         configuration_after=execution.configuration,
         effects=summary,
         reachability=answers,
-        registered_types=registered_types_record(),
+        registered_types=(
+            {**registered_types_record(), "route_answers": route_answers}
+            if route_answers
+            else registered_types_record()
+        ),
         position_sha256=hashlib.sha256(blob).hexdigest(),
         cause=cause,
         caller_context=caller_context,

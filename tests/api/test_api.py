@@ -638,6 +638,7 @@ ENDPOINTS = [
     ("post", "/executions/migrate/"),
     ("get", "/executions/{execution}/history/"),
     ("get", "/timers/"),
+    ("get", "/route-deliveries/"),
     ("get", "/schema/"),
     ("get", "/"),
 ]
@@ -742,6 +743,8 @@ EXPECTED_PATHS = {
     "/api/timers/{id}/",
     "/api/invocations/",
     "/api/invocations/{id}/",
+    "/api/route-deliveries/",
+    "/api/route-deliveries/{id}/",
     "/api/schema/",
 }
 

@@ -13,6 +13,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from invocations.models import Invocation
+from routes.models import RouteDelivery
 from statecharts.inspection import TOO_DEEP
 from statecharts.models import Chart, Execution, HistoryEntry, OutboxMessage
 from statecharts.models.fields import (
@@ -24,7 +25,7 @@ from statecharts.models.fields import (
     escape_text,
     unescape_text,
 )
-from timers.models import Timer
+from timers.models import RouteTimer, Timer
 
 pytestmark = pytest.mark.django_db
 
@@ -44,7 +45,7 @@ AWKWARD: dict[str, Any] = {
     "plain": ["text", "\U0001f600", "é", 1, 2.5, True, None],
 }
 
-PROJECT_APPS = ("statecharts", "timers", "invocations")
+PROJECT_APPS = ("statecharts", "timers", "invocations", "routes")
 
 
 def json_columns() -> list[tuple[type[models.Model], models.Field[Any, Any]]]:
@@ -74,6 +75,14 @@ def rows() -> dict[type[models.Model], models.Model]:
         parent=execution, ordinal=1, invokeid="x", state="s", started_in=1,
         created=timezone.now(), updated=timezone.now(),
     )
+    route_timer = RouteTimer.objects.create(
+        execution=execution, send_id="nudge", key="k", route="email", config={}, message={},
+        due=timezone.now(), created=timezone.now(),
+    )
+    delivery = RouteDelivery.objects.create(
+        key="k", execution=execution, route="email", send_type="email", status="failed",
+        created=timezone.now(),
+    )
     return {
         Chart: execution.chart,
         Execution: execution,
@@ -81,6 +90,8 @@ def rows() -> dict[type[models.Model], models.Model]:
         OutboxMessage: message,
         Timer: Timer.objects.get(execution_id=execution.pk),
         Invocation: invocation,
+        RouteTimer: route_timer,
+        RouteDelivery: delivery,
     }
 
 
@@ -111,6 +122,8 @@ def test_text_columns_a_chart_can_fill_store_nul_and_lone_surrogates() -> None:
         "Execution.failure_reason",
         "HistoryEntry.reason",
         "OutboxMessage.reason",
+        "RouteDelivery.reason",
+        "RouteDelivery.target",
     }
     for model, field in columns:
         row = by_model[model]

@@ -50,8 +50,8 @@ NOT_SOURCE = shutil.ignore_patterns(
 )
 # The chart's diagram (the admin's own pages have <svg> icons too), with a box per state.
 DIAGRAM = re.compile(r'<svg[^>]*class="sc-diagram".*data-state="reminded"', re.DOTALL)
-# What the wheel may hold at its top level: the three apps and the distribution's metadata.
-SHIPPED = {"statecharts", "timers", "invocations"}
+# What the wheel may hold at its top level: the four apps and the distribution's metadata.
+SHIPPED = {"statecharts", "timers", "invocations", "routes"}
 
 CHART = """<scxml xmlns="http://www.w3.org/2005/07/scxml" version="1.0" datamodel="ecmascript"
        name="reminder" initial="waiting">

@@ -449,6 +449,7 @@ class EcmascriptDatamodel(Datamodel):
             event["origintype"],
             event["invokeid"],
             text,
+            event.get("raw"),  # (Basic HTTP's _event.raw; None for other events)
         )
 
     def _mark(self, expr: Expr) -> None:

@@ -518,7 +518,7 @@
       // declarations stay inside the script.
       try { indirectEval(source); } catch (e) { throw safe(e); }
     },
-    setEvent(name, type, sendid, origin, origintype, invokeid, data) {
+    setEvent(name, type, sendid, origin, origintype, invokeid, data, raw) {
       const field = (v) => (v === null ? undefined : v);
       try {
         // Read-only (spec 5.10): its fields cannot be changed, its data is the chart's.
@@ -526,6 +526,9 @@
           name: name, type: type, sendid: field(sendid), origin: field(origin),
           origintype: field(origintype), invokeid: field(invokeid),
           data: data === null ? undefined : decodeValue(data),
+          // The message as an I/O processor received it (Basic HTTP, spec C.2): present only
+          // on such events, so every other _event keeps the fields of spec 5.10.1.
+          ...(raw === null || raw === undefined ? {} : { raw: raw }),
         });
       } catch (e) { currentEvent = undefined; throw safe(e); }
     },

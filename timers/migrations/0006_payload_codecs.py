@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('timers', '0004_cancelled_by'),
+        ('timers', '0005_route_timers'),
     ]
 
     operations = [

@@ -1,0 +1,1 @@
+"""Routes: ``<send type="...">`` to destinations the host registers (docs/routes.md)."""

@@ -1,0 +1,132 @@
+"""Delivering route sends: the ledger claim, the outside action after the commit, the outcome.
+
+Immediate sends: the step writes an outbox message of kind ``routes.deliver`` (in its own
+transaction, so nothing is sent for a step that rolls back). After the commit, the process
+that ran the step (or the outbox sweeper, after a crash) delivers it: it claims the key in the
+ledger (its own short transaction), then calls the route with no lock held, then settles the
+ledger row. A claim that finds the key already in the ledger does nothing: at most once.
+
+Delayed sends: the route timer queue's firer claims the key in the transaction that takes
+its row (``timers.routequeue``), then calls :func:`perform` after the commit.
+
+A delivery that raises is ``failed``, and the sender gets ``error.communication`` with the
+send id, in the same transaction that settles the ledger row (the sender locked first: the
+lock order of every step, one execution).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+
+from routes import ledger, registry
+from routes.base import RouteConfig, RouteMessage
+from routes.conf import route_settings
+from routes.models import DeliveryStatus
+from statecharts.core.events import PLATFORM, Event
+from statecharts.models import Execution, OutboxMessage
+from statecharts.stepper import Input, database, lock, step_locked
+
+log = logging.getLogger("routes")
+
+KIND = "routes.deliver"  # the outbox message kind of an immediate route send
+
+# Tests install a callable here to stop a real process at a phase of a delivery ("claimed":
+# the ledger row is committed, the route not called yet). It is never set otherwise.
+fault_hook: Callable[[str], None] | None = None
+
+
+def outbox_payload(route: str, config: RouteConfig | None, message: RouteMessage, key: str,
+                   refused: str = "") -> dict[str, Any]:
+    return {
+        "route": route,
+        "config": dict(config) if config is not None else None,
+        "message": message.to_dict(),
+        "key": key,
+        "refused": refused,
+    }
+
+
+def deliver_message(message: OutboxMessage, more: list[int]) -> bool:
+    """The outbox handler of ``routes.deliver`` messages: True once the key is decided.
+
+    A route not registered here leaves the message pending (a fact about this deployment: the
+    sweeper tries again). Otherwise the key is claimed (or found claimed: done already) and
+    the route called after the claim commits."""
+    payload = message.event
+    route_message = RouteMessage.from_dict(payload["message"])
+    key = str(payload["key"])
+    known = registry.get(str(payload["route"]))
+    if known is None and not payload.get("refused"):
+        return False
+    now = route_settings.now()
+    with transaction.atomic(using=database()):
+        claimed = ledger.claim(route_message, key, now)
+        if claimed is None:
+            return True  # claimed before (a repeat, or the run before a crash): at most once
+        refused = str(payload.get("refused") or "")
+        config = payload.get("config") or {}
+        if (
+            not refused
+            and known is not None
+            and known.route.deliver_atomic(config, route_message, key)
+        ):
+            ledger.settle(claimed.pk, DeliveryStatus.DELIVERED, now)
+            return True
+    if refused:  # (after the claim's commit: the sender's lock is taken first, alone)
+        fail(claimed.pk, route_message, refused, more)
+        return True
+    assert known is not None
+    perform(claimed.pk, known.route, config, route_message, key, more)
+    return True
+
+
+def perform(
+    delivery_id: int,
+    route: Any,
+    config: RouteConfig,
+    message: RouteMessage,
+    key: str,
+    more: list[int] | None = None,
+) -> bool:
+    """The outside action of a claimed key (no transaction, no lock held); True if it
+    succeeded. A raise settles the key ``failed`` and tells the sender."""
+    more = [] if more is None else more
+    if fault_hook is not None:
+        fault_hook("claimed")
+    try:
+        route.deliver(config, message, key)
+    except Exception as exc:
+        reason = f"{type(exc).__name__}: {exc}"
+        log.warning("route %s: delivery %s failed: %s", message.route, key, reason)
+        fail(delivery_id, message, reason, more)
+        return False
+    ledger.settle(delivery_id, DeliveryStatus.DELIVERED, route_settings.now())
+    return True
+
+
+def fail(delivery_id: int, message: RouteMessage, reason: str, more: list[int]) -> None:
+    """Settle the key ``failed`` and tell the sender ``error.communication`` (send id set),
+    in one transaction under the sender's lock; a sender that finished meanwhile records the
+    error as discarded (spec 6.2)."""
+    now: datetime = route_settings.now()
+    with transaction.atomic(using=database()):
+        try:
+            sender: Execution | None = lock(message.execution_id)
+        except Execution.DoesNotExist:
+            sender = None
+        if not ledger.settle(delivery_id, DeliveryStatus.FAILED, now, reason):
+            return
+        if sender is None:
+            return
+        error = Event(
+            "error.communication",
+            PLATFORM,
+            {"message": f"route {message.route!r}: {reason}", "route": message.route},
+            sendid=message.send_id or None,
+        )
+        step_locked(sender, Input.internal(error), now, more, cause={"route_delivery": delivery_id})

@@ -1,0 +1,188 @@
+"""The Basic HTTP Event I/O Processor's inbound door: a Django view the host mounts.
+
+A ``POST`` to an execution's Basic HTTP address becomes one external event of that execution
+(W3C SCXML C.2.1), fed through the stepper's public API (``stepper.feed``), recorded in its
+history like any other input. The address is a capability: its last path segment is a token
+signed by Django's signing framework under a salt of its own (:data:`SALT`), naming the
+execution's session id. Nobody can post into an execution they were not given the address of,
+and rotating ``SECRET_KEY`` (with the old key in ``SECRET_KEY_FALLBACKS``) keeps existing
+addresses working until the fallback is dropped. Answers:
+
+- 204: the event was applied (or its ``Idempotency-Key`` repeated one already applied);
+- 400: the body or the event name cannot be an event (the reasons are listed); reserved names
+  (``STATECHARTS["RESERVED_EVENT_PREFIXES"]``: ``error.*``, ``done.*``) are refused here;
+- 403: the token is not one this site signed under this salt (forged, cut, or another
+  signer's token replayed here);
+- 404: the token is genuine but its execution no longer exists (deleted);
+- 405: not a POST;
+- 409: the execution finished (or cannot take inputs now: halted, needs migration/repair),
+  or the idempotency key was used before for a different message; nothing is applied;
+- 413: the body is larger than ``max_body_bytes`` (it is not read);
+- 429: more than ``max_posts_per_minute`` posts to one execution this minute (the cache
+  keeps the count; the clock is ``STATECHARTS["CLOCK"]``).
+
+Mount it and give executions their address when starting them::
+
+    urlpatterns = [path("scxml/basichttp/", include("routes.inbound"))]
+
+    execution = routes.inbound.start(chart, base_url="https://example.org/scxml/basichttp/")
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.core import signing
+from django.core.cache import cache
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.urls import path
+from django.utils.decorators import method_decorator
+from django.views import View
+from django.views.decorators.csrf import csrf_exempt
+
+from routes.basichttp import BASICHTTP_SHORT, BASICHTTP_TYPE, BadInbound, decode_post
+from statecharts import stepper, validation
+from statecharts.conf import statecharts_settings
+from statecharts.core.events import EXTERNAL, Event
+from statecharts.exceptions import IdempotencyConflict, NeedsMigration
+from statecharts.models import Chart, Execution
+from statecharts.statuses import TABLE
+
+# Django's signing salt for these addresses: a token signed for any other purpose of the site
+# (a password reset, a session cookie) never verifies here, nor one of these anywhere else.
+SALT = "statecharts.routes.basichttp.inbound"
+MASK = "<token>"  # what _event.raw shows instead of the token (the receiver's own capability)
+IDEMPOTENCY_KEY_MAX = 200
+
+
+def token_for(session_id: str) -> str:
+    """The capability token for an execution's session id: URL-safe, and the same every time
+    (no timestamp: the address lives as long as its execution)."""
+    return signing.Signer(salt=SALT).sign_object(session_id)
+
+
+def session_of(token: str) -> str | None:
+    """The session id a token names, or None if this site did not sign it (under SALT)."""
+    try:
+        value = signing.Signer(salt=SALT).unsign_object(token)
+    except (signing.BadSignature, ValueError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+def location(base_url: str, session_id: str) -> str:
+    """The Basic HTTP address of a session: ``base_url`` (where the view is mounted) and its
+    token."""
+    return f"{base_url.rstrip('/')}/{token_for(session_id)}/"
+
+
+def io_processors(base_url: str, session_id: str) -> dict[str, str]:
+    """The ``_ioprocessors`` entries of the processor: under its URI and its short name."""
+    where = location(base_url, session_id)
+    return {BASICHTTP_TYPE: where, BASICHTTP_SHORT: where}
+
+
+def start(
+    chart: Chart, *, base_url: str, session_id: str | None = None, **kwargs: Any
+) -> Execution:
+    """``stepper.start`` with the execution's Basic HTTP address in its ``_ioprocessors`` (the
+    address is part of the start input, so replay sees the same)."""
+    session_id = session_id or uuid.uuid4().hex
+    return stepper.start(
+        chart,
+        session_id=session_id,
+        io_processors=io_processors(base_url, session_id),
+        **kwargs,
+    )
+
+
+def _answer(code: int, detail: str, **extra: Any) -> JsonResponse:
+    return JsonResponse({"detail": detail, **extra}, status=code)
+
+
+@method_decorator(csrf_exempt, name="dispatch")  # posted by other systems, never by a form
+class BasicHTTPInbound(View):
+    """Turns a POST into an external event of the execution the token names (module doc)."""
+
+    http_method_names = ["post"]
+    max_body_bytes = 64 * 1024
+    max_posts_per_minute = 600
+
+    def post(self, request: HttpRequest, token: str) -> HttpResponse:
+        session_id = session_of(token)
+        if session_id is None:
+            return _answer(403, "not a Basic HTTP address of this site")
+        length = request.META.get("CONTENT_LENGTH") or "0"
+        if not length.isdigit():
+            return _answer(400, "bad Content-Length")
+        if int(length) > self.max_body_bytes:
+            return _answer(413, f"the body is larger than {self.max_body_bytes} bytes")
+        execution = Execution.objects.filter(session_id=session_id).only("pk", "status").first()
+        if execution is None:
+            return _answer(404, "the execution no longer exists")
+        if TABLE[execution.status].finished:
+            return _answer(409, f"the execution is {execution.status}", status=execution.status)
+        if self._over_rate(session_id):
+            return _answer(429, f"more than {self.max_posts_per_minute} posts this minute")
+        body = request.read(self.max_body_bytes + 1)
+        if len(body) > self.max_body_bytes:
+            return _answer(413, f"the body is larger than {self.max_body_bytes} bytes")
+        try:
+            inbound = decode_post(
+                path=request.path.replace(token, MASK),
+                query=request.META.get("QUERY_STRING", ""),
+                content_type=request.META.get("CONTENT_TYPE"),
+                body=body,
+                reserved=validation.reserved_event_prefixes(),
+            )
+            validation.event_name(inbound.name)
+            data = validation.chart_value(inbound.data)
+            key = request.headers.get("Idempotency-Key")
+            validation.text(key, "Idempotency-Key", max_length=IDEMPOTENCY_KEY_MAX, optional=True)
+        except BadInbound as exc:
+            return _answer(400, "the message cannot be an event", reasons=exc.reasons)
+        except validation.InvalidInput as exc:
+            reasons = [str(problem) for problem in exc.problems]
+            return _answer(400, "the message cannot be an event", reasons=reasons)
+        event = Event(inbound.name, EXTERNAL, data, origintype=BASICHTTP_TYPE, raw=inbound.raw)
+        try:
+            result = stepper.feed(
+                execution.pk,
+                stepper.Input.external(event),
+                idempotency_key=f"basichttp:{key}" if key else None,
+                cause={"kind": "basichttp"},
+            )
+        except (IdempotencyConflict, NeedsMigration) as exc:
+            return _answer(409, str(exc))
+        except Execution.DoesNotExist:
+            return _answer(404, "the execution no longer exists")
+        if not result.applied:
+            now = result.execution.status
+            return _answer(409, f"the input was {result.disposition}", status=now)
+        return HttpResponse(status=204)
+
+    def _over_rate(self, session_id: str) -> bool:
+        minute = int(statecharts_settings.now().timestamp() // 60)
+        key = f"statecharts:basichttp:{session_id}:{minute}"
+        cache.add(key, 0, timeout=120)
+        try:
+            count = cache.incr(key)
+        except ValueError:  # evicted between add and incr: count this one as the first
+            cache.set(key, 1, timeout=120)
+            count = 1
+        return count > self.max_posts_per_minute
+
+
+urlpatterns = [path("<str:token>/", BasicHTTPInbound.as_view(), name="basichttp-inbound")]
+
+__all__ = [
+    "SALT",
+    "BasicHTTPInbound",
+    "io_processors",
+    "location",
+    "session_of",
+    "start",
+    "token_for",
+    "urlpatterns",
+]

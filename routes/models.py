@@ -1,0 +1,73 @@
+"""The delivery ledger: one row per route delivery's idempotency key, for immediate and
+delayed sends alike, written before the outside action (docs/routes.md).
+
+``claimed`` -> ``delivered`` / ``failed``: the route owes at-most-once on the key, and the
+unique key is how the platform keeps it (a second claim of the key finds the row and does
+nothing). A ``claimed`` row whose worker died stays claimed: it is shown "in doubt" (the
+action may or may not have happened) and is never retried blindly. Route timer rows deleted
+without a delivery leave their outcome here too (``discarded`` with the reason, ``cancelled``),
+so an operator sees every fate in one table.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.db import models
+
+from statecharts.models.fields import PortableTextField
+
+
+class DeliveryStatus(models.TextChoices):
+    CLAIMED = "claimed", "claimed"
+    DELIVERED = "delivered", "delivered"
+    FAILED = "failed", "failed"
+    DISCARDED = "discarded", "discarded"
+    CANCELLED = "cancelled", "cancelled"
+
+
+class RouteDeliveryQuerySet(models.QuerySet["RouteDelivery"]):
+    def in_doubt(self, now: datetime, seconds: int) -> RouteDeliveryQuerySet:
+        """Claimed longer ago than ``seconds`` and never settled: the worker died between the
+        ledger write and the end of the action."""
+        return self.filter(
+            status=DeliveryStatus.CLAIMED, created__lt=now - timedelta(seconds=seconds)
+        )
+
+
+class RouteDelivery(models.Model):
+    key = models.CharField(max_length=255, unique=True, help_text="The idempotency key.")
+    # No database constraint: the ledger outlives a deleted execution (its outcomes stay).
+    execution = models.ForeignKey(
+        "statecharts.Execution",
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="route_deliveries",
+    )
+    route = models.CharField(max_length=100)
+    send_type = models.CharField(max_length=200)
+    target = PortableTextField(blank=True)
+    send_id = models.CharField(max_length=200, blank=True)
+    event_name = models.CharField(max_length=200, blank=True)
+    delayed = models.BooleanField(default=False)
+    status = models.CharField(max_length=12, choices=DeliveryStatus.choices)
+    reason = PortableTextField(blank=True, help_text="Why it was settled so (or the error).")
+    created = models.DateTimeField(help_text="When the key was written (claimed or settled).")
+    settled = models.DateTimeField(null=True, blank=True)
+
+    objects = RouteDeliveryQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        indexes = [
+            models.Index(fields=["execution", "created"], name="routes_delivery_execution"),
+            models.Index(
+                fields=["created"],
+                condition=models.Q(status="claimed"),
+                name="routes_delivery_claimed",
+            ),
+        ]
+        verbose_name_plural = "route deliveries"
+
+    def __str__(self) -> str:
+        return f"{self.route} {self.event_name} -> {self.target} ({self.status})"

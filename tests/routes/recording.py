@@ -1,0 +1,69 @@
+"""A route for the tests: it records what it is given, and fails when told to.
+
+``Recorder.deliveries`` is per process; the tests clear it (the ``recorder`` fixture)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from routes.base import ROUTE_OK, Route, RouteAnswer, RouteConfig, RouteMessage, RouteVerdict
+
+
+class Recorder(Route):
+    """``<send type="record" target="...">``: a target "bad..." is invalid, none is
+    unreachable; OPTIONS ``fail`` makes every delivery raise. ``label`` may be overridden."""
+
+    overridable: ClassVar[frozenset[str]] = frozenset({"label"})
+    default_options: ClassVar[dict[str, Any]] = {"label": "plain", "fail": False}
+    deliveries: ClassVar[list[tuple[dict[str, Any], RouteMessage, str]]] = []
+
+    def check(self, config: RouteConfig, send_type: str, target: str | None) -> RouteAnswer:
+        if target is None:
+            return RouteAnswer(RouteVerdict.UNREACHABLE, "no target")
+        if target.startswith("bad"):
+            return RouteAnswer(RouteVerdict.INVALID, "a bad target")
+        return ROUTE_OK
+
+    def deliver(self, config: RouteConfig, message: RouteMessage, key: str) -> None:
+        if config.get("fail"):
+            raise ConnectionError("the far side is down")
+        Recorder.deliveries.append((dict(config), message, key))
+
+
+class FileRoute(Route):
+    """The outside action is a line (the key) appended to OPTIONS["path"]: visible across
+    processes, for the crash tests."""
+
+    def deliver(self, config: RouteConfig, message: RouteMessage, key: str) -> None:
+        with open(config["path"], "a", encoding="utf-8") as out:
+            out.write(f"{key}\n")
+
+
+ROUTES: dict[str, Any] = {
+    "record": {
+        "ROUTE": "tests.routes.recording.Recorder",
+        "TYPES": ["record", "urn:example:record"],
+        "OPTIONS": {"label": "settings"},
+    }
+}
+
+
+def settings_with(**extra: Any) -> dict[str, Any]:
+    """The test settings' STATECHARTS with the recorder registered (and ``extra`` keys)."""
+    from django.conf import settings
+
+    return {**settings.STATECHARTS, "ROUTES": ROUTES, **extra}
+
+
+def file_route_settings(path: str) -> dict[str, Any]:
+    """The test settings' STATECHARTS with the ``file`` route appending keys to ``path``."""
+    from django.conf import settings
+
+    routes = {
+        "file": {
+            "ROUTE": "tests.routes.recording.FileRoute",
+            "TYPES": ["file"],
+            "OPTIONS": {"path": path},
+        }
+    }
+    return {**settings.STATECHARTS, "ROUTES": routes}

@@ -1,0 +1,103 @@
+"""A route timer firer SIGKILLed between the take-and-decide write and the delivery (and
+between the ledger write and the route's action): the state stays consistent, no key is
+delivered twice, and the lost delivery shows "in doubt" (at most once: it is not retried).
+Real processes (tests/workers/route_worker.py), SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import queue
+import subprocess
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import IO
+
+import pytest
+from django.test import override_settings
+
+from routes.models import DeliveryStatus, RouteDelivery
+from statecharts import stepper
+from statecharts.models import Chart
+from tests.routes.recording import file_route_settings
+from timers.models import RouteTimer
+
+Spawn = Callable[..., "subprocess.Popen[str]"]
+LINE_TIMEOUT = 60.0
+NS = 'xmlns="http://www.w3.org/2005/07/scxml" version="1.0" datamodel="null"'
+T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+CHART = f"""<scxml {NS} initial="s">
+  <state id="s"><onentry>
+    <send id="later" type="file" target="x" event="later" delay="3s"/></onentry></state>
+</scxml>"""
+
+
+Lines = queue.Queue[str | None]
+
+
+def run_worker(spawn: Spawn, err: IO[str], *args: str) -> tuple[subprocess.Popen[str], Lines]:
+    process = spawn(["route_worker.py", *args], stdout=subprocess.PIPE, stderr=err)
+    lines: Lines = queue.Queue()
+
+    def read() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.put(line.rstrip("\n"))
+        lines.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    return process, lines
+
+
+def expect(lines: Lines, prefix: str, err: IO[str]) -> str:
+    deadline = time.monotonic() + LINE_TIMEOUT
+    while True:
+        line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+        if line is None:
+            err.seek(0)
+            pytest.fail(f"the worker exited before {prefix!r}: {err.read()}")
+        if line.startswith(prefix):
+            return line[len(prefix):].strip()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("phase", ["taken", "claimed"])
+def test_a_firer_killed_before_the_delivery_leaves_it_in_doubt_and_delivers_nothing_twice(
+    spawn: Spawn, tmp_path: Path, phase: str
+) -> None:
+    path = tmp_path / "delivered.txt"
+    path.touch()
+    with override_settings(STATECHARTS=file_route_settings(str(path))):
+        chart = Chart.objects.load(CHART, name="crash")
+        executions = [stepper.start(chart, now=T0) for _ in range(3)]
+    keys = {e.session_id: f"{e.session_id}:1" for e in executions}
+    fire = T0 + timedelta(seconds=5)
+    with (tmp_path / "err1.txt").open("w+") as err:
+        process, lines = run_worker(spawn, err, str(path), fire.isoformat(), phase, "2")
+        assert expect(lines, "AT", err) == phase
+        process.kill()
+        process.wait(timeout=LINE_TIMEOUT)
+    # Killed at its second delivery: one key delivered, one claimed and never acted on.
+    assert len(path.read_text().split()) == 1
+    statuses = Counter(RouteDelivery.objects.values_list("status", flat=True))
+    assert statuses == {DeliveryStatus.DELIVERED: 1, DeliveryStatus.CLAIMED: 1}
+    assert RouteTimer.objects.count() == 1  # the third, still claimed by the dead firer
+
+    # A new firer, once the dead one's claim expired: it fires the third, and never the
+    # claimed key again.
+    later = fire + timedelta(minutes=10)
+    with (tmp_path / "err2.txt").open("w+") as err:
+        process, lines = run_worker(spawn, err, str(path), later.isoformat(), phase, "0")
+        expect(lines, "REPORT", err)
+        process.wait(timeout=LINE_TIMEOUT)
+    delivered = path.read_text().split()
+    assert len(delivered) == 2 and len(set(delivered)) == 2  # at most once per key
+    assert set(delivered) < set(keys.values())
+    assert not RouteTimer.objects.exists()
+    ledger = {d.key: d for d in RouteDelivery.objects.all()}
+    assert set(ledger) == set(keys.values())
+    [doubtful] = [d for d in ledger.values() if d.status == DeliveryStatus.CLAIMED]
+    assert doubtful.key not in delivered
+    assert list(RouteDelivery.objects.in_doubt(later, 300)) == [doubtful]  # shown "in doubt"
