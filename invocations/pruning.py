@@ -12,45 +12,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Q
 
 from invocations.models import OPEN_STATUSES, Invocation
 from statecharts import retention, stepper
-from statecharts.models import Execution
-from statecharts.statuses import TERMINAL_STATUSES
 
 STAGE = "invocations"
-
-
-def _of_live_parent() -> Exists:
-    return Exists(
-        Execution.objects.filter(pk=OuterRef("parent_id")).exclude(status__in=TERMINAL_STATUSES)
-    )
 
 
 def _prunable(cutoff: datetime) -> Q:
     return ~Q(status__in=OPEN_STATUSES) & Q(updated__lt=cutoff)
 
 
-def prune_batch(cutoff: datetime, limit: int, after: int) -> retention.PruneBatch:
-    """Delete up to ``limit`` settled invocation rows (id above ``after``) of parents that can
-    no longer step, their parents locked first. Runs in the caller's transaction."""
-    database = stepper.database()
-    prunable = (
-        Invocation.objects.using(database).filter(_prunable(cutoff)).filter(~_of_live_parent())
-    )
-    candidates = list(
-        prunable.filter(pk__gt=after).order_by("pk").values_list("pk", "parent_id")[:limit]
-    )
-    if not candidates:
-        return retention.PruneBatch(0, None)
-    stepper.lock_many({parent for _, parent in candidates})
-    deleted = prunable.filter(pk__in=[pk for pk, _ in candidates]).delete()[0]
-    return retention.PruneBatch(deleted, candidates[-1][0])
-
-
-def count(cutoff: datetime) -> int:
-    return Invocation.objects.filter(_prunable(cutoff)).filter(~_of_live_parent()).count()
+_settled = retention.SettledRows(Invocation, "parent_id", _prunable)
+prune_batch = _settled.prune  # settled invocation rows of executions that can no longer step
+count = _settled.count
 
 
 def holds(execution_ids: Sequence[int]) -> set[int]:

@@ -49,7 +49,7 @@ from typing import Any, NamedTuple
 from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, Model, OuterRef, Q
 
 from statecharts import stepper
 from statecharts.conf import statecharts_settings
@@ -307,11 +307,43 @@ def _finished() -> Q:
     return Q(status__in=TERMINAL_STATUSES)
 
 
-def _live_execution(column: str) -> Exists:
+def live_execution(column: str) -> Exists:
     """An execution that may still step, with the id in ``column`` of the outer row."""
     return Exists(
         Execution.objects.filter(pk=OuterRef(column)).exclude(status__in=TERMINAL_STATUSES)
     )
+
+
+@dataclass(frozen=True, slots=True)
+class SettledRows:
+    """The usual ``prune`` and ``count`` of an :class:`ExecutionRows` for an app whose rows
+    each belong to one execution (the id in ``owner``): the rows ``settled(cutoff)`` selects,
+    of executions that can no longer step, deleted in batches by id, their executions
+    locked first (the lock order of every step: the execution, then its rows)."""
+
+    model: type[Model]
+    owner: str
+    settled: Callable[[datetime], Q]
+
+    def _prunable(self, cutoff: datetime, database: str | None = None) -> Any:
+        rows = self.model._default_manager.using(database)
+        return rows.filter(self.settled(cutoff)).filter(~live_execution(self.owner))
+
+    def prune(self, cutoff: datetime, limit: int, after: int) -> PruneBatch:
+        """Delete up to ``limit`` rows with an id above ``after``; runs in the caller's
+        transaction."""
+        prunable = self._prunable(cutoff, stepper.database())
+        candidates = list(
+            prunable.filter(pk__gt=after).order_by("pk").values_list("pk", self.owner)[:limit]
+        )
+        if not candidates:
+            return PruneBatch(0, None)
+        stepper.lock_many({owner for _, owner in candidates})
+        deleted = prunable.filter(pk__in=[pk for pk, _ in candidates]).delete()[0]
+        return PruneBatch(deleted, candidates[-1][0])
+
+    def count(self, cutoff: datetime) -> int:
+        return int(self._prunable(cutoff).count())
 
 
 def _within_rows(candidates: list[tuple[int, int]], limit: int) -> list[int]:
@@ -426,7 +458,7 @@ def _prune_outbox(cutoff: datetime, limit: int, after: int) -> PruneBatch:
         _settled_outbox(), delivered__lt=cutoff, pk__gt=after
     )
     candidates = list(
-        settled.filter(~_live_execution("sender_id"))
+        settled.filter(~live_execution("sender_id"))
         .order_by("pk")
         .values_list("pk", "sender_id")[:limit]
     )
@@ -435,7 +467,7 @@ def _prune_outbox(cutoff: datetime, limit: int, after: int) -> PruneBatch:
     stepper.lock_many({sender for _, sender in candidates})
     deleted = (
         settled.filter(pk__in=[pk for pk, _ in candidates])
-        .filter(~_live_execution("sender_id"))
+        .filter(~live_execution("sender_id"))
         .delete()[0]
     )
     return PruneBatch(deleted, candidates[-1][0])
@@ -444,7 +476,7 @@ def _prune_outbox(cutoff: datetime, limit: int, after: int) -> PruneBatch:
 def _count_outbox(cutoff: datetime) -> int:
     return (
         OutboxMessage.objects.filter(_settled_outbox(), delivered__lt=cutoff)
-        .filter(~_live_execution("sender_id"))
+        .filter(~live_execution("sender_id"))
         .count()
     )
 

@@ -16,21 +16,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.db.models import Exists, OuterRef
-
-from statecharts import health
-from statecharts.models import Execution
-from statecharts.statuses import TERMINAL_STATUSES
+from statecharts import health, retention
 from timers.dispatch import SCHEDULE_NAME
 from timers.models import Timer, TimerStatus
-
-
-def _of_live_execution() -> Exists:
-    return Exists(
-        Execution.objects.filter(pk=OuterRef("execution_id")).exclude(
-            status__in=TERMINAL_STATUSES
-        )
-    )
 
 
 def measure(now: datetime) -> list[health.Figure]:
@@ -43,7 +31,7 @@ def measure(now: datetime) -> list[health.Figure]:
             f"timer {most_overdue.pk} ({most_overdue.event.get('name')}) of execution "
             f"{most_overdue.execution_id}, due {most_overdue.due.isoformat(timespec='seconds')}"
         )
-    of_live = Timer.objects.filter(_of_live_execution())
+    of_live = Timer.objects.filter(retention.live_execution("execution_id"))
     return [
         health.Figure("timers.pending", pending.count(), "timers"),
         health.Figure("timers.due", Timer.objects.due(now).count(), "timers"),

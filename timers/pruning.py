@@ -13,48 +13,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Q
 
 from statecharts import retention, stepper
 from statecharts import retention as _retention  # (prune's argument is named retention)
-from statecharts.models import Execution
-from statecharts.statuses import TERMINAL_STATUSES
 from timers.conf import timer_settings
 from timers.models import TERMINAL_TIMER_STATUSES, RouteTimer, Timer, TimerStatus
 
 STAGE = "timers"
 
 
-def _of_live_execution() -> Exists:
-    return Exists(
-        Execution.objects.filter(pk=OuterRef("execution_id")).exclude(
-            status__in=TERMINAL_STATUSES
-        )
-    )
-
-
 def _prunable(cutoff: datetime) -> Q:
     return Q(status__in=TERMINAL_TIMER_STATUSES, settled__lt=cutoff)
 
 
-def prune_batch(cutoff: datetime, limit: int, after: int) -> retention.PruneBatch:
-    """Delete up to ``limit`` settled timers (id above ``after``) settled before ``cutoff``,
-    of executions that can no longer step, their executions locked first (the lock order of
-    every step: execution, then its timers). Runs in the caller's transaction."""
-    database = stepper.database()
-    prunable = Timer.objects.using(database).filter(_prunable(cutoff)).filter(~_of_live_execution())
-    candidates = list(
-        prunable.filter(pk__gt=after).order_by("pk").values_list("pk", "execution_id")[:limit]
-    )
-    if not candidates:
-        return retention.PruneBatch(0, None)
-    stepper.lock_many({execution for _, execution in candidates})
-    deleted = prunable.filter(pk__in=[pk for pk, _ in candidates]).delete()[0]
-    return retention.PruneBatch(deleted, candidates[-1][0])
-
-
-def count(cutoff: datetime) -> int:
-    return Timer.objects.filter(_prunable(cutoff)).filter(~_of_live_execution()).count()
+_settled = retention.SettledRows(Timer, "execution_id", _prunable)
+prune_batch = _settled.prune  # settled timer rows of executions that can no longer step
+count = _settled.count
 
 
 def prune(*, now: datetime | None = None, retention: timedelta | None = None) -> int:
