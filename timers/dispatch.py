@@ -40,6 +40,7 @@ from typing import Any
 
 from django.apps import apps
 
+from timers import leases
 from timers.conf import timer_settings
 from timers.firing import FireReport, fire_due
 from timers.models import Timer
@@ -130,17 +131,20 @@ def drain(
     """Fire claimable timers, batch after batch, until none is left. Returns the count.
 
     Stops early after ``max_batches`` batches or once ``seconds`` (default ``task_budget()``)
-    have passed; what is left is still claimable, and the next sweeper poll sees it.
+    have passed; what is left is still claimable, and the next sweeper poll sees it. Runs
+    under this worker process's heartbeat (``timers.leases``): the leases of what it has
+    claimed are renewed while it fires, so only a dead (or stalled) worker's claims expire.
     """
     deadline = monotonic() + (task_budget() if seconds is None else seconds)
     handled = 0
-    for _ in range(max_batches):
-        report: FireReport = fire_due()
-        if not report.outcomes:
-            break
-        handled += report.handled
-        if monotonic() >= deadline:
-            break
+    with leases.running():  # this worker's heartbeat renews its claims' leases meanwhile
+        for _ in range(max_batches):
+            report: FireReport = fire_due()
+            if not report.outcomes:
+                break
+            handled += report.handled
+            if monotonic() >= deadline:
+                break
     return handled
 
 

@@ -17,7 +17,9 @@ looked up in ``TIMER_DELIVERIES``; by default the stepper's ``perform_delivery``
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import secrets
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -33,7 +35,7 @@ from statecharts.core.telemetry import TelemetryEvent
 from statecharts.models import Execution
 from statecharts.statuses import TimerRule, rules
 from statecharts.work import WorkSource
-from timers import observing
+from timers import leases, observing
 from timers.conf import timer_settings
 from timers.delivery import Delivery, DeliveryUnavailable, Fire, Snooze, resolve
 from timers.models import Timer, TimerStatus
@@ -91,6 +93,7 @@ class Claim:
     claimed: datetime  # the clock the claim was taken at
     until: datetime  # the lease it wrote
     window: timedelta  # the shortest of the lease and the rows' per-fire timeouts
+    token: int  # its fence token (claim_token on its rows): only this claim may settle them
 
     @property
     def rows(self) -> list[Timer]:
@@ -110,8 +113,9 @@ def claim_rows(now: datetime, limit: int, *, lease: timedelta | None = None) -> 
     timer delivers (event, target, context) never changes after it is written, so the
     firing transaction only has to re-check its status, under the execution's lock.
 
-    The claim is an attempt of each row it takes: it writes the lease (``claimed_until``) and
-    the per-fire deadline (``fire_deadline``: now plus the row's ``fire_timeout_seconds``). A
+    The claim is an attempt of each row it takes: it writes the lease (``claimed_until``), the
+    per-fire deadline (``fire_deadline``: now plus the row's ``fire_timeout_seconds``) and a
+    fence token of its own (``claim_token``: see ``timers.leases``). A
     row still carrying an earlier claim was left unsettled by a firer that died, hung, or
     outlived its lease or its timeout: that attempt is spent here (``last_error`` says which
     bound passed first), and a timer whose last attempt it was is ended ``failed`` with
@@ -122,9 +126,10 @@ def claim_rows(now: datetime, limit: int, *, lease: timedelta | None = None) -> 
 
 def claim_batch(now: datetime, limit: int, *, lease: timedelta | None = None) -> Claim:
     """``claim_rows``, telling the fresh rows from the suspects and counting the failed."""
-    lease = lease or timedelta(seconds=timer_settings.TIMER_LEASE_SECONDS)
+    lease = lease or leases.lease()
     database = stepper.database()
     until = now + lease
+    token = secrets.randbits(63)
     failed: set[int] = set()
     suspects: set[int] = set()
     with transaction.atomic(using=database):
@@ -143,10 +148,11 @@ def claim_batch(now: datetime, limit: int, *, lease: timedelta | None = None) ->
         for seconds, rows in by_timeout.items():  # one UPDATE, unless timeouts differ
             deadline = None if seconds is None else now + timedelta(seconds=seconds)
             Timer.objects.using(database).filter(pk__in=[t.pk for t in rows]).update(
-                claimed_until=until, fire_deadline=deadline
+                claimed_until=until, fire_deadline=deadline, claim_token=token
             )
             for timer in rows:
                 timer.claimed_until, timer.fire_deadline = until, deadline
+                timer.claim_token = token
     timeouts = [timedelta(seconds=s) for s in by_timeout if s is not None]
     return Claim(
         fresh=[timer for timer in kept if timer.pk not in suspects],
@@ -155,6 +161,7 @@ def claim_batch(now: datetime, limit: int, *, lease: timedelta | None = None) ->
         claimed=now,
         until=until,
         window=min([lease, *timeouts]),
+        token=token,
     )
 
 
@@ -226,7 +233,9 @@ def fire_due(*, now: datetime | None = None, limit: int | None = None) -> FireRe
     one by one (``fire_row``). Without ``now`` each chunk reads the clock when it starts, so
     its steps are stamped with the time they really ran, not the time the batch was claimed;
     and a batch that runs long renews the claim of what it has not fired yet before half its
-    window has passed (``_keep``), so a live firer never lets its own timers time out.
+    window has passed (``_keep``), so a live firer never lets its own timers time out. Under
+    a running heartbeat (``timers.leases``: django-q2's drains, ``fire_timers``) the batch's
+    leases are renewed meanwhile too, also during a long chunk.
     """
     limit = limit or timer_settings.TIMER_BATCH
     report = FireReport()
@@ -238,11 +247,13 @@ def fire_due(*, now: datetime | None = None, limit: int | None = None) -> FireRe
         batch.fresh[start : start + size] for start in range(0, len(batch.fresh), size)
     ]
     units += [[timer] for timer in batch.suspects]
-    for index, unit in enumerate(units):
-        if index:
-            unit = _keep(batch, unit, [t for rest in units[index:] for t in rest], now)
-        for outcome in fire_rows(unit, now=now):
-            report.add(outcome)
+    held = leases.heartbeat().holding(batch.token, [t.pk for t in batch.rows], batch.claimed)
+    with held if now is None else contextlib.nullcontext():  # (the heartbeat's clock is real)
+        for index, unit in enumerate(units):
+            if index:
+                unit = _keep(batch, unit, [t for rest in units[index:] for t in rest], now)
+            for outcome in fire_rows(unit, now=now):
+                report.add(outcome)
     if apps.is_installed("routes"):  # delayed route sends: the same loop (timers.routequeue)
         from timers import routequeue
 
@@ -254,8 +265,8 @@ def fire_due(*, now: datetime | None = None, limit: int | None = None) -> FireRe
 def _keep(batch: Claim, unit: list[Timer], rest: list[Timer], now: datetime | None) -> list[Timer]:
     """Before firing ``unit``: once half the batch's window has passed since its claim,
     renew the claim of every timer not fired yet (``rest``: lease and per-fire deadline from
-    now; their attempt has not started), and return those of ``unit`` still ours. A row whose
-    claim another firer took over meanwhile is left to it."""
+    now; their attempt has not started), and return those of ``unit`` still ours (the claim's
+    token, still claimed). A row whose claim another firer took over meanwhile is left to it."""
     clock = now or timer_settings.now()
     if clock < batch.claimed + batch.window / 2:
         return unit
@@ -271,7 +282,10 @@ def _keep(batch: Claim, unit: list[Timer], rest: list[Timer], now: datetime | No
         for seconds, pks in by_timeout.items():
             deadline = None if seconds is None else clock + timedelta(seconds=seconds)
             mine = Timer.objects.using(database).filter(
-                pk__in=pks, status=TimerStatus.PENDING, claimed_until=batch.until
+                pk__in=pks,
+                status=TimerStatus.PENDING,
+                claim_token=batch.token,
+                claimed_until__isnull=False,
             )
             if skip_locked:  # a row locked now is being claimed (or fired) by another firer
                 mine = mine.select_for_update(skip_locked=True)
@@ -370,6 +384,7 @@ def _fire_batch_locked(timers: list[Timer], now: datetime, outbox: list[int]) ->
     of the same execution goes through ``_fire_with`` after the earlier steps, seeing their
     effects (``step_locked`` updates the locked instance in place).
     """
+    token = _token(timers)
     with observing.LockTimer():
         executions = stepper.lock_many({timer.execution_id for timer in timers})
     first: dict[int, Timer] = {}
@@ -384,7 +399,7 @@ def _fire_batch_locked(timers: list[Timer], now: datetime, outbox: list[int]) ->
             decided[timer.pk] = prepared
         else:
             ready[timer.pk] = prepared
-    taken = _take(list(ready), now)
+    taken = _take(list(ready), now, token)
     outcomes: list[str] = []
     for timer in timers:
         if first[timer.execution_id] is not timer:
@@ -401,9 +416,18 @@ def _fire_batch_locked(timers: list[Timer], now: datetime, outbox: list[int]) ->
     return outcomes
 
 
-def _take(pks: list[int], now: datetime) -> set[int]:
-    """Mark these timers fired, those still pending and due; returns the ids it marked."""
-    return _settle_ids(pks, TimerStatus.FIRED, now, "")
+def _take(pks: list[int], now: datetime, token: int | None) -> set[int]:
+    """Mark these timers fired, those still pending and due (and still claimed by ``token``:
+    the fence); returns the ids it marked."""
+    return _settle_ids(pks, TimerStatus.FIRED, now, "", token)
+
+
+def _token(timers: list[Timer]) -> int | None:
+    """The fence token of a chunk's timers: one claim's (or none: read without a claim)."""
+    tokens = {timer.claim_token for timer in timers}
+    if len(tokens) != 1:
+        raise ValueError(f"a chunk's timers come from one claim, not {len(tokens)}")
+    return tokens.pop()
 
 
 def _fire_locked(timer: Timer, now: datetime, outbox: list[int]) -> str:
@@ -548,25 +572,30 @@ def _deliver(
 
 
 def _still_pending(timer: Timer, now: datetime) -> Any:
-    """The row, if it is still pending and due (the caller holds the execution's lock)."""
-    return Timer.objects.using(stepper.database()).filter(
+    """The row, if it is still pending and due (the caller holds the execution's lock), and
+    still carries the claim ``timer`` was read with (the fence: see ``timers.leases``)."""
+    rows = Timer.objects.using(stepper.database()).filter(
         pk=timer.pk, status=TimerStatus.PENDING, due__lte=now
     )
+    return rows if timer.claim_token is None else rows.filter(claim_token=timer.claim_token)
 
 
 def _settle(timer: Timer, status: str, now: datetime, reason: str) -> str:
     """Settle one timer if it is still pending and due (the caller holds its execution's
     lock); SKIPPED when it was not."""
-    if not _settle_ids([timer.pk], status, now, reason):
+    if not _settle_ids([timer.pk], status, now, reason, timer.claim_token):
         return SKIPPED
     if status == TimerStatus.DISCARDED:
         observing.timer_event(TelemetryEvent.TIMER_DISCARDED, timer, now=now, reason=reason)
     return {TimerStatus.FIRED: FIRED, TimerStatus.DISCARDED: DISCARDED}.get(status, status)
 
 
-def _settle_ids(pks: list[int], status: str, now: datetime, reason: str) -> set[int]:
+def _settle_ids(
+    pks: list[int], status: str, now: datetime, reason: str, token: int | None
+) -> set[int]:
     """``Timer.objects.filter(pk__in=pks, status="pending", due__lte=now).update(status=...,
-    reason=..., settled=now, claimed_until=None)``, built once per vendor and row count (it
+    reason=..., settled=now, claimed_until=None)``, and ``claim_token=token`` in the filter
+    unless ``token`` is None (the fence), built once per vendor, row count and fence (it
     runs on every fire), returning the ids it settled. One statement with RETURNING where the
     database has it; else one conditional UPDATE per row (its row count tells)."""
     if not pks:
@@ -574,7 +603,8 @@ def _settle_ids(pks: list[int], status: str, now: datetime, reason: str) -> set[
     conn = connections[stepper.database()]
     returning = conn.vendor == "postgresql"
     size = len(pks) if returning else 1
-    key = (conn.vendor, size)
+    fenced = token is not None
+    key = (conn.vendor, size, fenced)
     sql = _settle_sql.get(key)
     if sql is None:
         quote = conn.ops.quote_name
@@ -583,10 +613,14 @@ def _settle_ids(pks: list[int], status: str, now: datetime, reason: str) -> set[
             f"UPDATE {quote(Timer._meta.db_table)} SET {quote('status')} = %s,"
             f" {quote('reason')} = %s, {quote('settled')} = %s, {quote('claimed_until')} = NULL"
             f" WHERE {quote('id')} IN ({marks}) AND {quote('status')} = %s"
-            f" AND {quote('due')} <= %s" + (f" RETURNING {quote('id')}" if returning else "")
+            f" AND {quote('due')} <= %s"
+            + (f" AND {quote('claim_token')} = %s" if fenced else "")
+            + (f" RETURNING {quote('id')}" if returning else "")
         )
     when = _DATETIME.get_db_prep_save(now, conn)
     head, tail = [status, reason[:300], when], [TimerStatus.PENDING, when]
+    if fenced:
+        tail.append(token)
     with conn.cursor() as cursor:
         if returning:
             cursor.execute(sql, [*head, *pks, *tail])
@@ -599,7 +633,7 @@ def _settle_ids(pks: list[int], status: str, now: datetime, reason: str) -> set[
         return settled
 
 
-_settle_sql: dict[tuple[str, int], str] = {}
+_settle_sql: dict[tuple[str, int, bool], str] = {}
 _DATETIME = Timer._meta.get_field("settled")
 
 

@@ -126,6 +126,12 @@ class Timer(models.Model):
         blank=True,
         help_text="When the current claim's per-fire timeout passes (never renewed).",
     )
+    # The current claim's fence token (random, one per claim): only the firer holding it may
+    # take, settle or snooze the row, or renew its lease (timers.leases). A firer whose lease
+    # ran out and whose rows another claim took over finds another token, and changes nothing.
+    claim_token = models.BigIntegerField(
+        null=True, blank=True, help_text="The current claim's fence token (null: never claimed)."
+    )
     created = models.DateTimeField()
     settled = models.DateTimeField(null=True, blank=True)
 

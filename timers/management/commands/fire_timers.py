@@ -7,6 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from timers import leases
 from timers.firing import fire_all_due
 
 
@@ -41,14 +42,16 @@ class Command(BaseCommand):
             raise CommandError("--batch must be at least 1")
         if options["interval"] <= 0:
             raise CommandError("--interval must be positive")
-        if not options["loop"]:
-            self.stdout.write(str(fire_all_due(batch=batch)))
-            return
-        try:
-            while True:
-                report = fire_all_due(batch=batch)
-                if report.outcomes:
-                    self.stdout.write(str(report))
-                time.sleep(options["interval"])
-        except KeyboardInterrupt:
-            return
+        # The heartbeat renews the leases of what this process has claimed while it fires.
+        with leases.running():
+            if not options["loop"]:
+                self.stdout.write(str(fire_all_due(batch=batch)))
+                return
+            try:
+                while True:
+                    report = fire_all_due(batch=batch)
+                    if report.outcomes:
+                        self.stdout.write(str(report))
+                    time.sleep(options["interval"])
+            except KeyboardInterrupt:
+                return
