@@ -119,7 +119,8 @@ def claim_rows(now: datetime, limit: int, *, lease: timedelta | None = None) -> 
     row still carrying an earlier claim was left unsettled by a firer that died, hung, or
     outlived its lease or its timeout: that attempt is spent here (``last_error`` says which
     bound passed first), and a timer whose last attempt it was is ended ``failed`` with
-    reason "timed out" instead of being returned.
+    reason "timed out" instead of being returned. It takes at most ``TIMER_FIRE_CHUNK`` such
+    rows (they are fired one by one; the others are left to other firers' claims).
     """
     return claim_batch(now, limit, lease=lease).rows
 
@@ -138,6 +139,13 @@ def claim_batch(now: datetime, limit: int, *, lease: timedelta | None = None) ->
             candidates = candidates.select_for_update(skip_locked=True)
         timers = list(candidates[:limit])
         stale = [timer for timer in timers if timer.claimed_until is not None]
+        share = timer_settings.TIMER_FIRE_CHUNK
+        if len(stale) > share:
+            # Suspects are fired one by one: a dead firer's batch is shared among the live
+            # firers' claims (the rest stay claimable) instead of queued behind one of them.
+            left = {timer.pk for timer in stale[share:]}
+            stale = stale[:share]
+            timers = [timer for timer in timers if timer.pk not in left]
         if stale:
             failed = _spend_timed_out(stale, now)
         suspects = {timer.pk for timer in stale} - failed
@@ -310,10 +318,13 @@ def fire_all_due(*, now: datetime | None = None, batch: int | None = None) -> Fi
 
 
 def fire(timer_id: int, *, now: datetime | None = None) -> str:
-    """Fire one timer if it is still pending and due; returns the outcome."""
+    """Fire one timer if it is still pending and due; returns the outcome. Not a claim's
+    fire: whoever holds a claim on the row, this fire does not (no fence), and the first
+    of the two to take the row under its execution's lock fires it."""
     timer = Timer.objects.using(stepper.database()).filter(pk=timer_id).first()
     if timer is None or timer.status != TimerStatus.PENDING:
         return SKIPPED
+    timer.claim_token = None
     return fire_row(timer, now=now)
 
 

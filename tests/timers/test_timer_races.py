@@ -6,7 +6,7 @@
   without the claims that normally keep firers apart;
 * a firer racing a step on the same execution, both writing timer rows: no deadlock, both apply;
 * a firer process SIGKILLed mid-fire: a new process fires what it left, once each, after the
-  dead firer's claims expired.
+  dead firer's claims expired (their short lease: within 5 s of its death).
 
 Threads use their own connections (closed when they end); the locking tests need PostgreSQL
 (SQLite ignores select_for_update) and carry the postgres mark. The clock is injected: timers
@@ -411,6 +411,9 @@ def test_a_firer_racing_a_step_on_the_same_execution_neither_deadlocks_nor_loses
 # ---- 4. a firer process killed mid-fire, then a new one ------------------------------------------
 
 CRASH_EXECUTIONS = 20
+# Issue 16's target: a dead firer's claimed timers are fired within 5 s (the default lease,
+# 3 s, is what makes it so; measured in real time by benchmarks/timer_recovery.py).
+RECOVERY = timedelta(seconds=5)
 FREEZE_AT = 3  # the worker dies in its third firing step: two timers were fired before
 WORKER_CHUNK = 2  # timers per firing transaction in the worker (timer_worker.CHUNK)
 
@@ -543,8 +546,9 @@ def test_a_restarted_firer_fires_what_a_killed_one_left_exactly_once(spawn: Spaw
     # A new process while the dead firer's claim lasts: its timers are only delayed...
     assert fire_in_new_process(spawn, fire_at + lease / 2) == {}
     assert Timer.objects.filter(execution_id__in=pks).pending().count() == len(pending)
-    # ...and once the lease is over, the new process fires each of them, once.
-    assert fire_in_new_process(spawn, fire_at + lease + SECOND) == {firing.FIRED: len(pending)}
+    # ...and once the (short) lease is over, within RECOVERY of the death (it died at
+    # fire_at, its clock), the new process fires each of them, once.
+    assert fire_in_new_process(spawn, fire_at + RECOVERY) == {firing.FIRED: len(pending)}
 
     assert firing.fire_all_due(now=fire_at + 365 * 24 * 3600 * SECOND).outcomes == {}
     statuses = Counter(Timer.objects.filter(execution_id__in=pks).values_list("status", flat=True))
