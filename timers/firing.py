@@ -302,6 +302,17 @@ def _keep(batch: Claim, unit: list[Timer], rest: list[Timer], now: datetime | No
                 claimed_until=until, fire_deadline=deadline
             )
             renewed |= kept
+        missed = [timer.pk for timer in unit if timer.pk not in renewed]
+        if missed and skip_locked:
+            # Skipped while locked by someone else for an instant: the heartbeat renewing
+            # them (still ours), or another firer's claim taking them over (the fence then
+            # refuses our take). Ours if the token is.
+            renewed |= set(
+                Timer.objects.using(database)
+                .filter(pk__in=missed, status=TimerStatus.PENDING, claim_token=batch.token)
+                .exclude(claimed_until=None)
+                .values_list("pk", flat=True)
+            )
     batch.claimed, batch.until = clock, until
     return [timer for timer in unit if timer.pk in renewed]
 

@@ -367,3 +367,38 @@ def test_a_dead_firers_batch_is_shared_among_the_claims_that_take_it_over() -> N
     for batch in takers:
         assert firing.fire_rows(batch.suspects, now=later) == [firing.FIRED] * len(batch.suspects)
     assert [fired_steps(e) for e in executions] == [1] * 7
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_renewal_between_chunks_keeps_rows_the_heartbeat_holds_locked_for_an_instant() -> None:
+    """``_keep`` (between chunks) reads the rows ``SKIP LOCKED``; a row the heartbeat is
+    renewing at that instant is skipped, and is still this firer's (its token): it stays in
+    the chunk, instead of being left claimed and unfired."""
+    start(2)
+    batch = firing.claim_batch(DUE, 10)
+    pks = [t.pk for t in batch.rows]
+    locked, release = threading.Event(), threading.Event()
+
+    def beat_in_progress() -> None:
+        from django.db import connection, transaction
+
+        try:
+            with transaction.atomic():
+                list(Timer.objects.select_for_update().filter(pk__in=pks))
+                locked.set()
+                release.wait(JOIN)
+        finally:
+            connection.close()
+
+    beating = threading.Thread(target=beat_in_progress, daemon=True)
+    beating.start()
+    try:
+        assert locked.wait(JOIN)
+        # Half the window has passed: _keep renews, and keeps both rows in the chunk.
+        kept = firing._keep(batch, batch.rows, batch.rows, DUE + 2 * S)
+    finally:
+        release.set()
+        beating.join(JOIN)
+    assert [t.pk for t in kept] == pks
+    assert firing.fire_rows(kept, now=DUE + 2 * S) == [firing.FIRED] * 2
