@@ -35,7 +35,7 @@ from statecharts.api.parsers import JSONParser
 from statecharts.api.permissions import CHANGE, VIEW, ModelPermissions
 from statecharts.api.renderers import SVGRenderer
 from statecharts.api.validators import refusal
-from statecharts.authorization import EventNotPermitted
+from statecharts.authorization import EventNotPermitted, NotPermitted
 from statecharts.core.errors import StatechartError
 from statecharts.core.model import Chart as CompiledChart
 from statecharts.exceptions import IdempotencyConflict, NeedsMigration, StepRefused
@@ -85,6 +85,14 @@ INPUT_HEADERS = [
 FORBIDDEN_EVENT = OpenApiResponse(
     description="No permission to change executions, or STATECHARTS['EVENT_PERMISSIONS'] "
     "refuses this event to this user: 'reasons' lists why (nothing was recorded)."
+)
+FORBIDDEN_START = OpenApiResponse(
+    description="No permission to add executions, or STATECHARTS['START_PERMISSIONS'] "
+    "refuses this chart to this user: 'reasons' lists why (nothing was started)."
+)
+FORBIDDEN_CANCEL = OpenApiResponse(
+    description="No permission to change executions, or STATECHARTS['CANCEL_PERMISSIONS'] "
+    "refuses this execution to this user: 'reasons' lists why (nothing was recorded)."
 )
 SVG = {
     200: OpenApiResponse(OpenApiTypes.BINARY, description="An SVG document (image/svg+xml)."),
@@ -275,6 +283,7 @@ class ExecutionViewSet(
                 "name: nothing was started; the execution it started.",
             ),
             400: ERRORS[400],
+            403: FORBIDDEN_START,
             409: OpenApiResponse(description="The business key is in use for this chart."),
             **IDEMPOTENT,
         },
@@ -293,7 +302,10 @@ class ExecutionViewSet(
                 caller_context=context,
                 idempotency_key=key,
                 subject=attrs.get("subject"),
+                user=request.user,
             )
+        except NotPermitted as exc:
+            raise EventForbidden(exc) from None
         except stepper.BusinessKeyInUse as exc:
             raise Conflict({"business_key": [str(exc)]}) from None
         except IdempotencyConflict as exc:
@@ -356,6 +368,7 @@ class ExecutionViewSet(
         responses={
             200: serializers.StepResultSerializer,
             400: ERRORS[400],
+            403: FORBIDDEN_CANCEL,
             404: ERRORS[404],
             409: CONFLICT,
             **IDEMPOTENT,
@@ -365,10 +378,15 @@ class ExecutionViewSet(
     def cancel(self, request: Request, pk: str | None = None) -> Response:
         execution = self.get_object()
         context, key = _caller(request)
-        return self._step(
-            request,
-            lambda: stepper.cancel(execution.pk, caller_context=context, idempotency_key=key),
-        )
+        try:
+            return self._step(
+                request,
+                lambda: stepper.cancel(
+                    execution, caller_context=context, idempotency_key=key, user=request.user
+                ),
+            )
+        except NotPermitted as exc:
+            raise EventForbidden(exc) from None
 
     @extend_schema(
         summary="Migrate executions to another version of their chart (or a dry run)",
