@@ -671,10 +671,15 @@ def _apply(
     execution.updated = now
     finished = execution.status in TERMINAL_STATUSES
     _record_ending(execution, outcome, now)
+    written = _RUNNING_STEP_FIELDS if state.running else _STEP_FIELDS
+    # With nothing to perform, no other row is written between the execution's UPDATE and
+    # the history INSERT: the two go together (one statement on PostgreSQL). Otherwise the
+    # UPDATE comes first, so performers see the execution's new row.
+    together = execution.pk is not None and not outcome.instructions
     if execution.pk is None:
         execution.save(force_insert=True, using=database)
-    else:
-        sql.update_row(execution, _RUNNING_STEP_FIELDS if state.running else _STEP_FIELDS)
+    elif not together:
+        sql.update_row(execution, written)
     if step_input.kind == START and observing.listening():
         observing.started(execution)  # (before what the start performs: the memory order)
     context = StepContext(execution, state, now, execution.steps, caller_context, outbox)
@@ -698,7 +703,10 @@ def _apply(
         caller_context=caller_context,
         created=now,
     )
-    sql.insert_row(entry)
+    if together:
+        sql.update_and_insert(execution, written, entry)
+    else:
+        sql.insert_row(entry)
     if state.running:
         _remember_position(execution, blob, Position(identity, state))
     effects = tuple(outcome.effects)

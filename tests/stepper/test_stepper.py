@@ -373,6 +373,24 @@ def test_an_execution_whose_chart_source_changed_is_refused_not_stepped() -> Non
         stepper.send(execution.pk, "checkout")
 
 
+def test_each_step_sees_its_chart_row_as_it_is_even_edited_twice_in_one_transaction() -> None:
+    """The lock reads the chart row at every step (on PostgreSQL, only its row version, with
+    the columns cached by it): an edit in place, even by an update that sends no signal, is
+    seen by the next step, also when the same transaction edits the row again (the test's
+    own transaction holds every edit here)."""
+    execution = Execution.objects.start(load(ORDER))
+    stepper.send(execution.pk, "add", {"sku": "A"})
+    Chart.objects.filter(pk=execution.chart_id).update(folder="/first")
+    assert stepper.send(execution.pk, "add", {"sku": "B"}).execution.chart.folder == "/first"
+    Chart.objects.filter(pk=execution.chart_id).update(folder="/second")
+    assert stepper.send(execution.pk, "add", {"sku": "C"}).execution.chart.folder == "/second"
+    edited = ORDER.replace('target="paying"', 'target="shipped"')
+    Chart.objects.filter(pk=execution.chart_id).update(source=edited)
+    with pytest.raises(NeedsMigration):
+        stepper.send(execution.pk, "add", {"sku": "D"})
+    assert datamodel(execution)["items"] == [{"sku": "A"}, {"sku": "B"}, {"sku": "C"}]
+
+
 def test_a_damaged_position_is_refused_with_the_typed_error_and_needs_repair() -> None:
     execution = Execution.objects.start(load(ORDER))
     Execution.objects.filter(pk=execution.pk).update(position=b"\x80\x04pickle?")
@@ -530,6 +548,7 @@ def test_the_lock_falls_back_to_the_orm_if_its_compiled_plan_cannot_be_built(
 
     execution = Execution.objects.start(load(ORDER))
     monkeypatch.setattr(statements._LockPlan, "__init__", broken)
+    monkeypatch.setattr(statements.postgres.NarrowLock, "__init__", broken)  # (PostgreSQL's)
     monkeypatch.setattr(statements, "_lock_plans", statements.weakref.WeakKeyDictionary())
     execution.send("add", {"sku": "A"})
     assert isinstance(next(iter(statements._lock_plans.values())), statements._ORMLock)
