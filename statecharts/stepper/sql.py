@@ -5,8 +5,8 @@ chart), UPDATE it, INSERT a history row. On PostgreSQL, ``statecharts.stepper.po
 them in fewer round trips (the lock without the join, the UPDATE and the INSERT as one
 statement); the rows written and the lock taken are the same.
 
-Building them through the ORM costs more CPU than running them; here they are built once per connection (the lock, by the ORM's own compiler)
-or per model and column list, and run on the connection's cursor with the same field
+Building them through the ORM costs more CPU than running them; here they are built once per
+connection (the lock, by the ORM's own compiler) or per model and column list, and run on the connection's cursor with the same field
 conversions (``get_db_prep_save``, ``from_db_value``, ``Model.from_db``). They send no
 ``pre_save``/``post_save``: the stepper sends its own signals.
 
