@@ -6,9 +6,9 @@ them in fewer round trips (the lock without the join, the UPDATE and the INSERT 
 statement); the rows written and the lock taken are the same.
 
 Building them through the ORM costs more CPU than running them; here they are built once per
-connection (the lock, by the ORM's own compiler) or per model and column list, and run on the connection's cursor with the same field
-conversions (``get_db_prep_save``, ``from_db_value``, ``Model.from_db``). They send no
-``pre_save``/``post_save``: the stepper sends its own signals.
+connection (the lock, by the ORM's own compiler) or per model and column list, and run on the
+connection's cursor with the same field conversions (``get_db_prep_save``, ``from_db_value``,
+``Model.from_db``). They send no ``pre_save``/``post_save``: the stepper sends its own signals.
 
 Every statement runs on ``database()``: the database Django's routers choose for writing an
 ``Execution`` (``DEFAULT_DB_ALIAS`` without routers). A step's rows must all live in that one
