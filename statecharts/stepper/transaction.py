@@ -89,6 +89,7 @@ from statecharts.stepper.performing import (
     registered_types,
     registered_types_record,
     route_checker,
+    writes_no_rows,
 )
 
 # Tests install a callable here to stop a real process at a phase of the step ("locked",
@@ -672,10 +673,10 @@ def _apply(
     finished = execution.status in TERMINAL_STATUSES
     _record_ending(execution, outcome, now)
     written = _RUNNING_STEP_FIELDS if state.running else _STEP_FIELDS
-    # With nothing to perform, no other row is written between the execution's UPDATE and
+    # When performing writes no row, nothing is written between the execution's UPDATE and
     # the history INSERT: the two go together (one statement on PostgreSQL). Otherwise the
     # UPDATE comes first, so performers see the execution's new row.
-    together = execution.pk is not None and not outcome.instructions
+    together = execution.pk is not None and writes_no_rows(outcome.instructions)
     if execution.pk is None:
         execution.save(force_insert=True, using=database)
     elif not together:

@@ -275,6 +275,29 @@ def test_a_performer_runs_inside_the_step_with_its_context() -> None:
     assert "unhandled" not in delayed
 
 
+def test_a_performer_in_place_of_a_built_in_one_finds_the_execution_row_written() -> None:
+    """A step whose performers write nothing writes its execution row and history row
+    together (one statement on PostgreSQL), after performing; a performer configured in place
+    of a built-in one (here the observation's) may read the row, so the row is written first,
+    as for every other performer."""
+    seen: list[tuple[int, list[str]]] = []
+
+    def observer(context: StepContext, instruction: Instruction) -> None:
+        row = Execution.objects.get(pk=context.execution.pk)
+        seen.append((row.steps, row.configuration))
+
+    execution = Execution.objects.start(load(ORDER))
+    plain = stepper.send(execution.pk, "add", {"sku": "A"})  # (an observation: the assign)
+    assert plain.entry.seq == 2 and plain.entry.pk is not None
+    assert [i.kind for i in plain.instructions] == [InstructionKind.OBSERVE]
+    with override_settings(STATECHARTS={"PERFORMERS": {"observe": observer}}):
+        stepper.send(execution.pk, "add", {"sku": "B"})
+    assert seen == [(3, ["cart"])]
+    assert list(execution.history.order_by("seq").values_list("seq", "status_after")) == [
+        (1, "active"), (2, "active"), (3, "active")
+    ]
+
+
 def test_the_deprecated_effect_handlers_setting_still_reaches_its_handler() -> None:
     calls: list[tuple[EffectContext, Effect]] = []
 
