@@ -340,6 +340,7 @@ OURS_PROBES: tuple[tuple[str, str, str], ...] = (
     ("perform", "statecharts.stepper.transaction", "perform"),
     ("update", "statecharts.stepper.sql", "update_row"),
     ("insert", "statecharts.stepper.sql", "insert_row"),
+    ("write", "statecharts.stepper.sql", "update_and_insert"),
 )
 
 
@@ -481,6 +482,8 @@ def statement_variants(count: int) -> dict[str, Any]:
     ]
     statements = _captured_statements(lambda: stepper.send(pk, EVENT))
     kinds = [classify(sql) for sql, _ in statements]
+    if kinds == ["SELECT ... FOR UPDATE", "WITH"]:
+        return _merged_variants(count, pk, sharing, statements)
     if kinds != ["SELECT ... FOR UPDATE", "UPDATE", "INSERT"]:
         return {"error": f"a step sent {kinds}, not lock, UPDATE, INSERT: update the variants"}
     (lock_sql, _), (update_sql, update_params), (insert_sql, insert_params) = statements
@@ -559,6 +562,80 @@ def statement_variants(count: int) -> dict[str, Any]:
             shared_commit
         ),
     }
+    return _time_variants(variants, count, cursor)
+
+
+def _merged_variants(
+    count: int, pk: int, sharing: list[int], statements: list[tuple[str, list[Any]]]
+) -> dict[str, Any]:
+    """``statement_variants`` for a stepper that already sends the lock without the chart
+    join and the UPDATE + INSERT as one statement (``statecharts.stepper.postgres``): that
+    shape as sent, pipelined, and with the COMMIT shared by ``SHARED_COMMIT`` steps."""
+    from django.db import connection
+
+    from statecharts.models import HistoryEntry
+
+    (lock_sql, _), (write_sql, write_params) = statements
+    update_part = write_sql[: write_sql.index(" INSERT INTO ")]
+    pk_at = update_part.count("%s") - 1  # the UPDATE's WHERE id = %s
+    inserted = [
+        f.attname
+        for f in HistoryEntry._meta.concrete_fields
+        if not f.primary_key and f.attname != "execution_id"
+    ]
+    seq_at = pk_at + 1 + inserted.index("seq")
+    seq = [1_000_000]
+
+    def args(execution: int) -> list[Any]:
+        seq[0] += 1
+        values = list(write_params)
+        values[pk_at], values[seq_at] = execution, seq[0]
+        return values
+
+    connection.ensure_connection()
+    raw = connection.connection
+    cursor = raw.cursor()
+
+    def sequential() -> None:
+        cursor.execute("BEGIN")
+        cursor.execute(lock_sql, [pk])
+        cursor.fetchone()
+        cursor.execute(write_sql, args(pk))
+        cursor.fetchone()
+        cursor.execute("COMMIT")
+
+    def pipelined() -> None:
+        with raw.pipeline():
+            cursor.execute("BEGIN")
+            cursor.execute(lock_sql, [pk])
+        cursor.fetchone()
+        with raw.pipeline():
+            cursor.execute(write_sql, args(pk))
+            cursor.execute("COMMIT")
+
+    def shared_commit() -> None:
+        cursor.execute("BEGIN")
+        for execution in sharing:
+            cursor.execute(lock_sql, [execution])
+            cursor.fetchone()
+            cursor.execute(write_sql, args(execution))
+            cursor.fetchone()
+        cursor.execute("COMMIT")
+
+    variants: dict[str, Callable[[], None]] = {
+        "as the stepper sends them: BEGIN, lock (no join), UPDATE + INSERT in one statement,"
+        " COMMIT (4 round trips)": sequential,
+        "pipelined: BEGIN + lock, then UPDATE + INSERT + COMMIT (2 round trips)": pipelined,
+        f"{SHARED_COMMIT} executions' steps in one transaction, one COMMIT (per step)": (
+            shared_commit
+        ),
+    }
+    return _time_variants(variants, count, cursor)
+
+
+def _time_variants(
+    variants: dict[str, Callable[[], None]], count: int, cursor: Any
+) -> dict[str, Any]:
     steps_per_call = {name: SHARED_COMMIT if "one COMMIT" in name else 1 for name in variants}
     took: dict[str, list[float]] = {name: [] for name in variants}
     clock = time.perf_counter
@@ -920,6 +997,7 @@ OURS_TREE: tuple[tuple[str, str, str | None], ...] = (
     ("perform", "perform instructions (none here)", None),
     ("update", "execution UPDATE (sql.update_row)", "UPDATE"),
     ("insert", "history INSERT (sql.insert_row)", "INSERT"),
+    ("write", "execution UPDATE + history INSERT, one statement (sql.update_and_insert)", "WITH"),
     ("COMMIT", "COMMIT", None),
     ("rest", "everything else (send's checks, history fields, sha256, signals, ...)", None),
 )
@@ -932,6 +1010,7 @@ TOP_LEVEL = (
     "perform",
     "update",
     "insert",
+    "write",
     "COMMIT",
 )
 PEER_TREE = (
