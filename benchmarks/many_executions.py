@@ -1015,7 +1015,7 @@ OURS_TREE: tuple[tuple[str, str, str | None], ...] = (
     # (probe label, shown as, the SQL statement kind inside it)
     (
         "lock",
-        "BEGIN + lock: SELECT ... FOR UPDATE OF execution, chart joined",
+        "BEGIN + lock: SELECT ... FOR UPDATE (of the execution; PostgreSQL: no chart join)",
         "SELECT ... FOR UPDATE",
     ),
     ("chart", "chart lookup (compiled_chart, cached)", None),
