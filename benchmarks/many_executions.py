@@ -1155,8 +1155,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         type=Path,
         metavar="DIR",
         help="another checkout of the project (e.g. `git worktree add DIR REV`): its stepper"
-        " is measured as a fourth system, on the same rows, in the same rounds (its migrations"
-        " must match this tree's, since the database is migrated by this one)",
+        " is measured as a fourth system, on the same rows, in the same rounds (the database"
+        " is migrated by this tree: its models must fit that schema; indexes may differ)",
     )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(None if argv is None else list(argv))
