@@ -133,7 +133,8 @@ def redis_db(redis_url: str) -> Iterator[Any]:
 @contextmanager
 def celery_worker(args: argparse.Namespace, url: str, out: Any) -> Iterator[subprocess.Popen[str]]:
     env = {
-        **os.environ,
+        # A plain Celery worker: without DJANGO_SETTINGS_MODULE Celery's Django fixup stays off.
+        **{k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"},
         "TIMER_PEERS_BROKER": args.redis_url,
         "TIMER_PEERS_QUEUE": f"timer_peers_{os.getpid()}",
         "TIMER_PEERS_PG": url,
@@ -327,7 +328,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = shlex.join([sys.executable, *sys.argv] if argv is None else [__file__, *argv])
     args.sqlite_dir = None
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    windows = {"rate": args.window, "burst": 0.0}
+    windows = {"rate": args.window, "burst": 1e-6}  # burst: all due at once
     result: dict[str, Any] = {
         "command": command,
         "timers": args.timers,
