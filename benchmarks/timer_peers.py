@@ -57,6 +57,7 @@ import timer_firing  # noqa: E402  (a sibling script, not a package)
 from durable_steps import DEFAULT_PG_URL, setup_django, throwaway_database  # noqa: E402
 
 STOP_GRACE = 20.0
+CALIBRATION = 200  # Celery sends timed to size the window's lead
 POLL = 0.25
 
 
@@ -107,7 +108,7 @@ def run_ours(args: argparse.Namespace, url: str, window: float) -> dict[str, Any
         "lateness": result["lateness"],
         "drain_seconds": drain,
         "per_second": done / drain if drain > 0 else 0.0,
-        "cpu": result["cpu"],
+        "cpu": relabel(result["cpu"]),
         "errors": errors,
     }
 
@@ -212,9 +213,15 @@ def run_celery(args: argparse.Namespace, url: str, windows: list[float]) -> list
                 raise RuntimeError(f"the Celery worker did not start:\n{timer_firing.tail(out)}")
             time.sleep(0.2)
         log(f"celery worker up (pid {worker.pid}, {args.workers} prefork processes)")
+        # Calibrate the sending (items -2, -3, ...: due now, not measured), so the window
+        # opens after the last send whatever the machine's load.
+        started = time.perf_counter()
+        for i in range(CALIBRATION):
+            celery_timer_peer.fire.apply_async((-2 - i, time.time()), countdown=0)
+        per_send = (time.perf_counter() - started) / CALIBRATION
         for index, window in enumerate(windows):
             base = (index + 1) * 1_000_000
-            window_start = time.time() + args.celery_lead
+            window_start = time.time() + per_send * args.timers * 1.5 + args.celery_lead
             dues = [window_start + window * (i + 0.5) / args.timers for i in range(args.timers)]
             started = time.perf_counter()
             for i, due in enumerate(dues):
@@ -228,8 +235,14 @@ def run_celery(args: argparse.Namespace, url: str, windows: list[float]) -> list
             )
             stop = window_start + window + args.deadline
             done = 0
+            sampler: timer_firing.CpuSampler | None = None
             while time.time() < stop:
                 time.sleep(POLL)
+                if sampler is None:
+                    if time.time() >= window_start:
+                        sampler = timer_firing.CpuSampler(worker.pid)  # its process group
+                    continue
+                sampler.sample()
                 with connection.cursor() as cursor:
                     cursor.execute(
                         "SELECT count(*) FROM bench_celery_fire WHERE item >= %s", [base]
@@ -248,10 +261,20 @@ def run_celery(args: argparse.Namespace, url: str, windows: list[float]) -> list
                     "drain_seconds": drain,
                     "per_second": len(rows) / drain if drain > 0 else 0.0,
                     "send_seconds": sent,
+                    "cpu": relabel(sampler.result()) if sampler is not None else {},
                 }
             )
             log(f"celery window {window} s: {len(rows)} done")
     return results
+
+
+def relabel(cpu: dict[str, Any]) -> dict[str, Any]:
+    """``CpuSampler`` names the sampled process group "cluster (django-q2)"; here it is the
+    Celery worker's."""
+    seconds = dict(cpu.get("cpu_seconds", {}))
+    if "cluster (django-q2)" in seconds:
+        seconds["workers"] = seconds.pop("cluster (django-q2)")
+    return {**cpu, "cpu_seconds": seconds}
 
 
 # --------------------------------------------------------------------------- report
@@ -266,8 +289,9 @@ def render(command: str, result: dict[str, Any]) -> str:
         f"{result['timers']} items; load average before {result['load_before']},"
         f" after {result['load_after']}.",
         "",
-        "| | rate: p50 | rate: p99 | rate: max | burst: drain | burst: per second |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| | rate: p50 | rate: p99 | rate: max | burst: drain | burst: per second"
+        " | burst: CPU per item (workers + postgres) | burst: others' CPU |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for system, runs in result["systems"].items():
         rate, burst = runs.get("rate"), runs.get("burst")
@@ -283,8 +307,15 @@ def render(command: str, result: dict[str, Any]) -> str:
             cells += [f"{burst['drain_seconds']:.2f} s", f"{burst['per_second']:.0f}/s"]
             if burst["done"] != burst["items"]:
                 cells[-1] += f" ({burst['items'] - burst['done']} not done)"
+            used = burst["cpu"].get("cpu_seconds", {})
+            done = max(burst["done"], 1)
+            workers, postgres = used.get("workers", 0.0), used.get("postgres", 0.0)
+            cells += [
+                f"{1000 * workers / done:.2f} + {1000 * postgres / done:.2f} ms",
+                f"{used.get('other', 0.0):.0f} s of {burst['cpu'].get('seconds', 0.0):.0f} s",
+            ]
         else:
-            cells += ["", ""]
+            cells += ["", "", "", ""]
         lines.append("| " + " | ".join(cells) + " |")
     ours, peer = result["systems"].get("ours", {}), result["systems"].get("celery", {})
     if ours.get("burst") and peer.get("burst"):
@@ -302,14 +333,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--timers", type=int, default=10_000)
     parser.add_argument("--window", type=float, default=10.0, help="seconds the rate mode spans")
     parser.add_argument("--workers", type=int, default=None, help="default: Q_CLUSTER's")
-    parser.add_argument("--systems", default="ours,celery")
+    parser.add_argument("--systems", default="celery,ours")
     parser.add_argument("--modes", default="rate,burst")
     parser.add_argument("--lead", type=float, default=5.0, help="ours: see timer_firing.py")
     parser.add_argument(
         "--celery-lead",
         type=float,
-        default=15.0,
-        help="seconds from the first send to the window (sending must fit)",
+        default=5.0,
+        help="seconds between the last send (estimated, 50%% slack) and the window",
     )
     parser.add_argument(
         "--deadline",
