@@ -79,6 +79,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             fired = dispatch.drain()
             cpu, server = time.process_time() - cpu, timer_firing.backend_cpu() - server
             per_fire[name].append((1000 * cpu / fired, 1000 * server / fired))
+        # The lock alone: chunks of TIMER_FIRE_CHUNK executions, each locked in a
+        # transaction rolled back, the two ways alternately.
+        from django.db import transaction
+
+        from statecharts.models import Execution
+        from timers.conf import timer_settings
+
+        chunk = timer_settings.TIMER_FIRE_CHUNK
+        ids = list(Execution.objects.order_by("pk").values_list("pk", flat=True))
+        chunks = [set(ids[i : i + chunk]) for i in range(0, len(ids) - chunk + 1, chunk)]
+        lock_only: dict[str, list[float]] = {name: [] for name in variants}
+        for index in range(args.rounds * 2):
+            name = list(variants)[(index + index // 2) % 2]
+            lock = variants[name]
+            cpu = time.process_time()
+            for pks in chunks:
+                with transaction.atomic():
+                    lock(pks)
+                    transaction.set_rollback(True)
+            lock_only[name].append(1e6 * (time.process_time() - cpu) / len(chunks))
         sql.lock_executions = compiled_lock
         from django.db import connections
 
@@ -88,9 +108,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name, rows in per_fire.items()
     }
     print(f"`{' '.join([sys.executable, *sys.argv])}`; load {timer_firing.load_average()}")
+    print({n: [round(c, 3) for c, _ in rows] for n, rows in per_fire.items()}, file=sys.stderr)
+    print({n: [round(c) for c in rows] for n, rows in lock_only.items()}, file=sys.stderr)
     print("| lock | client CPU per fire | server CPU per fire | rounds |\n|---|---:|---:|---:|")
     for name, (client, server) in medians.items():
         print(f"| {name} | {client:.3f} ms | {server:.3f} ms | {len(per_fire[name])} |")
+    alone = {name: statistics.median(rows) for name, rows in lock_only.items()}
+    print(
+        f"\nthe lock alone, client CPU per chunk of {chunk}: queryset {alone['queryset']:.0f} us,"
+        f" compiled {alone['compiled']:.0f} us ({alone['compiled'] / alone['queryset']:.2f}x;"
+        f" {len(chunks)} chunks x {args.rounds} rounds each)"
+    )
     (qc, qs), (cc, cs) = medians["queryset"], medians["compiled"]
     print(
         f"\ncompiled / queryset: client {cc / qc:.2f}x,"
