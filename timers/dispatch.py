@@ -103,7 +103,8 @@ def _until_next_due(poll: float) -> float:
     )
     if upcoming is None:
         return poll
-    return min(poll, max((upcoming - now).total_seconds(), 0.0))
+    # At least 1 ms: the next poll then finds it due (no spinning on a clock's granularity).
+    return min(poll, max((upcoming - now).total_seconds(), 0.001))
 
 
 def _claimable_waiting() -> bool:
