@@ -45,10 +45,28 @@ def locking_queryset(conn: BaseDatabaseWrapper) -> QuerySet[Execution]:
 
 def lock_executions(pks: set[int]) -> dict[int, Execution]:
     """Lock several executions, in ascending id order (the one global order every batch
-    follows), with their charts; missing ids are absent from the result."""
+    follows), with their charts; missing ids are absent from the result.
+
+    ``locking_queryset(conn).filter(pk__in=pks).order_by("pk")``, compiled once per
+    connection and size (``_LockPlan``; the id list is padded to the next power of two by
+    repeating its largest id, so a few plans serve every size), as ``lock_execution`` is.
+    """
+    if not pks:
+        return {}
     conn = connections[database()]
-    locked = locking_queryset(conn).filter(pk__in=pks).order_by("pk")
-    return {execution.pk: execution for execution in locked}
+    ordered = sorted(pks)
+    size = 1 << (len(ordered) - 1).bit_length()
+    plans = _many_plans.get(conn)
+    if plans is None:
+        plans = _many_plans[conn] = {}
+    plan = plans.get(size)
+    if plan is None:
+        try:
+            plan = plans[size] = _LockPlan(conn, size)
+        except (AttributeError, KeyError, TypeError, ValueError, AssertionError):
+            plan = plans[size] = _ORMLock()  # (see lock_execution)
+    padded = ordered + [ordered[-1]] * (size - len(ordered))
+    return {execution.pk: execution for execution in plan.many(conn, padded)}
 
 
 def lock_execution(pk: int) -> Execution:
@@ -84,10 +102,16 @@ class _LockPlan:
     (``from_db_value``, the backend's), the same ``Model.from_db`` for both instances.
     """
 
-    def __init__(self, conn: BaseDatabaseWrapper) -> None:
-        compiler = locking_queryset(conn).filter(pk=0).query.get_compiler(connection=conn)
+    def __init__(self, conn: BaseDatabaseWrapper, size: int | None = None) -> None:
+        """One execution by id; with ``size``, that many ids (``IN``, in id order)."""
+        if size is None:
+            queryset, expected = locking_queryset(conn).filter(pk=0), [0]
+        else:  # distinct placeholders: the ORM drops repeated values from an IN list
+            expected = list(range(-size, 0))
+            queryset = locking_queryset(conn).filter(pk__in=expected).order_by("pk")
+        compiler = queryset.query.get_compiler(connection=conn)
         sql, params = compiler.as_sql()
-        if list(params) != [0]:
+        if list(params) != expected:
             raise AssertionError(f"unexpected parameters in the lock query: {params!r}")
         self.sql = sql
         self.alias = conn.alias
@@ -109,6 +133,15 @@ class _LockPlan:
             found = cursor.fetchone()
         if found is None:
             raise Execution.DoesNotExist("Execution matching query does not exist.")
+        return self._instance(found, conn)
+
+    def many(self, conn: BaseDatabaseWrapper, pks: list[int]) -> list[Execution]:
+        with conn.cursor() as cursor:
+            cursor.execute(self.sql, pks)
+            rows = cursor.fetchall()
+        return [self._instance(row, conn) for row in rows]
+
+    def _instance(self, found: Any, conn: BaseDatabaseWrapper) -> Execution:
         row = list(found)
         for pos, convs, expression in self.converters:
             value = row[pos]
@@ -127,10 +160,16 @@ class _ORMLock:
     def get(self, conn: BaseDatabaseWrapper, pk: int) -> Execution:
         return locking_queryset(conn).get(pk=pk)
 
+    def many(self, conn: BaseDatabaseWrapper, pks: list[int]) -> list[Execution]:
+        return list(locking_queryset(conn).filter(pk__in=pks).order_by("pk"))
+
 
 _lock_plans: weakref.WeakKeyDictionary[
     BaseDatabaseWrapper, _LockPlan | postgres.NarrowLock | _ORMLock
 ] = weakref.WeakKeyDictionary()
+_many_plans: weakref.WeakKeyDictionary[BaseDatabaseWrapper, dict[int, _LockPlan | _ORMLock]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def update_row(obj: Any, names: tuple[str, ...]) -> None:

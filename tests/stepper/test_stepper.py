@@ -576,3 +576,31 @@ def test_the_lock_falls_back_to_the_orm_if_its_compiled_plan_cannot_be_built(
     execution.send("add", {"sku": "A"})
     assert isinstance(next(iter(statements._lock_plans.values())), statements._ORMLock)
     assert execution.steps == 2 and datamodel(execution)["items"] == [{"sku": "A"}]
+
+
+# ---- lock_many ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 5, 8, 17])
+def test_lock_many_locks_exactly_the_given_executions_with_their_charts_in_one_statement(
+    size: int,
+) -> None:
+    from django.db import connection, transaction
+    from django.test.utils import CaptureQueriesContext
+
+    order, pong = load(ORDER), load(PONG)
+    executions = [stepper.start(order if i % 2 else pong) for i in range(size + 2)]
+    wanted = {execution.pk for execution in executions[1 : size + 1]}
+    missing = max(e.pk for e in executions) + 1000  # no such execution: absent, not an error
+    with transaction.atomic(), CaptureQueriesContext(connection) as queries:
+        locked = stepper.lock_many(wanted | {missing})
+    assert len(queries.captured_queries) == 1  # one SELECT ... FOR UPDATE, whatever the size
+    assert set(locked) == wanted
+    for pk, execution in locked.items():
+        stored = Execution.objects.select_related("chart").get(pk=pk)
+        assert execution.pk == pk and execution.chart_id == stored.chart_id
+        assert execution.chart.content_hash == stored.chart.content_hash  # the chart is loaded
+        assert execution.configuration == stored.configuration
+        assert bytes(execution.position) == bytes(stored.position)
+        assert execution.status == stored.status
+    assert stepper.lock_many(set()) == {}
