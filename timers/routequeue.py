@@ -2,7 +2,8 @@
 sends as ``RouteTimer`` rows, fired by the same loop as SCXML timers (``fire_due``, the
 django-q2 sweeper and drains, ``fire_timers``). Loaded only when the routes app is installed.
 
-Firing one row, in one transaction, with one lock order (the execution, then the row):
+Firing, in chunks of ``TIMER_FIRE_CHUNK`` rows (``fire_rows``), each chunk in one
+transaction, with one lock order (the executions, in ascending id order, then the rows):
 
 1. **Liveness**, under the execution's lock, by the execution status table
    (``statecharts.statuses``): an execution that finished or is missing has the row deleted
@@ -11,13 +12,14 @@ Firing one row, in one transaction, with one lock order (the execution, then the
 2. **The route**: a name not registered here (any more) is a fact about this deployment, not
    about the row: the row is snoozed with a visible reason, no attempt spent (and
    ``manage.py check --database default`` warns, ``timers.W001``).
-3. **Take and decide in one write**: the row is deleted and the key claimed in the ledger in
-   the same transaction. A ``<cancel>`` is a step, which holds the same execution lock and
-   deletes the row too: a fire and a cancel of one row never both succeed.
-4. After the commit, with no lock held: the route's ``deliver(config, message, key)``; the
+3. **Take and decide in one write**: the chunk's rows are deleted (one ``DELETE``) and their
+   keys claimed in the ledger (one insert) in the same transaction. A ``<cancel>`` is a
+   step, which holds the same execution lock and deletes the row too: a fire and a cancel of
+   one row never both succeed.
+4. After the commit, with no lock held: each route's ``deliver(config, message, key)``; the
    ledger goes ``claimed`` -> ``delivered`` / ``failed`` (the sender is then told
-   ``error.communication``). A firer that dies between 3 and 4 leaves the key ``claimed``:
-   "in doubt", never retried blindly (at most once).
+   ``error.communication``). A firer that dies between 3 and 4 leaves the chunk's unsettled
+   keys ``claimed``: "in doubt", never retried blindly (at most once).
 """
 
 from __future__ import annotations
