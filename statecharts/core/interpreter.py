@@ -70,6 +70,7 @@ from statecharts.core.targets import Target, TargetKind
 
 _CONFIGURATION_CACHE_SIZE = 1024
 _EVENT_NAME_CACHE_SIZE = 1024
+_UNKNOWN = object()  # (a cache miss, where None is a cached value)
 SCXML_TYPES = SCXML_SEND_TYPES
 INVOKE_SCXML_TYPES = SCXML_INVOKE_TYPES
 
@@ -366,7 +367,8 @@ class Interpreter:
             self.dm = self._dm
             self._dm = None
             # (no configuration_changed(): the datamodel's flag is still accurate)
-            self.statesToInvoke = set()
+            if self._any_invokes:  # (else it is never filled: see enterStates)
+                self.statesToInvoke = set()
             self.n_macrostep += 1
             self.effects = []
             self.rounds_this_macrostep = 0
@@ -615,7 +617,7 @@ class Interpreter:
                 for s in sorted(self.statesToInvoke):
                     for inv in self.states[s].invokes:
                         self.invoke(inv)
-            self.statesToInvoke.clear()
+                self.statesToInvoke.clear()
             if self.internal_queue:
                 continue
             break
@@ -920,7 +922,7 @@ class Interpreter:
                 self.executeContent(block)
             for inv in node.invokes:
                 self.cancelInvoke(inv)
-            if atomics is not None and is_atomic[s] and s in configuration:
+            if is_atomic[s] and atomics is not None and s in configuration:
                 atomics.remove(s)
             configuration.discard(s)
             if configuration_changed is not None:
@@ -960,7 +962,8 @@ class Interpreter:
         states = self.states
         configuration = self.configuration
         configuration_changed = self.dm.configuration_changed if self._uses_in else None
-        statesToInvoke = self.statesToInvoke
+        # (a chart without invokes has nothing to invoke: statesToInvoke stays empty)
+        statesToInvoke = self.statesToInvoke if self._any_invokes else None
         bound = self.bound
         is_final = self._is_final
         atomics = self._atomics  # kept up to date, as in exitStates
@@ -968,13 +971,14 @@ class Interpreter:
         self._config_tuple = None
         for s in ordered:
             node = states[s]
-            if atomics is not None and is_atomic[s] and s not in configuration:
+            if is_atomic[s] and atomics is not None and s not in configuration:
                 insort(atomics, s)
             configuration.add(s)
             if configuration_changed is not None:
                 configuration_changed()
             self._config_tuple = None
-            statesToInvoke.add(s)
+            if statesToInvoke is not None:
+                statesToInvoke.add(s)
             if s not in bound:
                 bound.add(s)
                 self._bind_data(node)
@@ -1106,8 +1110,10 @@ class Interpreter:
     def getTransitionDomain(self, t: Transition) -> int | None:
         # Without a history target the domain is a function of the transition alone: cache it.
         # (Only cacheable transitions are ever stored, so a hit needs no further check.)
-        if t.index in self._domain_cache:
-            return self._domain_cache[t.index]
+        cached = self._domain_cache.get(t.index, _UNKNOWN)
+        if cached is not _UNKNOWN:
+            return cached  # type: ignore[return-value]
+        domain: int | None
         cacheable = t.index >= 0 and not any(self._is_history[s] for s in t.targets)
         tstates = self.getEffectiveTargetStates(t)
         if not tstates:
