@@ -70,7 +70,6 @@ from statecharts.core.targets import Target, TargetKind
 
 _CONFIGURATION_CACHE_SIZE = 1024
 _EVENT_NAME_CACHE_SIZE = 1024
-_UNKNOWN = object()  # (a cache miss, where None is a cached value)
 SCXML_TYPES = SCXML_SEND_TYPES
 INVOKE_SCXML_TYPES = SCXML_INVOKE_TYPES
 
@@ -785,7 +784,10 @@ class Interpreter:
             if len(self._select_cache) >= _EVENT_NAME_CACHE_SIZE:  # (names come from outside)
                 self._select_cache.clear()
             per_state = self._select_cache[event.name] = [None] * len(self.states)
-        for state in self._atomic_states():
+        atomics = self._atomics
+        if atomics is None:
+            atomics = self._atomic_states()
+        for state in atomics:
             candidates = per_state[state]
             if not candidates:
                 if candidates is not None:
@@ -1110,9 +1112,8 @@ class Interpreter:
     def getTransitionDomain(self, t: Transition) -> int | None:
         # Without a history target the domain is a function of the transition alone: cache it.
         # (Only cacheable transitions are ever stored, so a hit needs no further check.)
-        cached = self._domain_cache.get(t.index, _UNKNOWN)
-        if cached is not _UNKNOWN:
-            return cached  # type: ignore[return-value]
+        if t.index in self._domain_cache:
+            return self._domain_cache[t.index]
         domain: int | None
         cacheable = t.index >= 0 and not any(self._is_history[s] for s in t.targets)
         tstates = self.getEffectiveTargetStates(t)
