@@ -186,6 +186,9 @@ class Execution(models.Model):
         blank=True,
         on_delete=models.DO_NOTHING,
         db_constraint=False,
+        # (no index of its own: the unique (parent, invoke_ordinal) one, partial on a parent,
+        # serves "the children of X"; every index is one more write per step's UPDATE)
+        db_index=False,
         related_name="children",
     )
     invoke_ordinal = models.PositiveIntegerField(null=True, blank=True)
@@ -205,6 +208,7 @@ class Execution(models.Model):
         blank=True,
         on_delete=models.SET_NULL,
         related_name="+",
+        db_index=False,  # (the subject index below starts with it)
         help_text="The model of the object this execution is about.",
     )
     subject_object_id = models.CharField(
