@@ -35,7 +35,7 @@ the heartbeat, to compare in the same way).
 
 Usage (from the repository root)::
 
-    python benchmarks/timer_recovery.py [--timers 1000] [--window 5] [--kill-after 2]
+    python benchmarks/timer_recovery.py [--timers 3000] [--window 3] [--kill-after 1]
                                         [--workers 4] [--lease N] [--lead 5]
                                         [--deadline 120] [--pg-url URL] [--json OUT]
 """
@@ -394,10 +394,10 @@ def render(command: str, server: str, result: dict[str, Any]) -> str:
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Timer recovery after a worker's SIGKILL.")
-    parser.add_argument("--timers", type=int, default=1_000)
-    parser.add_argument("--window", type=float, default=5.0, help="seconds the dues span")
+    parser.add_argument("--timers", type=int, default=3_000)
+    parser.add_argument("--window", type=float, default=3.0, help="seconds the dues span")
     parser.add_argument(
-        "--kill-after", type=float, default=2.0, help="seconds into the window of the kill"
+        "--kill-after", type=float, default=1.0, help="seconds into the window of the kill"
     )
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--lease", type=int, default=None, help="TIMER_LEASE_SECONDS")
