@@ -23,7 +23,7 @@ from django.db import IntegrityError, transaction
 
 from invocations.conf import invocation_settings
 from invocations.models import Invocation, InvocationStatus
-from statecharts import stepper
+from statecharts import codecs, stepper
 from statecharts.core.errors import ChartError, ResolveError, StatechartError
 from statecharts.core.events import PLATFORM, Event, error_data
 from statecharts.models import Chart, Execution, OutboxMessage
@@ -84,7 +84,14 @@ def deliver_start(message: OutboxMessage, more: list[int]) -> bool:
         except ChildRefused as exc:
             _fail(invocation, str(exc), more)
             return True
-        data = invocation.params if isinstance(invocation.params, dict) else None
+        try:
+            params = invocation.decoded_params()
+        except codecs.CorruptPayload as exc:  # a fact about the row: it can never start
+            _fail(invocation, f"undecodable params: {exc}", more)
+            return True
+        # (codecs.CodecUnavailable, a fact about this deployment, propagates: the message
+        # stays pending with the reason in its last_error, and the sweeper tries again.)
+        data = params if isinstance(params, dict) else None
         try:
             child = stepper.start(
                 chart,

@@ -11,6 +11,9 @@ Firing one row, in one transaction, with one lock order (the execution, then the
 2. **The route**: a name not registered here (any more) is a fact about this deployment, not
    about the row: the row is snoozed with a visible reason, no attempt spent (and
    ``manage.py check --database default`` warns, ``timers.W001``).
+   The send's data is decoded with the row's payload codec (``statecharts.codecs``): a
+   codec or key not deployed here snoozes the row the same way; a payload that can never be
+   decoded deletes it undelivered, ``discarded`` with reason ``undecodable: ...``.
 3. **Take and decide in one write**: the row is deleted and the key claimed in the ledger in
    the same transaction. A ``<cancel>`` is a step, which holds the same execution lock and
    deletes the row too: a fire and a cancel of one row never both succeed.
@@ -35,12 +38,12 @@ from routes.base import RouteMessage
 from routes.delivering import perform
 from routes.models import DeliveryStatus
 from routes.queue import TimerEntry, configured_queue
-from statecharts import stepper
+from statecharts import codecs, stepper
 from statecharts.core.plan import Instruction
 from statecharts.models import Execution
 from statecharts.statuses import TimerRule, rules
 from timers.conf import timer_settings
-from timers.models import RouteTimer
+from timers.models import RouteTimer, encode_route_message
 
 log = logging.getLogger("timers")
 
@@ -66,6 +69,7 @@ class RouteTimerQueue:
         after it (or after a cancel, or a discard) adds nothing (the key is in the ledger)."""
         if ledger.known(entry.key):
             return
+        message, codec = encode_route_message(entry.message.to_dict())
         RouteTimer.objects.using(stepper.database()).bulk_create(
             [
                 RouteTimer(
@@ -74,7 +78,8 @@ class RouteTimerQueue:
                     key=entry.key,
                     route=entry.route,
                     config=dict(entry.config),
-                    message=entry.message.to_dict(),
+                    message=message,
+                    codec=codec,
                     due=entry.due,
                     scheduled_in=entry.scheduled_in,
                     created=entry.created,
@@ -94,7 +99,7 @@ class RouteTimerQueue:
             .filter(execution_id=scope, send_id=send_id)
         )
         for row in rows:
-            ledger.write(_message(row), row.key, DeliveryStatus.CANCELLED, now, reason)
+            ledger.write(_clear_message(row), row.key, DeliveryStatus.CANCELLED, now, reason)
         RouteTimer.objects.using(database).filter(pk__in=[row.pk for row in rows]).delete()
         return len(rows)
 
@@ -114,7 +119,13 @@ def cancel_for_step(context: stepper.StepContext, instruction: Instruction) -> i
 
 
 def _message(row: RouteTimer) -> RouteMessage:
-    return RouteMessage.from_dict(row.message)
+    return RouteMessage.from_dict(row.decoded_message())
+
+
+def _clear_message(row: RouteTimer) -> RouteMessage:
+    """The row's send without its data (what the ledger keeps needs no key)."""
+    stored = row.message if isinstance(row.message, dict) else {}
+    return RouteMessage.from_dict({**stored, "data": None})
 
 
 def claim(now: datetime, limit: int) -> list[int]:
@@ -164,13 +175,19 @@ def fire(pk: int, *, now: datetime | None = None) -> str:
         )
         if row is None:
             return SKIPPED  # cancelled or fired meanwhile (the first to lock decided)
-        message = _message(row)
-        outcome = _liveness(row, message, execution, now)
+        outcome = _liveness(row, _clear_message(row), execution, now)
         if outcome is not None:
             return outcome
         known = registry.get(row.route)
         if known is None:
             return _snooze(row, now, f"route {row.route!r} is not registered here: snoozed")
+        try:
+            message = _message(row)
+        except codecs.CodecUnavailable as exc:
+            # The row's codec or key is not deployed here (yet): a deployment fact.
+            return _snooze(row, now, f"{exc}: snoozed")
+        except codecs.CorruptPayload as exc:  # a fact about the row: it can never be sent
+            return _discard(row, _clear_message(row), now, f"undecodable: {exc}")
         # Take and decide: the row goes, the key is claimed, in this one write.
         RouteTimer.objects.using(database).filter(pk=row.pk).delete()
         claimed = ledger.claim(message, row.key, now)
