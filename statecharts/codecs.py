@@ -249,7 +249,7 @@ def encode_effect(item: dict[str, Any]) -> dict[str, Any]:
     """One effect summary as a history row stores it: the event a send carried, an
     ``<invoke>``'s params (``data``) and a ``done``'s ``donedata`` written by the writing
     codec (the row records its name: the one :func:`encode_input` returns)."""
-    name, codec = writing()
+    _, codec = writing()
     if isinstance(codec, JSONCodec):
         return item
     return _map_effect(item, codec.encode)

@@ -285,8 +285,12 @@ def _batch(
         with transaction.atomic(using=database, durable=True):
             stepper.lock_many({owner for _, owner in candidates if owner is not None})
             rows = manager.filter(pk__in=ids).order_by("pk").select_for_update()
-            for pk, values in _examine(kind, writer, done, rows.values(*columns)):
-                manager.filter(pk=pk).update(**values, codec=writer.name)
+            rewrites = [
+                kind.model(pk=pk, codec=writer.name, **values)
+                for pk, values in _examine(kind, writer, done, rows.values(*columns))
+            ]
+            if rewrites:  # one statement for the batch
+                manager.bulk_update(rewrites, [*kind.fields, "codec"])
     done.last = ids[-1]
     return True
 

@@ -7,6 +7,7 @@ nothing waits."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from io import StringIO
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 from cryptography.fernet import Fernet
 from django.core.management import CommandError, call_command
-from django.db import connection
+from django.db import OperationalError, connection, transaction
 from django.test import override_settings
 from django.utils.module_loading import import_string
 
@@ -457,3 +458,45 @@ def test_the_command_dry_run_says_what_would_change_and_the_run_its_rows_per_sec
     assert key_ids() == {"b"}
     with pytest.raises(CommandError, match="no encoded row kind named 'nope'"):
         call_command("statechart", "reencrypt", "--only", "nope")
+
+
+@pytest.mark.postgres
+def test_on_postgresql_a_batch_waits_for_the_holder_of_its_execution_and_writes_nothing() -> None:
+    """The lock order, with a real second connection: a step (here, a transaction holding
+    the execution's row lock) blocks the batch that would rewrite that execution's rows; the
+    batch's lock wait runs out (``lock_timeout``) and it rolls back, having written nothing."""
+    with using(("a", A)):
+        execution = start()
+    held, release = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def hold() -> None:
+        try:
+            with transaction.atomic():
+                Execution.objects.select_for_update().get(pk=execution.pk)
+                held.set()
+                release.wait(timeout=120)
+        except BaseException as exc:  # (reported below, not lost in the thread)
+            errors.append(exc)
+            held.set()
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert held.wait(timeout=120) and not errors
+        with using(("b", B), ("a", A)):
+            with connection.cursor() as cursor:
+                cursor.execute("SET lock_timeout = '300ms'")
+            with pytest.raises(OperationalError, match="lock"):
+                reencryption.reencrypt(only=["timers"])
+            assert key_ids() == {"a"}
+    finally:
+        release.set()
+        holder.join()
+        with connection.cursor() as cursor:
+            cursor.execute("RESET lock_timeout")
+    assert not errors
+    with using(("b", B), ("a", A)):
+        assert reencryption.reencrypt(only=["timers"]).changed == 1
