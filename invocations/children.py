@@ -86,11 +86,16 @@ def deliver_start(message: OutboxMessage, more: list[int]) -> bool:
             return True
         try:
             params = invocation.decoded_params()
+        except codecs.CodecUnavailable as exc:
+            # A fact about this deployment (a key not here yet): the message stays pending,
+            # no attempt spent, the reason in its last_error; the sweeper tries again.
+            OutboxMessage.objects.using(database).filter(pk=message.pk).update(
+                last_error=f"{exc}: waiting"[:2000]
+            )
+            return False
         except codecs.CorruptPayload as exc:  # a fact about the row: it can never start
             _fail(invocation, f"undecodable params: {exc}", more)
             return True
-        # (codecs.CodecUnavailable, a fact about this deployment, propagates: the message
-        # stays pending with the reason in its last_error, and the sweeper tries again.)
         data = params if isinstance(params, dict) else None
         try:
             child = stepper.start(

@@ -277,7 +277,7 @@ def test_a_child_whose_params_key_is_not_deployed_waits_and_corrupt_params_fail_
     with using(("b", B)):
         assert stepper.deliver([start_message.pk]) == 0
     start_message.refresh_from_db()
-    assert start_message.status == "pending"
+    assert start_message.status == "pending" and start_message.attempts == 0
     assert "payload key 'a' is not deployed here" in start_message.last_error
     with using(("a", A)):
         Invocation.objects.filter(pk=invocation.pk).update(params="corrupt")
