@@ -1,4 +1,5 @@
-"""Payload codecs: how event data is written at rest in timer, outbox and history rows.
+"""Payload codecs: how event data is written at rest in timer, route timer, outbox, history
+and invocation rows (the apps that own those rows call the functions below).
 
 Event data (an event's ``data`` and ``raw``, a start's ``data``) is what a client sent and a
 chart computed: often personal. A codec turns it into what the row stores and back. Which
@@ -66,7 +67,9 @@ class Codec(Protocol):
 
     ``encode`` returns a JSON-compatible value; ``decode(encode(v)) == v`` for every JSON
     value ``v``. ``decode`` raises :class:`CorruptPayload` for a value it can never read and
-    :class:`CodecUnavailable` for one it cannot read *here* (a key not deployed)."""
+    :class:`CodecUnavailable` for one it cannot read *here* (a key not deployed). Optional:
+    ``current(stored) -> bool``, whether ``encode`` would write ``stored`` as it is now (see
+    :func:`is_current`; ``statechart reencrypt`` leaves such rows alone)."""
 
     def encode(self, value: Any) -> Any: ...
 
