@@ -125,11 +125,14 @@ class ExecutionManager(models.Manager.from_queryset(ExecutionQuerySet)):  # type
         caller_context: dict[str, Any] | None = None,
         idempotency_key: str | None = None,
         tracing: bool = False,
+        user: Any = None,
     ) -> Execution:
         """Create an execution of ``chart`` and run it to its first stable configuration
         (``statecharts.stepper.start``); ``subject``: the object it is about;
         ``caller_context`` is recorded with the start; ``idempotency_key`` makes a retried
-        start start nothing twice; ``tracing`` keeps its steps' trace effects."""
+        start start nothing twice; ``tracing`` keeps its steps' trace effects; ``user``:
+        check that this user may start it (``statecharts.authorization``;
+        ``StartNotPermitted`` otherwise) and record them."""
         options: dict[str, Any] = {"data": data, "business_key": business_key}
         options["metadata"] = metadata
         if subject is not None:
@@ -140,6 +143,8 @@ class ExecutionManager(models.Manager.from_queryset(ExecutionQuerySet)):  # type
             options["idempotency_key"] = idempotency_key
         if tracing:
             options["tracing"] = True
+        if user is not None:
+            options["user"] = user
         return _the_stepper().start(chart, **options)
 
 
@@ -269,7 +274,8 @@ class Execution(models.Model):
 
     def cancel(self, **options: Any) -> StepResult:
         """Cancel it (``statecharts.stepper.cancel``: ``caller_context``, ``reason``,
-        ``idempotency_key``), then reload this row."""
+        ``idempotency_key``, ``user``: checked by ``statecharts.authorization``), then reload
+        this row."""
         result = _the_stepper().cancel(self.pk, **options)
         self.refresh_from_db()
         return result

@@ -145,6 +145,7 @@ def start_step(
     subject: Any = None,
     idempotency_key: str | None = None,
     tracing: bool = False,
+    sender: dict[str, Any] | None = None,
 ) -> StepResult:
     """Create an execution of ``chart`` and run it to its first stable configuration, in one
     transaction; the outbox ids it wrote are appended to ``outbox``. ``parent``, ``invokeid``
@@ -195,6 +196,7 @@ def start_step(
                 io_processors,
                 parent_session_id=parent.session_id if parent is not None else None,
                 invokeid=invokeid,
+                sender=sender,  # who started it, when a door checked (recorded with it)
             )
             result, _ = _apply(
                 execution, compiled, None, start_input, now, outbox, caller_context

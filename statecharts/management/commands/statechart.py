@@ -7,8 +7,10 @@ Subcommands::
     load PATH [--name NAME] [--version V]       store a chart with the files it references (the
                                                 same source twice: one chart); its warnings
     diagram CHART [--execution EXECUTION]       the chart's SVG diagram, to stdout
-    start CHART [--data JSON] [--key KEY] [--subject APP_LABEL.MODEL:ID]
-                                                start an execution (CHART: id, or name)
+    start CHART [--data JSON] [--key KEY] [--subject APP_LABEL.MODEL:ID] [--as-user USERNAME]
+                                                start an execution (CHART: id, or name; as
+                                                that user: the start permissions are
+                                                checked, the user recorded)
     send EXECUTION EVENT [--data JSON] [--as-user USERNAME]
                                                 feed one external event (as that user: the
                                                 event permissions are checked, the user
@@ -16,7 +18,10 @@ Subcommands::
     show EXECUTION [--json]                     the read model: status, states, datamodel,
                                                 what it can do now, timers (and other apps'
                                                 sections), history
-    cancel EXECUTION                            cancel an execution (its onexit handlers run)
+    cancel EXECUTION [--as-user USERNAME]
+                                                cancel an execution (its onexit handlers run;
+                                                as that user: the cancel permissions are
+                                                checked, the user recorded)
 
 start, send and cancel take ``--caller-context JSON`` (recorded with the input:
 ``statecharts.attribution``) and ``--idempotency-key KEY`` (run it again with the same key
@@ -71,7 +76,7 @@ from statecharts import (
     subjects,
     validation,
 )
-from statecharts.authorization import EventNotPermitted
+from statecharts.authorization import NotPermitted
 from statecharts.availability import Unavailable, as_json, available_events
 from statecharts.core import ChartError, Problem, StatechartError
 from statecharts.core.parse import decode_utf8, read_document
@@ -336,6 +341,13 @@ class Command(BaseCommand):
             metavar="APP_LABEL.MODEL:ID",
             help="the object it is about (a model of STATECHARTS['SUBJECT_MODELS'])",
         )
+        p.add_argument(
+            "--as-user",
+            metavar="USERNAME",
+            help="start as this user: statecharts.add_execution and "
+            "STATECHARTS['START_PERMISSIONS'] are checked and the user is recorded (without "
+            "it the command is trusted and nothing is checked)",
+        )
         add_caller_options(p)
 
         p = add("send", help="feed one external event to an execution")
@@ -358,6 +370,13 @@ class Command(BaseCommand):
 
         p = add("cancel", help="cancel an execution")
         p.add_argument("execution", help="an execution id or session id")
+        p.add_argument(
+            "--as-user",
+            metavar="USERNAME",
+            help="cancel as this user: statecharts.change_execution and "
+            "STATECHARTS['CANCEL_PERMISSIONS'] are checked and the user is recorded (without "
+            "it the command is trusted and nothing is checked)",
+        )
         add_caller_options(p)
 
         p = add("replay", help="re-drive an execution's history and compare (or many: --all)")
@@ -545,10 +564,14 @@ class Command(BaseCommand):
                 subject = subjects.resolve(*subjects.parse_reference(options["subject"]))
             except validation.InvalidInput as exc:
                 raise CommandError(f"--subject: {exc}") from None
+        user = user_named(options["as_user"]) if options.get("as_user") else None
         try:
             result = stepper.start_result(
-                chart, data=data, business_key=options["key"], subject=subject, **caller
+                chart, data=data, business_key=options["key"], subject=subject, user=user,
+                **caller,
             )
+        except NotPermitted as exc:
+            raise CommandError(f"not permitted: {exc}") from None
         except StatechartError as exc:  # BusinessKeyInUse, a chart the core now refuses, ...
             raise CommandError(str(exc)) from exc
         execution = result.execution
@@ -567,7 +590,7 @@ class Command(BaseCommand):
         user = user_named(options["as_user"]) if options.get("as_user") else None
         try:
             result = stepper.send(execution, name, data, user=user, **caller)
-        except EventNotPermitted as exc:
+        except NotPermitted as exc:
             raise CommandError(f"not permitted: {exc}") from None
         except StatechartError as exc:  # NeedsMigration: the refusal is in the history
             raise CommandError(str(exc)) from exc
@@ -576,8 +599,11 @@ class Command(BaseCommand):
     def cancel(self, options: dict[str, Any]) -> None:
         caller = caller_options(options)
         execution = find_execution(options["execution"])
+        user = user_named(options["as_user"]) if options.get("as_user") else None
         try:
-            result = stepper.cancel(execution.pk, **caller)
+            result = stepper.cancel(execution, user=user, **caller)
+        except NotPermitted as exc:
+            raise CommandError(f"not permitted: {exc}") from None
         except StatechartError as exc:
             raise CommandError(str(exc)) from exc
         self._result(result)
