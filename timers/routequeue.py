@@ -12,6 +12,9 @@ transaction, with one lock order (the executions, in ascending id order, then th
 2. **The route**: a name not registered here (any more) is a fact about this deployment, not
    about the row: the row is snoozed with a visible reason, no attempt spent (and
    ``manage.py check --database default`` warns, ``timers.W001``).
+   The send's data is decoded with the row's payload codec (``statecharts.codecs``): a
+   codec or key not deployed here snoozes the row the same way; a payload that can never be
+   decoded deletes it undelivered, ``discarded`` with reason ``undecodable: ...``.
 3. **Take and decide in one write**: the chunk's rows are deleted (one ``DELETE``) and their
    keys claimed in the ledger (one insert) in the same transaction. A ``<cancel>`` is a
    step, which holds the same execution lock and deletes the row too: a fire and a cancel of
@@ -39,12 +42,12 @@ from routes.base import RouteMessage
 from routes.delivering import Claimed, perform_many
 from routes.models import DeliveryStatus
 from routes.queue import TimerEntry, configured_queue
-from statecharts import stepper
+from statecharts import codecs, stepper
 from statecharts.core.plan import Instruction
 from statecharts.models import Execution
 from statecharts.statuses import TimerRule, rules
 from timers.conf import timer_settings
-from timers.models import RouteTimer
+from timers.models import RouteTimer, encode_route_message
 
 log = logging.getLogger("timers")
 
@@ -70,6 +73,7 @@ class RouteTimerQueue:
         after it (or after a cancel, or a discard) adds nothing (the key is in the ledger)."""
         if ledger.known(entry.key):
             return
+        message, codec = encode_route_message(entry.message.to_dict())
         RouteTimer.objects.using(stepper.database()).bulk_create(
             [
                 RouteTimer(
@@ -78,7 +82,8 @@ class RouteTimerQueue:
                     key=entry.key,
                     route=entry.route,
                     config=dict(entry.config),
-                    message=entry.message.to_dict(),
+                    message=message,
+                    codec=codec,
                     due=entry.due,
                     scheduled_in=entry.scheduled_in,
                     created=entry.created,
@@ -98,7 +103,7 @@ class RouteTimerQueue:
             .filter(execution_id=scope, send_id=send_id)
         )
         for row in rows:
-            ledger.write(_message(row), row.key, DeliveryStatus.CANCELLED, now, reason)
+            ledger.write(_clear_message(row), row.key, DeliveryStatus.CANCELLED, now, reason)
         RouteTimer.objects.using(database).filter(pk__in=[row.pk for row in rows]).delete()
         return len(rows)
 
@@ -118,7 +123,13 @@ def cancel_for_step(context: stepper.StepContext, instruction: Instruction) -> i
 
 
 def _message(row: RouteTimer) -> RouteMessage:
-    return RouteMessage.from_dict(row.message)
+    return RouteMessage.from_dict(row.decoded_message())
+
+
+def _clear_message(row: RouteTimer) -> RouteMessage:
+    """The row's send without its data (what the ledger keeps needs no key)."""
+    stored = row.message if isinstance(row.message, dict) else {}
+    return RouteMessage.from_dict({**stored, "data": None})
 
 
 def claim(now: datetime, limit: int) -> list[int]:
@@ -284,7 +295,7 @@ def _fire_chunk_locked(
 def _decide(row: RouteTimer, execution: Execution | None) -> _Fate:
     """A row's fate under its execution's lock: discard (finished or missing), snooze (held,
     or its route is not registered here), else fire."""
-    message = _message(row)
+    message = _clear_message(row)  # the ledger keeps the send without its data
     if execution is None:
         return _Fate(row, message, DISCARDED, "execution missing")
     rule = rules(execution.status).timers
@@ -296,7 +307,14 @@ def _decide(row: RouteTimer, execution: Execution | None) -> _Fate:
     known = registry.get(row.route)
     if known is None:
         return _Fate(row, message, SNOOZED, f"route {row.route!r} is not registered here: snoozed")
-    return _Fate(row, message, FIRED, route=known.route)
+    try:
+        decoded = _message(row)
+    except codecs.CodecUnavailable as exc:
+        # The row's codec or key is not deployed here (yet): a deployment fact.
+        return _Fate(row, message, SNOOZED, f"{exc}: snoozed")
+    except codecs.CorruptPayload as exc:  # a fact about the row: it can never be sent
+        return _Fate(row, message, DISCARDED, f"undecodable: {exc}")
+    return _Fate(row, decoded, FIRED, route=known.route)
 
 
 def _delete_due(pks: list[int], now: datetime) -> set[int]:

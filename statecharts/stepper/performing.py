@@ -379,12 +379,9 @@ def perform(context: StepContext, instructions: Iterable[Instruction]) -> list[d
 def _summarize(effect: Effect) -> dict[str, Any]:
     if effect.kind == EffectKind.DATAMODEL_CHANGE or effect.kind == EffectKind.DATAMODEL_INIT:
         return {"kind": effect.kind.value}  # the datamodel is in the position
-    item = effect.to_dict()
-    if isinstance(item.get("event"), dict):
-        # What a send carried is event data like an input's: written by the payload codec
-        # (the history entry records which).
-        item["event"], _ = codecs.encode_event(item["event"])
-    return item
+    # What a send carried, an <invoke>'s params, a done's donedata: event data like an
+    # input's, written by the payload codec (the history entry records which).
+    return codecs.encode_effect(effect.to_dict())
 
 
 # ---- the stepper's own performers ---------------------------------------------------------------

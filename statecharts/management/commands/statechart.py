@@ -35,6 +35,11 @@ after a lost answer and nothing is applied twice: ``statecharts.idempotency``).
                                                 batches, with a progress display
     erase (EXECUTION | --key KEY [--chart CHART]) [--cancel] [--reason R] [--yes]
                                                 erase personal data (recorded in the history)
+    reencrypt [--only KIND] [--batch N] [--dry-run]
+                                                rewrite stored event data with the payload
+                                                codec and key that write now (after a key
+                                                rotation, or turning encryption on); rows
+                                                it cannot read are reported and left
     health [--json]                             backlogs, sweepers, executions by status; exit
                                                 0 ok, 1 warning, 2 critical
 
@@ -65,6 +70,7 @@ from statecharts import (
     health,
     idempotency,
     lookups,
+    reencryption,
     retention,
     stepper,
     subjects,
@@ -429,6 +435,24 @@ class Command(BaseCommand):
         p.add_argument("--reason", default="", help="why (recorded in the history)")
         p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
+        p = add(
+            "reencrypt",
+            help="rewrite stored event data with the payload codec and key that write now",
+        )
+        p.add_argument(
+            "--only",
+            action="append",
+            metavar="KIND",
+            help="only this kind of row (repeatable): history, outbox, and the apps' "
+            "(timers, route_timers, invocations, ...)",
+        )
+        p.add_argument(
+            "--batch", type=positive_int, help="rows per transaction (default PRUNE_BATCH)"
+        )
+        p.add_argument(
+            "--dry-run", action="store_true", help="count what would change; write nothing"
+        )
+
         p = add("migrate", help="move running executions to another version of their chart")
         migrating.add_arguments(p)
 
@@ -460,6 +484,7 @@ class Command(BaseCommand):
             "deliver": self.deliver,
             "prune": self.prune,
             "erase": self.erase,
+            "reencrypt": self.reencrypt,
             "health": self.health,
             "migrate": self.migrate,
             "export": lambda options: transferring.export(options, self.say),
@@ -757,6 +782,60 @@ class Command(BaseCommand):
             self.say("dry run: nothing was deleted")
         else:
             self.say(f"deleted {report.deleted:,} row(s)")
+
+    def reencrypt(self, options: dict[str, Any]) -> None:
+        known = reencryption.kind_names()
+        unknown = [name for name in options["only"] or [] if name not in known]
+        if unknown:
+            raise CommandError(
+                f"no encoded row kind named {', '.join(map(repr, unknown))} "
+                f"(kinds: {', '.join(known)})"
+            )
+        display = Progress(self.stdout, plain=options.get("verbosity", 1) >= 2)
+
+        def progress(kind: reencryption.KindReport) -> None:
+            display.update(
+                kind.examined,
+                f"{kind.name}: {kind.changed:,} re-encoded, up to id {kind.last}",
+            )
+
+        try:
+            report = reencryption.reencrypt(
+                only=options["only"],
+                batch=options["batch"],
+                dry_run=options["dry_run"],
+                progress=progress,
+            )
+        except reencryption.ReencryptRefused as exc:
+            raise CommandError(str(exc)) from exc
+        display.close()
+        for kind in report.kinds:
+            if report.dry_run:
+                self.say(
+                    f"{kind.name}: {kind.examined:,} row(s) examined, {kind.changed:,} would "
+                    f"be re-encoded, {kind.current:,} already current"
+                    + (f", {len(kind.skipped):,} cannot be read here" if kind.skipped else "")
+                )
+            else:
+                self.say(str(kind))
+        rate = report.rate()
+        speed = f" ({rate:,.0f} rows/s)" if rate is not None else ""
+        verb = "would be re-encoded" if report.dry_run else "re-encoded"
+        self.say(
+            f"{report.changed:,} row(s) {verb} with {report.codec!r} of {report.examined:,} "
+            f"examined in {report.seconds:.1f} s{speed}"
+        )
+        if report.dry_run:
+            self.say("dry run: nothing was written")
+        skipped = report.skipped
+        for row in skipped[:20]:
+            self.say(f"  skipped {row}")
+        if skipped:
+            more = " (the first 20 above)" if len(skipped) > 20 else ""
+            raise CommandError(
+                f"{len(skipped):,} row(s) could not be read here and were left as they are"
+                f"{more}: keep their codec and key deployed, or deal with them first"
+            )
 
     def erase(self, options: dict[str, Any]) -> None:
         key, ref = options["key"], options["execution"]
