@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('timers', '0006_payload_codecs'),
+        ('timers', '0007_route_timer_codec'),
     ]
 
     operations = [
