@@ -34,7 +34,8 @@ class Outline:
     - ``names``: each element's local name;
     - ``in_ns``: whether it is in the root's namespace (in none, when the root is in none):
       an SCXML element, as far as the document is one;
-    - ``children``: its element children, in document order.
+    - ``children``: its element children, in document order (read only: the leaves share
+      one empty list).
     """
 
     names: dict[etree._Element, str]
@@ -238,6 +239,7 @@ def _outline(root: etree._Element, elements: list[etree._Element]) -> Outline:
     names: dict[etree._Element, str] = {}
     in_ns: dict[etree._Element, bool] = {}
     children: dict[etree._Element, list[etree._Element]] = {}
+    none: list[etree._Element] = []
     for element in elements:
         tag: str = element.tag
         if prefix is not None and tag.startswith(prefix):
@@ -249,7 +251,8 @@ def _outline(root: etree._Element, elements: list[etree._Element]) -> Outline:
         else:
             names[element] = tag
             in_ns[element] = prefix is None
-        children[element] = list(element.iterchildren(etree.Element))
+        # a leaf (most elements) shares one empty list: nothing ever appends to these
+        children[element] = list(element.iterchildren(etree.Element)) if len(element) else none
     return Outline(names, in_ns, children)
 
 

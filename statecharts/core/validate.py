@@ -160,6 +160,13 @@ class Validator:
         # whose transitions are then found by a walk of their own.
         self._transitions: list[etree._Element] = []
         self._skipped_subtree = False
+        # The same walk numbers the state-like elements in document order (preorder), with
+        # where each one's subtree ends, and notes the states whose initial targets or
+        # history defaults need checking once every id is known.
+        self._states: list[etree._Element] = []
+        self._order: dict[etree._Element, int] = {}
+        self._end: dict[etree._Element, int] = {}
+        self._special: list[etree._Element] = []
         self._checks = {
             name: getattr(self, f"check_{name}")
             for name in _SCHEMA
@@ -224,18 +231,26 @@ class Validator:
         name = self._names[element]
         if name == "transition" and parent_name != "initial" and parent_name != "history":
             self._transitions.append(element)
+        state_like = name in STATE_LIKE
+        if state_like:
+            self._states.append(element)
+            self._order[element] = len(self._states)
         allowed_attrs, required, allowed_children = _SCHEMA[name]
-        for attr in element.attrib:
-            if attr.startswith("{"):
-                continue  # attributes in other namespaces are extensions; ignore them
-            if attr not in allowed_attrs:
-                self.warning(element, f"<{name}> has no attribute '{attr}'; it is ignored")
-        for attr in required:
-            if element.get(attr) is None:
-                self.error(element, f"<{name}> requires the attribute '{attr}'")
-        for a, b in _EXCLUSIVE.get(name, ()):
-            if element.get(a) is not None and element.get(b) is not None:
-                self.error(element, f"<{name}> may not have both '{a}' and '{b}'")
+        attributes = element.keys()
+        if not allowed_attrs.issuperset(attributes):
+            for attr in attributes:
+                if attr.startswith("{"):
+                    continue  # attributes in other namespaces are extensions; ignore them
+                if attr not in allowed_attrs:
+                    self.warning(element, f"<{name}> has no attribute '{attr}'; it is ignored")
+        if required:
+            for attr in required:
+                if element.get(attr) is None:
+                    self.error(element, f"<{name}> requires the attribute '{attr}'")
+        if name in _EXCLUSIVE:
+            for a, b in _EXCLUSIVE[name]:
+                if element.get(a) is not None and element.get(b) is not None:
+                    self.error(element, f"<{name}> may not have both '{a}' and '{b}'")
         check = self._checks.get(name)
         if check is not None:
             check(element, datamodel)
@@ -276,6 +291,8 @@ class Validator:
                 self._skipped_subtree = True
                 continue
             self.check_element(child, name, datamodel)
+        if state_like:
+            self._end[element] = len(self._states)
 
     # -- per element checks ----------------------------------------------------------------
 
@@ -296,11 +313,14 @@ class Validator:
             self.error(initial_elements[1], "a state may have at most one <initial>")
         if (initial_attr is not None or initial_elements) and not substates:
             self.error(element, "an atomic state cannot have an initial state")
+        if initial_attr is not None or initial_elements:
+            self._special.append(element)
 
     def check_initial(self, element: etree._Element, datamodel: str) -> None:
         self._single_transition(element, "initial")
 
     def check_history(self, element: etree._Element, datamodel: str) -> None:
+        self._special.append(element)
         kind = element.get("type", "shallow")
         if kind not in ("shallow", "deep"):
             self.error(element, f'history type must be "shallow" or "deep", not "{kind}"')
@@ -486,23 +506,27 @@ class Validator:
         # Every state-like element in document order, with where its subtree ends in that
         # order: "is a descendant of" is then a comparison (linear for any shape; collecting
         # the descendants per state was quadratic on deep or wide documents).
-        order: dict[etree._Element, int] = {}
-        end: dict[etree._Element, int] = {}
-        states: list[etree._Element] = []
         children, names, in_scxml = self._children, self._names, self._in_scxml
+        if not self._skipped_subtree:
+            # check_element's walk went everywhere a state can be: its numbering holds
+            order, end, states = self._order, self._end, self._states
+            special = self._special
+        else:
+            order, end, states = {}, {}, []
 
-        def number(element: etree._Element) -> None:
-            # recursive: the depth is bounded by parse.MAX_DEPTH
-            for child in children[element]:
-                if in_scxml[child] and names[child] in STATE_LIKE:
-                    states.append(child)
-                    order[child] = len(states)
-                    number(child)
-                    end[child] = len(states)
+            def number(element: etree._Element) -> None:
+                # recursive: the depth is bounded by parse.MAX_DEPTH
+                for child in children[element]:
+                    if in_scxml[child] and names[child] in STATE_LIKE:
+                        states.append(child)
+                        order[child] = len(states)
+                        number(child)
+                        end[child] = len(states)
 
+            number(self.root)
+            number = None  # type: ignore[assignment]  # the closure's cycle, broken
+            special = states
         order[self.root] = 0
-        number(self.root)
-        number = None  # type: ignore[assignment]  # the closure's cycle, broken
         end[self.root] = len(states)
         for element in states:
             state_id = element.get("id")
@@ -532,7 +556,7 @@ class Validator:
                 if token not in ids:
                     self.error(self.root, f"initial state '{token}' does not exist")
         direct_ids: dict[etree._Element, set[str]] = {}  # per parent of a <history>
-        for element in states:
+        for element in special:
             name = names[element]
             initial = element.get("initial") if name == "state" else None
             if initial is not None:
