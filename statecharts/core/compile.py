@@ -52,6 +52,9 @@ _ROOT, _ATOMIC, _COMPOUND = Kind.ROOT, Kind.ATOMIC, Kind.COMPOUND
 _HISTORY_SHALLOW, _HISTORY_DEEP = Kind.HISTORY_SHALLOW, Kind.HISTORY_DEEP
 _HISTORY_KINDS = frozenset({_HISTORY_SHALLOW, _HISTORY_DEEP})
 _WITH_INITIAL = frozenset({_COMPOUND, _ROOT})
+# The body of every default initial transition made up by the compiler: empty, immutable,
+# one for all of them.
+_NO_INITIAL_BODY = Block("initial", ())
 
 
 class _Compiler:
@@ -61,7 +64,9 @@ class _Compiler:
         self.resolver = resolver
         self.base_path = base_path
         self.states: list[StateNode] = []
-        self.elements: list[etree._Element] = []
+        self._events: dict[str, tuple[tuple[str, ...], ...]] = {}  # event attribute -> split
+        # the states _fill compiles the rest of, in document order
+        self._to_fill: list[tuple[StateNode, etree._Element]] = []
         self.expressions: list[Expr] = []
         self.transitions: list[Transition] = []
         self.invokes: list[Invoke] = []
@@ -128,8 +133,9 @@ class _Compiler:
     def compile(self) -> tuple[list[StateNode], Block | None]:
         root = self.document.root
         self._number(root, -1, 0)
-        for index, element in enumerate(self.elements):
-            self._fill(self.states[index], element)
+        fill = self._fill
+        for node, element in self._to_fill:
+            fill(node, element)
         scripts = self.kids(root, "script")
         script = Block("script", tuple(self._action(s) for s in scripts)) if scripts else None
         return self.states, script
@@ -137,7 +143,7 @@ class _Compiler:
     def _number(self, element: etree._Element, parent: int, depth: int) -> None:
         """Number the state ``element`` and, after it, the states below it (document order:
         preorder). Recursive: the depth is bounded by parse.MAX_DEPTH."""
-        states, elements, ids = self.states, self.elements, self.ids
+        states, to_fill, ids = self.states, self._to_fill, self.ids
         local, in_ns, children = self._names, self._in_ns, self._children
         positions = self._positions
         history_kinds = _HISTORY_KINDS
@@ -159,10 +165,18 @@ class _Compiler:
             # parent first, root last: one tuple shared by all the children of a state
             node.ancestors = ancestors
             states.append(node)
-            elements.append(element)
             if index != 0:
                 ids[state_id] = index
-            kids = [c for c in children[element] if in_ns[c] and local[c] in STATE_LIKE]
+            scxml_kids = [c for c in children[element] if in_ns[c]]
+            kids = [c for c in scxml_kids if local[c] in STATE_LIKE]
+            # _fill compiles what a state holds besides states (transitions, blocks, data,
+            # invokes, <initial>, an initial attribute), in document order; a state holding
+            # nothing else has only its default initial transition, made here.
+            filled = len(kids) < len(scxml_kids) or index == 0 or (
+                bool(kids) and element.get("initial") is not None
+            )
+            if filled:
+                to_fill.append((node, element))
             if kids:
                 below = (index, *ancestors)
                 numbers = []
@@ -177,6 +191,11 @@ class _Compiler:
                 node.history = tuple(history)
                 if kind is _ATOMIC and len(history) < len(numbers):
                     node.kind = _COMPOUND
+                    if not filled:  # its first child that is not a history pseudo-state
+                        first = next(c for c in numbers if c not in history)
+                        node.initial = Transition(
+                            -1, index, (), None, None, (first,), False, _NO_INITIAL_BODY, line
+                        )
             # States are numbered in document order (preorder), so a state's descendants are
             # the indexes numbered while its children were: one range, built once.
             node.descendants = descendants_of(index, len(states))
@@ -235,14 +254,21 @@ class _Compiler:
         self, source: int, targets: tuple[int, ...], element: etree._Element
     ) -> Transition:
         line, _ = self.pos(element)
-        return Transition(-1, source, (), None, None, targets, False, Block("initial", ()), line)
+        return Transition(-1, source, (), None, None, targets, False, _NO_INITIAL_BODY, line)
 
     def _transition(
         self, element: etree._Element, source: int, *, register: bool = True
     ) -> Transition:
         event_text = element.get("event")
-        tokens = event_text.split() if event_text else ()
-        events = tuple([split_descriptor(t) for t in tokens])
+        if event_text:
+            # the same event attribute on many transitions is split once (immutable tuples)
+            events = self._events.get(event_text)
+            if events is None:
+                events = self._events[event_text] = tuple(
+                    [split_descriptor(t) for t in event_text.split()]
+                )
+        else:
+            events = ()
         target = element.get("target")
         ids = self.ids
         targets = tuple([ids[t] for t in target.split() if t in ids]) if target else ()
@@ -253,7 +279,7 @@ class _Compiler:
             index,
             source,
             events,
-            event_text if tokens else None,
+            event_text if event_text and event_text.split() else None,
             self.make_expr(cond, element) if cond is not None else None,
             targets,
             element.get("type") == "internal",
@@ -466,9 +492,10 @@ def load_chart(
     ``default_datamodel``: the datamodel of an ``<scxml>`` without a ``datamodel``
     attribute (the spec leaves it to the platform; the core's is "null")."""
     with _collector_paused():
-        document = parse_document(source)
+        # The document (its tree, positions and outline) is dropped as compile_document
+        # returns, before the collector runs again: only the chart is left for it to see.
         return compile_document(
-            document,
+            parse_document(source),
             resolver=resolver,
             base_path=str(base_path) if base_path is not None else None,
             source_name=source_name,

@@ -274,6 +274,7 @@ def _positions(
     line_start = 0  # offset of the first byte of the current line
     previous = 0  # offset of the previous tag (or of the line start), where counting resumes
     column = 1
+    ascii = data.isascii()
     for element, offset in zip(elements, offsets, strict=True):
         newlines = data.count(b"\n", previous, offset)
         if newlines:
@@ -282,8 +283,11 @@ def _positions(
             previous = line_start
             column = 1
         # Tag offsets are at "<" bytes, never inside a UTF-8 sequence, so the pieces decode
-        # to exactly the characters of the whole.
-        column += len(data[previous:offset].decode("utf-8", errors="replace"))
+        # to exactly the characters of the whole (in ASCII, one byte is one character).
+        if ascii:
+            column += offset - previous
+        else:
+            column += len(data[previous:offset].decode("utf-8", errors="replace"))
         previous = offset
         # lxml's sourceline is where the start tag ends; it can only be at or after ours.
         if element.sourceline is not None and element.sourceline < line:

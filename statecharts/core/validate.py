@@ -167,10 +167,13 @@ class Validator:
         self._order: dict[etree._Element, int] = {}
         self._end: dict[etree._Element, int] = {}
         self._special: list[etree._Element] = []
+        # The per-element checks as plain functions of the class: bound methods kept on the
+        # instance would make it a reference cycle, and keep the document it holds (its
+        # tree, positions and outline) for the cyclic collector to find and free.
         self._checks = {
-            name: getattr(self, f"check_{name}")
+            name: getattr(Validator, f"check_{name}")
             for name in _SCHEMA
-            if hasattr(self, f"check_{name}")
+            if hasattr(Validator, f"check_{name}")
         }
 
     # -- helpers ---------------------------------------------------------------------------
@@ -253,7 +256,7 @@ class Validator:
                     self.error(element, f"<{name}> may not have both '{a}' and '{b}'")
         check = self._checks.get(name)
         if check is not None:
-            check(element, datamodel)
+            check(self, element, datamodel)
         if name in ("content", "data") or (name == "assign" and len(element)):
             return  # free-form content: any markup is a value, not SCXML structure
         names, in_scxml = self._names, self._in_scxml
