@@ -34,8 +34,7 @@ class Outline:
     - ``names``: each element's local name;
     - ``in_ns``: whether it is in the root's namespace (in none, when the root is in none):
       an SCXML element, as far as the document is one;
-    - ``children``: its element children, in document order (read only: the leaves share
-      one empty list).
+    - ``children``: its element children, in document order (read only).
     """
 
     names: dict[etree._Element, str]
@@ -239,7 +238,11 @@ def _outline(root: etree._Element, elements: list[etree._Element]) -> Outline:
     names: dict[etree._Element, str] = {}
     in_ns: dict[etree._Element, bool] = {}
     children: dict[etree._Element, list[etree._Element]] = {}
-    none: list[etree._Element] = []
+    # An element's children are a slice of it (one call, the cheapest lxml has) unless the
+    # document holds comments, processing instructions or entities, which the slice would
+    # include: then only its element children are taken.
+    others = next(root.iter(etree.Comment, etree.ProcessingInstruction, etree.Entity), None)
+    taken = _slice if others is None else _element_children
     for element in elements:
         tag: str = element.tag
         if prefix is not None and tag.startswith(prefix):
@@ -251,9 +254,16 @@ def _outline(root: etree._Element, elements: list[etree._Element]) -> Outline:
         else:
             names[element] = tag
             in_ns[element] = prefix is None
-        # a leaf (most elements) shares one empty list: nothing ever appends to these
-        children[element] = list(element.iterchildren(etree.Element)) if len(element) else none
+        children[element] = taken(element)
     return Outline(names, in_ns, children)
+
+
+def _slice(element: etree._Element) -> list[etree._Element]:
+    return element[:]
+
+
+def _element_children(element: etree._Element) -> list[etree._Element]:
+    return list(element.iterchildren(etree.Element))
 
 
 def _positions(
