@@ -55,6 +55,7 @@ _WITH_INITIAL = frozenset({_COMPOUND, _ROOT})
 # The body of every default initial transition made up by the compiler: empty, immutable,
 # one for all of them.
 _NO_INITIAL_BODY = Block("initial", ())
+_NO_STATES = descendants_of(0, 1)  # a leaf's, the same for every leaf
 
 
 class _Compiler:
@@ -167,7 +168,13 @@ class _Compiler:
             states.append(node)
             if index != 0:
                 ids[state_id] = index
-            scxml_kids = [c for c in children[element] if in_ns[c]]
+            below_all = children[element]
+            if not below_all:  # a leaf (half the states or more): nothing below it
+                if index == 0:
+                    to_fill.append((node, element))
+                node.descendants = _NO_STATES
+                return
+            scxml_kids = [c for c in below_all if in_ns[c]]
             kids = [c for c in scxml_kids if local[c] in STATE_LIKE]
             # _fill compiles what a state holds besides states (transitions, blocks, data,
             # invokes, <initial>, an initial attribute), in document order; a state holding
@@ -188,11 +195,15 @@ class _Compiler:
                     if states[number_of_child].kind in history_kinds:
                         history.append(number_of_child)
                 node.children = tuple(numbers)
-                node.history = tuple(history)
+                if history:
+                    node.history = tuple(history)
                 if kind is _ATOMIC and len(history) < len(numbers):
                     node.kind = _COMPOUND
                     if not filled:  # its first child that is not a history pseudo-state
-                        first = next(c for c in numbers if c not in history)
+                        first = (
+                            next(c for c in numbers if c not in history) if history
+                            else numbers[0]
+                        )
                         node.initial = Transition(
                             -1, index, (), None, None, (first,), False, _NO_INITIAL_BODY, line
                         )
