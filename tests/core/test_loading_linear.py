@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from statecharts.core import load_chart
+from statecharts.core.expressions import check_expressions
 from statecharts.core.model import Chart
 
 NS = "http://www.w3.org/2005/07/scxml"
@@ -101,3 +102,43 @@ def test_the_calls_per_state_do_not_depend_on_the_depth() -> None:
     _, shallow = counted(deep(3000, 10))
     _, nested = counted(deep(3000, 120))
     assert nested["calls"] < 1.05 * shallow["calls"]
+
+
+def bad_code(states: int) -> str:
+    """States whose every guard is a syntax error (one per line)."""
+    body = "\n".join(
+        f'<state id="s{i}"><transition event="e" cond="x +* {i}" target="s0"/></state>'
+        for i in range(states)
+    )
+    return HEAD + "\n" + body + "\n</scxml>"
+
+
+def counted_check(source: str) -> tuple[list[str], int]:
+    """check_expressions on ``source``'s chart: its problems and the calls it made."""
+    chart = load_chart(source)
+    calls = 0
+
+    def profile(frame: FrameType, event: str, arg: Any) -> None:
+        nonlocal calls
+        if event == "call" or event == "c_call":
+            calls += 1
+
+    sys.setprofile(profile)
+    try:
+        problems = check_expressions(chart, source)
+    finally:
+        sys.setprofile(None)
+    return [str(p) for p in problems], calls
+
+
+def test_reporting_every_syntax_error_with_its_position_is_linear() -> None:
+    """Each error's line:column comes from one index of the text's lines (looking for each
+    one from the start of the text made a chart full of errors quadratic to report)."""
+    small, small_calls = counted_check(bad_code(500))
+    large, large_calls = counted_check(bad_code(2000))
+    assert len(small) == 500 and len(large) == 2000
+    assert large[1999] == (
+        "2001:41: <transition cond='x +* 1999'> has a syntax error: unexpected token in "
+        "expression: '*'"
+    )
+    assert large_calls < 4.2 * small_calls
