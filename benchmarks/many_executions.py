@@ -75,7 +75,8 @@ from pathlib import Path
 from typing import IO, Any
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
+# A --baseline worker imports the project from another checkout (BENCH_REPO).
+REPO = Path(os.environ.get("BENCH_REPO") or HERE.parent)
 for _path in (str(REPO), str(HERE)):  # the working tree, and bench_peers + durable_steps
     if _path not in sys.path:
         sys.path.insert(0, _path)
@@ -89,7 +90,8 @@ from durable_steps import (  # noqa: E402  (a sibling script, not a package)
 SETTINGS = "bench_peers.settings"
 EVENT = "advance"
 OURS, FSM, PYSM = "ours", "django-fsm-2", "python-statemachine"
-SYSTEMS = (OURS, FSM, PYSM)
+BASE = "ours@baseline"  # --baseline: the same step by another checkout of the project
+SYSTEMS: tuple[str, ...] = (OURS, FSM, PYSM)
 CYCLE = ("a", "b", "c")  # the state after k events is CYCLE[k % 3]; count is (k + 1) // 3
 VERIFY_DECODED = 300  # ours: executions whose datamodel count is decoded and checked
 TARGET = 1.2  # issue 16: ours >= 1.2x django-fsm-2
@@ -152,6 +154,7 @@ class Steps:
         self._pysm, self._pysm_audit = PysmDocument.objects, PysmAudit.objects
         self.by_system: dict[str, Callable[[int], None]] = {
             OURS: self.ours,
+            BASE: self.ours,  # (in a baseline worker, self.ours is the baseline's stepper)
             FSM: self.fsm,
             PYSM: self.pysm,
         }
@@ -340,6 +343,7 @@ OURS_PROBES: tuple[tuple[str, str, str], ...] = (
     ("perform", "statecharts.stepper.transaction", "perform"),
     ("update", "statecharts.stepper.sql", "update_row"),
     ("insert", "statecharts.stepper.sql", "insert_row"),
+    ("write", "statecharts.stepper.sql", "update_and_insert"),
 )
 
 
@@ -481,6 +485,8 @@ def statement_variants(count: int) -> dict[str, Any]:
     ]
     statements = _captured_statements(lambda: stepper.send(pk, EVENT))
     kinds = [classify(sql) for sql, _ in statements]
+    if kinds == ["SELECT ... FOR UPDATE", "WITH"]:
+        return _merged_variants(count, pk, sharing, statements)
     if kinds != ["SELECT ... FOR UPDATE", "UPDATE", "INSERT"]:
         return {"error": f"a step sent {kinds}, not lock, UPDATE, INSERT: update the variants"}
     (lock_sql, _), (update_sql, update_params), (insert_sql, insert_params) = statements
@@ -559,6 +565,80 @@ def statement_variants(count: int) -> dict[str, Any]:
             shared_commit
         ),
     }
+    return _time_variants(variants, count, cursor)
+
+
+def _merged_variants(
+    count: int, pk: int, sharing: list[int], statements: list[tuple[str, list[Any]]]
+) -> dict[str, Any]:
+    """``statement_variants`` for a stepper that already sends the lock without the chart
+    join and the UPDATE + INSERT as one statement (``statecharts.stepper.postgres``): that
+    shape as sent, pipelined, and with the COMMIT shared by ``SHARED_COMMIT`` steps."""
+    from django.db import connection
+
+    from statecharts.models import HistoryEntry
+
+    (lock_sql, _), (write_sql, write_params) = statements
+    update_part = write_sql[: write_sql.index(" INSERT INTO ")]
+    pk_at = update_part.count("%s") - 1  # the UPDATE's WHERE id = %s
+    inserted = [
+        f.attname
+        for f in HistoryEntry._meta.concrete_fields
+        if not f.primary_key and f.attname != "execution_id"
+    ]
+    seq_at = pk_at + 1 + inserted.index("seq")
+    seq = [1_000_000]
+
+    def args(execution: int) -> list[Any]:
+        seq[0] += 1
+        values = list(write_params)
+        values[pk_at], values[seq_at] = execution, seq[0]
+        return values
+
+    connection.ensure_connection()
+    raw = connection.connection
+    cursor = raw.cursor()
+
+    def sequential() -> None:
+        cursor.execute("BEGIN")
+        cursor.execute(lock_sql, [pk])
+        cursor.fetchone()
+        cursor.execute(write_sql, args(pk))
+        cursor.fetchone()
+        cursor.execute("COMMIT")
+
+    def pipelined() -> None:
+        with raw.pipeline():
+            cursor.execute("BEGIN")
+            cursor.execute(lock_sql, [pk])
+        cursor.fetchone()
+        with raw.pipeline():
+            cursor.execute(write_sql, args(pk))
+            cursor.execute("COMMIT")
+
+    def shared_commit() -> None:
+        cursor.execute("BEGIN")
+        for execution in sharing:
+            cursor.execute(lock_sql, [execution])
+            cursor.fetchone()
+            cursor.execute(write_sql, args(execution))
+            cursor.fetchone()
+        cursor.execute("COMMIT")
+
+    variants: dict[str, Callable[[], None]] = {
+        "as the stepper sends them: BEGIN, lock (no join), UPDATE + INSERT in one statement,"
+        " COMMIT (4 round trips)": sequential,
+        "pipelined: BEGIN + lock, then UPDATE + INSERT + COMMIT (2 round trips)": pipelined,
+        f"{SHARED_COMMIT} executions' steps in one transaction, one COMMIT (per step)": (
+            shared_commit
+        ),
+    }
+    return _time_variants(variants, count, cursor)
+
+
+def _time_variants(
+    variants: dict[str, Callable[[], None]], count: int, cursor: Any
+) -> dict[str, Any]:
     steps_per_call = {name: SHARED_COMMIT if "one COMMIT" in name else 1 for name in variants}
     took: dict[str, list[float]] = {name: [] for name in variants}
     clock = time.perf_counter
@@ -582,7 +662,7 @@ def run_profile(
 ) -> dict[str, Any]:
     count, n = command["steps"], command["n"]
     result: dict[str, Any] = {"steps": count, "n": n, "round_trip_us": round_trip_us()}
-    for system in SYSTEMS:
+    for system in (OURS, FSM, PYSM):
         pool = ids[system][:n]
         chosen = [pool[rng.randrange(len(pool))] for _ in range(count)]
         if system == OURS:
@@ -679,8 +759,11 @@ def make_rows(count: int) -> dict[str, list[int]]:
 
 
 class Worker:
-    def __init__(self, index: int, database_url: str, seed: int) -> None:
+    def __init__(self, index: int, database_url: str, seed: int, repo: Path | None = None) -> None:
         env = dict(os.environ)
+        env.pop("BENCH_REPO", None)
+        if repo is not None:
+            env["BENCH_REPO"] = str(repo)
         env.update(
             BENCH_DATABASE_URL=database_url,
             BENCH_SEED=str(seed),
@@ -732,6 +815,7 @@ class Tally:
         self.sent: dict[str, Counter[int]] = {system: Counter() for system in SYSTEMS}
 
     def add(self, system: str, stepped: dict[str, int]) -> None:
+        system = OURS if system == BASE else system  # (the baseline steps our rows)
         for pk, count in stepped.items():
             self.sent[system][int(pk)] += count
 
@@ -756,7 +840,10 @@ Cell = tuple[str, int, int]  # (system, executions, processes)
 
 
 def measure(
-    args: argparse.Namespace, workers: Sequence[Worker], tally: Tally
+    args: argparse.Namespace,
+    workers: Sequence[Worker],
+    tally: Tally,
+    baseline: Sequence[Worker] = (),
 ) -> tuple[dict[Cell, list[float]], dict[Cell, list[float]], list[str]]:
     rates: dict[Cell, list[float]] = defaultdict(list)
     cpus: dict[Cell, list[float]] = defaultdict(list)
@@ -765,13 +852,15 @@ def measure(
         for n in args.executions:
             for system in SYSTEMS:
                 log(f"warm-up: {system}, N={n:,}, {args.warmup} steps in each worker")
-                run_cell(workers, system, n, args.warmup, tally)
+                run_cell(baseline if system == BASE else workers, system, n, args.warmup, tally)
     for index in range(args.rounds):
-        order = SYSTEMS[index % 3 :] + SYSTEMS[: index % 3]
+        turn = index % len(SYSTEMS)
+        order = SYSTEMS[turn:] + SYSTEMS[:turn]
         for n in args.executions:
             for processes in args.processes:
                 for system in order:
-                    rate, cpu = run_cell(workers[:processes], system, n, args.steps, tally)
+                    pool = baseline if system == BASE else workers
+                    rate, cpu = run_cell(pool[:processes], system, n, args.steps, tally)
                     rates[(system, n, processes)].append(rate)
                     cpus[(system, n, processes)].append(cpu)
                 said = ", ".join(f"{s} {rates[(s, n, processes)][-1]:,.0f}/s" for s in SYSTEMS)
@@ -883,6 +972,27 @@ def render(
                     f" ({min(paired):.2f}-{max(paired):.2f})"
                 )
             lines.append(row + " |")
+    if BASE in SYSTEMS:
+        lines += [
+            "",
+            f"--baseline {args.baseline}: the same step by that checkout, in the same rounds",
+            "",
+            "| N | processes | ours@baseline steps/s | baseline / django-fsm-2 | per round"
+            " | ours / baseline | per round |",
+            "|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for n in args.executions:
+            for processes in args.processes:
+                cell = {s: rates[(s, n, processes)] for s in SYSTEMS}
+                med = {s: _median(v) for s, v in cell.items()}
+                row = f"| {n:,} | {processes} | {med[BASE]:,.0f}"
+                for mine, theirs in ((BASE, FSM), (OURS, BASE)):
+                    paired = [o / p for o, p in zip(cell[mine], cell[theirs], strict=True)]
+                    row += (
+                        f" | **{med[mine] / med[theirs]:.2f}x** | {_median(paired):.2f}"
+                        f" ({min(paired):.2f}-{max(paired):.2f})"
+                    )
+                lines.append(row + " |")
     lines += [
         "",
         f"target (issue 16): ours >= {TARGET}x django-fsm-2 in 1 and 4 processes at N=1,000",
@@ -905,7 +1015,7 @@ OURS_TREE: tuple[tuple[str, str, str | None], ...] = (
     # (probe label, shown as, the SQL statement kind inside it)
     (
         "lock",
-        "BEGIN + lock: SELECT ... FOR UPDATE OF execution, chart joined",
+        "BEGIN + lock: SELECT ... FOR UPDATE (of the execution; PostgreSQL: no chart join)",
         "SELECT ... FOR UPDATE",
     ),
     ("chart", "chart lookup (compiled_chart, cached)", None),
@@ -920,6 +1030,7 @@ OURS_TREE: tuple[tuple[str, str, str | None], ...] = (
     ("perform", "perform instructions (none here)", None),
     ("update", "execution UPDATE (sql.update_row)", "UPDATE"),
     ("insert", "history INSERT (sql.insert_row)", "INSERT"),
+    ("write", "execution UPDATE + history INSERT, one statement (sql.update_and_insert)", "WITH"),
     ("COMMIT", "COMMIT", None),
     ("rest", "everything else (send's checks, history fields, sha256, signals, ...)", None),
 )
@@ -932,6 +1043,7 @@ TOP_LEVEL = (
     "perform",
     "update",
     "insert",
+    "write",
     "COMMIT",
 )
 PEER_TREE = (
@@ -1038,6 +1150,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=16)
     parser.add_argument("--pg-url", default=DEFAULT_PG_URL, help="server (and maintenance DB)")
     parser.add_argument("--json", type=Path, metavar="OUT", help="also write results as JSON")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="DIR",
+        help="another checkout of the project (e.g. `git worktree add DIR REV`): its stepper"
+        " is measured as a fourth system, on the same rows, in the same rounds (the database"
+        " is migrated by this tree: its models must fit that schema; indexes may differ)",
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(None if argv is None else list(argv))
     if min(args.executions) < 1 or min(args.processes) < 1:
@@ -1048,9 +1168,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    global SYSTEMS
     args = parse_args(argv)
     if args.worker:
         return worker_main()
+    if args.baseline is not None:
+        args.baseline = args.baseline.resolve()
+        if not (args.baseline / "statecharts" / "stepper").is_dir():
+            raise SystemExit(f"--baseline {args.baseline}: not a checkout of this project")
+        SYSTEMS = (OURS, FSM, PYSM, BASE)
     command = shlex.join([sys.executable, *sys.argv] if argv is None else [__file__, *argv])
     args.sqlite_dir = None  # throwaway_database's other branch
     workers: list[Worker] = []
@@ -1067,13 +1193,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         connections.close_all()
         tally = Tally()
+        baseline: list[Worker] = []
         try:
             for index in range(max(args.processes)):
                 workers.append(Worker(index, url, args.seed + index))
-            for worker in workers:
+            if args.baseline is not None:
+                ids[BASE] = ids[OURS]
+                for index in range(max(args.processes)):
+                    baseline.append(Worker(index, url, args.seed + 100 + index, args.baseline))
+            for worker in [*workers, *baseline]:
                 worker.send({"cmd": "ids", "ids": ids})
                 worker.answer()
-            rates, cpus, loads = measure(args, workers, tally)
+            rates, cpus, loads = measure(args, workers, tally, baseline)
             profile = None
             if args.profile:
                 log(f"profiling {args.profile_steps} steps of each system")
@@ -1081,10 +1212,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     {"cmd": "profile", "steps": args.profile_steps, "n": args.executions[0]}
                 )
                 profile = workers[0].answer()
-                for system in SYSTEMS:
+                for system in (OURS, FSM, PYSM):
                     tally.add(system, profile[system]["stepped"])
         finally:
-            for worker in workers:
+            for worker in [*workers, *baseline]:
                 worker.stop()
         log("verifying every row")
         problems = verify(tally)

@@ -10,7 +10,10 @@ docs/performance.md.
 
 Usage (from the repository root)::
 
-    python benchmarks/route_races.py [--trials N] [--pairs P] [--pg-url URL]
+    python benchmarks/route_races.py [--trials N] [--pairs P] [--chunk C] [--pg-url URL]
+
+``--chunk C``: the firer fires C rows at a time in one transaction
+(``timers.routequeue.fire_rows``, as the firing loop does), against steps cancelling them.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--trials", type=int, default=1_000)
     parser.add_argument("--pairs", type=int, default=8, help="pairs of racing threads")
+    parser.add_argument("--chunk", type=int, default=1, help="rows per chunk fire")
     parser.add_argument("--pg-url", default=DEFAULT_PG_URL, help="server (and maintenance DB)")
     args = parser.parse_args(argv)
     options = SimpleNamespace(pg_url=args.pg_url, sqlite_dir=None)
@@ -43,10 +47,11 @@ def main(argv: list[str]) -> int:
 
         with override_settings(STATECHARTS=settings_with()):
             began = time.perf_counter()
-            fates = race_fire_and_cancel(args.trials, args.pairs)
+            fates = race_fire_and_cancel(args.trials, args.pairs, args.chunk)
             seconds = time.perf_counter() - began
     print(
-        f"fire vs cancel, {args.trials} trials on PostgreSQL ({args.pairs} pairs of threads): "
+        f"fire vs cancel, {args.trials} trials on PostgreSQL ({args.pairs} pairs of threads,"
+        f" chunks of {args.chunk}): "
         f"{fates['fired']} fired, {fates['cancelled']} cancelled, each exactly one fate; "
         f"{seconds:.1f} s (set-up included)"
     )

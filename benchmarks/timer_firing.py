@@ -49,7 +49,9 @@ timer whose event carries a ~200-byte payload, with ``PAYLOAD_CODEC`` "json" and
 the same transition to ``--profile-timers`` waiting executions (the step without the timer
 machinery) against ``drain()`` of as many due timers, each timed (wall, this process's CPU,
 its PostgreSQL backend's CPU), then a drain under cProfile (the phases of a fire) and the
-statements of one fire: the per-fire cost that bounds what the workers can do.
+statements of one fire: the per-fire cost that bounds what the workers can do. With
+``--route-share`` it also drains as many due route timers, measured the same way (the
+per-fire cost ratio route / SCXML timer, and the statements of one route fire_due()).
 
 ``--route-share S`` makes that share of the executions send their alarm on a route (a delayed
 route send, ``timers.routequeue``), fired by the same cluster; their lateness is reported
@@ -978,7 +980,9 @@ def run_profile(args: argparse.Namespace) -> dict[str, Any]:
     due = Timer.objects.filter(status="pending", due__lte=datetime.now().astimezone()).count()
     with CaptureQueriesContext(connection) as queries:
         report = firing.fire_due()
+    routes = profile_routes(n) if args.route_share > 0 else None
     return {
+        "routes": routes,
         "send": send,
         "fire": fire,
         "profiled_us_per_fire": 1e6 * total / profiled,
@@ -986,6 +990,43 @@ def run_profile(args: argparse.Namespace) -> dict[str, Any]:
         "components": [(k, 100 * v / total) for k, v in components.most_common()],
         "one_chunk": {
             "due": due,
+            "outcomes": str(report),
+            "statements": [q["sql"][:90] for q in queries.captured_queries],
+        },
+    }
+
+
+def profile_routes(n: int) -> dict[str, Any]:
+    """``--profile --route-share S``: the same drain of ``n`` due route timers (delayed route
+    sends on the recording route, nothing else due), measured like the SCXML drain; and the
+    statements of one ``fire_due()`` with ``CHUNK_SHOWN`` route timers due."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from statecharts import stepper
+    from statecharts.models import Chart
+    from timers import dispatch, firing
+
+    route_settings_on()
+    chart = Chart.objects.load(ROUTE_CHART)
+
+    def due_routes(count: int) -> None:
+        for _ in range(count):
+            stepper.start(chart, data={"delay": "1ms"})
+        time.sleep(0.05)
+
+    due_routes(50)
+    dispatch.drain()  # warm-up
+    due_routes(n)
+    fire = measured(dispatch.drain)
+    log(f"profile: one drain of route timers {fire['per_second']:.0f} fires/s")
+    due_routes(CHUNK_SHOWN)
+    with CaptureQueriesContext(connection) as queries:
+        report = firing.fire_due()
+    return {
+        "fire": fire,
+        "one_chunk": {
+            "due": CHUNK_SHOWN,
             "outcomes": str(report),
             "statements": [q["sql"][:90] for q in queries.captured_queries],
         },
@@ -1194,6 +1235,22 @@ def render(command: str, server: str, settings: dict[str, str], r: dict[str, Any
             f" ({p['one_chunk']['outcomes']}): {len(p['one_chunk']['statements'])}",
             *("    " + s for s in p["one_chunk"]["statements"]),
         ]
+        pr = p.get("routes")
+        if pr:
+            rf = pr["fire"]
+            route_ms = rf["cpu_ms"] + rf["server_cpu_ms"]
+            scxml_ms = fire["cpu_ms"] + fire["server_cpu_ms"]
+            lines += [
+                f"  drain() of {rf['items']} due route timers (--route-share):"
+                f" {rf['per_second']:,.0f} fires/s, {rf['wall_ms']:.2f} ms wall,"
+                f" {rf['cpu_ms']:.2f} ms CPU + {rf['server_cpu_ms']:.2f} ms server CPU;"
+                f" per fire, route / SCXML timer: CPU {rf['cpu_ms'] / fire['cpu_ms']:.2f}x,"
+                f" CPU + server CPU {route_ms / scxml_ms:.2f}x, wall"
+                f" {rf['wall_ms'] / fire['wall_ms']:.2f}x",
+                f"  the statements of one fire_due() with {pr['one_chunk']['due']} route timers"
+                f" due ({pr['one_chunk']['outcomes']}): {len(pr['one_chunk']['statements'])}",
+                *("    " + s for s in pr["one_chunk"]["statements"]),
+            ]
     c = r.get("codecs")
     if c:
         json_, enc = c["codecs"]["json"], c["codecs"]["encrypted"]

@@ -21,6 +21,7 @@ from routes.basichttp import (
     BASICHTTP_SHORT,
     BASICHTTP_TYPE,
     LOOPBACK_OPTIONS,
+    ORIGIN_HEADER,
     BadInbound,
     Inbound,
     MemoryBasicHTTP,
@@ -57,6 +58,7 @@ class LoopbackServer:
                         query=parts.query,
                         content_type=self.headers.get("Content-Type"),
                         body=body,
+                        origin=self.headers.get(ORIGIN_HEADER),
                     )
                 except BadInbound as exc:
                     self.send_error(400, str(exc))
@@ -115,5 +117,11 @@ class LoopbackServer:
                 return handed
             session = self.driver.sessions.get(session_id) if self.driver else None
             if session is not None and session.running:
-                session.enqueue(event.name, event.data, raw=event.raw, origintype=BASICHTTP_TYPE)
+                session.enqueue(
+                    event.name,
+                    event.data,
+                    raw=event.raw,
+                    origin=event.origin,
+                    origintype=BASICHTTP_TYPE,
+                )
                 handed += 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html
@@ -24,6 +26,16 @@ class InvocationAdmin(ReadOnlyAdmin):
     list_filter = ["status", "type"]
     search_fields = ["invokeid", "=parent__id", "parent__session_id"]
     ordering = ["-id"]
+
+    # The params decoded with the row's payload codec (statecharts.codecs), not as stored.
+    exclude = ["params"]
+    readonly_fields = ["shown_params_value"]
+
+    @admin.display(description="params")
+    def shown_params_value(self, invocation: Invocation) -> str:
+        shown = invocation.shown_params
+        text = json.dumps(shown["value"], ensure_ascii=False, default=str)
+        return f"{text} {shown['unreadable']}" if shown["unreadable"] else text
 
     @admin.display(description="parent", ordering="parent_id")
     def parent_link(self, invocation: Invocation) -> SafeString | str:

@@ -27,14 +27,24 @@ class InvocationSerializer(serializers.ModelSerializer[Invocation]):
     parent = serializers.IntegerField(source="parent_id", read_only=True)
     child = serializers.IntegerField(source="child_id", read_only=True, allow_null=True)
     chart = serializers.IntegerField(source="chart_id", read_only=True, allow_null=True)
-    params = JSONValueField(read_only=True)
+    params = JSONValueField(
+        source="shown_params.value",
+        read_only=True,
+        help_text="The params, decoded with the row's payload codec (as stored when they "
+        "cannot be decoded here: see params_unreadable).",
+    )
+    params_unreadable = serializers.CharField(
+        source="shown_params.unreadable",
+        read_only=True,
+        help_text="Why the params are shown as stored (empty: decoded).",
+    )
 
     class Meta:
         model = Invocation
         fields = [
             "id", "url", "parent", "ordinal", "invokeid", "type", "state", "src", "params",
-            "autoforward", "status", "reason", "chart", "child", "attempts", "last_error",
-            "created", "updated",
+            "params_unreadable", "codec", "autoforward", "status", "reason", "chart", "child",
+            "attempts", "last_error", "created", "updated",
         ]  # fmt: skip
         read_only_fields = fields
 

@@ -58,6 +58,11 @@ class InvocationsConfig(AppConfig):
 
         pruning.register()
 
+        # The rows `statechart reencrypt` rewrites (statecharts.reencryption).
+        from invocations import payloads
+
+        payloads.register()
+
         # This app's figures in `statechart health` (statecharts.health).
         from invocations import health
 

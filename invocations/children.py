@@ -23,7 +23,7 @@ from django.db import IntegrityError, transaction
 
 from invocations.conf import invocation_settings
 from invocations.models import Invocation, InvocationStatus
-from statecharts import stepper
+from statecharts import codecs, stepper
 from statecharts.core.errors import ChartError, ResolveError, StatechartError
 from statecharts.core.events import PLATFORM, Event, error_data
 from statecharts.models import Chart, Execution, OutboxMessage
@@ -84,7 +84,19 @@ def deliver_start(message: OutboxMessage, more: list[int]) -> bool:
         except ChildRefused as exc:
             _fail(invocation, str(exc), more)
             return True
-        data = invocation.params if isinstance(invocation.params, dict) else None
+        try:
+            params = invocation.decoded_params()
+        except codecs.CodecUnavailable as exc:
+            # A fact about this deployment (a key not here yet): the message stays pending,
+            # no attempt spent, the reason in its last_error; the sweeper tries again.
+            OutboxMessage.objects.using(database).filter(pk=message.pk).update(
+                last_error=f"{exc}: waiting"[:2000]
+            )
+            return False
+        except codecs.CorruptPayload as exc:  # a fact about the row: it can never start
+            _fail(invocation, f"undecodable params: {exc}", more)
+            return True
+        data = params if isinstance(params, dict) else None
         try:
             child = stepper.start(
                 chart,

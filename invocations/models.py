@@ -9,8 +9,12 @@ marked ``delivered``).
 
 from __future__ import annotations
 
-from django.db import models
+from typing import Any
 
+from django.db import models
+from django.utils.functional import cached_property
+
+from statecharts import codecs
 from statecharts.models.fields import PortableJSONField, PortableTextField
 
 
@@ -43,7 +47,17 @@ class Invocation(models.Model):
     state = models.CharField(max_length=200, help_text="The invoking state's id.")
     src = models.TextField(blank=True, help_text="The src (or srcexpr's value), if any.")
     content = models.TextField(blank=True, help_text="Inline <content>, if any.")
-    params = PortableJSONField(null=True, blank=True, help_text="<param>/namelist values.")
+    params = PortableJSONField(
+        null=True,
+        blank=True,
+        help_text="<param>/namelist values, as the payload codec wrote them.",
+    )
+    codec = models.CharField(
+        max_length=40,
+        default="json",
+        db_default="json",
+        help_text="The payload codec that wrote its params: a name in PAYLOAD_CODECS.",
+    )
     autoforward = models.BooleanField(default=False)
     defined_at_run_time = models.BooleanField(
         default=False, help_text="Its chart came from <content expr> or srcexpr."
@@ -84,6 +98,22 @@ class Invocation(models.Model):
     @property
     def is_scxml(self) -> bool:
         return self.type == "scxml"
+
+    def decoded_params(self) -> Any:
+        """The params as they were given, decoded with the row's payload codec
+        (``statecharts.codecs``): raises ``CodecUnavailable`` (the codec or key is not
+        deployed here) or ``CorruptPayload`` (they can never be read)."""
+        return codecs.decode_value(self.params, self.codec)
+
+    @cached_property
+    def shown_params(self) -> dict[str, Any]:
+        """What the admin and the API show: ``{"value": the decoded params, "unreadable":
+        ""}``, or (when they cannot be decoded here) the params as stored and why, as the
+        history timeline does."""
+        try:
+            return {"value": self.decoded_params(), "unreadable": ""}
+        except (codecs.CodecUnavailable, codecs.CorruptPayload) as exc:
+            return {"value": self.params, "unreadable": f"(encoded with {self.codec!r}: {exc})"}
 
     class Meta:
         ordering = ["parent", "ordinal"]

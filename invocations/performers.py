@@ -29,6 +29,7 @@ from invocations.children import (
 )
 from invocations.conf import invocation_settings
 from invocations.models import OPEN_STATUSES, Invocation, InvocationStatus
+from statecharts import codecs
 from statecharts.core.events import EXTERNAL, PLATFORM, Event, error_data
 from statecharts.core.plan import Instruction
 from statecharts.models import OutboxMessage
@@ -40,6 +41,8 @@ def start_invocation(context: StepContext, instruction: Instruction) -> None:
     content = data.get("content")
     scxml = (data.get("type") or "scxml") == "scxml"
     timeout = timedelta(seconds=invocation_settings.INVOKE_HANDLER_TIMEOUT_SECONDS)
+    # The params are event data: written by the payload codec (statecharts.codecs).
+    params, codec = codecs.encode_value(data.get("data"))
     invocation = Invocation.objects.using(database()).create(
         parent=context.execution,
         ordinal=data["invoke_ordinal"],
@@ -48,7 +51,8 @@ def start_invocation(context: StepContext, instruction: Instruction) -> None:
         state=data.get("state") or "",
         src=data.get("src") or "",
         content=content if isinstance(content, str) else "",
-        params=data.get("data"),
+        params=params,
+        codec=codec,
         autoforward=bool(data.get("autoforward")),
         defined_at_run_time=bool(data.get("defined_at_run_time")),
         caller_context=context.caller_context,

@@ -18,6 +18,7 @@ from invocations.answers import answer
 from invocations.conf import invocation_settings
 from invocations.handlers import Answer, HandlerInvocation, handler_for
 from invocations.models import OPEN_STATUSES, Invocation, InvocationStatus
+from statecharts import codecs
 from statecharts.stepper import ensure_every_minute
 from statecharts.work import WorkSource
 
@@ -42,13 +43,13 @@ def enqueue(func: str, invocation_id: int) -> None:
     async_task(func, invocation_id, ack_failure=True)
 
 
-def _handler_view(invocation: Invocation) -> HandlerInvocation:
+def _handler_view(invocation: Invocation, params: Any) -> HandlerInvocation:
     return HandlerInvocation(
         invocation.pk,
         invocation.invokeid,
         invocation.type,
         invocation.src,
-        invocation.params,
+        params,
         invocation.caller_context,
         invocation.attempts,
     )
@@ -66,6 +67,14 @@ def run(invocation_id: int, *, now: datetime | None = None) -> str:
         # try again later without spending an attempt.
         _retry_later(invocation, now, spend=False, error="no handler registered here")
         return "snoozed"
+    try:  # the params as the payload codec wrote them (statecharts.codecs)
+        params = invocation.decoded_params()
+    except codecs.CodecUnavailable as exc:  # a fact about this deployment, like the above
+        _retry_later(invocation, now, spend=False, error=f"{exc}: snoozed")
+        return "snoozed"
+    except codecs.CorruptPayload as exc:  # a fact about the row: no retry makes it readable
+        fail(invocation, f"undecodable params: {exc}")
+        return "failed"
     Invocation.objects.filter(pk=invocation.pk).update(
         status=InvocationStatus.ACTIVE,
         attempts=F("attempts") + 1,
@@ -74,7 +83,7 @@ def run(invocation_id: int, *, now: datetime | None = None) -> str:
     )
     invocation.refresh_from_db()
     try:
-        reply = handler.start(_handler_view(invocation))
+        reply = handler.start(_handler_view(invocation, params))
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}"
         log.warning("invocation %s: start failed (%s)", invocation.pk, error)
@@ -114,7 +123,14 @@ def cancel_task(invocation_id: int) -> str:
         return "skipped"
     handler = handler_for(invocation.type)
     if handler is not None:
-        handler.cancel(_handler_view(invocation))
+        try:
+            params = invocation.decoded_params()
+        except (codecs.CodecUnavailable, codecs.CorruptPayload) as exc:
+            # A cancel is not held back for its params: the handler gets none, and the log
+            # says why.
+            log.warning("invocation %s: cancelled without its params (%s)", invocation.pk, exc)
+            params = None
+        handler.cancel(_handler_view(invocation, params))
     return "cancelled"
 
 

@@ -20,7 +20,9 @@ a network error fails the delivery (``error.communication`` with the send id, in
 Inbound, :func:`decode_post` turns a received ``POST`` into the external event it raises
 (C.2.1): named by a single ``_scxmleventname`` (query string or form field), else
 ``HTTP.POST``; every other field in ``_event.data``; the message as received in
-``_event.raw``. ``routes.inbound`` is the Django view that uses it; the conformance runner's
+``_event.raw``; the sender's address in ``_event.origin`` when it names one in the
+``SCXML-Origin`` header (HTTP has no other place for it; it is the sender's word, never a
+credential). ``routes.inbound`` is the Django view that uses it; the conformance runner's
 loopback server uses it too.
 """
 
@@ -45,6 +47,13 @@ EVENT_NAME_FIELD = "_scxmleventname"
 FORM_TYPE = "application/x-www-form-urlencoded"
 # The name of an event posted without _scxmleventname: the HTTP method's (C.2.1).
 METHOD_EVENT = "HTTP.POST"
+# The request header a sender may name its own address in (where to answer): the received
+# event's _event.origin (C.2: "the URL of the sender, if known"). HTTP itself carries no such
+# address, so it is known only when the sender says it. Never a credential: anyone can write
+# any value there, so a receiver never decides who may do what by it.
+ORIGIN_HEADER = "SCXML-Origin"
+ORIGIN_MAX_LENGTH = 2048  # (statecharts.validation.EVENT_FIELD_MAX_LENGTH)
+ORIGIN_SCHEMES = ("http", "https")
 
 # The route's options (settings OPTIONS; none of them may be overridden by a scope: an
 # execution widening its own allow-list would defeat it).
@@ -291,6 +300,28 @@ class Inbound:
     name: str
     data: Any
     raw: str
+    origin: str | None = None  # the sender's address, when it gave one (ORIGIN_HEADER)
+
+
+def origin_problems(origin: str) -> list[str]:
+    """Why ``origin`` (an ``ORIGIN_HEADER`` value) cannot be ``_event.origin``: it must be an
+    absolute http(s) URL with a host, no credentials, no whitespace or control characters,
+    at most ``ORIGIN_MAX_LENGTH`` characters. Empty: it can."""
+    where = f"the {ORIGIN_HEADER} header"
+    if len(origin) > ORIGIN_MAX_LENGTH:
+        return [f"{where} is longer than {ORIGIN_MAX_LENGTH} characters"]
+    if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in origin):
+        return [f"{where} must not contain whitespace or control characters"]
+    try:
+        parts = urlsplit(origin)
+        parts.port  # noqa: B018 (a bad port raises here)
+    except ValueError as exc:
+        return [f"{where} is not a URL ({exc})"]
+    if parts.scheme.lower() not in ORIGIN_SCHEMES or not parts.hostname:
+        return [f"{where} must be an absolute http or https URL"]
+    if parts.username is not None or parts.password is not None:
+        return [f"{where} must not carry credentials"]
+    return []
 
 
 def _text(body: bytes) -> str:
@@ -324,10 +355,19 @@ def decode_post(
     content_type: str | None,
     body: bytes,
     reserved: Sequence[str] = ("error", "done"),
+    origin: str | None = None,
 ) -> Inbound:
     """The event a ``POST`` raises (C.2.1). ``path`` is what ``_event.raw``'s request line shows
-    (the receiver passes it with its capability token already masked). Raises
-    :class:`BadInbound` with every reason for anything that cannot be an event."""
+    (the receiver passes it with its capability token already masked); ``origin`` is the
+    request's ``ORIGIN_HEADER`` (the sender's address, for ``_event.origin``; shown in
+    ``_event.raw`` too). Raises :class:`BadInbound` with every reason for anything that cannot
+    be an event."""
+    if origin is not None:
+        origin = origin.strip() or None
+    if origin is not None:
+        problems = origin_problems(origin)
+        if problems:
+            raise BadInbound(problems)
     text = _text(body)
     media = (content_type or "").split(";", 1)[0].strip().lower()
     try:
@@ -357,8 +397,10 @@ def decode_post(
     head = f"POST {path} HTTP/1.1\r\n"
     if content_type:
         head += f"Content-Type: {content_type}\r\n"
+    if origin is not None:
+        head += f"{ORIGIN_HEADER}: {origin}\r\n"
     raw = f"{head}Content-Length: {len(body)}\r\n\r\n{text}"
-    return Inbound(name, data, raw)
+    return Inbound(name, data, raw, origin)
 
 
 def event_name_problems(name: str, reserved: Sequence[str]) -> list[str]:

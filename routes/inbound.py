@@ -10,7 +10,14 @@ addresses working until the fallback is dropped. Answers:
 
 - 204: the event was applied (or its ``Idempotency-Key`` repeated one already applied);
 - 400: the body or the event name cannot be an event (the reasons are listed); reserved names
-  (``STATECHARTS["RESERVED_EVENT_PREFIXES"]``: ``error.*``, ``done.*``) are refused here;
+  (``STATECHARTS["RESERVED_EVENT_PREFIXES"]``: ``error.*``, ``done.*``) are refused here, and
+  so is an ``SCXML-Origin`` header that is not an absolute http(s) URL;
+
+``_event.origintype`` is the processor's URI; ``_event.origin`` is the sender's address when
+it gives one in the ``SCXML-Origin`` header (C.2: "the URL of the sender, if known"; HTTP has
+no other place for it), else unset. It is what the sender says, not who it is: nothing here
+decides anything by it, and a chart that answers to it goes through the outbound allow-list
+like any other target.
 - 403: the token is not one this site signed under this salt (forged, cut, or another
   signer's token replayed here);
 - 404: the token is genuine but its execution no longer exists (deleted);
@@ -41,7 +48,13 @@ from django.utils.decorators import method_decorator
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 
-from routes.basichttp import BASICHTTP_SHORT, BASICHTTP_TYPE, BadInbound, decode_post
+from routes.basichttp import (
+    BASICHTTP_SHORT,
+    BASICHTTP_TYPE,
+    ORIGIN_HEADER,
+    BadInbound,
+    decode_post,
+)
 from statecharts import stepper, validation
 from statecharts.conf import statecharts_settings
 from statecharts.core.events import EXTERNAL, Event
@@ -135,6 +148,7 @@ class BasicHTTPInbound(View):
                 content_type=request.META.get("CONTENT_TYPE"),
                 body=body,
                 reserved=validation.reserved_event_prefixes(),
+                origin=request.headers.get(ORIGIN_HEADER),
             )
             validation.event_name(inbound.name)
             data = validation.chart_value(inbound.data)
@@ -145,7 +159,16 @@ class BasicHTTPInbound(View):
         except validation.InvalidInput as exc:
             reasons = [str(problem) for problem in exc.problems]
             return _answer(400, "the message cannot be an event", reasons=reasons)
-        event = Event(inbound.name, EXTERNAL, data, origintype=BASICHTTP_TYPE, raw=inbound.raw)
+        # _event.origin: the sender's own word (its SCXML-Origin header), recorded with the
+        # input like the rest of the event; never used to decide anything here.
+        event = Event(
+            inbound.name,
+            EXTERNAL,
+            data,
+            origin=inbound.origin,
+            origintype=BASICHTTP_TYPE,
+            raw=inbound.raw,
+        )
         try:
             result = stepper.feed(
                 execution.pk,

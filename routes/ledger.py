@@ -7,9 +7,12 @@ unique key is the decision point: of two claims of one key, exactly one inserts 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from routes.base import RouteMessage
 from routes.models import DeliveryStatus, RouteDelivery
@@ -48,6 +51,57 @@ def write(
     return row
 
 
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One key's ledger row to write (``write_many``)."""
+
+    message: RouteMessage
+    key: str
+    status: str
+    reason: str = ""
+
+
+def write_many(entries: Sequence[Entry], now: datetime) -> dict[str, int]:
+    """``write`` for several keys in ONE statement: ``INSERT ... ON CONFLICT (key) DO NOTHING
+    RETURNING id, key`` (PostgreSQL; SQLite 3.35+). Returns the ids of the rows it wrote, by
+    key; a key already in the ledger (or given twice) is absent: whoever wrote it decided.
+    Elsewhere, one ``write`` (a savepoint) per entry."""
+    if not entries:
+        return {}
+    conn = connections[database()]
+    if not returning(conn):
+        written = {}
+        for entry in entries:
+            row = write(entry.message, entry.key, entry.status, now, entry.reason)
+            if row is not None:
+                written[row.key] = row.pk
+        return written
+    fields = [f for f in RouteDelivery._meta.concrete_fields if not f.primary_key]
+    quote = conn.ops.quote_name
+    columns = ", ".join(quote(f.column) for f in fields)
+    marks = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    sql = (
+        f"INSERT INTO {quote(RouteDelivery._meta.db_table)} ({columns}) VALUES "
+        + ", ".join([marks] * len(entries))
+        + f" ON CONFLICT ({quote('key')}) DO NOTHING RETURNING {quote('id')}, {quote('key')}"
+    )
+    params: list[object] = []
+    for entry in entries:
+        row = _row(entry.message, entry.key, entry.status, entry.reason, now)
+        params += [f.get_db_prep_save(getattr(row, f.attname), conn) for f in fields]
+    with conn.cursor() as cursor:
+        cursor.execute(sql, params)
+        return {key: pk for pk, key in cursor.fetchall()}
+
+
+def returning(conn: BaseDatabaseWrapper) -> bool:
+    """Whether the database has INSERT/DELETE ... RETURNING and ON CONFLICT DO NOTHING
+    (PostgreSQL; SQLite from 3.35, where Django says it can return columns from an insert)."""
+    return conn.vendor == "postgresql" or (
+        conn.vendor == "sqlite" and bool(conn.features.can_return_columns_from_insert)
+    )
+
+
 def claim(message: RouteMessage, key: str, now: datetime) -> RouteDelivery | None:
     """Claim the key before the outside action; None if it was claimed (or settled) before."""
     return write(message, key, DeliveryStatus.CLAIMED, now)
@@ -59,8 +113,15 @@ def known(key: str) -> bool:
 
 def settle(delivery_id: int, status: str, now: datetime, reason: str = "") -> bool:
     """claimed -> ``status``; False if it was not claimed any more (someone settled it)."""
-    return bool(
+    return settle_many([delivery_id], status, now, reason) == 1
+
+
+def settle_many(delivery_ids: Sequence[int], status: str, now: datetime, reason: str = "") -> int:
+    """claimed -> ``status`` for these rows, in one UPDATE; how many were still claimed."""
+    if not delivery_ids:
+        return 0
+    return (
         RouteDelivery.objects.using(database())
-        .filter(pk=delivery_id, status=DeliveryStatus.CLAIMED)
+        .filter(pk__in=list(delivery_ids), status=DeliveryStatus.CLAIMED)
         .update(status=status, reason=reason[:2000], settled=now)
     )

@@ -32,8 +32,8 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_POST
 
-from statecharts import attribution, extensions, retention, stepper
-from statecharts.authorization import EventNotPermitted
+from statecharts import attribution, authorization, extensions, retention, stepper
+from statecharts.authorization import EventNotPermitted, NotPermitted
 from statecharts.availability import AvailableEvent, Unavailable, available_events
 from statecharts.chart_migration import MigrationPlan, PlanError, Verdict, dry_run, migrate
 from statecharts.chart_migration.applying import registered_transforms
@@ -370,7 +370,8 @@ class ChartAdmin(TextOnlyQueries):
             "warnings": warnings,
             "status_counts": sorted(counts.items()),
             "start_form": StartExecutionForm(hints=hints),
-            "can_start": request.user.has_perm("statecharts.add_execution"),
+            # statecharts.add_execution and START_PERMISSIONS (the start itself checks again)
+            "can_start": authorization.may_start(request.user, chart),
             "other_versions": self._other_versions(chart),
             "latest_version": Chart.objects.latest_version(chart.name) if chart.name else None,
         }
@@ -406,7 +407,11 @@ class ChartAdmin(TextOnlyQueries):
                 business_key=form.cleaned_data["business_key"] or None,
                 caller_context=caller_context(request),
                 idempotency_key=form.cleaned_data["idempotency_token"],
+                user=request.user,
             )
+        except NotPermitted as exc:
+            messages.error(request, f"Not started: {exc}")
+            return HttpResponseRedirect(back)
         except StatechartError as exc:  # InvalidInput, IdempotencyConflict, a refusal
             messages.error(request, str(exc))
             return HttpResponseRedirect(back)
@@ -656,11 +661,18 @@ class ExecutionAdmin(ReadOnlyAdmin):
         for execution in running:
             try:
                 result = stepper.cancel(
-                    execution.pk,
+                    execution,
                     caller_context=context,
                     # One key per execution from the confirmation page's one token.
                     idempotency_key=f"{token}:{execution.pk}" if token else None,
+                    user=request.user,
                 )
+            except NotPermitted as exc:  # CANCEL_PERMISSIONS: this one is left as it is
+                self.message_user(
+                    request, f"{title_of(execution)}: not cancelled: {exc}", messages.ERROR
+                )
+                outcomes["not permitted"] += 1
+                continue
             except StatechartError as exc:
                 self.message_user(request, f"{title_of(execution)}: {exc}", messages.ERROR)
                 continue
@@ -811,6 +823,9 @@ class ExecutionAdmin(ReadOnlyAdmin):
             "event_hints": {hint.name: hint.data_example for hint in events},
             "can_act": request.user.has_perm("statecharts.change_execution")
             and execution.status == "active",
+            # CANCEL_PERMISSIONS too (the cancel itself checks again)
+            "can_cancel": execution.status == "active"
+            and authorization.may_cancel(request.user, execution),
         }
         return super().change_view(
             request, object_id, form_url, {**context, **(extra_context or {})}
@@ -872,7 +887,11 @@ class ExecutionAdmin(ReadOnlyAdmin):
                 execution_id,
                 caller_context=caller_context(request),
                 idempotency_key=form.cleaned_data["idempotency_token"],
+                user=request.user,
             )
+        except NotPermitted as exc:
+            messages.error(request, f"Not cancelled: {exc}")
+            return self._back(execution_id)
         except StatechartError as exc:
             messages.error(request, str(exc))
             return self._back(execution_id)

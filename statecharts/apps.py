@@ -57,6 +57,11 @@ class StatechartsConfig(AppConfig):
             dispatch_uid="statecharts.retention",
         )
 
+        # The rows `statechart reencrypt` rewrites (the other apps register theirs).
+        from statecharts import reencryption
+
+        reencryption.register_own()
+
         # Per-event permissions and subjects (their settings and checks), and the API's
         # available_events and subject fields of an execution.
         from statecharts import authorization, subjects  # noqa: F401

@@ -1,4 +1,5 @@
-"""Payload codecs: how event data is written at rest in timer, outbox and history rows.
+"""Payload codecs: how event data is written at rest in timer, route timer, outbox, history
+and invocation rows (the apps that own those rows call the functions below).
 
 Event data (an event's ``data`` and ``raw``, a start's ``data``) is what a client sent and a
 chart computed: often personal. A codec turns it into what the row stores and back. Which
@@ -66,11 +67,21 @@ class Codec(Protocol):
 
     ``encode`` returns a JSON-compatible value; ``decode(encode(v)) == v`` for every JSON
     value ``v``. ``decode`` raises :class:`CorruptPayload` for a value it can never read and
-    :class:`CodecUnavailable` for one it cannot read *here* (a key not deployed)."""
+    :class:`CodecUnavailable` for one it cannot read *here* (a key not deployed). Optional:
+    ``current(stored) -> bool``, whether ``encode`` would write ``stored`` as it is now (see
+    :func:`is_current`; ``statechart reencrypt`` leaves such rows alone)."""
 
     def encode(self, value: Any) -> Any: ...
 
     def decode(self, stored: Any) -> Any: ...
+
+
+def is_current(codec: Codec, stored: Any) -> bool:
+    """Whether ``codec`` would write ``stored`` as it is now (an optional codec method,
+    ``current(stored)``: the encrypting codec answers whether the newest key wrote it). A
+    codec without it is taken at its name: a row it wrote is current."""
+    current = getattr(codec, "current", None)
+    return True if current is None else bool(current(stored))
 
 
 class JSONCodec:
@@ -82,6 +93,9 @@ class JSONCodec:
     def decode(self, stored: Any) -> Any:
         return stored
 
+    def current(self, stored: Any) -> bool:
+        return True
+
 
 class EncryptingCodec:
     """Fernet (authenticated encryption) under a key named by id, with rotation.
@@ -90,7 +104,7 @@ class EncryptingCodec:
     newest first (``cryptography.fernet.Fernet.generate_key()`` makes a key). The first key
     writes; every listed key reads. The stored value is ``{"key": <id>, "token": <Fernet
     token>}``: JSON, and it says which key it needs. Rotation: put the new key first on every
-    node, then (once no row needs it; ``statechart reencrypt`` is pending) drop the old one.
+    node, run ``statechart reencrypt`` (``statecharts.reencryption``), then drop the old one.
     Keys are read from the settings on every call, so ``override_settings`` and a reloaded
     configuration take effect at once.
     """
@@ -153,6 +167,12 @@ class EncryptingCodec:
             return json.loads(text.decode("utf-8", "surrogatepass"))
         except ValueError as exc:
             raise CorruptPayload(f"the decrypted payload is not JSON: {exc}") from exc
+
+    def current(self, stored: Any) -> bool:
+        """Whether ``stored`` is written under the key that writes now (the first): what
+        ``statechart reencrypt`` leaves alone."""
+        keys = self._keys()
+        return bool(keys) and isinstance(stored, dict) and stored.get("key") == keys[0][0]
 
 
 # ---- the registry (by name, from the settings) -------------------------------------------------
@@ -228,17 +248,69 @@ def decode_input(raw: Any, codec_name: str) -> Any:
     return _map_input(raw, resolve(codec_name).decode)
 
 
+def encode_effect(item: dict[str, Any]) -> dict[str, Any]:
+    """One effect summary as a history row stores it: the event a send carried, an
+    ``<invoke>``'s params (``data``) and a ``done``'s ``donedata`` written by the writing
+    codec (the row records its name: the one :func:`encode_input` returns)."""
+    _, codec = writing()
+    if isinstance(codec, JSONCodec):
+        return item
+    return _map_effect(item, codec.encode)
+
+
 def decode_effects(effects: Any, codec_name: str) -> Any:
-    """A history row's effect summaries, the events they carry decoded with the row's codec."""
+    """A history row's effect summaries, their payloads decoded with the row's codec."""
     if codec_name == JSON or not isinstance(effects, list):
         return effects
-    codec = resolve(codec_name)
-    return [
-        {**item, "event": _map_event(item["event"], codec.decode)}
-        if isinstance(item, dict) and isinstance(item.get("event"), dict)
-        else item
-        for item in effects
-    ]
+    return map_effects(effects, resolve(codec_name).decode)
+
+
+def encode_value(value: Any) -> tuple[Any, str]:
+    """A whole value (e.g. an invocation's params, a route send's data) as the writing codec
+    stores it, and the codec's name. ``None`` stays ``None`` (nothing to hide)."""
+    name, codec = writing()
+    if value is None or isinstance(codec, JSONCodec):
+        return value, name
+    return codec.encode(value), name
+
+
+def decode_value(stored: Any, codec_name: str) -> Any:
+    """A value :func:`encode_value` stored, decoded with the row's codec."""
+    if stored is None or codec_name == JSON:
+        return stored
+    return resolve(codec_name).decode(stored)
+
+
+def map_event(event: Any, convert: Any) -> Any:
+    """``event`` (a stored event dict) with ``convert`` applied to its payload fields."""
+    return _map_event(event, convert) if isinstance(event, dict) else event
+
+
+def map_input(raw: Any, convert: Any) -> Any:
+    """A history input with ``convert`` applied to its payload fields."""
+    return _map_input(raw, convert) if isinstance(raw, dict) else raw
+
+
+def map_effects(effects: Any, convert: Any) -> Any:
+    """A history row's effect summaries with ``convert`` applied to the events they carry."""
+    if not isinstance(effects, list):
+        return effects
+    return [_map_effect(item, convert) if isinstance(item, dict) else item for item in effects]
+
+
+# The payload fields of effect summaries other than the event a send carried, by kind
+# (statecharts.core.effects.EffectKind's values).
+EFFECT_PAYLOAD_FIELDS = {"invoke": "data", "done": "donedata"}
+
+
+def _map_effect(item: dict[str, Any], convert: Any) -> dict[str, Any]:
+    mapped = dict(item)
+    if isinstance(mapped.get("event"), dict):
+        mapped["event"] = _map_event(mapped["event"], convert)
+    field = EFFECT_PAYLOAD_FIELDS.get(str(mapped.get("kind")))
+    if field is not None and mapped.get(field) is not None:
+        mapped[field] = convert(mapped[field])
+    return mapped
 
 
 def _map_event(event: dict[str, Any], convert: Any) -> dict[str, Any]:

@@ -43,6 +43,11 @@ class TimersConfig(AppConfig):
 
         pruning.register()
 
+        # The rows `statechart reencrypt` rewrites (statecharts.reencryption).
+        from timers import payloads
+
+        payloads.register()
+
         # Pending timers travel with an exported execution (statecharts.transfer).
         from timers import transfer
 

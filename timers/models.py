@@ -11,6 +11,7 @@ from typing import Any
 from django.db import models
 from django.db.models import Q
 
+from statecharts import codecs
 from statecharts.models.fields import PortableJSONField, PortableTextField
 
 
@@ -176,7 +177,16 @@ class RouteTimer(models.Model):
     key = models.CharField(max_length=255, unique=True, help_text="Dedup key (idempotency key).")
     route = models.CharField(max_length=100, help_text="The route's registered name.")
     config = PortableJSONField(help_text="The route's configuration under the scope.")
-    message = PortableJSONField(help_text="The send: routes.base.RouteMessage as JSON.")
+    message = PortableJSONField(
+        help_text="The send: routes.base.RouteMessage as JSON, its data as the payload codec "
+        "wrote it."
+    )
+    codec = models.CharField(
+        max_length=40,
+        default="json",
+        db_default="json",
+        help_text="The payload codec that wrote the message's data: a name in PAYLOAD_CODECS.",
+    )
     due = models.DateTimeField()
     scheduled_in = models.PositiveIntegerField(
         null=True, blank=True, help_text="The history seq of the step that scheduled it."
@@ -196,3 +206,18 @@ class RouteTimer(models.Model):
 
     def __str__(self) -> str:
         return f"{self.route} {self.message.get('name')} due {self.due:%Y-%m-%d %H:%M:%S}"
+
+    def decoded_message(self) -> dict[str, Any]:
+        """The send as it was scheduled, its data decoded with the row's payload codec
+        (``statecharts.codecs``): raises ``CodecUnavailable`` (the codec or key is not
+        deployed here) or ``CorruptPayload`` (it can never be read)."""
+        stored = self.message if isinstance(self.message, dict) else {}
+        return {**stored, "data": codecs.decode_value(stored.get("data"), self.codec)}
+
+
+def encode_route_message(message: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """A route send as its row stores it: its ``data`` as the payload codec writes it
+    (``statecharts.codecs``), the rest (route, type, target, name, ids) in clear, as the
+    routes app's delivery ledger keeps them; and the codec's name."""
+    data, codec = codecs.encode_value(message.get("data"))
+    return {**message, "data": data}, codec

@@ -14,7 +14,7 @@ from statecharts import codecs
 from statecharts.models import Execution
 from statecharts.stepper import database
 from statecharts.transfer import Part, redact_value, register_part
-from timers.models import RouteTimer, Timer, TimerStatus
+from timers.models import RouteTimer, Timer, TimerStatus, encode_route_message
 
 _FIELDS = ("send_id", "ordinal", "event", "target", "macrostep", "microstep", "round",
            "content_index", "owner", "delivery", "fire_timeout_seconds")  # fmt: skip
@@ -88,7 +88,8 @@ def export_route_timers(execution: Execution, redact: bool) -> list[dict[str, An
     rows = RouteTimer.objects.using(database()).filter(execution=execution).order_by("id")
     exported = []
     for row in rows:
-        message = dict(row.message) if isinstance(row.message, dict) else {}
+        # Its data decoded, as a timer's event (a codec or key not here is an error).
+        message = row.decoded_message()
         if redact:
             message["data"] = redact_value(message.get("data"))
         exported.append(
@@ -111,7 +112,7 @@ def load_route_timers(execution: Execution, value: Any) -> None:
     for item in value:
         if not isinstance(item, dict) or not isinstance(item.get("message"), dict):
             raise ValueError("a route timer is not an object with a message")
-        message = {**item["message"], "execution_id": execution.pk}
+        message, codec = encode_route_message({**item["message"], "execution_id": execution.pk})
         rows.append(
             RouteTimer(
                 execution=execution,
@@ -120,6 +121,7 @@ def load_route_timers(execution: Execution, value: Any) -> None:
                 route=str(item["route"]),
                 config=item.get("config") or {},
                 message=message,
+                codec=codec,
                 due=_due(item.get("due")),
                 created=execution.updated,
             )

@@ -11,7 +11,7 @@ from rest_framework import serializers, status
 from rest_framework.exceptions import APIException
 
 from statecharts import availability, extensions, subjects
-from statecharts.authorization import EventNotPermitted
+from statecharts.authorization import NotPermitted
 
 _TRANSITION = {
     "type": "object",
@@ -95,12 +95,13 @@ class SubjectInput(serializers.Serializer[Any]):
 
 
 class EventForbidden(APIException):
-    """403 with the reasons: this user may not send this event."""
+    """403 with the reasons: this user may not send this event (or start this chart, or
+    cancel this execution: any ``statecharts.authorization.NotPermitted``)."""
 
     status_code = status.HTTP_403_FORBIDDEN
     default_code = "permission_denied"
 
-    def __init__(self, error: EventNotPermitted) -> None:
+    def __init__(self, error: NotPermitted) -> None:
         super().__init__(
             {"detail": str(error), "reasons": list(error.decision.reasons)},
             code="permission_denied",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from enum import StrEnum
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
@@ -11,7 +12,7 @@ from rest_framework import serializers
 from rest_framework.exceptions import PermissionDenied
 
 from statecharts import extensions, subjects, validation
-from statecharts.api.availability import SubjectInput
+from statecharts.api.availability import AvailableEventsField, SubjectInput
 from statecharts.api.fields import InputJSONField, JSONValueField, json_safe
 from statecharts.api.validators import validate_event_name
 from statecharts.core.errors import ChartError, StatechartError
@@ -145,9 +146,31 @@ class ChartCreateSerializer(serializers.Serializer[Chart]):
 # ---- executions --------------------------------------------------------------------------------
 
 
+class ListField(StrEnum):
+    """The fields the executions list adds on request (``?fields=available_events``): each
+    costs work per row that the plain list does not do, so none is there by default."""
+
+    # About one interpreter step of CPU per row (docs/performance.md#available-events).
+    AVAILABLE_EVENTS = "available_events"
+
+
+# The serializer context key the list view puts the requested ListFields under.
+LIST_FIELDS = "list_fields"
+
+
 class ExecutionSerializer(serializers.ModelSerializer[Execution]):
+    """An execution as the list shows it; with ``context[LIST_FIELDS]`` (the list's
+    ``?fields=``), the fields asked for too (only for the rows of the page serialized)."""
+
     url = serializers.HyperlinkedIdentityField(view_name=_view("execution-detail"))
     chart = serializers.PrimaryKeyRelatedField(read_only=True)
+
+    def get_fields(self) -> dict[str, serializers.Field]:  # type: ignore[type-arg]
+        fields = super().get_fields()
+        for name in self.context.get(LIST_FIELDS, ()):
+            if name == ListField.AVAILABLE_EVENTS and name not in fields:
+                fields[name] = AvailableEventsField()
+        return fields
 
     class Meta:
         model = Execution

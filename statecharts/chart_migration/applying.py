@@ -9,7 +9,11 @@ why not; ``migrate`` applies it.
 Guarantees of ``migrate_one`` (and so of ``migrate``, which calls it per execution):
 
 - one execution per transaction, under its lock (``stepper.lock``; no other lock is taken);
-- nothing of the chart runs (no ``<onentry>``/``<onexit>``); only the transform, if named;
+- nothing of the chart runs (no ``<onentry>``/``<onexit>``, no ``<data>`` expression); only
+  the transform, if named. This is decided, not pending (docs/versions-and-migration.md,
+  "No chart code runs"): each report says what did not run (``onentry_not_run``: newly
+  active states with an ``<onentry>``; ``data_not_set``: variables the target declares that
+  the migrated datamodel does not hold), in the dry run and in the ``migrated`` history entry;
 - the execution's history gets one ``migrated`` entry whose input holds the resulting
   position (so replay starts from it and never needs the transform again), the charts it
   moved between, the renames and the transform's name;
@@ -43,6 +47,7 @@ from statecharts.conf import statecharts_settings
 from statecharts.core.datamodel import check_tagged
 from statecharts.core.model import Chart as CompiledChart
 from statecharts.core.position import ChartIdentity, PositionError, decode, encode
+from statecharts.core.state import State
 from statecharts.models import Chart, Execution, HistoryEntry
 from statecharts.models.charts import ChartOrigin
 from statecharts.models.history import Disposition
@@ -78,6 +83,10 @@ class ExecutionReport:
     configuration: list[str] = field(default_factory=list)  # after the migration
     entered: list[str] = field(default_factory=list)  # states entered by default entry
     dropped_history: list[str] = field(default_factory=list)
+    # Newly active states whose <onentry> did not run (a migration runs no chart code).
+    onentry_not_run: list[str] = field(default_factory=list)
+    # <data> ids the target declares (for its bound states) that the datamodel lacks.
+    data_not_set: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -88,6 +97,8 @@ class ExecutionReport:
             "configuration": self.configuration,
             "entered": self.entered,
             "dropped_history": self.dropped_history,
+            "onentry_not_run": self.onentry_not_run,
+            "data_not_set": self.data_not_set,
         }
 
 
@@ -313,8 +324,25 @@ def prepare(
         configuration=mapped.configuration,
         entered=mapped.entered,
         dropped_history=mapped.dropped_history,
+        onentry_not_run=mapped.onentry_not_run,
+        data_not_set=_data_not_set(target, checked, mapped.newly_active),
     )
     return _Prepared(report, new_blob, source, active)
+
+
+def _data_not_set(target: CompiledChart, state: State, newly_active: list[str]) -> list[str]:
+    """The ``<data>`` ids of ``target`` the migrated ``state``'s datamodel does not hold: of
+    every state with early binding; with late binding, of the root, the states the position
+    has bound and the newly active ones (entered without binding their data)."""
+    if target.datamodel != "ecmascript":
+        return []
+    if target.binding == "late":
+        owners = {0, *state.bound, *(target.ids[i] for i in newly_active)}
+    else:
+        owners = set(range(len(target.states)))
+    held = state.datamodel
+    return [data.id for index in sorted(owners) for data in target.states[index].datas
+            if data.id not in held]  # fmt: skip
 
 
 def dry_run(
@@ -384,6 +412,8 @@ def migrate_one(plan: MigrationPlan, pk: int, *, now: datetime | None = None) ->
         report.configuration,
         report.entered,
         report.dropped_history,
+        report.onentry_not_run,
+        report.data_not_set,
     )
 
 
@@ -435,6 +465,8 @@ def _write(plan: MigrationPlan, execution: Execution, prepared: _Prepared, now: 
                 "kind": "migrated",
                 "entered": prepared.report.entered,
                 "dropped_history": prepared.report.dropped_history,
+                "onentry_not_run": prepared.report.onentry_not_run,
+                "data_not_set": prepared.report.data_not_set,
             }
         ],
         position_sha256=hashlib.sha256(prepared.blob).hexdigest(),

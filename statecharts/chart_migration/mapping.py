@@ -8,7 +8,8 @@ state). What it does with each part of the state:
 - **configuration**: each active atomic state maps to a state of the new version; the new
   configuration is those states, their ancestors, and, where that leaves a compound state
   without an active child or a parallel state without one of its regions, the default entry
-  of what is missing (its ``initial``; no ``<onentry>`` runs: a migration runs no chart code).
+  of what is missing (its ``initial``; no ``<onentry>`` runs: a migration runs no chart code;
+  ``Mapped.onentry_not_run`` lists the newly active states whose ``<onentry>`` so did not run).
   Two mapped states that would both be active children of one compound state, a mapped state
   that is a history pseudo-state, or a ``<final>`` are refused.
 - **history values**: a history state kept in the new version keeps what it remembers, mapped
@@ -44,6 +45,10 @@ class Mapped:
     configuration: list[str]  # the new active atomic state ids
     entered: list[str] = field(default_factory=list)  # states entered by default entry
     dropped_history: list[str] = field(default_factory=list)
+    # States active after the migration that were not before (under the renames): a
+    # migration enters them without running any chart code, so their <onentry> did not run.
+    newly_active: list[str] = field(default_factory=list)
+    onentry_not_run: list[str] = field(default_factory=list)  # those with an <onentry>
 
 
 def map_state(
@@ -130,7 +135,14 @@ def map_state(
         invocations=invocations,
     )
     ids = [new.states[i].id for i in mapped.configuration if new.states[i].is_atomic]
-    return Mapped(mapped, ids, entered, dropped)
+    if old is None:
+        before = {renames.get(i, i) for i in atomic}  # (ancestors unknown: atomic ones only)
+    else:
+        before = {renames.get(old_id(i), old_id(i)) for i in state.configuration if i != 0}
+    newly = [new.states[i].id for i in mapped.configuration
+             if i != 0 and new.states[i].id not in before]  # fmt: skip
+    not_run = [i for i in newly if new.states[new.ids[i]].onentry]
+    return Mapped(mapped, ids, entered, dropped, newly, not_run)
 
 
 def _map_invocation(

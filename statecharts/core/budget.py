@@ -16,7 +16,8 @@ budget                    counts                                                
                           a host clock: ``Host.clock``)
 ========================  ======================================================  ===========
 
-The time budget is checked before each round's guards (and each ``<foreach>`` iteration);
+The time budget is checked before each round's guards (and each ``<foreach>`` iteration; a
+round that runs no guard, the one that finds nothing left to do, reads no clock);
 near the deadline the datamodel's per-evaluation limit is lowered to what is left, so one
 evaluation cannot outlast the step by its own limit (it is cut short as ``error.execution``
 and the next check finds the budget spent).

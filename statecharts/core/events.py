@@ -65,12 +65,22 @@ class Event:
 _new_event = positional_constructor(Event)
 
 
+_EXTERNAL_BY_NAME: dict[str, Event] = {}  # events are immutable: one per name is enough
+_EXTERNAL_BY_NAME_SIZE = 1024  # (names come from outside: bounded)
+
+
 def external_event(name: str, data: Any = None) -> Event:
     """``Event(name, EXTERNAL, data)``, built at about half the cost (a driver's per-event
-    path)."""
-    event: Event = _new_event(
-        name, EXTERNAL, data, None, None, None, None, None, tuple(name.split("."))
-    )
+    path); without data, the same (immutable, equal) event comes back for the same name."""
+    if data is None:
+        event = _EXTERNAL_BY_NAME.get(name)
+        if event is not None:
+            return event
+    event = _new_event(name, EXTERNAL, data, None, None, None, None, None, tuple(name.split(".")))
+    if data is None and type(name) is str:
+        if len(_EXTERNAL_BY_NAME) >= _EXTERNAL_BY_NAME_SIZE:
+            _EXTERNAL_BY_NAME.clear()
+        _EXTERNAL_BY_NAME[name] = event
     return event
 
 

@@ -69,6 +69,7 @@ from statecharts.core.state import (
 from statecharts.core.targets import Target, TargetKind
 
 _CONFIGURATION_CACHE_SIZE = 1024
+_EVENT_NAME_CACHE_SIZE = 1024
 SCXML_TYPES = SCXML_SEND_TYPES
 INVOKE_SCXML_TYPES = SCXML_INVOKE_TYPES
 
@@ -127,6 +128,9 @@ class Interpreter:
         # give the rounds budget alone.
         self.budgets = budgets or StepBudgets(rounds=round_budget)
         self.round_budget = self.budgets.rounds
+        self._timed = self.budgets.time_ms is not None  # whether steps read the host's clock
+        self._effects_budget = self.budgets.effects
+        self._rounds_budget = self.budgets.rounds
         self.limits = limits
         # The datamodel's own per-evaluation limit, and whether this step lowered it.
         self._eval_limit_ms = (limits or Limits()).time_ms
@@ -141,7 +145,7 @@ class Interpreter:
         self._live: State | None = None
         self._dm: Datamodel | None = None
         self._starting = False  # in a start, until its snapshot (datamodel_init)
-        self._select_cache: dict[str, dict[int, tuple[Transition, ...]]] = {}
+        self._select_cache: dict[str, list[tuple[Transition, ...] | None]] = {}
         self._eventless: dict[int, tuple[Transition, ...]] = {}
         self._domain_cache: dict[int, int | None] = {}
         self._is_atomic = [node.is_atomic for node in chart.states]
@@ -230,18 +234,27 @@ class Interpreter:
         if not state.running:
             raise NotRunningError(f"session {state.session_id} is no longer running")
         self._host = host or self.host
-        try:
-            return self._handle_event(state, event)
+        try:  # (one frame: this is the hot path of every driver)
+            self._begin(state)
+            if self.tracing:
+                self._emit(fx.TRACE_EVENT, event=event.to_dict())
+            if self._uses_event:
+                self._set_event(event)
+            if self.invocations:
+                self._finalize_and_autoforward(event)
+            if self._clock is not None:
+                self._check_time()  # before the event's guards run
+            enabled = self.selectTransitions(event)
+            if enabled:
+                self.microstep(enabled)
+            return self._finish_macrostep()
         except BudgetExceeded as exc:
             return self._rolled_back(state, exc)
 
-    def _handle_event(self, state: State, event: Event) -> Step:
-        self._begin(state)
-        if self.tracing:
-            self._emit(fx.TRACE_EVENT, event=event.to_dict())
-        if self._uses_event:
-            self._set_event(event)
-        for invocation in list(self.invocations) if self.invocations else ():
+    def _finalize_and_autoforward(self, event: Event) -> None:
+        """The invocations' part of an external event (spec mainEventLoop): ``<finalize>`` of
+        the invocation it came from, and a copy to each invocation that autoforwards."""
+        for invocation in list(self.invocations):
             if invocation.state not in self.configuration:
                 continue
             inv = self.chart.invokes[invocation.invoke]
@@ -254,12 +267,6 @@ class Interpreter:
                     invoke_ordinal=invocation.ordinal,
                     event=event.to_dict(),
                 )
-        if self._clock is not None:
-            self._check_time()  # before the event's guards run
-        enabled = self.selectTransitions(event)
-        if enabled:
-            self.microstep(enabled)
-        return self._finish_macrostep()
 
     def deliver_internal(self, state: State, event: Event, *, host: Host | None = None) -> Step:
         """Put ``event`` on the internal queue and run a macrostep (delayed ``#_internal``)."""
@@ -359,11 +366,15 @@ class Interpreter:
             self.dm = self._dm
             self._dm = None
             # (no configuration_changed(): the datamodel's flag is still accurate)
-            self.statesToInvoke = set()
+            if self._any_invokes:  # (else it is never filled: see enterStates)
+                self.statesToInvoke = set()
             self.n_macrostep += 1
             self.effects = []
             self.rounds_this_macrostep = 0
-            self._start_budgets()
+            if self._timed or self._eval_capped:
+                self._start_budgets()
+            else:  # (no time budget: the clock stays None, nothing else to reset)
+                self._foreach_iterations = self._log_bytes = 0
             self._previous_snapshot = state.datamodel_json
             return
         self.session_id = state.session_id
@@ -490,8 +501,8 @@ class Interpreter:
 
     def _emit(self, kind: str, **data: Any) -> None:
         effects = self.effects
-        if len(effects) >= self.budgets.effects:
-            raise BudgetExceeded("effects", self.budgets.effects, len(effects) + 1)
+        if len(effects) >= self._effects_budget:
+            raise BudgetExceeded("effects", self._effects_budget, len(effects) + 1)
         effects.append(_new_effect(kind, data, self.n_macrostep, self.n_microstep, self.n_round))
 
     def _ids(self, indexes: Iterable[int]) -> list[str]:
@@ -556,13 +567,23 @@ class Interpreter:
     # ==== the main loop (spec: mainEventLoop), split at the external-queue wait ===============
 
     def _one_round(self) -> bool:
-        """One iteration of the inner macrostep loop. Returns False when the macrostep is done."""
-        if self._clock is not None:
-            self._check_time()  # before this round's guards run
-        enabled = self.selectEventlessTransitions() if self._any_eventless else None
+        """One iteration of the inner macrostep loop. Returns False when the macrostep is done.
+
+        The step's time budget is checked before the round's guards run (the eventless ones,
+        else those of the internal event dequeued); a round that runs no guard (nothing
+        eventless in the chart, an empty queue) only ends the loop, and reads no clock."""
+        any_eventless = self._any_eventless
+        if any_eventless:
+            if self._clock is not None:
+                self._check_time()  # before this round's guards run
+            enabled = self.selectEventlessTransitions()
+        else:
+            enabled = None
         if not enabled:
             if not self.internal_queue:
                 return False
+            if self._clock is not None and not any_eventless:
+                self._check_time()  # before this round's guards run
             event = self.internal_queue.pop(0)
             if self.tracing:
                 self._emit(fx.TRACE_EVENT, event=event.to_dict())
@@ -571,8 +592,8 @@ class Interpreter:
             enabled = self.selectTransitions(event)
         self.n_round += 1
         self.rounds_this_macrostep += 1
-        if self.rounds_this_macrostep > self.budgets.rounds:
-            raise BudgetExceeded("rounds", self.budgets.rounds, self.rounds_this_macrostep)
+        if self.rounds_this_macrostep > self._rounds_budget:
+            raise BudgetExceeded("rounds", self._rounds_budget, self.rounds_this_macrostep)
         if enabled:
             self.microstep(enabled)
         return True
@@ -581,7 +602,13 @@ class Interpreter:
         self, *, initial: bool = False, stopping: bool = False, dequeued: bool = True
     ) -> Step:
         while self.running:
-            while self.running and self._one_round():
+            # (a round with no internal event and nothing eventless in the chart would only
+            # return False: it is not called)
+            while (
+                self.running
+                and (self.internal_queue or self._any_eventless)
+                and self._one_round()
+            ):
                 pass
             if not self.running:
                 break
@@ -589,7 +616,7 @@ class Interpreter:
                 for s in sorted(self.statesToInvoke):
                     for inv in self.states[s].invokes:
                         self.invoke(inv)
-            self.statesToInvoke.clear()
+                self.statesToInvoke.clear()
             if self.internal_queue:
                 continue
             break
@@ -621,23 +648,37 @@ class Interpreter:
             # free of effects on the values it reads.)
             self._starting = False
             self._emit(fx.DATAMODEL_INIT, datamodel=self.dm.snapshot_value(snapshot))
+        effects = self.effects
         if snapshot != self._previous_snapshot:
-            self._emit(fx.DATAMODEL_CHANGE, datamodel=self.dm.snapshot_value(snapshot))
-        if self.running and self.tracing:
+            # (_emit, inlined: one per step)
+            if len(effects) >= self._effects_budget:
+                raise BudgetExceeded("effects", self._effects_budget, len(effects) + 1)
+            effects.append(_new_effect(
+                fx.DATAMODEL_CHANGE, {"datamodel": self.dm.snapshot_value(snapshot)},
+                self.n_macrostep, self.n_microstep, self.n_round,
+            ))
+        if self.tracing and self.running:
             self._emit(fx.TRACE_STABLE, configuration=self._ids(sorted(self.configuration)))
         queue = self.internal_queue
+        invocations = self.invocations
+        configuration = self._config_tuple
+        if configuration is None:
+            configuration = self._configuration_tuple()
+        bound = self._bound_cache
+        if len(bound) != len(self.bound):
+            bound = self._bound_tuple()
         self._history_shared = True
         # Positional, in State's field order (cheaper than keywords on this per-step path).
         state: State = new_state(
             self.session_id,
             self.name,
-            self._configuration_tuple(),
+            configuration,
             tuple([e.to_dict() for e in queue]) if queue else (),
             self.historyValue,
             snapshot,
-            tuple(self.invocations),
+            tuple(invocations) if invocations else (),
             self.running,
-            self._bound_tuple(),
+            bound,
             new_counters(
                 self.n_send,
                 self.n_invoke,
@@ -657,7 +698,7 @@ class Interpreter:
             self._dm = self.dm
         else:
             self.dm.close()
-        step: Step = _new_step(state, tuple(self.effects))
+        step: Step = _new_step(state, tuple(effects))
         return step
 
     # ==== spec functions =======================================================================
@@ -732,16 +773,25 @@ class Interpreter:
                     break
                 if t in enabled:
                     break
-        return self.removeConflictingTransitions(enabled)
+        return enabled if len(enabled) < 2 else self.removeConflictingTransitions(enabled)
 
     def selectTransitions(self, event: Event) -> list[Transition]:
         enabled: list[Transition] = []
+        # Per event name, a list indexed by state: the transitions whose descriptors match,
+        # the state's own first, then its ancestors' (None until first needed).
         per_state = self._select_cache.get(event.name)
         if per_state is None:
-            per_state = self._select_cache[event.name] = {}
-        for state in self._atomic_states():
-            candidates = per_state.get(state)
-            if candidates is None:
+            if len(self._select_cache) >= _EVENT_NAME_CACHE_SIZE:  # (names come from outside)
+                self._select_cache.clear()
+            per_state = self._select_cache[event.name] = [None] * len(self.states)
+        atomics = self._atomics
+        if atomics is None:
+            atomics = self._atomic_states()
+        for state in atomics:
+            candidates = per_state[state]
+            if not candidates:
+                if candidates is not None:
+                    continue
                 node = self.states[state]
                 candidates = per_state[state] = tuple(
                     t
@@ -755,7 +805,7 @@ class Interpreter:
                 if self.conditionMatch(t):
                     enabled.append(t)
                     break
-        return self.removeConflictingTransitions(enabled)
+        return enabled if len(enabled) < 2 else self.removeConflictingTransitions(enabled)
 
     @staticmethod
     def nameMatch(t: Transition, event: Event) -> bool:
@@ -861,7 +911,8 @@ class Interpreter:
                         fx.TRACE_HISTORY, history=hnode.id, states=self._ids(remembered)
                     )
         configuration = self.configuration
-        configuration_changed = self.dm.configuration_changed
+        # (told only to a datamodel that tracks the configuration: see configuration_unused)
+        configuration_changed = self.dm.configuration_changed if self._uses_in else None
         # The sorted atomic states are kept up to date rather than recomputed (they are read
         # only when selecting transitions, never in between).
         atomics = self._atomics
@@ -873,10 +924,11 @@ class Interpreter:
                 self.executeContent(block)
             for inv in node.invokes:
                 self.cancelInvoke(inv)
-            if atomics is not None and is_atomic[s] and s in configuration:
+            if is_atomic[s] and atomics is not None and s in configuration:
                 atomics.remove(s)
             configuration.discard(s)
-            configuration_changed()
+            if configuration_changed is not None:
+                configuration_changed()
             self._config_tuple = None
 
     def computeExitSet(self, transitions: list[Transition]) -> set[int]:
@@ -911,8 +963,9 @@ class Interpreter:
             self._emit(fx.TRACE_ENTRY, states=self._ids(ordered))
         states = self.states
         configuration = self.configuration
-        configuration_changed = self.dm.configuration_changed
-        statesToInvoke = self.statesToInvoke
+        configuration_changed = self.dm.configuration_changed if self._uses_in else None
+        # (a chart without invokes has nothing to invoke: statesToInvoke stays empty)
+        statesToInvoke = self.statesToInvoke if self._any_invokes else None
         bound = self.bound
         is_final = self._is_final
         atomics = self._atomics  # kept up to date, as in exitStates
@@ -920,12 +973,14 @@ class Interpreter:
         self._config_tuple = None
         for s in ordered:
             node = states[s]
-            if atomics is not None and is_atomic[s] and s not in configuration:
+            if is_atomic[s] and atomics is not None and s not in configuration:
                 insort(atomics, s)
             configuration.add(s)
-            configuration_changed()
+            if configuration_changed is not None:
+                configuration_changed()
             self._config_tuple = None
-            statesToInvoke.add(s)
+            if statesToInvoke is not None:
+                statesToInvoke.add(s)
             if s not in bound:
                 bound.add(s)
                 self._bind_data(node)
@@ -1059,6 +1114,7 @@ class Interpreter:
         # (Only cacheable transitions are ever stored, so a hit needs no further check.)
         if t.index in self._domain_cache:
             return self._domain_cache[t.index]
+        domain: int | None
         cacheable = t.index >= 0 and not any(self._is_history[s] for s in t.targets)
         tstates = self.getEffectiveTargetStates(t)
         if not tstates:

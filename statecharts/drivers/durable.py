@@ -55,8 +55,9 @@ class Input:
     # cancel: why. "cancelled_by_parent" becomes the outcome; anything else is the caller's
     # words (recorded with the input), and the outcome is "cancelled".
     reason: str | None = None
-    # Who sent it, when a door checked (statecharts.authorization): the user's id and name,
-    # and the rule that allowed it. Recorded, never re-checked: replay trusts the history.
+    # Who sent (or started, or cancelled) it, when a door checked (statecharts.authorization):
+    # the user's id and name, and the rule that allowed it. Recorded, never re-checked:
+    # replay trusts the history.
     sender: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
@@ -76,6 +77,7 @@ class Input:
         *,
         parent_session_id: str | None = None,
         invokeid: str | None = None,
+        sender: dict[str, Any] | None = None,
     ) -> Input:
         return cls(
             START,
@@ -84,6 +86,7 @@ class Input:
             io_processors=io_processors or None,
             parent_session_id=parent_session_id,
             invokeid=invokeid,
+            sender=sender,
         )
 
     @classmethod
@@ -95,8 +98,8 @@ class Input:
         return cls(INTERNAL, event=event)
 
     @classmethod
-    def cancel(cls, reason: str | None = None) -> Input:
-        return cls(CANCEL, reason=reason)
+    def cancel(cls, reason: str | None = None, sender: dict[str, Any] | None = None) -> Input:
+        return cls(CANCEL, reason=reason, sender=sender)
 
     def to_dict(self) -> dict[str, Any]:
         raw: dict[str, Any] = {"kind": self.kind}

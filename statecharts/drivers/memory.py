@@ -132,7 +132,8 @@ class MemorySession:
 
     def send(self, name: str, data: Any = None, **fields: Any) -> MemorySession:
         """Queue an external event and run every session until nothing is left to do."""
-        if not self.running:
+        state = self.state
+        if state is None or not state.running or self.halted is not None:  # (self.running)
             raise NotRunningError(f"session {self.session_id} is no longer running")
         if data is not None:
             check_tagged(data)
@@ -144,8 +145,6 @@ class MemorySession:
             driver.run_until_idle()
             return self
         # Nothing queued: handling it right away is what run_until_idle would do.
-        assert self.state is not None
-        state = self.state
         if telemetry.listeners:
             driver._step(self, EVENT, name, partial(self.interpreter.handle_event, state, event))
         else:  # (the hot path: no closure, no timing)
@@ -396,16 +395,19 @@ class MemoryDriver:
     def _apply(self, session: MemorySession, step: Step) -> None:
         session.state = step.state
         on_effect, on_instruction = self.on_effect, self.on_instruction
-        perform = self._performers
+        perform = None
         # Observed effects (datamodel changes, traces: the commonest) are performed as
         # nothing; unless someone watches the instructions, they are not planned one by one.
         skip = OBSERVED if on_instruction is None else ()
+        record = session.effects.append
         for effect in step.effects:
-            session.effects.append(effect)
+            record(effect)
             if on_effect is not None:
                 on_effect(session, effect)
             if effect.kind in skip:
                 continue
+            if perform is None:
+                perform = self._performers
             instruction = plan_one(effect)
             if on_instruction is not None:
                 on_instruction(session, instruction)

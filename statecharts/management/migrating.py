@@ -103,9 +103,15 @@ def run(options: dict[str, Any], say: Callable[[str], None], stream: Any) -> Non
     )
     counts: Counter[str] = Counter()
     refused: list[ExecutionReport] = []
+    # What a migration does not run (decided: docs/versions-and-migration.md), per state or
+    # variable: how many executions it concerns.
+    not_run: Counter[str] = Counter()
+    not_set: Counter[str] = Counter()
     started = time.monotonic()
     for done, report in enumerate(reports, 1):
         counts[report.verdict.value] += 1
+        not_run.update(report.onentry_not_run)
+        not_set.update(report.data_not_set)
         if report.verdict is Verdict.REFUSED:
             refused.append(report)
             if live:
@@ -133,6 +139,8 @@ def run(options: dict[str, Any], say: Callable[[str], None], stream: Any) -> Non
                 Verdict.REFUSED.value: counts[Verdict.REFUSED.value],
             },
             "refused": [r.to_dict() for r in refused],
+            "onentry_not_run": dict(sorted(not_run.items())),
+            "data_not_set": dict(sorted(not_set.items())),
             "seconds": round(seconds, 3),
         }
         say(json.dumps(document, indent=2))
@@ -149,5 +157,13 @@ def run(options: dict[str, Any], say: Callable[[str], None], stream: Any) -> Non
             f"{counts[Verdict.UP_TO_DATE.value]} already there, "
             f"{counts[Verdict.REFUSED.value]} refused ({seconds:.1f} s{rate})"
         )
+    if not as_json:
+        said = ", ".join(f"{state_id} ({n})" for state_id, n in sorted(not_run.items()))
+        if said:
+            say(f"note: entered without running their <onentry> (executions): {said}")
+        said = ", ".join(f"{data_id} ({n})" for data_id, n in sorted(not_set.items()))
+        if said:
+            say(f"note: declared by the target but not in the datamodel (executions): {said}; "
+                "a --transform sets them")
     if refused and not dry:
         raise CommandError(f"{len(refused)} execution(s) were not migrated: see above")

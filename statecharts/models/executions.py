@@ -125,11 +125,14 @@ class ExecutionManager(models.Manager.from_queryset(ExecutionQuerySet)):  # type
         caller_context: dict[str, Any] | None = None,
         idempotency_key: str | None = None,
         tracing: bool = False,
+        user: Any = None,
     ) -> Execution:
         """Create an execution of ``chart`` and run it to its first stable configuration
         (``statecharts.stepper.start``); ``subject``: the object it is about;
         ``caller_context`` is recorded with the start; ``idempotency_key`` makes a retried
-        start start nothing twice; ``tracing`` keeps its steps' trace effects."""
+        start start nothing twice; ``tracing`` keeps its steps' trace effects; ``user``:
+        check that this user may start it (``statecharts.authorization``;
+        ``StartNotPermitted`` otherwise) and record them."""
         options: dict[str, Any] = {"data": data, "business_key": business_key}
         options["metadata"] = metadata
         if subject is not None:
@@ -140,6 +143,8 @@ class ExecutionManager(models.Manager.from_queryset(ExecutionQuerySet)):  # type
             options["idempotency_key"] = idempotency_key
         if tracing:
             options["tracing"] = True
+        if user is not None:
+            options["user"] = user
         return _the_stepper().start(chart, **options)
 
 
@@ -181,6 +186,9 @@ class Execution(models.Model):
         blank=True,
         on_delete=models.DO_NOTHING,
         db_constraint=False,
+        # (no index of its own: the unique (parent, invoke_ordinal) one, partial on a parent,
+        # serves "the children of X"; every index is one more write per step's UPDATE)
+        db_index=False,
         related_name="children",
     )
     invoke_ordinal = models.PositiveIntegerField(null=True, blank=True)
@@ -200,6 +208,7 @@ class Execution(models.Model):
         blank=True,
         on_delete=models.SET_NULL,
         related_name="+",
+        db_index=False,  # (the subject index below starts with it)
         help_text="The model of the object this execution is about.",
     )
     subject_object_id = models.CharField(
@@ -269,7 +278,8 @@ class Execution(models.Model):
 
     def cancel(self, **options: Any) -> StepResult:
         """Cancel it (``statecharts.stepper.cancel``: ``caller_context``, ``reason``,
-        ``idempotency_key``), then reload this row."""
+        ``idempotency_key``, ``user``: checked by ``statecharts.authorization``), then reload
+        this row."""
         result = _the_stepper().cancel(self.pk, **options)
         self.refresh_from_db()
         return result

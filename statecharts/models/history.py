@@ -24,7 +24,10 @@ class Disposition(models.TextChoices):
 
 class HistoryEntry(models.Model):
     execution = models.ForeignKey(
-        "statecharts.Execution", on_delete=models.CASCADE, related_name="history"
+        "statecharts.Execution",
+        on_delete=models.CASCADE,
+        related_name="history",
+        db_index=False,  # (the unique (execution, seq) index starts with it)
     )
     seq = models.PositiveIntegerField(help_text="1 for the start, then one per input.")
     input = PortableJSONField(help_text="The input: kind, event (name, data, ...), start data.")

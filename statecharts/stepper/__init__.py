@@ -5,11 +5,11 @@ names (``timers`` and ``invocations`` use nothing else of ``statecharts`` but th
 the core's public names)::
 
     start(chart, *, data, business_key, metadata, session_id, now, caller_context,
-          idempotency_key, subject, tracing)                    # -> Execution
+          idempotency_key, subject, tracing, user)              # -> Execution
     start_result(chart, ...)                                    # the same -> StepResult
     trace(execution, on=True)                                   # keep its trace effects
     send(execution, name, data=None, *, now, caller_context, idempotency_key, user, **fields)
-    cancel(execution, *, now, caller_context, reason, idempotency_key)
+    cancel(execution, *, now, caller_context, reason, idempotency_key, user)
     feed(execution, step_input, *, now, caller_context, idempotency_key)  # any Input
     step_locked(execution, step_input, now, outbox, caller_context)
     lock(pk) / lock_many(pks)                                   # inside your transaction
@@ -110,6 +110,7 @@ def start(
     subject: Any = None,
     idempotency_key: str | None = None,
     tracing: bool = False,
+    user: Any = None,
 ) -> Execution:
     """Create an execution of ``chart`` and run it to its first stable configuration (one
     transaction), then deliver what it sent to other executions. ``tracing`` keeps the
@@ -132,7 +133,12 @@ def start(
     ``deliver`` when it is ready (e.g. after its own bookkeeping).
 
     ``subject``: the model instance the execution is about (``Execution.subject``; a saved
-    object, checked by ``statecharts.subjects``)."""
+    object, checked by ``statecharts.subjects``).
+
+    ``user``: the user starting it; ``statecharts.authorization`` checks they may
+    (``statecharts.add_execution`` and ``START_PERMISSIONS``; else ``StartNotPermitted``, a
+    ``PermissionDenied``, and nothing is written) and the history records who started it.
+    Without it the caller is trusted code and nothing is checked."""
     return start_result(
         chart,
         data=data,
@@ -149,6 +155,7 @@ def start(
         subject=subject,
         idempotency_key=idempotency_key,
         tracing=tracing,
+        user=user,
     ).execution
 
 
@@ -169,6 +176,7 @@ def start_result(
     subject: Any = None,
     idempotency_key: str | None = None,
     tracing: bool = False,
+    user: Any = None,
 ) -> StepResult:
     """:func:`start`, returning the step's result: the execution, its first history entry,
     and ``repeated`` when the idempotency key repeated an earlier start's (nothing was
@@ -183,6 +191,10 @@ def start_result(
     validation.json_object(caller_context, "caller_context")
     idempotency.check_key(idempotency_key)
     check_start(chart, metadata)  # the apps' own checks (e.g. the routes app's overrides)
+    starter = None
+    if user is not None:
+        starter = authorization.require_start(user, chart, data, subject).record()
+        caller_context = attribution.with_user(caller_context, user)
     deliver_now = outbox is None
     outbox = [] if outbox is None else outbox
     result = start_step(
@@ -201,6 +213,7 @@ def start_result(
         subject=subject,
         idempotency_key=idempotency_key,
         tracing=tracing,
+        sender=starter,
     )
     if deliver_now:
         deliver(outbox)
@@ -282,17 +295,33 @@ def cancel(
     caller_context: dict[str, Any] | None = None,
     reason: str | None = None,
     idempotency_key: str | None = None,
+    user: Any = None,
 ) -> StepResult:
     """Stop an execution from outside: its onexit handlers run, then it is ``cancelled``.
 
     ``reason`` says why, in the caller's words: it is recorded with the input in the history
     (and shown in its timeline); the outcome is ``cancelled`` whatever it says (the
-    invocations app's ``cancelled_by_parent`` is the one reason kept as the outcome)."""
+    invocations app's ``cancelled_by_parent`` is the one reason kept as the outcome).
+
+    ``user``: the user cancelling it; ``statecharts.authorization`` checks they may
+    (``statecharts.change_execution`` and ``CANCEL_PERMISSIONS``; else
+    ``CancelNotPermitted``, a ``PermissionDenied``, and nothing is written) and the history
+    records who cancelled it. Without it the caller is trusted code and nothing is checked
+    (the check reads the execution before the step's lock, as a send's does)."""
     validation.json_object(caller_context, "caller_context")
     idempotency.check_key(idempotency_key)
+    canceller = None
+    if user is not None:
+        target = (
+            execution
+            if isinstance(execution, Execution)
+            else Execution.objects.select_related("chart").get(pk=execution)
+        )
+        canceller = authorization.require_cancel(user, target, reason).record()
+        caller_context = attribution.with_user(caller_context, user)
     return feed(
         execution,
-        Input.cancel(reason),
+        Input.cancel(reason, sender=canceller),
         now=now,
         caller_context=caller_context,
         idempotency_key=idempotency_key,

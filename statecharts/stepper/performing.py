@@ -305,6 +305,24 @@ def registered_types_record() -> dict[str, Any]:
 # ---- performing a step's instructions ----------------------------------------------------------
 
 
+def writes_no_rows(instructions: Iterable[Instruction]) -> bool:
+    """True when :func:`perform` writes no database row for these instructions: each is a
+    trace effect, a self-send, or one whose performer is the built-in one that writes
+    nothing (an observation; a ``<log>``, which goes to Python's logging). The stepper then
+    writes the execution's row and its history row together, after performing."""
+    for instruction in instructions:
+        effect = instruction.effect
+        if effect is not None and effect.kind.is_trace:
+            continue
+        kind = instruction.kind
+        if kind is InstructionKind.DELIVER_SELF:
+            continue
+        if kind in _WRITES_NO_ROWS and performer_for(kind) is _WRITES_NO_ROWS[kind]:
+            continue
+        return False
+    return True
+
+
 def perform(context: StepContext, instructions: Iterable[Instruction]) -> list[dict[str, Any]]:
     """Perform the instructions left for the host, in order; return the history's summary of
     every effect (trace effects only for an execution with tracing on)."""
@@ -361,12 +379,9 @@ def perform(context: StepContext, instructions: Iterable[Instruction]) -> list[d
 def _summarize(effect: Effect) -> dict[str, Any]:
     if effect.kind == EffectKind.DATAMODEL_CHANGE or effect.kind == EffectKind.DATAMODEL_INIT:
         return {"kind": effect.kind.value}  # the datamodel is in the position
-    item = effect.to_dict()
-    if isinstance(item.get("event"), dict):
-        # What a send carried is event data like an input's: written by the payload codec
-        # (the history entry records which).
-        item["event"], _ = codecs.encode_event(item["event"])
-    return item
+    # What a send carried, an <invoke>'s params, a done's donedata: event data like an
+    # input's, written by the payload codec (the history entry records which).
+    return codecs.encode_effect(effect.to_dict())
 
 
 # ---- the stepper's own performers ---------------------------------------------------------------
@@ -412,3 +427,10 @@ register_performer(InstructionKind.DELIVER_SESSION, write_outbox)
 register_performer(InstructionKind.DELIVER_PARENT, write_outbox)
 register_performer(InstructionKind.LOG, write_log)
 register_performer(InstructionKind.OBSERVE, _nothing)
+
+# The built-in performers that write no row (``writes_no_rows``); one configured in their
+# place (``PERFORMERS``, ``EFFECT_HANDLERS``, ``register_performer``) may write.
+_WRITES_NO_ROWS: dict[InstructionKind, Performer] = {
+    InstructionKind.OBSERVE: _nothing,
+    InstructionKind.LOG: write_log,
+}

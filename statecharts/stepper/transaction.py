@@ -89,6 +89,7 @@ from statecharts.stepper.performing import (
     registered_types,
     registered_types_record,
     route_checker,
+    writes_no_rows,
 )
 
 # Tests install a callable here to stop a real process at a phase of the step ("locked",
@@ -145,6 +146,7 @@ def start_step(
     subject: Any = None,
     idempotency_key: str | None = None,
     tracing: bool = False,
+    sender: dict[str, Any] | None = None,
 ) -> StepResult:
     """Create an execution of ``chart`` and run it to its first stable configuration, in one
     transaction; the outbox ids it wrote are appended to ``outbox``. ``parent``, ``invokeid``
@@ -195,6 +197,7 @@ def start_step(
                 io_processors,
                 parent_session_id=parent.session_id if parent is not None else None,
                 invokeid=invokeid,
+                sender=sender,  # who started it, when a door checked (recorded with it)
             )
             result, _ = _apply(
                 execution, compiled, None, start_input, now, outbox, caller_context
@@ -671,10 +674,15 @@ def _apply(
     execution.updated = now
     finished = execution.status in TERMINAL_STATUSES
     _record_ending(execution, outcome, now)
+    written = _RUNNING_STEP_FIELDS if state.running else _STEP_FIELDS
+    # When performing writes no row, nothing is written between the execution's UPDATE and
+    # the history INSERT: the two go together (one statement on PostgreSQL). Otherwise the
+    # UPDATE comes first, so performers see the execution's new row.
+    together = execution.pk is not None and writes_no_rows(outcome.instructions)
     if execution.pk is None:
         execution.save(force_insert=True, using=database)
-    else:
-        sql.update_row(execution, _RUNNING_STEP_FIELDS if state.running else _STEP_FIELDS)
+    elif not together:
+        sql.update_row(execution, written)
     if step_input.kind == START and observing.listening():
         observing.started(execution)  # (before what the start performs: the memory order)
     context = StepContext(execution, state, now, execution.steps, caller_context, outbox)
@@ -698,7 +706,10 @@ def _apply(
         caller_context=caller_context,
         created=now,
     )
-    sql.insert_row(entry)
+    if together:
+        sql.update_and_insert(execution, written, entry)
+    else:
+        sql.insert_row(entry)
     if state.running:
         _remember_position(execution, blob, Position(identity, state))
     effects = tuple(outcome.effects)

@@ -263,6 +263,60 @@ def test_the_time_budget_stops_at_the_first_check_after_the_deadline() -> None:
     assert effects(no_clock)[0]["budget"] == "rounds"
 
 
+PING_LOOP = f"""<scxml xmlns="{NS}" version="1.0" initial="a">
+  <state id="a">
+    <transition event="go"><raise event="ping"/></transition>
+    <transition event="ping"><raise event="ping"/></transition>
+    <transition event="settle"/>
+  </state>
+</scxml>"""
+
+
+def test_the_time_budget_is_read_before_each_internal_events_guards() -> None:
+    """Without eventless transitions, each round that dequeues an internal event reads the
+    clock before that event's guards, so an internal-event loop that never settles is cut by
+    the time budget; the round that only finds the queue empty runs no guard and reads no
+    clock (a step that settles at once reads it twice: its start and before its event)."""
+    readings: list[float] = []
+
+    def clock() -> float:
+        readings.append(len(readings) * 0.1)
+        return readings[-1]
+
+    chart = load_chart(PING_LOOP)
+    interpreter = Interpreter(chart, budgets=StepBudgets(time_ms=1_000))
+    first = interpreter.initialize("s", host=Host(clock=clock))
+    readings.clear()
+    settled = interpreter.handle_event(first.state, Event("settle"), host=Host(clock=clock))
+    assert "budget_exhausted" not in kinds(settled)
+    assert len(readings) == 2
+    readings.clear()
+    step = interpreter.handle_event(settled.state, Event("go"), host=Host(clock=clock))
+    assert effects(step)[0]["budget"] == "time_ms"
+    assert len(readings) == 12  # the deadline read, ten in time, the one past it
+    assert step.state is settled.state
+    # Without a clock the rounds budget still bounds the same loop.
+    no_clock = Interpreter(chart, budgets=StepBudgets(rounds=50, time_ms=1_000))
+    step = no_clock.handle_event(no_clock.initialize("s").state, Event("go"))
+    assert step.effects[0].data == {"budget": "rounds", "limit": 50, "used": 51}
+
+
+def test_external_events_without_data_are_shared_per_name_and_bounded() -> None:
+    """The driver's per-event path builds one (immutable) event per name without data; the
+    names come from outside, so what is kept is bounded."""
+    from statecharts.core import events
+
+    assert events.external_event("a.b") is events.external_event("a.b")
+    assert events.external_event("a.b") == Event("a.b")
+    assert events.external_event("a.b").parts == ("a", "b")
+    with_data = events.external_event("a.b", {"x": 1})
+    assert with_data is not events.external_event("a.b", {"x": 1})
+    assert with_data.data == {"x": 1}
+    for i in range(3 * events._EXTERNAL_BY_NAME_SIZE):
+        events.external_event(f"name.{i}")
+    assert len(events._EXTERNAL_BY_NAME) <= events._EXTERNAL_BY_NAME_SIZE
+
+
 # ---- delayed sends and cancel ------------------------------------------------------------
 
 SENDS = f"""<scxml xmlns="{NS}" version="1.0" datamodel="ecmascript" initial="a">

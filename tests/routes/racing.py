@@ -1,6 +1,7 @@
 """Fire vs cancel of the same route timer row, with real threads (each on its own
-connection): the test runs it 200 times (tests/routes/test_route_races.py), the benchmark
-1,000 times (benchmarks/route_races.py). Needs PostgreSQL (SQLite ignores row locks).
+connection): the test runs it 200 times (tests/routes/test_route_races.py), one row per fire
+and in chunks, the benchmark 1,000 times (benchmarks/route_races.py). Needs PostgreSQL
+(SQLite ignores row locks).
 
 Each trial: an execution whose entry scheduled ``nudge`` on the recording route, due at
 T0 + 3 s; at T0 + 5 s one thread fires the row while another runs the step that cancels it
@@ -34,35 +35,47 @@ NUDGE = f"""<scxml {NS} initial="waiting">
 </scxml>"""
 
 
-def race_fire_and_cancel(trials: int, pairs: int = 8) -> Counter[str]:
-    """Run the trials; assert each row's one fate; return how many went each way."""
+def race_fire_and_cancel(trials: int, pairs: int = 8, chunk: int = 1) -> Counter[str]:
+    """Run the trials; assert each row's one fate; return how many went each way.
+
+    ``chunk`` > 1: the firer fires ``chunk`` rows at a time in one transaction
+    (``routequeue.fire_rows``), while its partner cancels the same rows one step at a time,
+    in the opposite order, both released together."""
     Recorder.deliveries.clear()
     chart = Chart.objects.load(NUDGE, name="race")
     pks = start_many(chart, trials, T0)
-    row_of = dict(
-        RouteTimer.objects.filter(execution_id__in=pks).values_list("execution_id", "pk")
-    )
-    key_of = dict(
-        RouteTimer.objects.filter(execution_id__in=pks).values_list("execution_id", "key")
-    )
+    rows = {
+        row.execution_id: row for row in RouteTimer.objects.filter(execution_id__in=pks)
+    }
+    row_of = {pk: row.pk for pk, row in rows.items()}
+    key_of = {pk: row.key for pk, row in rows.items()}
     assert len(row_of) == trials
     when = T0 + timedelta(seconds=5)
     fired: dict[int, str] = {}
     barriers = [threading.Barrier(2, timeout=JOIN_TIMEOUT) for _ in range(pairs)]
 
+    def groups(mine: list[int]) -> list[list[int]]:
+        return [mine[start : start + chunk] for start in range(0, len(mine), chunk)]
+
     def firer(mine: list[int], barrier: threading.Barrier) -> Callable[[], None]:
         def run() -> None:
-            for pk in mine:
+            for group in groups(mine):
                 barrier.wait()
-                fired[pk] = routequeue.fire(row_of[pk], now=when)
+                if chunk == 1:
+                    [pk] = group
+                    fired[pk] = routequeue.fire(row_of[pk], now=when)
+                    continue
+                outcomes = routequeue.fire_rows([rows[pk] for pk in group], now=when)
+                fired.update(zip(group, outcomes, strict=True))
 
         return run
 
     def canceller(mine: list[int], barrier: threading.Barrier) -> Callable[[], None]:
         def run() -> None:
-            for pk in mine:
+            for group in groups(mine):
                 barrier.wait()
-                stepper.send(pk, "signed_up", now=when)
+                for pk in reversed(group):
+                    stepper.send(pk, "signed_up", now=when)
 
         return run
 

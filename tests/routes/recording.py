@@ -30,6 +30,20 @@ class Recorder(Route):
         Recorder.deliveries.append((dict(config), message, key))
 
 
+class AtomicRecorder(Route):
+    """A route whose action is a write to the same database: done in ``deliver_atomic``,
+    inside the ledger's transaction (here: recorded); ``deliver`` must then never run."""
+
+    done: ClassVar[list[str]] = []
+
+    def deliver_atomic(self, config: RouteConfig, message: RouteMessage, key: str) -> bool:
+        AtomicRecorder.done.append(key)
+        return True
+
+    def deliver(self, config: RouteConfig, message: RouteMessage, key: str) -> None:
+        raise AssertionError("deliver_atomic did it")
+
+
 class FileRoute(Route):
     """The outside action is a line (the key) appended to OPTIONS["path"]: visible across
     processes, for the crash tests."""

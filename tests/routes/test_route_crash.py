@@ -1,7 +1,8 @@
 """A route timer firer SIGKILLed between the take-and-decide write and the delivery (and
 between the ledger write and the route's action): the state stays consistent, no key is
 delivered twice, and the lost delivery shows "in doubt" (at most once: it is not retried).
-Real processes (tests/workers/route_worker.py), SQLite and PostgreSQL."""
+One row per transaction (one key in doubt) and the default chunk (its unsettled keys in
+doubt). Real processes (tests/workers/route_worker.py), SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -67,15 +68,10 @@ def expect(lines: Lines, prefix: str, err: IO[str]) -> str:
 def test_a_firer_killed_before_the_delivery_leaves_it_in_doubt_and_delivers_nothing_twice(
     spawn: Spawn, tmp_path: Path, phase: str
 ) -> None:
-    path = tmp_path / "delivered.txt"
-    path.touch()
-    with override_settings(STATECHARTS=file_route_settings(str(path))):
-        chart = Chart.objects.load(CHART, name="crash")
-        executions = [stepper.start(chart, now=T0) for _ in range(3)]
-    keys = {e.session_id: f"{e.session_id}:1" for e in executions}
-    fire = T0 + timedelta(seconds=5)
+    """``TIMER_FIRE_CHUNK`` = 1: one row per transaction, so a crash leaves one key in doubt."""
+    path, keys, fire = _three_sends(tmp_path)
     with (tmp_path / "err1.txt").open("w+") as err:
-        process, lines = run_worker(spawn, err, str(path), fire.isoformat(), phase, "2")
+        process, lines = run_worker(spawn, err, str(path), fire.isoformat(), phase, "2", "1")
         assert expect(lines, "AT", err) == phase
         process.kill()
         process.wait(timeout=LINE_TIMEOUT)
@@ -88,11 +84,7 @@ def test_a_firer_killed_before_the_delivery_leaves_it_in_doubt_and_delivers_noth
     # A new firer, once the dead one's claim expired: it fires the third, and never the
     # claimed key again.
     later = fire + timedelta(minutes=10)
-    with (tmp_path / "err2.txt").open("w+") as err:
-        process, lines = run_worker(spawn, err, str(path), later.isoformat(), phase, "0")
-        expect(lines, "REPORT", err)
-        process.wait(timeout=LINE_TIMEOUT)
-    delivered = path.read_text().split()
+    delivered = _refire(spawn, tmp_path, path, later, phase)
     assert len(delivered) == 2 and len(set(delivered)) == 2  # at most once per key
     assert set(delivered) < set(keys.values())
     assert not RouteTimer.objects.exists()
@@ -101,3 +93,51 @@ def test_a_firer_killed_before_the_delivery_leaves_it_in_doubt_and_delivers_noth
     [doubtful] = [d for d in ledger.values() if d.status == DeliveryStatus.CLAIMED]
     assert doubtful.key not in delivered
     assert list(RouteDelivery.objects.in_doubt(later, 300)) == [doubtful]  # shown "in doubt"
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("phase", ["taken", "claimed"])
+def test_a_chunk_firer_killed_between_deliveries_leaves_its_unsettled_keys_in_doubt(
+    spawn: Spawn, tmp_path: Path, phase: str
+) -> None:
+    """The default chunk: the three rows are taken and their keys claimed in one commit,
+    then delivered in turn and settled together. Killed at the second delivery: one key was
+    delivered, none is settled yet, so all three are "in doubt" (the action may or may not
+    have happened); no row is left, and a new firer delivers nothing again."""
+    path, keys, fire = _three_sends(tmp_path)
+    with (tmp_path / "err1.txt").open("w+") as err:
+        process, lines = run_worker(spawn, err, str(path), fire.isoformat(), phase, "2")
+        assert expect(lines, "AT", err) == phase
+        process.kill()
+        process.wait(timeout=LINE_TIMEOUT)
+    assert len(path.read_text().split()) == 1
+    assert Counter(RouteDelivery.objects.values_list("status", flat=True)) == {
+        DeliveryStatus.CLAIMED: 3
+    }
+    assert not RouteTimer.objects.exists()  # every row of the chunk was taken
+
+    later = fire + timedelta(minutes=10)
+    delivered = _refire(spawn, tmp_path, path, later, phase)
+    assert len(delivered) == 1 and set(delivered) < set(keys.values())  # never again
+    in_doubt = RouteDelivery.objects.in_doubt(later, 300)
+    assert sorted(d.key for d in in_doubt) == sorted(keys.values())
+
+
+def _three_sends(tmp_path: Path) -> tuple[Path, dict[str, str], datetime]:
+    """Three executions, each with one delayed send on the ``file`` route (due at T0 + 3 s)."""
+    path = tmp_path / "delivered.txt"
+    path.touch()
+    with override_settings(STATECHARTS=file_route_settings(str(path))):
+        chart = Chart.objects.load(CHART, name="crash")
+        executions = [stepper.start(chart, now=T0) for _ in range(3)]
+    keys = {e.session_id: f"{e.session_id}:1" for e in executions}
+    return path, keys, T0 + timedelta(seconds=5)
+
+
+def _refire(spawn: Spawn, tmp_path: Path, path: Path, when: datetime, phase: str) -> list[str]:
+    """A new firer that runs to the end at ``when``; the keys delivered, ever."""
+    with (tmp_path / "err2.txt").open("w+") as err:
+        process, lines = run_worker(spawn, err, str(path), when.isoformat(), phase, "0")
+        expect(lines, "REPORT", err)
+        process.wait(timeout=LINE_TIMEOUT)
+    return path.read_text().split()

@@ -14,10 +14,13 @@ TRIALS = 200
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("chunk", [1, 8])
 def test_fire_racing_cancel_gives_each_route_row_exactly_one_fate(
-    recorder: type[Recorder],
+    recorder: type[Recorder], chunk: int
 ) -> None:
-    fates = race_fire_and_cancel(TRIALS)
+    """``chunk`` 8: a chunk fire (one transaction for 8 rows) against the steps that cancel
+    those rows one by one."""
+    fates = race_fire_and_cancel(TRIALS, chunk=chunk)
     assert fates["fired"] + fates["cancelled"] == TRIALS
-    print(f"\nfire vs cancel, {TRIALS} trials: {dict(fates)}")
+    print(f"\nfire vs cancel, {TRIALS} trials, chunks of {chunk}: {dict(fates)}")
     assert fates["fired"] > 0 and fates["cancelled"] > 0, fates  # both orders observed

@@ -61,3 +61,36 @@ def test_on_postgresql_the_query_uses_its_gin_index() -> None:
         plan = "\n".join(row[0] for row in cursor.fetchall())
         cursor.execute("SET enable_seqscan = on")
     assert "statecharts_execution_active_states" in plan, plan
+
+
+def _plan(queryset: object) -> str:
+    sql, params = queryset.query.sql_with_params()  # type: ignore[attr-defined]
+    with connection.cursor() as cursor:
+        cursor.execute("SET enable_seqscan = off")
+        cursor.execute(f"EXPLAIN {sql}", params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+        cursor.execute("SET enable_seqscan = on")
+    return plan
+
+
+@pytest.mark.postgres
+def test_on_postgresql_a_step_writes_no_duplicate_index_and_the_lookups_keep_theirs() -> None:
+    """Every index of the execution table takes an entry at every step (the GIN index on
+    active_states makes its UPDATE a non-HOT one), so none duplicates another: the lookups
+    the dropped ones served use the index that covers them (migration 0011)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT tablename, indexname FROM pg_indexes WHERE tablename IN"
+            " ('statecharts_execution', 'statecharts_historyentry')"
+        )
+        names = {(table, name) for table, name in cursor.fetchall()}
+    assert not {n for n in names if n[1].endswith("_like")}, names
+    assert len([n for n in names if n[0] == "statecharts_execution"]) == 8, names
+    assert len([n for n in names if n[0] == "statecharts_historyentry"]) == 3, names
+    execution = stepper.start(Chart.objects.load(ORDER))
+    children = _plan(Execution.objects.filter(parent_id=execution.pk).values("pk"))
+    assert "statecharts_execution_one_child_per_invocation" in children, children
+    history = _plan(execution.history.values("pk"))
+    assert "statecharts_history_unique_seq" in history, history
+    subject = _plan(Execution.objects.filter(subject_content_type_id=1).values("pk"))
+    assert "statecharts_execution_subject" in subject, subject

@@ -275,6 +275,29 @@ def test_a_performer_runs_inside_the_step_with_its_context() -> None:
     assert "unhandled" not in delayed
 
 
+def test_a_performer_in_place_of_a_built_in_one_finds_the_execution_row_written() -> None:
+    """A step whose performers write nothing writes its execution row and history row
+    together (one statement on PostgreSQL), after performing; a performer configured in place
+    of a built-in one (here the observation's) may read the row, so the row is written first,
+    as for every other performer."""
+    seen: list[tuple[int, list[str]]] = []
+
+    def observer(context: StepContext, instruction: Instruction) -> None:
+        row = Execution.objects.get(pk=context.execution.pk)
+        seen.append((row.steps, row.configuration))
+
+    execution = Execution.objects.start(load(ORDER))
+    plain = stepper.send(execution.pk, "add", {"sku": "A"})  # (an observation: the assign)
+    assert plain.entry.seq == 2 and plain.entry.pk is not None
+    assert [i.kind for i in plain.instructions] == [InstructionKind.OBSERVE]
+    with override_settings(STATECHARTS={"PERFORMERS": {"observe": observer}}):
+        stepper.send(execution.pk, "add", {"sku": "B"})
+    assert seen == [(3, ["cart"])]
+    assert list(execution.history.order_by("seq").values_list("seq", "status_after")) == [
+        (1, "active"), (2, "active"), (3, "active")
+    ]
+
+
 def test_the_deprecated_effect_handlers_setting_still_reaches_its_handler() -> None:
     calls: list[tuple[EffectContext, Effect]] = []
 
@@ -371,6 +394,24 @@ def test_an_execution_whose_chart_source_changed_is_refused_not_stepped() -> Non
     assert list(execution.history.values_list("disposition", flat=True)) == ["applied", "refused"]
     with pytest.raises(NeedsMigration):  # and it stays refused
         stepper.send(execution.pk, "checkout")
+
+
+def test_each_step_sees_its_chart_row_as_it_is_even_edited_twice_in_one_transaction() -> None:
+    """The lock reads the chart row at every step (on PostgreSQL, only its row version, with
+    the columns cached by it): an edit in place, even by an update that sends no signal, is
+    seen by the next step, also when the same transaction edits the row again (the test's
+    own transaction holds every edit here)."""
+    execution = Execution.objects.start(load(ORDER))
+    stepper.send(execution.pk, "add", {"sku": "A"})
+    Chart.objects.filter(pk=execution.chart_id).update(folder="/first")
+    assert stepper.send(execution.pk, "add", {"sku": "B"}).execution.chart.folder == "/first"
+    Chart.objects.filter(pk=execution.chart_id).update(folder="/second")
+    assert stepper.send(execution.pk, "add", {"sku": "C"}).execution.chart.folder == "/second"
+    edited = ORDER.replace('target="paying"', 'target="shipped"')
+    Chart.objects.filter(pk=execution.chart_id).update(source=edited)
+    with pytest.raises(NeedsMigration):
+        stepper.send(execution.pk, "add", {"sku": "D"})
+    assert datamodel(execution)["items"] == [{"sku": "A"}, {"sku": "B"}, {"sku": "C"}]
 
 
 def test_a_damaged_position_is_refused_with_the_typed_error_and_needs_repair() -> None:
@@ -530,7 +571,36 @@ def test_the_lock_falls_back_to_the_orm_if_its_compiled_plan_cannot_be_built(
 
     execution = Execution.objects.start(load(ORDER))
     monkeypatch.setattr(statements._LockPlan, "__init__", broken)
+    monkeypatch.setattr(statements.postgres.NarrowLock, "__init__", broken)  # (PostgreSQL's)
     monkeypatch.setattr(statements, "_lock_plans", statements.weakref.WeakKeyDictionary())
     execution.send("add", {"sku": "A"})
     assert isinstance(next(iter(statements._lock_plans.values())), statements._ORMLock)
     assert execution.steps == 2 and datamodel(execution)["items"] == [{"sku": "A"}]
+
+
+# ---- lock_many ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 5, 8, 17])
+def test_lock_many_locks_exactly_the_given_executions_with_their_charts_in_one_statement(
+    size: int,
+) -> None:
+    from django.db import connection, transaction
+    from django.test.utils import CaptureQueriesContext
+
+    order, pong = load(ORDER), load(PONG)
+    executions = [stepper.start(order if i % 2 else pong) for i in range(size + 2)]
+    wanted = {execution.pk for execution in executions[1 : size + 1]}
+    missing = max(e.pk for e in executions) + 1000  # no such execution: absent, not an error
+    with transaction.atomic(), CaptureQueriesContext(connection) as queries:
+        locked = stepper.lock_many(wanted | {missing})
+    assert len(queries.captured_queries) == 1  # one SELECT ... FOR UPDATE, whatever the size
+    assert set(locked) == wanted
+    for pk, execution in locked.items():
+        stored = Execution.objects.select_related("chart").get(pk=pk)
+        assert execution.pk == pk and execution.chart_id == stored.chart_id
+        assert execution.chart.content_hash == stored.chart.content_hash  # the chart is loaded
+        assert execution.configuration == stored.configuration
+        assert bytes(execution.position) == bytes(stored.position)
+        assert execution.status == stored.status
+    assert stepper.lock_many(set()) == {}

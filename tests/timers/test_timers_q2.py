@@ -156,6 +156,28 @@ def test_a_sweeper_with_nothing_due_enqueues_nothing() -> None:
 
 
 @pytest.mark.django_db
+def test_an_idle_sweeper_wakes_at_a_timers_due_instead_of_a_poll_later() -> None:
+    fake = FakeTime()
+    early = ALARM.replace('delay="1s"', 'delay="350ms"')
+    execution = stepper.start(Chart.objects.load(early), now=T0)  # due at 0.35 s
+    enqueued: list[float] = []
+
+    def enqueue(func: str) -> None:
+        enqueued.append(fake.monotonic())
+        assert dispatch.drain() == 1
+
+    with override_settings(STATECHARTS={"CLOCK": fake.now, "TIMER_POLL_MS": 200}):
+        count = dispatch.sweep(1, enqueue=enqueue, sleep=fake.sleep, monotonic=fake.monotonic)
+
+    # Polls at 0.0 and 0.2 s find nothing due; the second sees the timer due within the
+    # poll and sleeps only until it (0.15 s), so the drain is enqueued at 0.35 s, not 0.4 s.
+    assert enqueued == [0.35] and count == 1
+    assert fake.sleeps[:3] == [0.2, 0.15, 0.2]
+    execution.refresh_from_db()
+    assert execution.configuration == ["awake"]
+
+
+@pytest.mark.django_db
 def test_drain_fires_everything_due_batch_after_batch_and_nothing_early() -> None:
     chart = Chart.objects.load(ALARM)
     due = [stepper.start(chart, now=T0) for _ in range(5)]  # due at T0 + 1 s

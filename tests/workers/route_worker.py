@@ -3,14 +3,15 @@ and the delivery, then replaced by a new one.
 
 Run by tests/routes/test_route_crash.py, never collected by pytest::
 
-    DATABASE_URL=... python tests/workers/route_worker.py PATH FIRE PHASE K
+    DATABASE_URL=... python tests/workers/route_worker.py PATH FIRE PHASE K [CHUNK]
 
 The route ``file`` appends each delivered key to PATH (the outside action). The worker fires
 everything due at FIRE (``firing.fire_all_due``) with the fault hook of PHASE installed
 (``taken``: timers.routequeue, the row deleted and the key claimed, committed; ``claimed``:
 routes.delivering, just before the route is called): the K-th time it gets there it prints
 ``AT <phase>`` and blocks forever, waiting for its SIGKILL. K = 0 never freezes; it prints
-``REPORT <json outcomes>`` at the end.
+``REPORT <json outcomes>`` at the end. CHUNK is ``TIMER_FIRE_CHUNK`` (default: the
+settings').
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def main(argv: list[str]) -> int:
     path, fire, phase, freeze_at = argv[0], datetime.fromisoformat(argv[1]), argv[2], int(argv[3])
+    chunk = {"TIMER_FIRE_CHUNK": int(argv[4])} if len(argv) > 4 else {}
     if not os.environ.get("DATABASE_URL"):
         raise SystemExit("DATABASE_URL must name the test database")
     sys.path.insert(0, str(ROOT))
@@ -55,7 +57,7 @@ def main(argv: list[str]) -> int:
 
     routequeue.fault_hook = freeze
     delivering.fault_hook = freeze
-    with override_settings(STATECHARTS=file_route_settings(path)):
+    with override_settings(STATECHARTS={**file_route_settings(path), **chunk}):
         report = firing.fire_all_due(now=fire)
     print(f"REPORT {json.dumps(report.outcomes)}", flush=True)
     return 0

@@ -185,7 +185,9 @@ class Datamodel(ABC):
         """The interpreter entered or exited a state (In() must see the new configuration)."""
 
     def configuration_unused(self) -> None:  # noqa: B027 - optional hook
-        """No code of the chart mentions ``In``: the configuration need not be tracked."""
+        """No code of the chart mentions ``In``: the configuration need not be tracked. The
+        interpreter calls it right after ``bind_system``, and from then on no longer calls
+        :meth:`configuration_changed` for each state it enters or exits."""
 
     @abstractmethod
     def declare(self, data: Data, *, bind: bool) -> None:

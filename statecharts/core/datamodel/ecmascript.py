@@ -72,6 +72,7 @@ def is_side_effect_free(source: str) -> bool:
 
 
 _MAX_SAFE_INT = 2**53 - 1
+_MIN_SAFE_INT = -_MAX_SAFE_INT
 _ESCAPED = re.compile(r'["\\]')  # what JSON.stringify escapes in printable ASCII
 _IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 
@@ -217,6 +218,7 @@ class EcmascriptDatamodel(Datamodel):
         self._active_ids: Callable[[], list[str]] = list
         self._uses_configuration = True
         self._configuration_dirty = True
+        self._prepare = True  # something to push or check before the next evaluation
         self._ids_texts: dict[int, tuple[list[str], str]] = {}
         self._pending_event: tuple[Any, ...] | None = None
         self._event_stale = False  # the sandbox's _event belongs to a step that has ended
@@ -238,12 +240,12 @@ class EcmascriptDatamodel(Datamodel):
         self._mirror_pieces: dict[str, str] = {}
         self._mirror_stale = False  # the mirror changed since _last_snapshot was written
         self._mirror_allowed = True  # False once impure code ran
-        self._assign_names: dict[tuple[int, int], str | None] = {}
-        self._assign_pure: dict[tuple[int, int], bool] = {}
         self._values: dict[Any, Any] = {}
         self._conds: dict[int, Any] = {}
         self._pure_conds: dict[int, Any] = {}
-        self._assigns: dict[tuple[int, int], Any] = {}
+        # location index -> (expression index, function, mirrored name, pure, snapshot prefix)
+        self._assigns: dict[int, tuple[int, Any, str | None, bool, str]] = {}
+        self._assign_functions: dict[tuple[int, int], Any] = {}
         self._setters: dict[Any, Any] = {}
         functions = engine.functions
         self._install = functions["install"]
@@ -279,6 +281,7 @@ class EcmascriptDatamodel(Datamodel):
 
     def configuration_changed(self) -> None:
         self._configuration_dirty = True
+        self._prepare = True
 
     def configuration_unused(self) -> None:
         self._uses_configuration = False  # In() then sees no active state
@@ -307,32 +310,46 @@ class EcmascriptDatamodel(Datamodel):
         except _JS_ERRORS as exc:
             raise self._error(what, exc) from None
 
-    def _run(self, kind: str, source: str, function: Any, *args: Any) -> Any:
-        """Call a wrapped chart function: ``function(configuration, *args)``.
+    def _run(self, kind: str, source: str, function: Any) -> Any:
+        """Call a wrapped chart function: ``function(configuration)``.
 
-        The configuration rides along as the first argument (the text for In(), or None when
-        the sandbox already has it), saving a round trip into QuickJS per change.
+        The configuration rides along as the argument (the text for In(), or None when the
+        sandbox already has it), saving a round trip into QuickJS per change. Whether anything
+        must be pushed first (the configuration, ``_event``) or checked (a closed datamodel)
+        is one flag, ``_prepare``, set by whatever makes it so.
         """
-        configuration = None
-        if self._engine is None:
-            self._check_open()
         try:
-            if self._configuration_dirty and self._uses_configuration:
-                self._configuration_dirty = False
-                ids = self._active_ids()
-                # The same list object comes back for the same configuration: its text is
-                # kept (with the list, so that its id stays its own).
-                seen = self._ids_texts.get(id(ids))
-                if seen is None or seen[0] is not ids:
-                    if len(self._ids_texts) >= 256:
-                        self._ids_texts.clear()
-                    seen = self._ids_texts[id(ids)] = (ids, " ".join(ids))
-                configuration = seen[1]
-            if self._pending_event is not None or self._event_stale:
-                self._before_call()
-            return function(configuration, *args)
+            return function(self._prepare_call() if self._prepare else None)
         except _JS_ERRORS as exc:
             raise self._error(_WHAT[kind].format(source), exc) from None
+
+    def _run_with(self, kind: str, source: str, function: Any, argument: Any) -> Any:
+        """``_run`` for a wrapped chart function that takes one more argument."""
+        try:
+            return function(self._prepare_call() if self._prepare else None, argument)
+        except _JS_ERRORS as exc:
+            raise self._error(_WHAT[kind].format(source), exc) from None
+
+    def _prepare_call(self) -> str | None:
+        """Before an evaluation: refuse a closed datamodel, push a pending or stale
+        ``_event``, and return the configuration's text for In() if it changed (else None)."""
+        self._check_open()
+        self._prepare = False
+        configuration = None
+        if self._configuration_dirty and self._uses_configuration:
+            self._configuration_dirty = False
+            ids = self._active_ids()
+            # The same list object comes back for the same configuration: its text is
+            # kept (with the list, so that its id stays its own).
+            seen = self._ids_texts.get(id(ids))
+            if seen is None or seen[0] is not ids:
+                if len(self._ids_texts) >= 256:
+                    self._ids_texts.clear()
+                seen = self._ids_texts[id(ids)] = (ids, " ".join(ids))
+            configuration = seen[1]
+        if self._pending_event is not None or self._event_stale:
+            self._before_call()
+        return configuration
 
     def _error(self, what: str, exc: Exception) -> DatamodelError:
         message = str(exc).split("\n", 1)[0]
@@ -441,6 +458,7 @@ class EcmascriptDatamodel(Datamodel):
             # call chart-visible functions, so nothing counts as read-only this step.
             self._hooks = True
             self._changed()
+        self._prepare = True
         self._pending_event = (
             event["name"],
             event["type"],
@@ -479,27 +497,18 @@ class EcmascriptDatamodel(Datamodel):
             )
             if self._pure[expr.index]:
                 self._pure_conds[expr.index] = function
-        return bool(self._run("condition", expr.source, function))
+        return self._run("condition", expr.source, function) is True  # (wrapCond gives a bool)
 
     def assign(self, location: Expr, expr: Expr) -> None:
-        key = (location.index, expr.index)
-        function = self._assigns.get(key)
-        if function is None:
-            self._check_location(location)
-            function = self._function(
-                self._assigns, key,
-                f'(function () {{ "use strict"; return ({location.source} = ({_js(expr)}\n)); }})',
-                f"<assign location={location.source!r}>", "assign",
-            )
-            name = location.source.strip()
-            pure = self._assign_pure[key] = _is_pure(expr.source)
-            self._assign_names[key] = (
-                name if pure and _IDENTIFIER.fullmatch(name) is not None else None
-            )
-        if self._hooks or not self._assign_pure[key]:
+        # One record per location (an <assign>'s location is its own expression), checked
+        # against the expression in case a caller pairs them differently.
+        record = self._assigns.get(location.index)
+        if record is None or record[0] != expr.index:
+            record = self._assign_record(location, expr)
+        _, function, name, pure, prefix = record
+        if self._hooks or not pure:
             self._changed(keys=True)
         mirror = self._mirror
-        name = self._assign_names[key]
         if mirror is None or name is None or name not in mirror:
             self._dirty = True
             self._mirror = None
@@ -511,16 +520,39 @@ class EcmascriptDatamodel(Datamodel):
             self._dirty = True
             self._mirror = None
             raise
-        if type(value) is float and value.is_integer() and abs(value) <= _MAX_SAFE_INT:
-            value = int(value)
-        piece = None if value is None else _piece(value)
-        if piece is None:
-            self._dirty = True
-            self._mirror = None
-            return
+        if type(value) is int and _MIN_SAFE_INT <= value <= _MAX_SAFE_INT:
+            piece: str | None = str(value)  # (the commonest: a counter; what _piece writes)
+        else:
+            if type(value) is float and value.is_integer() and abs(value) <= _MAX_SAFE_INT:
+                value = int(value)
+            piece = None if value is None else _piece(value)
+            if piece is None:
+                self._dirty = True
+                self._mirror = None
+                return
         mirror[name] = value
-        self._mirror_pieces[name] = f'"{name}":{piece}'
+        self._mirror_pieces[name] = prefix + piece
         self._mirror_stale = True
+
+    def _assign_record(
+        self, location: Expr, expr: Expr
+    ) -> tuple[int, Any, str | None, bool, str]:
+        """What ``assign`` needs of a (location, expression) pair: the compiled function, the
+        global it sets when the mirror can follow it (a plain identifier, a pure expression),
+        whether the expression is pure, and the snapshot's text before that global's value."""
+        key = (location.index, expr.index)
+        self._check_location(location)
+        function = self._function(
+            self._assign_functions, key,
+            f'(function () {{ "use strict"; return ({location.source} = ({_js(expr)}\n)); }})',
+            f"<assign location={location.source!r}>", "assign",
+        )
+        name = location.source.strip()
+        pure = _is_pure(expr.source)
+        plain_name = name if pure and _IDENTIFIER.fullmatch(name) is not None else None
+        record = (expr.index, function, plain_name, pure, f'"{name}":')
+        self._assigns[location.index] = record
+        return record
 
     def assign_value(self, location: Expr, value: Any) -> None:
         self._changed(impure=False)
@@ -532,7 +564,7 @@ class EcmascriptDatamodel(Datamodel):
                 f'(function (v) {{ "use strict"; {location.source} = v; }})',
                 f"location {location.source!r}", "assign_value",
             )
-        self._run("location", location.source, function, json.dumps(value))
+        self._run_with("location", location.source, function, json.dumps(value))
 
     def _check_location(self, location: Expr) -> None:
         source = location.source.strip()
@@ -575,6 +607,7 @@ class EcmascriptDatamodel(Datamodel):
         self._pending_event = None
         if self._event_pushed:
             self._event_stale = True  # cleared before the next step's first evaluation
+            self._prepare = True
         if self._dirty:
             self._check_open()
             refresh, self._keys_dirty = self._keys_dirty, False
@@ -651,8 +684,10 @@ class EcmascriptDatamodel(Datamodel):
         self._conds.clear()
         self._pure_conds.clear()
         self._assigns.clear()
+        self._assign_functions.clear()
         self._setters.clear()
         engine, self._engine = self._engine, None
+        self._prepare = True  # (the next evaluation finds it closed)
         if engine is not None:
             _give_back(engine)
 

@@ -7,8 +7,10 @@ Subcommands::
     load PATH [--name NAME] [--version V]       store a chart with the files it references (the
                                                 same source twice: one chart); its warnings
     diagram CHART [--execution EXECUTION]       the chart's SVG diagram, to stdout
-    start CHART [--data JSON] [--key KEY] [--subject APP_LABEL.MODEL:ID]
-                                                start an execution (CHART: id, or name)
+    start CHART [--data JSON] [--key KEY] [--subject APP_LABEL.MODEL:ID] [--as-user USERNAME]
+                                                start an execution (CHART: id, or name; as
+                                                that user: the start permissions are
+                                                checked, the user recorded)
     send EXECUTION EVENT [--data JSON] [--as-user USERNAME]
                                                 feed one external event (as that user: the
                                                 event permissions are checked, the user
@@ -16,7 +18,10 @@ Subcommands::
     show EXECUTION [--json]                     the read model: status, states, datamodel,
                                                 what it can do now, timers (and other apps'
                                                 sections), history
-    cancel EXECUTION                            cancel an execution (its onexit handlers run)
+    cancel EXECUTION [--as-user USERNAME]
+                                                cancel an execution (its onexit handlers run;
+                                                as that user: the cancel permissions are
+                                                checked, the user recorded)
 
 start, send and cancel take ``--caller-context JSON`` (recorded with the input:
 ``statecharts.attribution``) and ``--idempotency-key KEY`` (run it again with the same key
@@ -30,6 +35,11 @@ after a lost answer and nothing is applied twice: ``statecharts.idempotency``).
                                                 batches, with a progress display
     erase (EXECUTION | --key KEY [--chart CHART]) [--cancel] [--reason R] [--yes]
                                                 erase personal data (recorded in the history)
+    reencrypt [--only KIND] [--batch N] [--dry-run]
+                                                rewrite stored event data with the payload
+                                                codec and key that write now (after a key
+                                                rotation, or turning encryption on); rows
+                                                it cannot read are reported and left
     health [--json]                             backlogs, sweepers, executions by status; exit
                                                 0 ok, 1 warning, 2 critical
 
@@ -60,12 +70,13 @@ from statecharts import (
     health,
     idempotency,
     lookups,
+    reencryption,
     retention,
     stepper,
     subjects,
     validation,
 )
-from statecharts.authorization import EventNotPermitted
+from statecharts.authorization import NotPermitted
 from statecharts.availability import Unavailable, as_json, available_events
 from statecharts.core import ChartError, Problem, StatechartError
 from statecharts.core.parse import decode_utf8, read_document
@@ -330,6 +341,13 @@ class Command(BaseCommand):
             metavar="APP_LABEL.MODEL:ID",
             help="the object it is about (a model of STATECHARTS['SUBJECT_MODELS'])",
         )
+        p.add_argument(
+            "--as-user",
+            metavar="USERNAME",
+            help="start as this user: statecharts.add_execution and "
+            "STATECHARTS['START_PERMISSIONS'] are checked and the user is recorded (without "
+            "it the command is trusted and nothing is checked)",
+        )
         add_caller_options(p)
 
         p = add("send", help="feed one external event to an execution")
@@ -352,6 +370,13 @@ class Command(BaseCommand):
 
         p = add("cancel", help="cancel an execution")
         p.add_argument("execution", help="an execution id or session id")
+        p.add_argument(
+            "--as-user",
+            metavar="USERNAME",
+            help="cancel as this user: statecharts.change_execution and "
+            "STATECHARTS['CANCEL_PERMISSIONS'] are checked and the user is recorded (without "
+            "it the command is trusted and nothing is checked)",
+        )
         add_caller_options(p)
 
         p = add("replay", help="re-drive an execution's history and compare (or many: --all)")
@@ -410,6 +435,24 @@ class Command(BaseCommand):
         p.add_argument("--reason", default="", help="why (recorded in the history)")
         p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
+        p = add(
+            "reencrypt",
+            help="rewrite stored event data with the payload codec and key that write now",
+        )
+        p.add_argument(
+            "--only",
+            action="append",
+            metavar="KIND",
+            help="only this kind of row (repeatable): history, outbox, and the apps' "
+            "(timers, route_timers, invocations, ...)",
+        )
+        p.add_argument(
+            "--batch", type=positive_int, help="rows per transaction (default PRUNE_BATCH)"
+        )
+        p.add_argument(
+            "--dry-run", action="store_true", help="count what would change; write nothing"
+        )
+
         p = add("migrate", help="move running executions to another version of their chart")
         migrating.add_arguments(p)
 
@@ -441,6 +484,7 @@ class Command(BaseCommand):
             "deliver": self.deliver,
             "prune": self.prune,
             "erase": self.erase,
+            "reencrypt": self.reencrypt,
             "health": self.health,
             "migrate": self.migrate,
             "export": lambda options: transferring.export(options, self.say),
@@ -520,10 +564,14 @@ class Command(BaseCommand):
                 subject = subjects.resolve(*subjects.parse_reference(options["subject"]))
             except validation.InvalidInput as exc:
                 raise CommandError(f"--subject: {exc}") from None
+        user = user_named(options["as_user"]) if options.get("as_user") else None
         try:
             result = stepper.start_result(
-                chart, data=data, business_key=options["key"], subject=subject, **caller
+                chart, data=data, business_key=options["key"], subject=subject, user=user,
+                **caller,
             )
+        except NotPermitted as exc:
+            raise CommandError(f"not permitted: {exc}") from None
         except StatechartError as exc:  # BusinessKeyInUse, a chart the core now refuses, ...
             raise CommandError(str(exc)) from exc
         execution = result.execution
@@ -542,7 +590,7 @@ class Command(BaseCommand):
         user = user_named(options["as_user"]) if options.get("as_user") else None
         try:
             result = stepper.send(execution, name, data, user=user, **caller)
-        except EventNotPermitted as exc:
+        except NotPermitted as exc:
             raise CommandError(f"not permitted: {exc}") from None
         except StatechartError as exc:  # NeedsMigration: the refusal is in the history
             raise CommandError(str(exc)) from exc
@@ -551,8 +599,11 @@ class Command(BaseCommand):
     def cancel(self, options: dict[str, Any]) -> None:
         caller = caller_options(options)
         execution = find_execution(options["execution"])
+        user = user_named(options["as_user"]) if options.get("as_user") else None
         try:
-            result = stepper.cancel(execution.pk, **caller)
+            result = stepper.cancel(execution, user=user, **caller)
+        except NotPermitted as exc:
+            raise CommandError(f"not permitted: {exc}") from None
         except StatechartError as exc:
             raise CommandError(str(exc)) from exc
         self._result(result)
@@ -731,6 +782,60 @@ class Command(BaseCommand):
             self.say("dry run: nothing was deleted")
         else:
             self.say(f"deleted {report.deleted:,} row(s)")
+
+    def reencrypt(self, options: dict[str, Any]) -> None:
+        known = reencryption.kind_names()
+        unknown = [name for name in options["only"] or [] if name not in known]
+        if unknown:
+            raise CommandError(
+                f"no encoded row kind named {', '.join(map(repr, unknown))} "
+                f"(kinds: {', '.join(known)})"
+            )
+        display = Progress(self.stdout, plain=options.get("verbosity", 1) >= 2)
+
+        def progress(kind: reencryption.KindReport) -> None:
+            display.update(
+                kind.examined,
+                f"{kind.name}: {kind.changed:,} re-encoded, up to id {kind.last}",
+            )
+
+        try:
+            report = reencryption.reencrypt(
+                only=options["only"],
+                batch=options["batch"],
+                dry_run=options["dry_run"],
+                progress=progress,
+            )
+        except reencryption.ReencryptRefused as exc:
+            raise CommandError(str(exc)) from exc
+        display.close()
+        for kind in report.kinds:
+            if report.dry_run:
+                self.say(
+                    f"{kind.name}: {kind.examined:,} row(s) examined, {kind.changed:,} would "
+                    f"be re-encoded, {kind.current:,} already current"
+                    + (f", {len(kind.skipped):,} cannot be read here" if kind.skipped else "")
+                )
+            else:
+                self.say(str(kind))
+        rate = report.rate()
+        speed = f" ({rate:,.0f} rows/s)" if rate is not None else ""
+        verb = "would be re-encoded" if report.dry_run else "re-encoded"
+        self.say(
+            f"{report.changed:,} row(s) {verb} with {report.codec!r} of {report.examined:,} "
+            f"examined in {report.seconds:.1f} s{speed}"
+        )
+        if report.dry_run:
+            self.say("dry run: nothing was written")
+        skipped = report.skipped
+        for row in skipped[:20]:
+            self.say(f"  skipped {row}")
+        if skipped:
+            more = " (the first 20 above)" if len(skipped) > 20 else ""
+            raise CommandError(
+                f"{len(skipped):,} row(s) could not be read here and were left as they are"
+                f"{more}: keep their codec and key deployed, or deal with them first"
+            )
 
     def erase(self, options: dict[str, Any]) -> None:
         key, ref = options["key"], options["execution"]
