@@ -10,7 +10,9 @@ same texts in one process would be free):
 - ``many_expressions``: states with a guarded transition, an ``<assign>`` and a ``<log>``
   each (every text different): the most code a document can hold;
 - ``one_script``: one ``<script>`` of about 2 MB (one big text);
-- ``no_code``: the same states without any code (what the check costs a chart without code).
+- ``no_code``: the same states without any code (what the check costs a chart without code);
+- ``syntax_errors``: states whose every guard is a syntax error (every one reported with the
+  line:column of its attribute).
 
 Reported per shape: ``load_chart`` (parse, validate, compile) and ``check_expressions``, CPU
 seconds (``time.process_time``), and the check as a share of the two.
@@ -50,6 +52,11 @@ def _document(shape: str) -> str:
                 f'<state id="s{i}"><transition event="e" cond="count{i % 97} &gt; {i}" '
                 f'target="s{i + 1}"><assign location="count{i % 97}" expr="count{i % 97} + {i}"/>'
                 f'<log expr="\'at \' + {i}"/></transition></state>\n'
+            )
+        elif shape == "syntax_errors":
+            piece = (
+                f'<state id="s{i}"><transition event="e" cond="x +* {i}" '
+                f'target="s{i + 1}"/></state>\n'
             )
         else:
             piece = f'<state id="s{i}"><transition event="e" target="s{i + 1}"/></state>\n'
@@ -95,7 +102,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     options = parser.parse_args()
     results = {}
-    for shape in ("many_expressions", "one_script", "no_code"):
+    for shape in ("many_expressions", "one_script", "no_code", "syntax_errors"):
         r = results[shape] = measure(shape)
         share = r["check_s"] / (r["load_s"] + r["check_s"]) if r["load_s"] + r["check_s"] else 0
         print(

@@ -37,7 +37,6 @@ from statecharts.core.model import (
 )
 from statecharts.core.parse import (
     ParsedDocument,
-    local_name,
     namespace,
     parse_document,
     read_document,
@@ -47,6 +46,16 @@ from statecharts.core.validate import STATE_LIKE, validate
 from statecharts.core.values import body_value, text_value
 
 _KINDS = {"state": Kind.ATOMIC, "parallel": Kind.PARALLEL, "final": Kind.FINAL}
+# The kinds as plain module constants: an enum member looked up on its class costs about
+# 0.3 us on Python 3.11, several times per state.
+_ROOT, _ATOMIC, _COMPOUND = Kind.ROOT, Kind.ATOMIC, Kind.COMPOUND
+_HISTORY_SHALLOW, _HISTORY_DEEP = Kind.HISTORY_SHALLOW, Kind.HISTORY_DEEP
+_HISTORY_KINDS = frozenset({_HISTORY_SHALLOW, _HISTORY_DEEP})
+_WITH_INITIAL = frozenset({_COMPOUND, _ROOT})
+# The body of every default initial transition made up by the compiler: empty, immutable,
+# one for all of them.
+_NO_INITIAL_BODY = Block("initial", ())
+_NO_STATES = descendants_of(0, 1)  # a leaf's, the same for every leaf
 
 
 class _Compiler:
@@ -56,7 +65,9 @@ class _Compiler:
         self.resolver = resolver
         self.base_path = base_path
         self.states: list[StateNode] = []
-        self.elements: list[etree._Element] = []
+        self._events: dict[str, tuple[tuple[str, ...], ...]] = {}  # event attribute -> split
+        # the states _fill compiles the rest of, in document order
+        self._to_fill: list[tuple[StateNode, etree._Element]] = []
         self.expressions: list[Expr] = []
         self.transitions: list[Transition] = []
         self.invokes: list[Invoke] = []
@@ -64,19 +75,17 @@ class _Compiler:
         self.content_columns: list[int] = []
         self.problems: list[Problem] = []
         self.ids: dict[str, int] = {}
-        self._kids: dict[
-            etree._Element,
-            tuple[list[tuple[str, etree._Element]], dict[str, list[etree._Element]]],
-        ] = {}
-        # lxml selects the children in the chart's namespace (or in none) itself, and their
-        # tags all begin with that namespace in braces (or with nothing).
-        self._ns_children = f"{{{self.ns or ''}}}*"
-        self._ns_prefix_length = len(self.ns) + 2 if self.ns else 0
+        # Every element classified once, at parse (see parse.Outline).
+        outline = document.outline
+        self._names = outline.names
+        self._in_ns = outline.in_ns
+        self._children = outline.children
+        self._positions = document.positions
 
     # -- small helpers ---------------------------------------------------------------------
 
     def pos(self, element: etree._Element) -> tuple[int, int]:
-        return self.document.position(element)
+        return self._positions.get(element) or self.document.position(element)
 
     def expr(self, element: etree._Element, attribute: str) -> Expr | None:
         source = element.get(attribute)
@@ -92,30 +101,23 @@ class _Compiler:
 
     def kids(self, element: etree._Element, *names: str) -> list[etree._Element]:
         """The SCXML children of ``element`` (named one of ``names``, if given), in order."""
-        named, groups = self._classified(element)
+        local, in_ns = self._names, self._in_ns
         if not names:
-            return [c for _, c in named]
-        if len(names) == 1:
-            return groups.get(names[0], [])
-        return [c for name, c in named if name in names]
+            return [c for c in self._children[element] if in_ns[c]]
+        return [c for c in self._children[element] if in_ns[c] and local[c] in names]
 
-    def _classified(
-        self, element: etree._Element
-    ) -> tuple[list[tuple[str, etree._Element]], dict[str, list[etree._Element]]]:
-        """The SCXML children of ``element`` with their local names, in order and grouped by
-        name: classified once per element, not once per question asked."""
-        known = self._kids.get(element)
-        if known is None:
-            start = self._ns_prefix_length
-            named = [(c.tag[start:], c) for c in element.iterchildren(self._ns_children)]
-            groups: dict[str, list[etree._Element]] = {}
-            for name, c in named:
+    def _groups(self, element: etree._Element) -> dict[str, list[etree._Element]]:
+        """The SCXML children of ``element`` grouped by local name, each group in order."""
+        local, in_ns = self._names, self._in_ns
+        groups: dict[str, list[etree._Element]] = {}
+        for c in self._children[element]:
+            if in_ns[c]:
+                name = local[c]
                 if name in groups:
                     groups[name].append(c)
                 else:
                     groups[name] = [c]
-            known = self._kids[element] = (named, groups)
-        return known
+        return groups
 
     def resolve(self, uri: str, element: etree._Element, *, fatal: bool) -> str | None:
         """Fetch ``uri``. A failed ``<script src>`` refuses the document (spec 5.8); a failed
@@ -132,60 +134,93 @@ class _Compiler:
     def compile(self) -> tuple[list[StateNode], Block | None]:
         root = self.document.root
         self._number(root, -1, 0)
-        for index, element in enumerate(self.elements):
-            self._fill(self.states[index], element)
+        fill = self._fill
+        for node, element in self._to_fill:
+            fill(node, element)
         scripts = self.kids(root, "script")
         script = Block("script", tuple(self._action(s) for s in scripts)) if scripts else None
         return self.states, script
 
     def _number(self, element: etree._Element, parent: int, depth: int) -> None:
-        index = len(self.states)
-        name = local_name(element)
-        if index == 0:
-            kind = Kind.ROOT
-        elif name == "history":
-            kind = Kind.HISTORY_DEEP if element.get("type") == "deep" else Kind.HISTORY_SHALLOW
-        else:
-            kind = _KINDS[name]
-        state_id = element.get("id") or f"__generated_{name}_{index}"
-        line, column = self.pos(element)
-        node = StateNode(
-            index=index,
-            id=state_id,
-            kind=kind,
-            parent=parent,
-            line=line,
-            column=column,
-            depth=depth,
-        )
-        # parent first, root last (the parent's own tuple is already set: it was numbered first)
-        node.ancestors = (parent, *self.states[parent].ancestors) if parent != -1 else ()
-        self.states.append(node)
-        self.elements.append(element)
-        if index != 0:
-            self.ids[state_id] = index
-        children = []
-        for child in self.kids(element, *STATE_LIKE):
-            children.append(len(self.states))
-            self._number(child, index, depth + 1)
-        node.children = tuple(children)
-        if kind == Kind.ATOMIC and any(
-            self.states[c].kind != Kind.HISTORY_SHALLOW and self.states[c].kind != Kind.HISTORY_DEEP
-            for c in children
-        ):
-            node.kind = Kind.COMPOUND
-        node.history = tuple(c for c in children if self.states[c].is_history)
-        # States are numbered in document order (preorder), so a state's descendants are the
-        # indexes numbered while its children were: one range, built once (adding each state
-        # to every ancestor's set one by one copied the root's set per state: quadratic).
-        node.descendants = descendants_of(index, len(self.states))
+        """Number the state ``element`` and, after it, the states below it (document order:
+        preorder). Recursive: the depth is bounded by parse.MAX_DEPTH."""
+        states, to_fill, ids = self.states, self._to_fill, self.ids
+        local, in_ns, children = self._names, self._in_ns, self._children
+        positions = self._positions
+        history_kinds = _HISTORY_KINDS
+
+        def number(
+            element: etree._Element, parent: int, depth: int, ancestors: tuple[int, ...]
+        ) -> None:
+            index = len(states)
+            name = local[element]
+            if index == 0:
+                kind = _ROOT
+            elif name == "history":
+                kind = _HISTORY_DEEP if element.get("type") == "deep" else _HISTORY_SHALLOW
+            else:
+                kind = _KINDS[name]
+            state_id = element.get("id") or f"__generated_{name}_{index}"
+            line, column = positions.get(element) or self.document.position(element)
+            node = StateNode(index, state_id, kind, parent, line, column, depth=depth)
+            # parent first, root last: one tuple shared by all the children of a state
+            node.ancestors = ancestors
+            states.append(node)
+            if index != 0:
+                ids[state_id] = index
+            below_all = children[element]
+            if not below_all:  # a leaf (half the states or more): nothing below it
+                if index == 0:
+                    to_fill.append((node, element))
+                node.descendants = _NO_STATES
+                return
+            scxml_kids = [c for c in below_all if in_ns[c]]
+            kids = [c for c in scxml_kids if local[c] in STATE_LIKE]
+            # _fill compiles what a state holds besides states (transitions, blocks, data,
+            # invokes, <initial>, an initial attribute), in document order; a state holding
+            # nothing else has only its default initial transition, made here.
+            filled = len(kids) < len(scxml_kids) or index == 0 or (
+                bool(kids) and element.get("initial") is not None
+            )
+            if filled:
+                to_fill.append((node, element))
+            if kids:
+                below = (index, *ancestors)
+                numbers = []
+                history = []
+                for child in kids:
+                    number_of_child = len(states)
+                    numbers.append(number_of_child)
+                    number(child, index, depth + 1, below)
+                    if states[number_of_child].kind in history_kinds:
+                        history.append(number_of_child)
+                node.children = tuple(numbers)
+                if history:
+                    node.history = tuple(history)
+                if kind is _ATOMIC and len(history) < len(numbers):
+                    node.kind = _COMPOUND
+                    if not filled:  # its first child that is not a history pseudo-state
+                        first = (
+                            next(c for c in numbers if c not in history) if history
+                            else numbers[0]
+                        )
+                        node.initial = Transition(
+                            -1, index, (), None, None, (first,), False, _NO_INITIAL_BODY, line
+                        )
+            # States are numbered in document order (preorder), so a state's descendants are
+            # the indexes numbered while its children were: one range, built once.
+            node.descendants = descendants_of(index, len(states))
+
+        number(element, parent, depth, ())
+        number = None  # type: ignore[assignment]  # the closure's cycle, broken
 
     def _fill(self, node: StateNode, element: etree._Element) -> None:
-        _, groups = self._classified(element)
+        groups = self._groups(element)
         none: list[etree._Element] = []
-        node.transitions = tuple(
-            [self._transition(t, node.index) for t in groups.get("transition", none)]
-        )
+        if "transition" in groups:
+            node.transitions = tuple(
+                [self._transition(t, node.index) for t in groups["transition"]]
+            )
         if "onentry" in groups:
             node.onentry = tuple(
                 [self._block(b, f"onentry:{node.id}:{i}") for i, b in enumerate(groups["onentry"])]
@@ -202,25 +237,27 @@ class _Compiler:
             node.invokes = tuple([self._invoke(i, node) for i in groups["invoke"]])
         for dd in groups.get("donedata", none):
             node.donedata = DoneData(self._content(dd), self._params(dd), *self.pos(dd))
-        if node.is_history:
+        if node.kind in _HISTORY_KINDS:
             defaults = groups.get("transition")
             if defaults:
                 node.initial = self._transition(defaults[0], node.index, register=False)
-        elif node.kind in (Kind.COMPOUND, Kind.ROOT):
-            node.initial = self._initial(node, element)
+        elif node.kind in _WITH_INITIAL:
+            node.initial = self._initial(node, element, groups)
 
-    def _initial(self, node: StateNode, element: etree._Element) -> Transition | None:
+    def _initial(
+        self, node: StateNode, element: etree._Element, groups: dict[str, list[etree._Element]]
+    ) -> Transition | None:
         initial_attr = element.get("initial")
         if initial_attr:
             targets = tuple(self.ids[t] for t in initial_attr.split() if t in self.ids)
             return self._synthetic(node.index, targets, element)
-        initial_elements = self.kids(element, "initial")
+        initial_elements = groups.get("initial")
         if initial_elements:
             transitions = self.kids(initial_elements[0], "transition")
             if transitions:
                 return self._transition(transitions[0], node.index, register=False)
         for child in node.children:
-            if not self.states[child].is_history:
+            if child not in node.history:
                 return self._synthetic(node.index, (child,), element)
         return None
 
@@ -228,39 +265,40 @@ class _Compiler:
         self, source: int, targets: tuple[int, ...], element: etree._Element
     ) -> Transition:
         line, _ = self.pos(element)
-        return Transition(
-            index=-1,
-            source=source,
-            events=(),
-            event_text=None,
-            cond=None,
-            targets=targets,
-            internal=False,
-            body=Block("initial", ()),
-            line=line,
-        )
+        return Transition(-1, source, (), None, None, targets, False, _NO_INITIAL_BODY, line)
 
     def _transition(
         self, element: etree._Element, source: int, *, register: bool = True
     ) -> Transition:
         event_text = element.get("event")
-        events = tuple(split_descriptor(t) for t in event_text.split()) if event_text else ()
-        targets = tuple(self.ids[t] for t in (element.get("target") or "").split() if t in self.ids)
+        if event_text:
+            # the same event attribute on many transitions is split once (immutable tuples)
+            events = self._events.get(event_text)
+            if events is None:
+                events = self._events[event_text] = tuple(
+                    [split_descriptor(t) for t in event_text.split()]
+                )
+        else:
+            events = ()
+        target = element.get("target")
+        ids = self.ids
+        targets = tuple([ids[t] for t in target.split() if t in ids]) if target else ()
         index = len(self.transitions) if register else -1
         line, column = self.pos(element)
+        cond = element.get("cond")
         transition = Transition(
-            index=index,
-            source=source,
-            events=events,
-            event_text=event_text if event_text and event_text.split() else None,
-            cond=self.expr(element, "cond"),
-            targets=targets,
-            internal=element.get("type") == "internal",
-            body=self._block(
+            index,
+            source,
+            events,
+            event_text if event_text and event_text.split() else None,
+            self.make_expr(cond, element) if cond is not None else None,
+            targets,
+            element.get("type") == "internal",
+            self._block(
                 element, f"transition:{index}" if register else f"initial:{self.states[source].id}"
             ),
-            line=line,
-            column=column,
+            line,
+            column,
         )
         if register:
             self.transitions.append(transition)
@@ -317,12 +355,20 @@ class _Compiler:
         return Block(owner, self._actions(element))
 
     def _actions(self, element: etree._Element) -> tuple[Action, ...]:
+        children = self._children[element]
+        if not children:
+            return ()
+        local, in_ns = self._names, self._in_ns
         return tuple(
-            self._action(c) for c in self.kids(element) if local_name(c) not in ("elseif", "else")
+            [
+                self._action(c)
+                for c in children
+                if in_ns[c] and local[c] != "elseif" and local[c] != "else"
+            ]
         )
 
     def _action(self, element: etree._Element) -> Action:
-        name = local_name(element)
+        name = self._names[element]
         index = self.content_counter
         self.content_counter += 1
         line, column = self.pos(element)
@@ -349,7 +395,7 @@ class _Compiler:
             cond: Expr | None = self.expr(element, "cond")
             current: list[Action] = []
             for child in self.kids(element):
-                child_name = local_name(child)
+                child_name = self._names[child]
                 if child_name in ("elseif", "else"):
                     branches.append((cond, tuple(current)))
                     cond = self.expr(child, "cond") if child_name == "elseif" else None
@@ -457,9 +503,10 @@ def load_chart(
     ``default_datamodel``: the datamodel of an ``<scxml>`` without a ``datamodel``
     attribute (the spec leaves it to the platform; the core's is "null")."""
     with _collector_paused():
-        document = parse_document(source)
+        # The document (its tree, positions and outline) is dropped as compile_document
+        # returns, before the collector runs again: only the chart is left for it to see.
         return compile_document(
-            document,
+            parse_document(source),
             resolver=resolver,
             base_path=str(base_path) if base_path is not None else None,
             source_name=source_name,

@@ -11,6 +11,7 @@ as ``error.execution``); a host may make them errors (``strict``).
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -142,23 +143,51 @@ def code_sites(chart: Chart) -> Iterator[CodeSite]:
         yield from _actions(transition.body.actions)
 
 
-def attribute_position(source: str | None, site: CodeSite) -> tuple[int, int]:
+class LineIndex:
+    """Where each line of a text starts (lines end at ``"\n"``, as the parser's positions
+    count them): a line:column is turned into an offset and back in constant and
+    logarithmic time, however many are asked (searching the text from its start for each
+    one made a chart full of syntax errors quadratic to report)."""
+
+    __slots__ = ("starts",)
+
+    def __init__(self, text: str) -> None:
+        self.starts = [0, *(m.end() for m in _NEWLINE.finditer(text))]
+
+    def offset(self, line: int, column: int) -> int | None:
+        """The offset of (``line``, ``column``), both 1-based; None past the last line."""
+        if not 1 <= line <= len(self.starts):
+            return None
+        return self.starts[line - 1] + max(column - 1, 0)
+
+    def position(self, offset: int) -> tuple[int, int]:
+        """(line, column), 1-based, of the character at ``offset``."""
+        line = bisect_right(self.starts, offset)
+        return line, offset - self.starts[line - 1] + 1
+
+
+_NEWLINE = re.compile("\n")
+
+
+def attribute_position(
+    source: str | None, site: CodeSite, lines: LineIndex | None = None
+) -> tuple[int, int]:
     """Where ``site``'s attribute is written in ``source`` (line, column; 1-based): searched
-    for in the element's start tag. The element's own position when it cannot be found."""
+    for in the element's start tag. The element's own position when it cannot be found.
+    ``lines``: ``source``'s LineIndex, made once for many sites (made here if not given)."""
     if source is None or site.attribute is None or site.line < 1:
         return site.line, site.column
-    lines = source.splitlines(keepends=True)
-    if site.line > len(lines):
+    if lines is None:
+        lines = LineIndex(source)
+    start = lines.offset(site.line, site.column)
+    if start is None:
         return site.line, site.column
-    start = sum(len(line) for line in lines[: site.line - 1]) + max(site.column - 1, 0)
     end = source.find(">", start)
     tag = source[start : end if end >= 0 else len(source)]
     found = re.search(rf"(?<![\w:.-]){re.escape(site.attribute)}\s*=", tag)
     if found is None:
         return site.line, site.column
-    offset = start + found.start()
-    line_start = source.rfind("\n", 0, offset) + 1
-    return source.count("\n", 0, offset) + 1, offset - line_start + 1
+    return lines.position(start + found.start())
 
 
 def check_expressions(
@@ -182,6 +211,7 @@ def check_expressions(
         return [Problem(1, 1, "the chart's expressions were not all checked (the check's time "
                         "budget ran out)", "warning", EXPRESSION_SYNTAX)]
     problems: list[Problem] = []
+    lines: LineIndex | None = None  # made for the first error in an attribute, if any
     for site, verdict in zip(sites, verdicts, strict=True):
         if verdict is None:
             continue
@@ -193,7 +223,9 @@ def check_expressions(
             column = site.column if line == site.line else max(verdict.column, 1)
             problems.append(Problem(line, column, message, severity, EXPRESSION_SYNTAX))
             continue
-        line, column = attribute_position(source, site)
+        if lines is None and source is not None:
+            lines = LineIndex(source)
+        line, column = attribute_position(source, site, lines)
         message = (f"<{site.tagname} {site.attribute}={site.source!r}> has a syntax error: "
                    f"{verdict.message}")
         problems.append(Problem(line, column, message, severity, EXPRESSION_SYNTAX))

@@ -26,11 +26,29 @@ _TOKENS = re.compile(
 
 
 @dataclass(frozen=True, slots=True)
+class Outline:
+    """Every element of a document classified once, for validation and compilation to ask
+    in dictionary lookups instead of walking lxml's tags again and again (one pass over the
+    document; comments and processing instructions left out).
+
+    - ``names``: each element's local name;
+    - ``in_ns``: whether it is in the root's namespace (in none, when the root is in none):
+      an SCXML element, as far as the document is one;
+    - ``children``: its element children, in document order (read only).
+    """
+
+    names: dict[etree._Element, str]
+    in_ns: dict[etree._Element, bool]
+    children: dict[etree._Element, list[etree._Element]]
+
+
+@dataclass(frozen=True, slots=True)
 class ParsedDocument:
     root: etree._Element
     positions: dict[etree._Element, tuple[int, int]]  # element -> (line, column), 1-based
     source: bytes  # what was parsed (a text source's encoding declaration removed)
     sha256: str  # of the document as given (a text source: its UTF-8 bytes): its identity
+    outline: Outline
 
     def position(self, element: etree._Element) -> tuple[int, int]:
         found = self.positions.get(element)
@@ -90,10 +108,20 @@ def parse_document(
         raise ChartError(
             [Problem(1, 1, "a DOCTYPE is not allowed (no DTDs or entities are processed)")]
         )
+    # The elements' Python proxies are made once and kept (by the outline) for as long as
+    # the document: lxml frees a proxy by walking up its ancestors, so proxies made and
+    # dropped again in a walk of a deeply nested tree cost its depth each.
+    elements = list(root.iter(etree.Element))
     depth = _depth(root, max_depth)
     if depth > max_depth:
         raise ChartError([Problem(1, 1, f"document nesting exceeds the limit of {max_depth}")])
-    return ParsedDocument(root=root, positions=_positions(root, data), source=data, sha256=digest)
+    return ParsedDocument(
+        root=root,
+        positions=_positions(elements, data),
+        source=data,
+        sha256=digest,
+        outline=_outline(root, elements),
+    )
 
 
 def _where(text: str, index: int) -> tuple[int, int]:
@@ -184,18 +212,63 @@ def _doctype_offset(text: str) -> int | None:
 
 
 def _depth(root: etree._Element, limit: int) -> int:
-    deepest = 0
-    stack = [(root, 1)]
-    while stack:
-        element, depth = stack.pop()
-        deepest = max(deepest, depth)
-        if deepest > limit:
-            return deepest
-        stack.extend((child, depth + 1) for child in element)
-    return deepest
+    """How deep the tree under ``root`` goes (the root is 1; comments and processing
+    instructions count as nodes), or the first depth past ``limit``. One level at a time:
+    each node's children are taken by one call in C, whatever the shape."""
+    level: list[etree._Element] = [root]
+    depth = 0
+    while level:
+        depth += 1
+        if depth > limit:
+            return depth
+        below: list[etree._Element] = []
+        extend = below.extend
+        for node in level:
+            extend(node)
+        level = below
+    return depth
 
 
-def _positions(root: etree._Element, data: bytes) -> dict[etree._Element, tuple[int, int]]:
+def _outline(root: etree._Element, elements: list[etree._Element]) -> Outline:
+    """The :class:`Outline` of the document whose elements, in document order, are
+    ``elements``: one look at each element's tag and one call for its children."""
+    scxml = namespace(root)
+    prefix = f"{{{scxml}}}" if scxml is not None else None
+    start = len(prefix) if prefix is not None else 0
+    names: dict[etree._Element, str] = {}
+    in_ns: dict[etree._Element, bool] = {}
+    children: dict[etree._Element, list[etree._Element]] = {}
+    # An element's children are a slice of it (one call, the cheapest lxml has) unless the
+    # document holds comments, processing instructions or entities, which the slice would
+    # include: then only its element children are taken.
+    others = next(root.iter(etree.Comment, etree.ProcessingInstruction, etree.Entity), None)
+    taken = _slice if others is None else _element_children
+    for element in elements:
+        tag: str = element.tag
+        if prefix is not None and tag.startswith(prefix):
+            names[element] = tag[start:]
+            in_ns[element] = True
+        elif tag[:1] == "{":
+            names[element] = tag[tag.find("}") + 1 :]
+            in_ns[element] = False
+        else:
+            names[element] = tag
+            in_ns[element] = prefix is None
+        children[element] = taken(element)
+    return Outline(names, in_ns, children)
+
+
+def _slice(element: etree._Element) -> list[etree._Element]:
+    return element[:]
+
+
+def _element_children(element: etree._Element) -> list[etree._Element]:
+    return list(element.iterchildren(etree.Element))
+
+
+def _positions(
+    elements: list[etree._Element], data: bytes
+) -> dict[etree._Element, tuple[int, int]]:
     """Each element's start tag as (line, column), 1-based; the column counts characters.
 
     Linear in the document whatever its shape: the offsets come in increasing order, so the
@@ -204,7 +277,6 @@ def _positions(root: etree._Element, data: bytes) -> dict[etree._Element, tuple[
     written on one line).
     """
     offsets = [m.start() for m in _TOKENS.finditer(data) if m.group(1)]
-    elements = [e for e in root.iter() if isinstance(e.tag, str)]
     positions: dict[etree._Element, tuple[int, int]] = {}
     if len(offsets) != len(elements):
         return positions
@@ -212,6 +284,7 @@ def _positions(root: etree._Element, data: bytes) -> dict[etree._Element, tuple[
     line_start = 0  # offset of the first byte of the current line
     previous = 0  # offset of the previous tag (or of the line start), where counting resumes
     column = 1
+    ascii = data.isascii()
     for element, offset in zip(elements, offsets, strict=True):
         newlines = data.count(b"\n", previous, offset)
         if newlines:
@@ -220,8 +293,11 @@ def _positions(root: etree._Element, data: bytes) -> dict[etree._Element, tuple[
             previous = line_start
             column = 1
         # Tag offsets are at "<" bytes, never inside a UTF-8 sequence, so the pieces decode
-        # to exactly the characters of the whole.
-        column += len(data[previous:offset].decode("utf-8", errors="replace"))
+        # to exactly the characters of the whole (in ASCII, one byte is one character).
+        if ascii:
+            column += offset - previous
+        else:
+            column += len(data[previous:offset].decode("utf-8", errors="replace"))
         previous = offset
         # lxml's sourceline is where the start tag ends; it can only be at or after ours.
         if element.sourceline is not None and element.sourceline < line:

@@ -10,7 +10,7 @@ from lxml import etree
 from statecharts.core.delays import delay_problem
 from statecharts.core.errors import Problem
 from statecharts.core.host import SCXML_SEND_TYPES
-from statecharts.core.parse import SCXML_NS, ParsedDocument, local_name, namespace
+from statecharts.core.parse import SCXML_NS, ParsedDocument, namespace
 
 DATAMODELS = ("null", "ecmascript")
 
@@ -149,13 +149,31 @@ class Validator:
         self.problems: list[Problem] = []
         self.root = document.root
         self.scxml_ns: str | None = namespace(self.root)
-        self._children: dict[etree._Element, list[etree._Element]] = {}
-        self._names: dict[etree._Element, str] = {}
-        self._in_scxml: dict[etree._Element, bool] = {}
+        # Every element classified once, at parse (see parse.Outline).
+        outline = document.outline
+        self._children = outline.children
+        self._names = outline.names
+        self._in_scxml = outline.in_ns
+        # The <transition> elements whose targets must exist (those of <initial> and
+        # <history> are checked with their parent), found by check_element's walk; and
+        # whether that walk left out an SCXML subtree (an element where it is not allowed),
+        # whose transitions are then found by a walk of their own.
+        self._transitions: list[etree._Element] = []
+        self._skipped_subtree = False
+        # The same walk numbers the state-like elements in document order (preorder), with
+        # where each one's subtree ends, and notes the states whose initial targets or
+        # history defaults need checking once every id is known.
+        self._states: list[etree._Element] = []
+        self._order: dict[etree._Element, int] = {}
+        self._end: dict[etree._Element, int] = {}
+        self._special: list[etree._Element] = []
+        # The per-element checks as plain functions of the class: bound methods kept on the
+        # instance would make it a reference cycle, and keep the document it holds (its
+        # tree, positions and outline) for the cyclic collector to find and free.
         self._checks = {
-            name: getattr(self, f"check_{name}")
+            name: getattr(Validator, f"check_{name}")
             for name in _SCHEMA
-            if hasattr(self, f"check_{name}")
+            if hasattr(Validator, f"check_{name}")
         }
 
     # -- helpers ---------------------------------------------------------------------------
@@ -169,30 +187,14 @@ class Validator:
         self.problems.append(Problem(line, column, message, severity="warning"))
 
     def is_scxml(self, element: etree._Element) -> bool:
-        known = self._in_scxml.get(element)
-        if known is None:
-            known = isinstance(element.tag, str) and namespace(element) == self.scxml_ns
-        return known
+        return self._in_scxml[element]
 
     def name(self, element: etree._Element) -> str:
-        """``self.name(element)``, remembered for every child already classified."""
-        known = self._names.get(element)
-        return local_name(element) if known is None else known
+        return self._names[element]
 
     def children(self, element: etree._Element) -> list[etree._Element]:
-        """The element children of ``element`` (comments and PIs left out), classified once:
-        each question about them is then a dictionary lookup, not a walk of lxml's tags."""
-        kids = self._children.get(element)
-        if kids is None:
-            kids = self._children[element] = list(element.iterchildren(etree.Element))
-            scxml = self.scxml_ns
-            for child in kids:
-                tag = child.tag
-                self._names[child] = tag[tag.find("}") + 1 :]
-                self._in_scxml[child] = (
-                    tag[1 : tag.find("}")] == scxml if tag[:1] == "{" else scxml is None
-                )
-        return kids
+        """The element children of ``element`` (comments and PIs left out)."""
+        return self._children[element]
 
     # -- entry -----------------------------------------------------------------------------
 
@@ -229,32 +231,43 @@ class Validator:
         return self.problems
 
     def check_element(self, element: etree._Element, parent_name: str, datamodel: str) -> None:
-        name = self.name(element)
+        name = self._names[element]
+        if name == "transition" and parent_name != "initial" and parent_name != "history":
+            self._transitions.append(element)
+        state_like = name in STATE_LIKE
+        if state_like:
+            self._states.append(element)
+            self._order[element] = len(self._states)
         allowed_attrs, required, allowed_children = _SCHEMA[name]
-        for attr in element.attrib:
-            if attr.startswith("{"):
-                continue  # attributes in other namespaces are extensions; ignore them
-            if attr not in allowed_attrs:
-                self.warning(element, f"<{name}> has no attribute '{attr}'; it is ignored")
-        for attr in required:
-            if element.get(attr) is None:
-                self.error(element, f"<{name}> requires the attribute '{attr}'")
-        for a, b in _EXCLUSIVE.get(name, ()):
-            if element.get(a) is not None and element.get(b) is not None:
-                self.error(element, f"<{name}> may not have both '{a}' and '{b}'")
+        attributes = element.keys()
+        if not allowed_attrs.issuperset(attributes):
+            for attr in attributes:
+                if attr.startswith("{"):
+                    continue  # attributes in other namespaces are extensions; ignore them
+                if attr not in allowed_attrs:
+                    self.warning(element, f"<{name}> has no attribute '{attr}'; it is ignored")
+        if required:
+            for attr in required:
+                if element.get(attr) is None:
+                    self.error(element, f"<{name}> requires the attribute '{attr}'")
+        if name in _EXCLUSIVE:
+            for a, b in _EXCLUSIVE[name]:
+                if element.get(a) is not None and element.get(b) is not None:
+                    self.error(element, f"<{name}> may not have both '{a}' and '{b}'")
         check = self._checks.get(name)
         if check is not None:
-            check(element, datamodel)
+            check(self, element, datamodel)
         if name in ("content", "data") or (name == "assign" and len(element)):
             return  # free-form content: any markup is a value, not SCXML structure
         names, in_scxml = self._names, self._in_scxml
-        for child in self.children(element):
+        for child in self._children[element]:
             child_name = names[child]
             if not in_scxml[child]:
                 self.warning(child, f"<{child_name}> is not an SCXML element; it is ignored")
                 continue
             if child_name not in _SCHEMA:
                 self.error(child, f"unknown SCXML element <{child_name}>")
+                self._skipped_subtree = True
                 continue
             if allowed_children is None:
                 if child_name not in EXECUTABLE:
@@ -263,9 +276,11 @@ class Validator:
                         f"<{child_name}> is not executable content and cannot "
                         f"appear inside <{name}>",
                     )
+                    self._skipped_subtree = True
                     continue
                 if child_name in ("elseif", "else") and name != "if":
                     self.error(child, f"<{child_name}> may only appear inside <if>")
+                    self._skipped_subtree = True
                     continue
             elif child_name not in allowed_children:
                 if child_name in EXECUTABLE:
@@ -276,8 +291,11 @@ class Validator:
                     )
                 else:
                     self.error(child, f"<{child_name}> is not allowed inside <{name}>")
+                self._skipped_subtree = True
                 continue
             self.check_element(child, name, datamodel)
+        if state_like:
+            self._end[element] = len(self._states)
 
     # -- per element checks ----------------------------------------------------------------
 
@@ -286,7 +304,7 @@ class Validator:
         initial_elements = []
         substates = False
         names = self._names
-        for c in self.children(element):
+        for c in self._children[element]:
             name = names[c]
             if name == "initial":
                 initial_elements.append(c)
@@ -298,11 +316,14 @@ class Validator:
             self.error(initial_elements[1], "a state may have at most one <initial>")
         if (initial_attr is not None or initial_elements) and not substates:
             self.error(element, "an atomic state cannot have an initial state")
+        if initial_attr is not None or initial_elements:
+            self._special.append(element)
 
     def check_initial(self, element: etree._Element, datamodel: str) -> None:
         self._single_transition(element, "initial")
 
     def check_history(self, element: etree._Element, datamodel: str) -> None:
+        self._special.append(element)
         kind = element.get("type", "shallow")
         if kind not in ("shallow", "deep"):
             self.error(element, f'history type must be "shallow" or "deep", not "{kind}"')
@@ -488,20 +509,28 @@ class Validator:
         # Every state-like element in document order, with where its subtree ends in that
         # order: "is a descendant of" is then a comparison (linear for any shape; collecting
         # the descendants per state was quadratic on deep or wide documents).
-        order: dict[etree._Element, int] = {}
-        end: dict[etree._Element, int] = {}
-        states: list[etree._Element] = []
-        stack: list[tuple[etree._Element, bool]] = [(self.root, False)]
-        while stack:
-            element, finished = stack.pop()
-            if finished:
-                end[element] = len(states)
-                continue
-            if element is not self.root:
-                states.append(element)
-            order[element] = len(states)
-            stack.append((element, True))
-            stack.extend((c, False) for c in reversed(self._state_children(element)))
+        children, names, in_scxml = self._children, self._names, self._in_scxml
+        if not self._skipped_subtree:
+            # check_element's walk went everywhere a state can be: its numbering holds
+            order, end, states = self._order, self._end, self._states
+            special = self._special
+        else:
+            order, end, states = {}, {}, []
+
+            def number(element: etree._Element) -> None:
+                # recursive: the depth is bounded by parse.MAX_DEPTH
+                for child in children[element]:
+                    if in_scxml[child] and names[child] in STATE_LIKE:
+                        states.append(child)
+                        order[child] = len(states)
+                        number(child)
+                        end[child] = len(states)
+
+            number(self.root)
+            number = None  # type: ignore[assignment]  # the closure's cycle, broken
+            special = states
+        order[self.root] = 0
+        end[self.root] = len(states)
         for element in states:
             state_id = element.get("id")
             if state_id is None:
@@ -530,10 +559,11 @@ class Validator:
                 if token not in ids:
                     self.error(self.root, f"initial state '{token}' does not exist")
         direct_ids: dict[etree._Element, set[str]] = {}  # per parent of a <history>
-        for element in states:
-            name = self.name(element)
-            if name == "state" and element.get("initial") is not None:
-                for token in element.get("initial", "").split():
+        for element in special:
+            name = names[element]
+            initial = element.get("initial") if name == "state" else None
+            if initial is not None:
+                for token in initial.split():
                     if token not in ids:
                         self.error(element, f"initial state '{token}' does not exist")
                     elif not inside(token, element):
@@ -541,8 +571,8 @@ class Validator:
                             element,
                             f"initial state '{token}' is not a descendant of '{element.get('id')}'",
                         )
-            for child in self.children(element):
-                if self._names[child] == "initial" and self._in_scxml[child]:
+            for child in children[element]:
+                if names[child] == "initial" and in_scxml[child]:
                     for t in self.children(child):
                         for token in (t.get("target") or "").split():
                             if token not in ids:
@@ -577,15 +607,18 @@ class Validator:
                                 f"history default '{token}' must be a {kind} of the "
                                 f"history's parent state",
                             )
-        names = self._names
-        for element in self._structure(self.root):
-            if names[element] == "transition":
-                parent = element.getparent()
-                if parent is not None and self.name(parent) in ("initial", "history"):
-                    continue
-                for token in (element.get("target") or "").split():
-                    if token not in ids:
-                        self.error(element, f"transition target '{token}' does not exist")
+        if self._skipped_subtree:
+            transitions: list[etree._Element] | Iterator[etree._Element] = (
+                element for element in self._structure(self.root)
+                if names[element] == "transition"
+                and names.get(element.getparent(), "") not in ("initial", "history")
+            )
+        else:
+            transitions = self._transitions
+        for element in transitions:
+            for token in (element.get("target") or "").split():
+                if token not in ids:
+                    self.error(element, f"transition target '{token}' does not exist")
 
     def _state_children(self, element: etree._Element) -> list[etree._Element]:
         names, in_scxml = self._names, self._in_scxml
