@@ -13,6 +13,7 @@ from statecharts.core.delays import parse_delay
 from statecharts.core.errors import ChartError, Problem, ResolveError
 from statecharts.core.events import split_descriptor
 from statecharts.core.model import (
+    SMALL_SUBTREE,
     Action,
     Assign,
     Block,
@@ -32,6 +33,7 @@ from statecharts.core.model import (
     Script,
     Send,
     StateNode,
+    StateRange,
     Transition,
     descendants_of,
 )
@@ -147,12 +149,25 @@ class _Compiler:
         states, to_fill, ids = self.states, self._to_fill, self.ids
         local, in_ns, children = self._names, self._in_ns, self._children
         positions = self._positions
-        history_kinds = _HISTORY_KINDS
+        position = self.document.position
+        state_like = STATE_LIKE
+        small = SMALL_SUBTREE
+        # Each state's index as the one int object its StateNode holds (pool[i] is i): a
+        # small subtree's descendant set is made of these instead of fresh ints from a
+        # range (on a deep chart, over a million ints: a fifth of what loading allocates).
+        pool = [node.index for node in states]
+        remember = pool.append
 
         def number(
-            element: etree._Element, parent: int, depth: int, ancestors: tuple[int, ...]
-        ) -> None:
-            index = len(states)
+            element: etree._Element,
+            index: int,
+            parent: int,
+            depth: int,
+            ancestors: tuple[int, ...],
+        ) -> int:
+            """Number ``element`` as state ``index``; returns the index after its subtree.
+            Per state, constant work besides its ancestors tuple (shared by its children)
+            and a small subtree's descendant set."""
             name = local[element]
             if index == 0:
                 kind = _ROOT
@@ -161,11 +176,13 @@ class _Compiler:
             else:
                 kind = _KINDS[name]
             state_id = element.get("id") or f"__generated_{name}_{index}"
-            line, column = positions.get(element) or self.document.position(element)
-            node = StateNode(index, state_id, kind, parent, line, column, depth=depth)
+            line, column = positions.get(element) or position(element)
             # parent first, root last: one tuple shared by all the children of a state
-            node.ancestors = ancestors
+            node = StateNode(
+                index, state_id, kind, parent, line, column, ancestors=ancestors, depth=depth
+            )
             states.append(node)
+            remember(index)
             if index != 0:
                 ids[state_id] = index
             below_all = children[element]
@@ -173,27 +190,33 @@ class _Compiler:
                 if index == 0:
                     to_fill.append((node, element))
                 node.descendants = _NO_STATES
-                return
-            scxml_kids = [c for c in below_all if in_ns[c]]
-            kids = [c for c in scxml_kids if local[c] in STATE_LIKE]
+                return index + 1
+            # The state children, and whether it holds anything else of SCXML's: one pass.
+            kids = []
+            other = False
+            for c in below_all:
+                if in_ns[c]:
+                    if local[c] in state_like:
+                        kids.append(c)
+                    else:
+                        other = True
             # _fill compiles what a state holds besides states (transitions, blocks, data,
             # invokes, <initial>, an initial attribute), in document order; a state holding
             # nothing else has only its default initial transition, made here.
-            filled = len(kids) < len(scxml_kids) or index == 0 or (
-                bool(kids) and element.get("initial") is not None
-            )
+            filled = other or index == 0 or (bool(kids) and element.get("initial") is not None)
             if filled:
                 to_fill.append((node, element))
+            stop = index + 1
             if kids:
-                below = (index, *ancestors)
+                below = (index,) + ancestors  # noqa: RUF005  (one copy; the unpacking, two)
                 numbers = []
                 history = []
+                child_depth = depth + 1
                 for child in kids:
-                    number_of_child = len(states)
-                    numbers.append(number_of_child)
-                    number(child, index, depth + 1, below)
-                    if states[number_of_child].kind in history_kinds:
-                        history.append(number_of_child)
+                    numbers.append(stop)
+                    if local[child] == "history":
+                        history.append(stop)
+                    stop = number(child, stop, index, child_depth, below)
                 node.children = tuple(numbers)
                 if history:
                     node.history = tuple(history)
@@ -208,10 +231,15 @@ class _Compiler:
                             -1, index, (), None, None, (first,), False, _NO_INITIAL_BODY, line
                         )
             # States are numbered in document order (preorder), so a state's descendants are
-            # the indexes numbered while its children were: one range, built once.
-            node.descendants = descendants_of(index, len(states))
+            # the indexes numbered while its children were: one range, built once (the
+            # same as descendants_of, inlined).
+            node.descendants = (
+                frozenset(pool[index + 1 : stop]) if stop - index - 1 <= small
+                else StateRange(index + 1, stop)
+            )
+            return stop
 
-        number(element, parent, depth, ())
+        number(element, len(states), parent, depth, ())
         number = None  # type: ignore[assignment]  # the closure's cycle, broken
 
     def _fill(self, node: StateNode, element: etree._Element) -> None:
