@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
+from operator import attrgetter
 from pathlib import Path
 
 from lxml import etree
@@ -58,6 +59,7 @@ _WITH_INITIAL = frozenset({_COMPOUND, _ROOT})
 # one for all of them.
 _NO_INITIAL_BODY = Block("initial", ())
 _NO_STATES = descendants_of(0, 1)  # a leaf's, the same for every leaf
+_DATAS = attrgetter("datas")
 
 
 class _Compiler:
@@ -220,7 +222,7 @@ class _Compiler:
                 node.children = tuple(numbers)
                 if history:
                     node.history = tuple(history)
-                if kind is _ATOMIC and len(history) < len(numbers):
+                if kind is _ATOMIC and (not history or len(history) < len(numbers)):
                     node.kind = _COMPOUND
                     if not filled:  # its first child that is not a history pseudo-state
                         first = (
@@ -500,7 +502,7 @@ def compile_document(
     root = document.root
     declared = root.get("datamodel")
     datamodel = declared if declared is not None else default_datamodel
-    code_free = not compiler.expressions and not any(s.datas for s in states)
+    code_free = not compiler.expressions and not any(map(_DATAS, states))
     return Chart(
         name=root.get("name"),
         datamodel=datamodel,

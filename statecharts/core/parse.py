@@ -24,6 +24,9 @@ _TOKENS = re.compile(
     rb"<!--.*?-->|<!\[CDATA\[.*?\]\]>|<\?.*?\?>|<!DOCTYPE|<([^\s/>!?][^\s/>]*)", re.DOTALL
 )
 
+# _TOKENS's start tags alone: the same offsets in a document holding none of its other tokens.
+_START_TAGS = re.compile(rb"<[^\s/>!?]")
+
 
 @dataclass(frozen=True, slots=True)
 class Outline:
@@ -243,18 +246,23 @@ def _outline(root: etree._Element, elements: list[etree._Element]) -> Outline:
     # include: then only its element children are taken.
     others = next(root.iter(etree.Comment, etree.ProcessingInstruction, etree.Entity), None)
     taken = _slice if others is None else _element_children
+    # Each distinct tag classified once: most documents use a dozen tags, and the elements
+    # that share one share its local name (one string, not one per element).
+    classified: dict[str, tuple[str, bool]] = {}
+    sliced = taken is _slice
     for element in elements:
         tag: str = element.tag
-        if prefix is not None and tag.startswith(prefix):
-            names[element] = tag[start:]
-            in_ns[element] = True
-        elif tag[:1] == "{":
-            names[element] = tag[tag.find("}") + 1 :]
-            in_ns[element] = False
-        else:
-            names[element] = tag
-            in_ns[element] = prefix is None
-        children[element] = taken(element)
+        known = classified.get(tag)
+        if known is None:
+            if prefix is not None and tag.startswith(prefix):
+                known = (tag[start:], True)
+            elif tag[:1] == "{":
+                known = (tag[tag.find("}") + 1 :], False)
+            else:
+                known = (tag, prefix is None)
+            classified[tag] = known
+        names[element], in_ns[element] = known
+        children[element] = element[:] if sliced else taken(element)
     return Outline(names, in_ns, children)
 
 
@@ -276,7 +284,10 @@ def _positions(
     they share a line (recounting from the start of the line was quadratic on a document
     written on one line).
     """
-    offsets = [m.start() for m in _TOKENS.finditer(data) if m.group(1)]
+    if b"<!" in data or b"<?" in data:
+        offsets = [m.start() for m in _TOKENS.finditer(data) if m.group(1)]
+    else:  # no comment, CDATA, PI or DOCTYPE: what _TOKENS would find is every start tag
+        offsets = [m.start() for m in _START_TAGS.finditer(data)]
     positions: dict[etree._Element, tuple[int, int]] = {}
     if len(offsets) != len(elements):
         return positions

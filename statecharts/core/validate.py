@@ -531,11 +531,13 @@ class Validator:
             special = states
         order[self.root] = 0
         end[self.root] = len(states)
+        valid = _ID.match
+        known = ids.setdefault
         for element in states:
             state_id = element.get("id")
             if state_id is None:
                 continue
-            if not _ID.match(state_id):
+            if not valid(state_id):
                 self.error(element, f"'{state_id}' is not a valid id")
             elif len(state_id) > MAX_STATE_ID_LENGTH:
                 self.error(
@@ -543,11 +545,10 @@ class Validator:
                     f"state id '{state_id[:20]}...' is {len(state_id)} characters long; the "
                     f"limit is {MAX_STATE_ID_LENGTH}",
                 )
-            if state_id in ids:
-                line, column = self.document.position(ids[state_id])
+            first = known(state_id, element)  # one lookup: the first element with this id
+            if first is not element:
+                line, column = self.document.position(first)
                 self.error(element, f"duplicate id '{state_id}' (first defined at {line}:{column})")
-            else:
-                ids[state_id] = element
 
         def inside(token: str, container: etree._Element) -> bool:
             """Whether the state ``token`` (an existing id) is a descendant of ``container``."""
