@@ -247,7 +247,7 @@ class Validator:
                 if attr not in allowed_attrs:
                     self.warning(element, f"<{name}> has no attribute '{attr}'; it is ignored")
         if required:
-            for attr in required:
+            for attr in sorted(required):  # a stable order of problems, whatever the hash seed
                 if element.get(attr) is None:
                     self.error(element, f"<{name}> requires the attribute '{attr}'")
         if name in _EXCLUSIVE:

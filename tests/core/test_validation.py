@@ -776,3 +776,34 @@ def test_foreach_missing_both_required_attributes() -> None:
         (3, 5, "<foreach> requires the attribute 'array'"),
         (3, 5, "<foreach> requires the attribute 'item'"),
     ]
+
+
+def test_problems_come_in_the_same_order_whatever_the_hash_seed() -> None:
+    """An element missing several required attributes reports them in one order (by name),
+    not in the order of a set, which changes with Python's string hash seed."""
+    import subprocess
+    import sys
+
+    program = (
+        "from statecharts.core import ChartError, load_chart\n"
+        "try:\n"
+        "    load_chart('<scxml xmlns=\"http://www.w3.org/2005/07/scxml\" version=\"1.0\""
+        " datamodel=\"ecmascript\"><state id=\"a\"><onentry><foreach/></onentry></state>"
+        "</scxml>')\n"
+        "except ChartError as exc:\n"
+        "    print([p.message for p in exc.problems if 'requires' in p.message])\n"
+    )
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", program],
+            env={**__import__("os").environ, "PYTHONHASHSEED": str(seed)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in range(6)
+    }
+    assert outputs == {
+        "[\"<foreach> requires the attribute 'array'\", "
+        "\"<foreach> requires the attribute 'item'\"]\n"
+    }
