@@ -6,6 +6,7 @@ timers module reads settings through it), so ``statecharts_settings.TIMER_BATCH`
 
     "TIMER_BATCH": 100,         # timers one firer claims at a time
     "TIMER_FIRE_CHUNK": 20,     # timers fired in one transaction (fewer commits per fire)
+    "TIMER_ROUTE_FIRE_CHUNK": 20,  # route timers fired in one transaction (keys in doubt per crash)
     "TIMER_LEASE_SECONDS": 3,   # a claim's lease, renewed by a live firer's heartbeat
     "TIMER_FIRE_TIMEOUT_SECONDS": 120,  # per-fire timeout, written on the row when scheduled
     "TIMER_MAX_ATTEMPTS": 5,    # attempts (raised or timed out) before a timer is failed
@@ -34,6 +35,10 @@ DEFAULT_DELIVERY = "default"
 DEFAULTS: dict[str, Any] = {
     "TIMER_BATCH": 100,
     "TIMER_FIRE_CHUNK": 20,
+    # Route timer rows (delayed route sends) fired in one transaction. A firer killed after a
+    # chunk's commit leaves its unsettled keys "in doubt" (never retried): 1 gives one key in
+    # doubt per crash without un-chunking SCXML timers (docs/routes.md).
+    "TIMER_ROUTE_FIRE_CHUNK": 20,
     # A claim's lease: a dead firer's timers are taken over this long after its last renewal
     # (a live firer renews it every third of it: timers.leases). 3 s + the sweeper's poll
     # (0.2 s) + a drain's start (django-q2's poll, 0.1 s) keeps recovery under 5 s.

@@ -2,7 +2,7 @@
 sends as ``RouteTimer`` rows, fired by the same loop as SCXML timers (``fire_due``, the
 django-q2 sweeper and drains, ``fire_timers``). Loaded only when the routes app is installed.
 
-Firing, in chunks of ``TIMER_FIRE_CHUNK`` rows (``fire_rows``), each chunk in one
+Firing, in chunks of ``TIMER_ROUTE_FIRE_CHUNK`` rows (``fire_rows``), each chunk in one
 transaction, with one lock order (the executions, in ascending id order, then the rows):
 
 1. **Liveness**, under the execution's lock, by the execution status table
@@ -162,11 +162,11 @@ def claim_rows(now: datetime, limit: int) -> list[RouteTimer]:
 
 
 def fire_due(*, now: datetime | None = None, limit: int | None = None) -> list[str]:
-    """Claim and fire one batch of due route timer rows, in chunks of ``TIMER_FIRE_CHUNK``
-    rows (``fire_rows``); their outcomes. Without ``now`` each chunk reads the clock when it
-    starts."""
+    """Claim and fire one batch of due route timer rows, in chunks of
+    ``TIMER_ROUTE_FIRE_CHUNK`` rows (``fire_rows``); their outcomes. Without ``now`` each chunk
+    reads the clock when it starts."""
     rows = claim_rows(now or timer_settings.now(), limit or timer_settings.TIMER_BATCH)
-    size = timer_settings.TIMER_FIRE_CHUNK
+    size = timer_settings.TIMER_ROUTE_FIRE_CHUNK
     outcomes: list[str] = []
     for start in range(0, len(rows), size):
         outcomes += fire_rows(rows[start : start + size], now=now)
@@ -215,8 +215,8 @@ def fire_rows(rows: list[RouteTimer], *, now: datetime | None = None) -> list[st
        a failed one at once, its sender told ``error.communication``).
 
     A firer that dies between 3 and 4 leaves the chunk's undelivered keys ``claimed``: "in
-    doubt", never retried blindly (at most once); with ``TIMER_FIRE_CHUNK`` = 1 that is at most
-    one key per crash. A route fire does not step its execution (its action is outside), so
+    doubt", never retried blindly (at most once); with ``TIMER_ROUTE_FIRE_CHUNK`` = 1 that is at
+    most one key per crash. A route fire does not step its execution (its action is outside), so
     every row of the chunk is decided against its execution's status as locked, including
     several rows of one execution. If anything in 1-3 raises (a ``deliver_atomic``, a
     deadlock, a lost connection), the transaction rolls back and each row is fired again on

@@ -121,7 +121,7 @@ def test_a_chunk_mixing_every_fate_gives_each_row_exactly_its_own(
     assert Counter(key for _, _, key in recorder.deliveries) == delivered
 
 
-def test_the_loop_fires_route_timers_in_chunks_of_timer_fire_chunk(
+def test_the_loop_fires_route_timers_in_chunks_of_their_own_chunk_setting(
     recorder: type[Recorder],
 ) -> None:
     for _ in range(7):
@@ -134,7 +134,10 @@ def test_the_loop_fires_route_timers_in_chunks_of_timer_fire_chunk(
         return real(rows, now=now)
 
     with (
-        override_settings(STATECHARTS={**settings_with(), "TIMER_FIRE_CHUNK": 3}),
+        override_settings(
+            # the route chunk is its own setting: SCXML timers' chunk size does not apply
+            STATECHARTS={**settings_with(), "TIMER_ROUTE_FIRE_CHUNK": 3, "TIMER_FIRE_CHUNK": 50}
+        ),
         pytest.MonkeyPatch.context() as patch,
     ):
         patch.setattr(routequeue, "fire_rows", spy)

@@ -68,7 +68,8 @@ def expect(lines: Lines, prefix: str, err: IO[str]) -> str:
 def test_a_firer_killed_before_the_delivery_leaves_it_in_doubt_and_delivers_nothing_twice(
     spawn: Spawn, tmp_path: Path, phase: str
 ) -> None:
-    """``TIMER_FIRE_CHUNK`` = 1: one row per transaction, so a crash leaves one key in doubt."""
+    """``TIMER_ROUTE_FIRE_CHUNK`` = 1: one row per transaction, so a crash leaves one key in
+    doubt."""
     path, keys, fire = _three_sends(tmp_path)
     with (tmp_path / "err1.txt").open("w+") as err:
         process, lines = run_worker(spawn, err, str(path), fire.isoformat(), phase, "2", "1")

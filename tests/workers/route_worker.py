@@ -10,7 +10,7 @@ everything due at FIRE (``firing.fire_all_due``) with the fault hook of PHASE in
 (``taken``: timers.routequeue, the row deleted and the key claimed, committed; ``claimed``:
 routes.delivering, just before the route is called): the K-th time it gets there it prints
 ``AT <phase>`` and blocks forever, waiting for its SIGKILL. K = 0 never freezes; it prints
-``REPORT <json outcomes>`` at the end. CHUNK is ``TIMER_FIRE_CHUNK`` (default: the
+``REPORT <json outcomes>`` at the end. CHUNK is ``TIMER_ROUTE_FIRE_CHUNK`` (default: the
 settings').
 """
 
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def main(argv: list[str]) -> int:
     path, fire, phase, freeze_at = argv[0], datetime.fromisoformat(argv[1]), argv[2], int(argv[3])
-    chunk = {"TIMER_FIRE_CHUNK": int(argv[4])} if len(argv) > 4 else {}
+    chunk = {"TIMER_ROUTE_FIRE_CHUNK": int(argv[4])} if len(argv) > 4 else {}
     if not os.environ.get("DATABASE_URL"):
         raise SystemExit("DATABASE_URL must name the test database")
     sys.path.insert(0, str(ROOT))
