@@ -213,8 +213,14 @@ def percentile(values: Sequence[float], p: float) -> float:
 # --------------------------------------------------------------------------- the cluster
 
 
+# STATECHARTS keys a cluster child runs with besides the test settings' (JSON; qcluster's
+# ``overrides``, e.g. timer_recovery.py's TIMER_LEASE_SECONDS).
+OVERRIDES_ENV = "TIMER_BENCH_STATECHARTS"
+
+
 def cluster_child(workers: int, routes: bool = False) -> None:
-    """``manage.py qcluster``, with each database connection named after its process's pid."""
+    """``manage.py qcluster``, with each database connection named after its process's pid,
+    and the STATECHARTS overrides its parent passed in ``OVERRIDES_ENV``."""
     os.chdir(REPO)
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
@@ -230,6 +236,12 @@ def cluster_child(workers: int, routes: bool = False) -> None:
             cursor.execute("SELECT set_config('application_name', %s, false)", [str(os.getpid())])
 
     connection_created.connect(name_connection, weak=False)
+    overrides = json.loads(os.environ.get(OVERRIDES_ENV) or "{}")
+    if overrides:
+        from django.conf import settings
+        from django.test import override_settings
+
+        override_settings(STATECHARTS={**settings.STATECHARTS, **overrides}).enable()
     if routes:
         route_settings_on()
     if workers != Conf.WORKERS:  # --workers other than demo.settings.base.Q_CLUSTER's
@@ -240,13 +252,20 @@ def cluster_child(workers: int, routes: bool = False) -> None:
 
 @contextmanager
 def qcluster(
-    database_url: str, workers: int, out: IO[str], routes: bool = False
+    database_url: str,
+    workers: int,
+    out: IO[str],
+    routes: bool = False,
+    overrides: dict[str, Any] | None = None,
 ) -> Iterator[subprocess.Popen[str]]:
+    """The django-q2 cluster in a child process of this script (``cluster_child``), its
+    STATECHARTS settings with ``overrides``; stopped on leaving."""
     env = {
         **os.environ,
         "DATABASE_URL": database_url,
         "DJANGO_SETTINGS_MODULE": "demo.settings.test",
         "DJANGO_DEBUG": "0",
+        OVERRIDES_ENV: json.dumps(overrides or {}),
     }
     command = [sys.executable, str(Path(__file__).resolve()), "--cluster-child"]
     command += ["--workers", str(workers)] + (["--route-share", "1"] if routes else [])

@@ -48,13 +48,11 @@ import json
 import os
 import shlex
 import signal
-import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -75,8 +73,8 @@ from timer_firing import (  # noqa: E402
     COMMIT_STAMP_SQL,
     load_average,
     log,
+    qcluster,
     start_executions,
-    stop_cluster,
     summary,
     tail,
     wait_for_cluster,
@@ -124,63 +122,6 @@ LIMIT 1
 """
 
 
-def cluster_child(workers: int, lease: int | None) -> None:
-    """``manage.py qcluster``, each connection named after its process's pid (as
-    ``timer_firing.cluster_child``), with ``TIMER_LEASE_SECONDS`` = ``lease`` if given."""
-    os.chdir(REPO)
-    if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))
-    import django
-
-    django.setup()
-    from django.conf import settings
-    from django.core.management import call_command
-    from django.db.backends.signals import connection_created
-    from django.test import override_settings
-    from django_q.conf import Conf
-
-    def name_connection(sender: Any, connection: Any, **kwargs: Any) -> None:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT set_config('application_name', %s, false)", [str(os.getpid())])
-
-    connection_created.connect(name_connection, weak=False)
-    if lease is not None:
-        configured = {**settings.STATECHARTS, "TIMER_LEASE_SECONDS": lease}
-        override_settings(STATECHARTS=configured).enable()
-    if workers != Conf.WORKERS:
-        Conf.WORKERS = workers
-        Conf.QUEUE_LIMIT = workers**2
-    call_command("qcluster")
-
-
-@contextmanager
-def qcluster(
-    database_url: str, workers: int, lease: int | None, out: IO[str]
-) -> Iterator[subprocess.Popen[str]]:
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url,
-        "DJANGO_SETTINGS_MODULE": "demo.settings.test",
-        "DJANGO_DEBUG": "0",
-    }
-    command = [sys.executable, str(Path(__file__).resolve()), "--cluster-child"]
-    command += ["--workers", str(workers)] + ([] if lease is None else ["--lease", str(lease)])
-    cluster = subprocess.Popen(
-        command,
-        cwd=REPO,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=out,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        yield cluster
-    finally:
-        stop_cluster(cluster)
-
-
 def group_pids(pgid: int) -> set[int]:
     """The processes of a process group (Linux: /proc)."""
     pids = set()
@@ -212,7 +153,8 @@ def run(args: argparse.Namespace, database_url: str, out: IO[str]) -> dict[str, 
     from statecharts.models import Chart
 
     chart = Chart.objects.load(CHART)
-    with qcluster(database_url, args.workers, args.lease, out) as cluster:
+    overrides = {} if args.lease is None else {"TIMER_LEASE_SECONDS": args.lease}
+    with qcluster(database_url, args.workers, out, overrides=overrides) as cluster:
         wait_for_cluster(out, cluster, 60)
         call_command("setup_timers", stdout=io.StringIO())
         log(f"cluster up (pid {cluster.pid}, {args.workers} workers); setup_timers done")
@@ -405,15 +347,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--deadline", type=float, default=120.0)
     parser.add_argument("--pg-url", default=DEFAULT_PG_URL)
     parser.add_argument("--json", type=Path, metavar="OUT")
-    parser.add_argument("--cluster-child", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args(None if argv is None else list(argv))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.cluster_child:
-        cluster_child(args.workers, args.lease)
-        return 0
     command = shlex.join([sys.executable, *sys.argv] if argv is None else [__file__, *argv])
     args.sqlite_dir = None
     result: dict[str, Any] = {"command": command, "load_before": load_average()}

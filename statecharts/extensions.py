@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured
@@ -134,7 +134,19 @@ class Endpoint:
 
 
 Contribution = Section | Panel | ExecutionField | Endpoint
-C = TypeVar("C", Section, Panel, ExecutionField, Endpoint)
+
+
+class Named(Protocol):
+    """What a registry keeps: something an app registers under a name."""
+
+    @property
+    def app(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+
+C = TypeVar("C", bound=Named)
 
 
 # The read model's own keys in ``statechart show --json``: a section may not take one.
@@ -149,7 +161,9 @@ RESERVED_SECTION_NAMES = frozenset(
 
 
 class Registry(Generic[C]):
-    """Contributions of one kind, by name, in registration order."""
+    """Contributions of one kind, by name, in registration order (the module docstring's
+    guarantees: a name is owned by the first app registering it; only installed apps' count).
+    Other apps' registries of named things use it too (``statecharts.reencryption``)."""
 
     def __init__(self, kind: str, reserved: frozenset[str] = frozenset()) -> None:
         self.kind = kind

@@ -46,13 +46,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.apps import apps
-from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.db.models import Model, Q
 
 from statecharts import codecs, stepper
 from statecharts.conf import statecharts_settings
+from statecharts.extensions import Registry
 
 # (stored field values, conversion of one encoded value) -> the values, converted.
 Convert = Callable[[dict[str, Any], Callable[[Any], Any]], dict[str, Any]]
@@ -84,24 +83,18 @@ class EncodedRows:
     rows: Callable[[], Q] = _every_row
 
 
-_registered: dict[str, EncodedRows] = {}
+_registered: Registry[EncodedRows] = Registry("encoded row kind")
 
 
 def register(kind: EncodedRows) -> None:
     """Register a row kind (from ``AppConfig.ready()``). A name belongs to the app that
     registered it first; the same app registering it again replaces it."""
-    taken = _registered.get(kind.name)
-    if taken is not None and taken.app != kind.app:
-        raise ImproperlyConfigured(
-            f"{kind.app!r} registers the encoded row kind {kind.name!r}, which {taken.app!r} "
-            "registered already"
-        )
-    _registered[kind.name] = kind
+    _registered.add(kind)
 
 
 def registered() -> list[EncodedRows]:
     """The installed apps' row kinds, in registration order."""
-    return [kind for kind in _registered.values() if apps.is_installed(kind.app)]
+    return list(_registered)
 
 
 def kind_names() -> list[str]:

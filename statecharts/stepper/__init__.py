@@ -272,12 +272,7 @@ def send(
     caller_context = attribution.with_user(caller_context, user)
     sender = None
     if user is not None:
-        target = (
-            execution
-            if isinstance(execution, Execution)
-            else Execution.objects.select_related("chart").get(pk=execution)
-        )
-        sender = authorization.require(user, target, name, data).record()
+        sender = authorization.require(user, _with_chart(execution), name, data).record()
     event = Event(name, EXTERNAL, data, **fields)
     return feed(
         execution,
@@ -286,6 +281,13 @@ def send(
         caller_context=caller_context,
         idempotency_key=idempotency_key,
     )
+
+
+def _with_chart(execution: Execution | int) -> Execution:
+    """The execution a permission check reads (before the step's lock), its chart loaded."""
+    if isinstance(execution, Execution):
+        return execution
+    return Execution.objects.select_related("chart").get(pk=execution)
 
 
 def cancel(
@@ -312,12 +314,7 @@ def cancel(
     idempotency.check_key(idempotency_key)
     canceller = None
     if user is not None:
-        target = (
-            execution
-            if isinstance(execution, Execution)
-            else Execution.objects.select_related("chart").get(pk=execution)
-        )
-        canceller = authorization.require_cancel(user, target, reason).record()
+        canceller = authorization.require_cancel(user, _with_chart(execution), reason).record()
         caller_context = attribution.with_user(caller_context, user)
     return feed(
         execution,

@@ -31,6 +31,7 @@ from django.db import DatabaseError
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from statecharts.models import Chart, Execution
+from statecharts.stepper.rows import converted, converters_of
 
 _VERSION = "_chart_row_version"
 _CHART_CACHE_SIZE = 256
@@ -72,10 +73,7 @@ class NarrowLock:
         own = klass_info["select_fields"]
         self.own = (own[0], own[-1] + 1, [select[i].target.attname for i in own])
         self.version_at = compiler.annotation_col_map[_VERSION]
-        self.converters = [
-            (pos, convs, expression)
-            for pos, (convs, expression) in compiler.get_converters(select).items()
-        ]
+        self.converters = converters_of(compiler, select)
         chart_version = _row_version(chart_table)
         self.charts = Chart.objects.using(conn.alias).extra(select={_VERSION: chart_version})
         self.chart_names = [field.attname for field in Chart._meta.concrete_fields]
@@ -89,12 +87,7 @@ class NarrowLock:
             found = cursor.fetchone()
         if found is None:
             raise Execution.DoesNotExist("Execution matching query does not exist.")
-        row = list(found)
-        for pos, convs, expression in self.converters:
-            value = row[pos]
-            for converter in convs:
-                value = converter(value, expression, conn)
-            row[pos] = value
+        row = converted(found, self.converters, conn)
         start, end, names = self.own
         execution = Execution.from_db(self.alias, names, row[start:end])
         chart = self.chart(execution.chart_id, row[self.version_at])

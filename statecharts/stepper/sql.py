@@ -27,6 +27,7 @@ from django.db.models import QuerySet
 
 from statecharts.models import Chart, Execution
 from statecharts.stepper import postgres
+from statecharts.stepper.rows import converted, converters_of
 
 
 def database() -> str:
@@ -122,10 +123,7 @@ class _LockPlan:
         own, joined = klass_info["select_fields"], related["select_fields"]
         self.own = (own[0], own[-1] + 1, [select[i].target.attname for i in own])
         self.joined = (joined[0], joined[-1] + 1, [select[i].target.attname for i in joined])
-        self.converters = [
-            (pos, convs, expression)
-            for pos, (convs, expression) in compiler.get_converters(select).items()
-        ]
+        self.converters = converters_of(compiler, select)
 
     def get(self, conn: BaseDatabaseWrapper, pk: int) -> Execution:
         with conn.cursor() as cursor:
@@ -142,12 +140,7 @@ class _LockPlan:
         return [self._instance(row, conn) for row in rows]
 
     def _instance(self, found: Any, conn: BaseDatabaseWrapper) -> Execution:
-        row = list(found)
-        for pos, convs, expression in self.converters:
-            value = row[pos]
-            for converter in convs:
-                value = converter(value, expression, conn)
-            row[pos] = value
+        row = converted(found, self.converters, conn)
         start, end, names = self.own
         execution = Execution.from_db(self.alias, names, row[start:end])
         start, end, names = self.joined
