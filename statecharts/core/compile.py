@@ -14,7 +14,6 @@ from statecharts.core.delays import parse_delay
 from statecharts.core.errors import ChartError, Problem, ResolveError
 from statecharts.core.events import split_descriptor
 from statecharts.core.model import (
-    SMALL_SUBTREE,
     Action,
     Assign,
     Block,
@@ -34,9 +33,8 @@ from statecharts.core.model import (
     Script,
     Send,
     StateNode,
-    StateRange,
+    Structure,
     Transition,
-    descendants_of,
 )
 from statecharts.core.parse import (
     ParsedDocument,
@@ -58,7 +56,6 @@ _WITH_INITIAL = frozenset({_COMPOUND, _ROOT})
 # The body of every default initial transition made up by the compiler: empty, immutable,
 # one for all of them.
 _NO_INITIAL_BODY = Block("initial", ())
-_NO_STATES = descendants_of(0, 1)  # a leaf's, the same for every leaf
 _DATAS = attrgetter("datas")
 
 
@@ -69,6 +66,7 @@ class _Compiler:
         self.resolver = resolver
         self.base_path = base_path
         self.states: list[StateNode] = []
+        self.structure = Structure([], [])  # shared by every StateNode of the chart
         self._events: dict[str, tuple[tuple[str, ...], ...]] = {}  # event attribute -> split
         # the states _fill compiles the rest of, in document order
         self._to_fill: list[tuple[StateNode, etree._Element]] = []
@@ -147,29 +145,20 @@ class _Compiler:
 
     def _number(self, element: etree._Element, parent: int, depth: int) -> None:
         """Number the state ``element`` and, after it, the states below it (document order:
-        preorder). Recursive: the depth is bounded by parse.MAX_DEPTH."""
+        preorder), noting in the chart's Structure each state's parent and where its subtree
+        ends. Recursive: the depth is bounded by parse.MAX_DEPTH."""
         states, to_fill, ids = self.states, self._to_fill, self.ids
         local, in_ns, children = self._names, self._in_ns, self._children
         positions = self._positions
         position = self.document.position
         state_like = STATE_LIKE
-        small = SMALL_SUBTREE
-        # Each state's index as the one int object its StateNode holds (pool[i] is i): a
-        # small subtree's descendant set is made of these instead of fresh ints from a
-        # range (on a deep chart, over a million ints: a fifth of what loading allocates).
-        pool = [node.index for node in states]
-        remember = pool.append
+        structure = self.structure
+        parents, stops = structure.parents, structure.stops
+        add_parent, add_stop = parents.append, stops.append
 
-        def number(
-            element: etree._Element,
-            index: int,
-            parent: int,
-            depth: int,
-            ancestors: tuple[int, ...],
-        ) -> int:
+        def number(element: etree._Element, index: int, parent: int, depth: int) -> int:
             """Number ``element`` as state ``index``; returns the index after its subtree.
-            Per state, constant work besides its ancestors tuple (shared by its children)
-            and a small subtree's descendant set."""
+            Constant work per state."""
             name = local[element]
             if index == 0:
                 kind = _ROOT
@@ -179,20 +168,20 @@ class _Compiler:
                 kind = _KINDS[name]
             state_id = element.get("id") or f"__generated_{name}_{index}"
             line, column = positions.get(element) or position(element)
-            # parent first, root last: one tuple shared by all the children of a state
             node = StateNode(
-                index, state_id, kind, parent, line, column, ancestors=ancestors, depth=depth
+                index, state_id, kind, parent, line, column, depth=depth, structure=structure
             )
             states.append(node)
-            remember(index)
+            add_parent(parent)
             if index != 0:
                 ids[state_id] = index
             below_all = children[element]
             if not below_all:  # a leaf (half the states or more): nothing below it
                 if index == 0:
                     to_fill.append((node, element))
-                node.descendants = _NO_STATES
+                add_stop(index + 1)
                 return index + 1
+            add_stop(0)  # its subtree's end, once numbered
             # The state children, and whether it holds anything else of SCXML's: one pass.
             kids = []
             other = False
@@ -210,7 +199,6 @@ class _Compiler:
                 to_fill.append((node, element))
             stop = index + 1
             if kids:
-                below = (index,) + ancestors  # noqa: RUF005  (one copy; the unpacking, two)
                 numbers = []
                 history = []
                 child_depth = depth + 1
@@ -218,7 +206,7 @@ class _Compiler:
                     numbers.append(stop)
                     if local[child] == "history":
                         history.append(stop)
-                    stop = number(child, stop, index, child_depth, below)
+                    stop = number(child, stop, index, child_depth)
                 node.children = tuple(numbers)
                 if history:
                     node.history = tuple(history)
@@ -226,22 +214,17 @@ class _Compiler:
                     node.kind = _COMPOUND
                     if not filled:  # its first child that is not a history pseudo-state
                         first = (
-                            next(c for c in numbers if c not in history) if history
-                            else numbers[0]
+                            next(c for c in numbers if c not in history) if history else numbers[0]
                         )
                         node.initial = Transition(
                             -1, index, (), None, None, (first,), False, _NO_INITIAL_BODY, line
                         )
             # States are numbered in document order (preorder), so a state's descendants are
-            # the indexes numbered while its children were: one range, built once (the
-            # same as descendants_of, inlined).
-            node.descendants = (
-                frozenset(pool[index + 1 : stop]) if stop - index - 1 <= small
-                else StateRange(index + 1, stop)
-            )
+            # the indexes numbered while its children were: up to ``stop``.
+            stops[index] = stop
             return stop
 
-        number(element, len(states), parent, depth, ())
+        number(element, len(states), parent, depth)
         number = None  # type: ignore[assignment]  # the closure's cycle, broken
 
     def _fill(self, node: StateNode, element: etree._Element) -> None:
@@ -342,12 +325,21 @@ class _Compiler:
             if text is None:
                 return Data(element.get("id", ""), None, src=src, line=line, column=column)
             return Data(
-                element.get("id", ""), None, text_value(text), True, src=src, line=line,
+                element.get("id", ""),
+                None,
+                text_value(text),
+                True,
+                src=src,
+                line=line,
                 column=column,
             )
         has_body, body = body_value(element)
         return Data(
-            element.get("id", ""), self.expr(element, "expr"), body, has_body, line=line,
+            element.get("id", ""),
+            self.expr(element, "expr"),
+            body,
+            has_body,
+            line=line,
             column=column,
         )
 

@@ -1,8 +1,9 @@
 """The compiled, interned form of a chart.
 
 States are numbered in document order (the ``<scxml>`` root is 0), so "document order" and
-"entry order" are integer comparisons, and every ancestor/descendant question is a
-precomputed tuple or set lookup. Nothing here changes after compilation.
+"entry order" are integer comparisons, and every ancestor/descendant question is a tuple or
+set lookup (each state's made on first read, from the chart's :class:`Structure`, then kept).
+Nothing here changes after compilation but those first reads.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 
 class Kind(IntEnum):
@@ -77,6 +78,51 @@ def descendants_of(index: int, stop: int) -> frozenset[int] | StateRange:
     if stop - index - 1 <= SMALL_SUBTREE:
         return frozenset(range(index + 1, stop))
     return StateRange(index + 1, stop)
+
+
+class Structure:
+    """The tree of a chart's states, one entry per state index: its parent's index (-1 for
+    the root) and the index after its subtree (states are numbered in document order, so a
+    subtree is the range from the state to there). Every StateNode of a chart shares it.
+
+    Each state's ``ancestors`` tuple and ``descendants`` set are made from it the first
+    time they are read: built for every state at compile time, they were most of the
+    memory and a fifth of the loading time of a deeply nested chart (a tuple of its depth
+    and a set of up to SMALL_SUBTREE ints per state), and most are never read.
+    """
+
+    __slots__ = ("_ancestors", "parents", "stops")
+
+    def __init__(self, parents: list[int], stops: list[int]) -> None:
+        self.parents = parents
+        self.stops = stops
+        # the ancestors tuples made so far, by parent: all the children of a state share one
+        # tuple, the parent's own with the parent in front (one copy per parent)
+        self._ancestors: dict[int, tuple[int, ...]] = {-1: ()}
+
+    def ancestors(self, index: int) -> tuple[int, ...]:
+        """The ancestors of state ``index``: parent first, root last."""
+        made = self._ancestors
+        parent = self.parents[index]
+        found = made.get(parent)
+        if found is not None:
+            return found
+        # up to the nearest state whose children's tuple is made (the root's parent's is),
+        # then down again, one concatenation per state on the way
+        parents = self.parents
+        missing = []
+        while parent not in made:
+            missing.append(parent)
+            parent = parents[parent]
+        ancestors = made[parent]
+        for parent in reversed(missing):
+            ancestors = (parent,) + ancestors  # noqa: RUF005  (one copy; the unpacking, two)
+            made[parent] = ancestors
+        return ancestors
+
+    def descendants(self, index: int) -> frozenset[int] | StateRange:
+        """The descendants of state ``index``: see descendants_of."""
+        return descendants_of(index, self.stops[index])
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,10 +316,31 @@ class StateNode:
     invokes: tuple[Invoke, ...] = ()
     datas: tuple[Data, ...] = ()
     donedata: DoneData | None = None
-    ancestors: tuple[int, ...] = ()  # parent first, root last
-    descendants: frozenset[int] | StateRange = frozenset()  # see descendants_of
+    # Made on first read (see __getattr__), then plain slots: the interpreter reads them on
+    # its hot paths. A StateNode without a structure has none (the root's values).
+    ancestors: tuple[int, ...] = field(init=False)  # parent first, root last
+    descendants: frozenset[int] | StateRange = field(init=False)  # see descendants_of
     history: tuple[int, ...] = ()  # history children
     depth: int = 0
+    # the chart's tree, which ``ancestors`` and ``descendants`` are made from
+    structure: Structure | None = field(default=None, repr=False)
+
+    if not TYPE_CHECKING:  # (for the type checker, no attribute is made up)
+
+        def __getattr__(self, name: str) -> Any:
+            """Called only when a slot is empty: fills ``ancestors`` or ``descendants``."""
+            if name == "ancestors":
+                structure = self.structure
+                value = () if structure is None else structure.ancestors(self.index)
+            elif name == "descendants":
+                structure = self.structure
+                value = frozenset() if structure is None else structure.descendants(self.index)
+            else:
+                raise AttributeError(
+                    f"{type(self).__name__!r} object has no attribute {name!r}", name=name, obj=self
+                )
+            setattr(self, name, value)
+            return value
 
     @property
     def is_atomic(self) -> bool:
