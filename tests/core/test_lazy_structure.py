@@ -1,0 +1,116 @@
+"""A state's ``ancestors`` and ``descendants`` are made on first read from the chart's
+Structure (not at load: on a deeply nested chart they were most of the model), and they are
+what the parent chain says they are, whichever state is read first."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from statecharts.core import load_chart
+from statecharts.core.model import SMALL_SUBTREE, Chart, StateNode, StateRange
+
+NS = "http://www.w3.org/2005/07/scxml"
+
+NESTED_AND_PARALLEL = f"""<scxml xmlns="{NS}" initial="p">
+  <parallel id="p">
+    <state id="a" initial="a2">
+      <history id="ah" type="deep"><transition target="a1"/></history>
+      <state id="a1"><state id="a11"/><state id="a12"><final id="a12f"/></state></state>
+      <state id="a2"><onentry><log expr="1"/></onentry></state>
+    </state>
+    <state id="b">
+      <initial><transition target="b2"/></initial>
+      <state id="b1"/>
+      <parallel id="b2"><state id="b21"/><state id="b22"><state id="b221"/></state></parallel>
+    </state>
+  </parallel>
+  <state id="q"><transition event="e" target="a11"/></state>
+  <final id="done"/>
+</scxml>"""
+
+
+def deep_chains(chains: int, depth: int) -> str:
+    """``chains`` chains of ``depth`` nested states, the benchmark's deep shape, smaller."""
+    chain = "".join(
+        "".join(f'<state id="d{i}_{j}">' for j in range(depth)) + "</state>" * depth
+        for i in range(chains)
+    )
+    return f'<scxml xmlns="{NS}" initial="d0_0">{chain}</scxml>'
+
+
+def filled(node: StateNode, name: str) -> bool:
+    """Whether the slot ``name`` of ``node`` holds a value, read through the slot itself
+    (the member descriptor), so that reading it does not make it."""
+    try:
+        StateNode.__dict__[name].__get__(node, StateNode)
+    except AttributeError:
+        return False
+    return True
+
+
+def naive_ancestors(chart: Chart, index: int) -> tuple[int, ...]:
+    ancestors = []
+    parent = chart.states[index].parent
+    while parent != -1:
+        ancestors.append(parent)
+        parent = chart.states[parent].parent
+    return tuple(ancestors)
+
+
+def naive_descendants(chart: Chart, index: int) -> set[int]:
+    return {s.index for s in chart.states if index in naive_ancestors(chart, s.index)}
+
+
+CHARTS = {
+    "nested and parallel": NESTED_AND_PARALLEL,
+    "deep chains": deep_chains(3, 120),
+}
+
+
+@pytest.mark.parametrize("source", CHARTS.values(), ids=CHARTS.keys())
+def test_nothing_is_made_at_load(source: str) -> None:
+    chart = load_chart(source)
+    assert not any(filled(s, "ancestors") or filled(s, "descendants") for s in chart.states)
+    middle = chart.states[len(chart.states) // 2]
+    middle.ancestors  # noqa: B018  (the read is the point)
+    assert [s.index for s in chart.states if filled(s, "ancestors")] == [middle.index]
+    assert not any(filled(s, "descendants") for s in chart.states)
+    middle.descendants  # noqa: B018
+    assert [s.index for s in chart.states if filled(s, "descendants")] == [middle.index]
+
+
+@pytest.mark.parametrize("order", ["document", "reversed", "shuffled"])
+@pytest.mark.parametrize("source", CHARTS.values(), ids=CHARTS.keys())
+def test_read_values_are_the_parent_chains(source: str, order: str) -> None:
+    chart = load_chart(source)
+    states = list(chart.states)
+    if order == "reversed":
+        states.reverse()
+    elif order == "shuffled":
+        random.Random(12).shuffle(states)
+    for state in states:
+        ancestors = state.ancestors
+        assert type(ancestors) is tuple
+        assert ancestors == naive_ancestors(chart, state.index), state.id
+        descendants = state.descendants
+        expected = naive_descendants(chart, state.index)
+        if len(expected) <= SMALL_SUBTREE:
+            assert type(descendants) is frozenset and descendants == expected, state.id
+        else:
+            assert isinstance(descendants, StateRange), state.id
+            assert set(descendants) == expected and len(descendants) == len(expected)
+        # once made, kept: the next read is the same object
+        assert state.ancestors is ancestors and state.descendants is descendants
+
+
+def test_deep_chain_has_large_subtrees_as_ranges_and_small_ones_as_sets() -> None:
+    chart = load_chart(deep_chains(2, 120))
+    top = chart.state("d1_0")
+    bottom = chart.state("d1_119")
+    assert bottom.ancestors == (*range(bottom.index - 1, top.index - 1, -1), 0)
+    assert top.descendants == StateRange(top.index + 1, bottom.index + 1)
+    assert chart.state("d1_60").descendants == frozenset(range(top.index + 61, bottom.index + 1))
+    assert bottom.descendants == frozenset()
+    assert chart.root.ancestors == () and len(chart.root.descendants) == 240
