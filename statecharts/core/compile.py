@@ -35,6 +35,7 @@ from statecharts.core.model import (
     StateNode,
     Structure,
     Transition,
+    UnreadStateNode,
 )
 from statecharts.core.parse import (
     ParsedDocument,
@@ -168,7 +169,7 @@ class _Compiler:
                 kind = _KINDS[name]
             state_id = element.get("id") or f"__generated_{name}_{index}"
             line, column = positions.get(element) or position(element)
-            node = StateNode(
+            node = UnreadStateNode(
                 index, state_id, kind, parent, line, column, depth=depth, structure=structure
             )
             states.append(node)

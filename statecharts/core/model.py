@@ -316,31 +316,13 @@ class StateNode:
     invokes: tuple[Invoke, ...] = ()
     datas: tuple[Data, ...] = ()
     donedata: DoneData | None = None
-    # Made on first read (see __getattr__), then plain slots: the interpreter reads them on
-    # its hot paths. A StateNode without a structure has none (the root's values).
+    # Made by the compiler on first read (see UnreadStateNode), then plain slots.
     ancestors: tuple[int, ...] = field(init=False)  # parent first, root last
     descendants: frozenset[int] | StateRange = field(init=False)  # see descendants_of
     history: tuple[int, ...] = ()  # history children
     depth: int = 0
     # the chart's tree, which ``ancestors`` and ``descendants`` are made from
     structure: Structure | None = field(default=None, repr=False)
-
-    if not TYPE_CHECKING:  # (for the type checker, no attribute is made up)
-
-        def __getattr__(self, name: str) -> Any:
-            """Called only when a slot is empty: fills ``ancestors`` or ``descendants``."""
-            if name == "ancestors":
-                structure = self.structure
-                value = () if structure is None else structure.ancestors(self.index)
-            elif name == "descendants":
-                structure = self.structure
-                value = frozenset() if structure is None else structure.descendants(self.index)
-            else:
-                raise AttributeError(
-                    f"{type(self).__name__!r} object has no attribute {name!r}", name=name, obj=self
-                )
-            setattr(self, name, value)
-            return value
 
     @property
     def is_atomic(self) -> bool:
@@ -353,6 +335,42 @@ class StateNode:
     @property
     def is_history(self) -> bool:
         return self.kind in (Kind.HISTORY_SHALLOW, Kind.HISTORY_DEEP)
+
+
+class UnreadStateNode(StateNode):
+    """A StateNode as the compiler makes it: its ``ancestors`` and ``descendants`` slots are
+    empty until one of them is read, then both are made from its ``structure`` and the
+    object becomes a plain StateNode (its class switched; the layout is the same).
+
+    Only this class has ``__getattr__``: on a class that has one, every attribute read goes
+    through it (slower, and Python 3.11 cannot specialise the reads), and the interpreter
+    reads states on its hot paths. A state it reads once is a plain StateNode from then on.
+    """
+
+    __slots__ = ()
+
+    if not TYPE_CHECKING:  # (for the type checker, no attribute is made up)
+
+        def __getattr__(self, name: str) -> Any:
+            """Called when a slot is empty: makes ``ancestors`` and ``descendants``."""
+            if name != "ancestors" and name != "descendants":
+                raise AttributeError(
+                    f"{type(self).__name__!r} object has no attribute {name!r}",
+                    name=name,
+                    obj=self,
+                )
+            structure = self.structure
+            if structure is None:
+                self.ancestors, self.descendants = (), frozenset()
+            else:
+                self.ancestors = structure.ancestors(self.index)
+                self.descendants = structure.descendants(self.index)
+            self.__class__ = StateNode
+            return getattr(self, name)
+
+    def __repr__(self) -> str:
+        self.ancestors  # noqa: B018  (made, and self is a plain StateNode from here on)
+        return repr(self)
 
 
 @dataclass(slots=True, eq=False)

@@ -9,7 +9,7 @@ import random
 import pytest
 
 from statecharts.core import load_chart
-from statecharts.core.model import SMALL_SUBTREE, Chart, StateNode, StateRange
+from statecharts.core.model import SMALL_SUBTREE, Chart, StateNode, StateRange, UnreadStateNode
 
 NS = "http://www.w3.org/2005/07/scxml"
 
@@ -73,12 +73,18 @@ CHARTS = {
 def test_nothing_is_made_at_load(source: str) -> None:
     chart = load_chart(source)
     assert not any(filled(s, "ancestors") or filled(s, "descendants") for s in chart.states)
+    assert all(type(s) is UnreadStateNode for s in chart.states)
     middle = chart.states[len(chart.states) // 2]
     middle.ancestors  # noqa: B018  (the read is the point)
+    # both made for the state read (a plain StateNode from then on: see UnreadStateNode),
+    # and for no other
     assert [s.index for s in chart.states if filled(s, "ancestors")] == [middle.index]
-    assert not any(filled(s, "descendants") for s in chart.states)
-    middle.descendants  # noqa: B018
     assert [s.index for s in chart.states if filled(s, "descendants")] == [middle.index]
+    assert [s.index for s in chart.states if type(s) is StateNode] == [middle.index]
+    last = chart.states[-1]
+    last.descendants  # noqa: B018
+    assert filled(last, "ancestors") and type(last) is StateNode
+    assert repr(chart.states[1]).startswith("StateNode(index=1, ")
 
 
 @pytest.mark.parametrize("order", ["document", "reversed", "shuffled"])
@@ -101,8 +107,9 @@ def test_read_values_are_the_parent_chains(source: str, order: str) -> None:
         else:
             assert isinstance(descendants, StateRange), state.id
             assert set(descendants) == expected and len(descendants) == len(expected)
-        # once made, kept: the next read is the same object
+        # once made, kept: the next read is the same object, from a plain StateNode
         assert state.ancestors is ancestors and state.descendants is descendants
+        assert type(state) is StateNode
 
 
 def test_deep_chain_has_large_subtrees_as_ranges_and_small_ones_as_sets() -> None:
