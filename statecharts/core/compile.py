@@ -14,6 +14,7 @@ from statecharts.core.delays import parse_delay
 from statecharts.core.errors import ChartError, Problem, ResolveError
 from statecharts.core.events import split_descriptor
 from statecharts.core.model import (
+    NO_INITIAL_BODY,
     Action,
     Assign,
     Block,
@@ -54,9 +55,6 @@ _ROOT, _ATOMIC, _COMPOUND = Kind.ROOT, Kind.ATOMIC, Kind.COMPOUND
 _HISTORY_SHALLOW, _HISTORY_DEEP = Kind.HISTORY_SHALLOW, Kind.HISTORY_DEEP
 _HISTORY_KINDS = frozenset({_HISTORY_SHALLOW, _HISTORY_DEEP})
 _WITH_INITIAL = frozenset({_COMPOUND, _ROOT})
-# The body of every default initial transition made up by the compiler: empty, immutable,
-# one for all of them.
-_NO_INITIAL_BODY = Block("initial", ())
 _DATAS = attrgetter("datas")
 
 
@@ -194,32 +192,23 @@ class _Compiler:
                         other = True
             # _fill compiles what a state holds besides states (transitions, blocks, data,
             # invokes, <initial>, an initial attribute), in document order; a state holding
-            # nothing else has only its default initial transition, made here.
+            # nothing else has only its default initial transition, made on first read (see
+            # UnreadStateNode).
             filled = other or index == 0 or (bool(kids) and element.get("initial") is not None)
             if filled:
                 to_fill.append((node, element))
             stop = index + 1
             if kids:
-                numbers = []
                 history = []
                 child_depth = depth + 1
                 for child in kids:
-                    numbers.append(stop)
                     if local[child] == "history":
                         history.append(stop)
                     stop = number(child, stop, index, child_depth)
-                node.children = tuple(numbers)
                 if history:
                     node.history = tuple(history)
-                if kind is _ATOMIC and (not history or len(history) < len(numbers)):
+                if kind is _ATOMIC and len(history) < len(kids):
                     node.kind = _COMPOUND
-                    if not filled:  # its first child that is not a history pseudo-state
-                        first = (
-                            next(c for c in numbers if c not in history) if history else numbers[0]
-                        )
-                        node.initial = Transition(
-                            -1, index, (), None, None, (first,), False, _NO_INITIAL_BODY, line
-                        )
             # States are numbered in document order (preorder), so a state's descendants are
             # the indexes numbered while its children were: up to ``stop``.
             stops[index] = stop
@@ -270,7 +259,8 @@ class _Compiler:
             transitions = self.kids(initial_elements[0], "transition")
             if transitions:
                 return self._transition(transitions[0], node.index, register=False)
-        for child in node.children:
+        # (from the structure: node.children would make the state's lazy slots now)
+        for child in self.structure.children(node.index):
             if child not in node.history:
                 return self._synthetic(node.index, (child,), element)
         return None
@@ -279,7 +269,7 @@ class _Compiler:
         self, source: int, targets: tuple[int, ...], element: etree._Element
     ) -> Transition:
         line, _ = self.pos(element)
-        return Transition(-1, source, (), None, None, targets, False, _NO_INITIAL_BODY, line)
+        return Transition(-1, source, (), None, None, targets, False, NO_INITIAL_BODY, line)
 
     def _transition(
         self, element: etree._Element, source: int, *, register: bool = True

@@ -85,10 +85,11 @@ class Structure:
     the root) and the index after its subtree (states are numbered in document order, so a
     subtree is the range from the state to there). Every StateNode of a chart shares it.
 
-    Each state's ``ancestors`` tuple and ``descendants`` set are made from it the first
-    time they are read: built for every state at compile time, they were most of the
-    memory and a fifth of the loading time of a deeply nested chart (a tuple of its depth
-    and a set of up to SMALL_SUBTREE ints per state), and most are never read.
+    Each state's ``ancestors`` tuple, ``descendants`` set, ``children`` tuple and default
+    initial transition are made from it the first time they are read (see UnreadStateNode):
+    built for every state at compile time, they were most of the memory and a fifth of the
+    loading time of a deeply nested chart (a tuple of its depth and a set of up to
+    SMALL_SUBTREE ints per state), and most are never read.
     """
 
     __slots__ = ("_ancestors", "parents", "stops")
@@ -123,6 +124,18 @@ class Structure:
     def descendants(self, index: int) -> frozenset[int] | StateRange:
         """The descendants of state ``index``: see descendants_of."""
         return descendants_of(index, self.stops[index])
+
+    def children(self, index: int) -> tuple[int, ...]:
+        """The child states of state ``index``, in document order: the first is numbered
+        right after it, each next one right after the subtree of the one before."""
+        stops = self.stops
+        stop = stops[index]
+        children = []
+        child = index + 1
+        while child < stop:
+            children.append(child)
+            child = stops[child]
+        return tuple(children)
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,8 +313,24 @@ class Invoke:
     column: int = 0
 
 
-@dataclass(slots=True, eq=False)
+class _NotGiven:
+    """The default of StateNode's arguments made on first read: not given."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NOT_GIVEN"
+
+
+NOT_GIVEN: Any = _NotGiven()
+
+
+@dataclass(slots=True, eq=False, init=False)
 class StateNode:
+    """One state. ``ancestors``, ``descendants``, ``children`` and ``initial`` are made on
+    first read when the compiler did not make them (see UnreadStateNode); a StateNode made
+    without a ``structure`` has them as given, or empty (``initial``: None)."""
+
     index: int
     id: str
     kind: Kind
@@ -310,19 +339,74 @@ class StateNode:
     column: int = 0
     children: tuple[int, ...] = ()  # child states (history pseudo-states included), doc order
     transitions: tuple[Transition, ...] = ()
-    initial: Transition | None = None  # compound states and history defaults
+    # compound states (by default their first child that is not a history) and history
+    # defaults
+    initial: Transition | None = None
     onentry: tuple[Block, ...] = ()
     onexit: tuple[Block, ...] = ()
     invokes: tuple[Invoke, ...] = ()
     datas: tuple[Data, ...] = ()
     donedata: DoneData | None = None
-    # Made by the compiler on first read (see UnreadStateNode), then plain slots.
-    ancestors: tuple[int, ...] = field(init=False)  # parent first, root last
-    descendants: frozenset[int] | StateRange = field(init=False)  # see descendants_of
+    ancestors: tuple[int, ...] = ()  # parent first, root last
+    descendants: frozenset[int] | StateRange = frozenset()  # see descendants_of
     history: tuple[int, ...] = ()  # history children
     depth: int = 0
-    # the chart's tree, which ``ancestors`` and ``descendants`` are made from
+    # the chart's tree, which the slots made on first read are made from
     structure: Structure | None = field(default=None, repr=False)
+
+    def __init__(
+        self,
+        index: int,
+        id: str,
+        kind: Kind,
+        parent: int,
+        line: int = 0,
+        column: int = 0,
+        children: tuple[int, ...] = NOT_GIVEN,
+        transitions: tuple[Transition, ...] = (),
+        initial: Transition | None = NOT_GIVEN,
+        onentry: tuple[Block, ...] = (),
+        onexit: tuple[Block, ...] = (),
+        invokes: tuple[Invoke, ...] = (),
+        datas: tuple[Data, ...] = (),
+        donedata: DoneData | None = None,
+        ancestors: tuple[int, ...] = NOT_GIVEN,
+        descendants: frozenset[int] | StateRange = NOT_GIVEN,
+        history: tuple[int, ...] = (),
+        depth: int = 0,
+        structure: Structure | None = None,
+    ) -> None:
+        # Written out (not the dataclass's): a slot made on first read is left empty when
+        # not given. dataclasses.replace passes every field, made by reading it.
+        self.index = index
+        self.id = id
+        self.kind = kind
+        self.parent = parent
+        self.line = line
+        self.column = column
+        self.transitions = transitions
+        self.onentry = onentry
+        self.onexit = onexit
+        self.invokes = invokes
+        self.datas = datas
+        self.donedata = donedata
+        self.history = history
+        self.depth = depth
+        self.structure = structure
+        if structure is None:  # nothing to make them from: empty, unless given
+            self.children = () if children is NOT_GIVEN else children
+            self.initial = None if initial is NOT_GIVEN else initial
+            self.ancestors = () if ancestors is NOT_GIVEN else ancestors
+            self.descendants = frozenset() if descendants is NOT_GIVEN else descendants
+            return
+        if children is not NOT_GIVEN:
+            self.children = children
+        if initial is not NOT_GIVEN:
+            self.initial = initial
+        if ancestors is not NOT_GIVEN:
+            self.ancestors = ancestors
+        if descendants is not NOT_GIVEN:
+            self.descendants = descendants
 
     @property
     def is_atomic(self) -> bool:
@@ -337,10 +421,25 @@ class StateNode:
         return self.kind in (Kind.HISTORY_SHALLOW, Kind.HISTORY_DEEP)
 
 
+# The body of every default initial transition made up by the compiler: empty, immutable,
+# one for all of them.
+NO_INITIAL_BODY = Block("initial", ())
+# The slots themselves (member descriptors): reading one makes nothing.
+_INITIAL_SLOT = StateNode.__dict__["initial"]
+_MADE_FROM_STRUCTURE = (
+    (StateNode.__dict__["ancestors"], Structure.ancestors),
+    (StateNode.__dict__["descendants"], Structure.descendants),
+    (StateNode.__dict__["children"], Structure.children),
+)
+_COMPOUND = Kind.COMPOUND
+_MADE_ON_READ = frozenset({"ancestors", "descendants", "children", "initial"})
+
+
 class UnreadStateNode(StateNode):
-    """A StateNode as the compiler makes it: its ``ancestors`` and ``descendants`` slots are
-    empty until one of them is read, then both are made from its ``structure`` and the
-    object becomes a plain StateNode (its class switched; the layout is the same).
+    """A StateNode as the compiler makes it: its ``ancestors``, ``descendants`` and
+    ``children`` slots are empty, and its ``initial`` too unless the compiler set it, until
+    one of them is read; then all are made from its ``structure`` and the object becomes a
+    plain StateNode (its class switched; the layout is the same).
 
     Only this class has ``__getattr__``: on a class that has one, every attribute read goes
     through it (slower, and Python 3.11 cannot specialise the reads), and the interpreter
@@ -352,21 +451,38 @@ class UnreadStateNode(StateNode):
     if not TYPE_CHECKING:  # (for the type checker, no attribute is made up)
 
         def __getattr__(self, name: str) -> Any:
-            """Called when a slot is empty: makes ``ancestors`` and ``descendants``."""
-            if name != "ancestors" and name != "descendants":
+            """Called when a slot is empty: makes those made on first read."""
+            if name not in _MADE_ON_READ:
                 raise AttributeError(
                     f"{type(self).__name__!r} object has no attribute {name!r}",
                     name=name,
                     obj=self,
                 )
             structure = self.structure
-            if structure is None:
-                self.ancestors, self.descendants = (), frozenset()
-            else:
-                self.ancestors = structure.ancestors(self.index)
-                self.descendants = structure.descendants(self.index)
+            index = self.index
+            # each slot that is empty (one given to __init__ is kept)
+            for slot, make in _MADE_FROM_STRUCTURE:
+                try:
+                    slot.__get__(self, StateNode)
+                except AttributeError:
+                    slot.__set__(self, make(structure, index))
+            try:
+                _INITIAL_SLOT.__get__(self, StateNode)
+            except AttributeError:
+                self.initial = self._default_initial()
             self.__class__ = StateNode
             return getattr(self, name)
+
+    def _default_initial(self) -> Transition | None:
+        """A compound state's first child that is not a history pseudo-state; nothing for
+        any other state (the compiler sets the initial of a state that says which)."""
+        if self.kind is not _COMPOUND:
+            return None
+        history = self.history
+        first = next(c for c in self.children if c not in history)
+        return Transition(
+            -1, self.index, (), None, None, (first,), False, NO_INITIAL_BODY, self.line
+        )
 
     def __repr__(self) -> str:
         self.ancestors  # noqa: B018  (made, and self is a plain StateNode from here on)

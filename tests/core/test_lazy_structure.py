@@ -4,6 +4,7 @@ what the parent chain says they are, whichever state is read first."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
@@ -121,3 +122,46 @@ def test_deep_chain_has_large_subtrees_as_ranges_and_small_ones_as_sets() -> Non
     assert chart.state("d1_60").descendants == frozenset(range(top.index + 61, bottom.index + 1))
     assert bottom.descendants == frozenset()
     assert chart.root.ancestors == () and len(chart.root.descendants) == 240
+
+
+def test_children_and_initial_are_made_on_read_too() -> None:
+    chart = load_chart(NESTED_AND_PARALLEL)
+    ids = chart.ids
+    for state in chart.states:
+        assert state.children == tuple(s.index for s in chart.states if s.parent == state.index)
+    targets = {
+        s.id: s.initial.targets if s.initial is not None else None
+        for s in chart.states
+        if s.id in ("p", "a", "ah", "a1", "a12", "b", "b2", "a11", "q", "done")
+    }
+    assert targets == {
+        "p": None,  # a parallel state
+        "a": (ids["a2"],),  # its initial attribute
+        "ah": (ids["a1"],),  # the history's default
+        "a1": (ids["a11"],),  # by default, the first child
+        "a12": (ids["a12f"],),
+        "b": (ids["b2"],),  # its <initial>
+        "b2": None,
+        "a11": None,
+        "q": None,
+        "done": None,
+    }
+    assert chart.root.initial is not None and chart.root.initial.targets == (ids["p"],)
+    default = chart.state("a1").initial
+    assert default is not None and (default.index, default.source, default.line) == (
+        -1,
+        ids["a1"],
+        chart.state("a1").line,
+    )
+
+
+@pytest.mark.parametrize("read_first", [False, True])
+def test_a_copy_made_with_dataclasses_replace_has_the_same_values(read_first: bool) -> None:
+    chart = load_chart(NESTED_AND_PARALLEL)
+    fields = ("ancestors", "descendants", "children", "initial", "history", "kind", "depth")
+    for state in chart.states:
+        if read_first:
+            state.initial  # noqa: B018
+        copy = dataclasses.replace(state, id=f"{state.id}_copy")
+        assert copy.id == f"{state.id}_copy"
+        assert [getattr(copy, f) for f in fields] == [getattr(state, f) for f in fields]
