@@ -5,7 +5,6 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
-from operator import attrgetter
 from pathlib import Path
 
 from lxml import etree
@@ -55,7 +54,6 @@ _ROOT, _ATOMIC, _COMPOUND = Kind.ROOT, Kind.ATOMIC, Kind.COMPOUND
 _HISTORY_SHALLOW, _HISTORY_DEEP = Kind.HISTORY_SHALLOW, Kind.HISTORY_DEEP
 _HISTORY_KINDS = frozenset({_HISTORY_SHALLOW, _HISTORY_DEEP})
 _WITH_INITIAL = frozenset({_COMPOUND, _ROOT})
-_DATAS = attrgetter("datas")
 
 
 class _Compiler:
@@ -76,6 +74,7 @@ class _Compiler:
         self.content_columns: list[int] = []
         self.problems: list[Problem] = []
         self.ids: dict[str, int] = {}
+        self.has_data = False  # whether any state has a <data>
         # Every element classified once, at parse (see parse.Outline).
         outline = document.outline
         self._names = outline.names
@@ -167,9 +166,7 @@ class _Compiler:
                 kind = _KINDS[name]
             state_id = element.get("id") or f"__generated_{name}_{index}"
             line, column = positions.get(element) or position(element)
-            node = UnreadStateNode(
-                index, state_id, kind, parent, line, column, depth=depth, structure=structure
-            )
+            node = UnreadStateNode(index, state_id, kind, parent, line, column, depth, structure)
             states.append(node)
             add_parent(parent)
             if index != 0:
@@ -236,6 +233,7 @@ class _Compiler:
             node.datas = tuple(
                 [self._data(d) for dm in groups["datamodel"] for d in self.kids(dm, "data")]
             )
+            self.has_data = self.has_data or bool(node.datas)
         if "invoke" in groups:
             node.invokes = tuple([self._invoke(i, node) for i in groups["invoke"]])
         for dd in groups.get("donedata", none):
@@ -259,9 +257,10 @@ class _Compiler:
             transitions = self.kids(initial_elements[0], "transition")
             if transitions:
                 return self._transition(transitions[0], node.index, register=False)
-        # (from the structure: node.children would make the state's lazy slots now)
+        # (from the structure: node.children would make all its unread slots now)
+        states = self.states
         for child in self.structure.children(node.index):
-            if child not in node.history:
+            if states[child].kind not in _HISTORY_KINDS:
                 return self._synthetic(node.index, (child,), element)
         return None
 
@@ -485,7 +484,8 @@ def compile_document(
     root = document.root
     declared = root.get("datamodel")
     datamodel = declared if declared is not None else default_datamodel
-    code_free = not compiler.expressions and not any(map(_DATAS, states))
+    # (not read from the states: that would fill every unread slot of every one of them)
+    code_free = not compiler.expressions and not compiler.has_data
     return Chart(
         name=root.get("name"),
         datamodel=datamodel,

@@ -9,7 +9,7 @@ Nothing here changes after compilation but those first reads.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
@@ -313,24 +313,8 @@ class Invoke:
     column: int = 0
 
 
-class _NotGiven:
-    """The default of StateNode's arguments made on first read: not given."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "NOT_GIVEN"
-
-
-NOT_GIVEN: Any = _NotGiven()
-
-
-@dataclass(slots=True, eq=False, init=False)
+@dataclass(slots=True, eq=False)
 class StateNode:
-    """One state. ``ancestors``, ``descendants``, ``children`` and ``initial`` are made on
-    first read when the compiler did not make them (see UnreadStateNode); a StateNode made
-    without a ``structure`` has them as given, or empty (``initial``: None)."""
-
     index: int
     id: str
     kind: Kind
@@ -339,9 +323,7 @@ class StateNode:
     column: int = 0
     children: tuple[int, ...] = ()  # child states (history pseudo-states included), doc order
     transitions: tuple[Transition, ...] = ()
-    # compound states (by default their first child that is not a history) and history
-    # defaults
-    initial: Transition | None = None
+    initial: Transition | None = None  # compound states and history defaults
     onentry: tuple[Block, ...] = ()
     onexit: tuple[Block, ...] = ()
     invokes: tuple[Invoke, ...] = ()
@@ -351,62 +333,8 @@ class StateNode:
     descendants: frozenset[int] | StateRange = frozenset()  # see descendants_of
     history: tuple[int, ...] = ()  # history children
     depth: int = 0
-    # the chart's tree, which the slots made on first read are made from
+    # the chart's tree (the compiler's states are made from it: see UnreadStateNode)
     structure: Structure | None = field(default=None, repr=False)
-
-    def __init__(
-        self,
-        index: int,
-        id: str,
-        kind: Kind,
-        parent: int,
-        line: int = 0,
-        column: int = 0,
-        children: tuple[int, ...] = NOT_GIVEN,
-        transitions: tuple[Transition, ...] = (),
-        initial: Transition | None = NOT_GIVEN,
-        onentry: tuple[Block, ...] = (),
-        onexit: tuple[Block, ...] = (),
-        invokes: tuple[Invoke, ...] = (),
-        datas: tuple[Data, ...] = (),
-        donedata: DoneData | None = None,
-        ancestors: tuple[int, ...] = NOT_GIVEN,
-        descendants: frozenset[int] | StateRange = NOT_GIVEN,
-        history: tuple[int, ...] = (),
-        depth: int = 0,
-        structure: Structure | None = None,
-    ) -> None:
-        # Written out (not the dataclass's): a slot made on first read is left empty when
-        # not given. dataclasses.replace passes every field, made by reading it.
-        self.index = index
-        self.id = id
-        self.kind = kind
-        self.parent = parent
-        self.line = line
-        self.column = column
-        self.transitions = transitions
-        self.onentry = onentry
-        self.onexit = onexit
-        self.invokes = invokes
-        self.datas = datas
-        self.donedata = donedata
-        self.history = history
-        self.depth = depth
-        self.structure = structure
-        if structure is None:  # nothing to make them from: empty, unless given
-            self.children = () if children is NOT_GIVEN else children
-            self.initial = None if initial is NOT_GIVEN else initial
-            self.ancestors = () if ancestors is NOT_GIVEN else ancestors
-            self.descendants = frozenset() if descendants is NOT_GIVEN else descendants
-            return
-        if children is not NOT_GIVEN:
-            self.children = children
-        if initial is not NOT_GIVEN:
-            self.initial = initial
-        if ancestors is not NOT_GIVEN:
-            self.ancestors = ancestors
-        if descendants is not NOT_GIVEN:
-            self.descendants = descendants
 
     @property
     def is_atomic(self) -> bool:
@@ -424,48 +352,81 @@ class StateNode:
 # The body of every default initial transition made up by the compiler: empty, immutable,
 # one for all of them.
 NO_INITIAL_BODY = Block("initial", ())
-# The slots themselves (member descriptors): reading one makes nothing.
-_INITIAL_SLOT = StateNode.__dict__["initial"]
+_COMPOUND = Kind.COMPOUND
+# The slots themselves (member descriptors: reading one that is empty makes nothing), with
+# how UnreadStateNode makes them when the compiler did not set them.
 _MADE_FROM_STRUCTURE = (
     (StateNode.__dict__["ancestors"], Structure.ancestors),
     (StateNode.__dict__["descendants"], Structure.descendants),
     (StateNode.__dict__["children"], Structure.children),
 )
-_COMPOUND = Kind.COMPOUND
-_MADE_ON_READ = frozenset({"ancestors", "descendants", "children", "initial"})
+_INITIAL_SLOT = StateNode.__dict__["initial"]
+_DEFAULTED = tuple(
+    (StateNode.__dict__[f.name], f.default)
+    for f in fields(StateNode)
+    if f.name not in ("ancestors", "descendants", "children", "initial")
+)
 
 
 class UnreadStateNode(StateNode):
-    """A StateNode as the compiler makes it: its ``ancestors``, ``descendants`` and
-    ``children`` slots are empty, and its ``initial`` too unless the compiler set it, until
-    one of them is read; then all are made from its ``structure`` and the object becomes a
-    plain StateNode (its class switched; the layout is the same).
+    """A StateNode as the compiler makes it: only its index, id, kind, parent, position,
+    depth and structure are set, and what the compiler adds (transitions, blocks, data, an
+    initial transition, history children...). The first read of any other slot fills every
+    empty one: ``ancestors``, ``descendants`` and ``children`` made from the structure, a
+    compound state's default ``initial`` (its first child that is not a history), the
+    defaults for the rest; and the object becomes a plain StateNode (its class switched;
+    the layout is the same).
 
-    Only this class has ``__getattr__``: on a class that has one, every attribute read goes
-    through it (slower, and Python 3.11 cannot specialise the reads), and the interpreter
-    reads states on its hot paths. A state it reads once is a plain StateNode from then on.
+    Most states of a big chart are never read (a deeply nested one's ancestors tuples and
+    descendant sets were most of its memory and a fifth of its loading time), and setting
+    a dozen defaults per state was another tenth. Only this class has ``__getattr__``: on
+    a class that has one, every attribute read goes through it (slower, and Python 3.11
+    cannot specialise the reads), and the interpreter reads states on its hot paths.
     """
 
     __slots__ = ()
 
+    def __init__(
+        self,
+        index: int,
+        id: str,
+        kind: Kind,
+        parent: int,
+        line: int,
+        column: int,
+        depth: int,
+        structure: Structure,
+    ) -> None:
+        self.index = index
+        self.id = id
+        self.kind = kind
+        self.parent = parent
+        self.line = line
+        self.column = column
+        self.depth = depth
+        self.structure = structure
+
     if not TYPE_CHECKING:  # (for the type checker, no attribute is made up)
 
         def __getattr__(self, name: str) -> Any:
-            """Called when a slot is empty: makes those made on first read."""
-            if name not in _MADE_ON_READ:
+            """Called when a slot is empty (or the name is no attribute): fills them all."""
+            if name not in StateNode.__dataclass_fields__:
                 raise AttributeError(
                     f"{type(self).__name__!r} object has no attribute {name!r}",
                     name=name,
                     obj=self,
                 )
-            structure = self.structure
-            index = self.index
-            # each slot that is empty (one given to __init__ is kept)
+            structure, index = self.structure, self.index
             for slot, make in _MADE_FROM_STRUCTURE:
                 try:
                     slot.__get__(self, StateNode)
                 except AttributeError:
                     slot.__set__(self, make(structure, index))
+            for slot, default in _DEFAULTED:
+                try:
+                    slot.__get__(self, StateNode)
+                except AttributeError:
+                    slot.__set__(self, default)
             try:
                 _INITIAL_SLOT.__get__(self, StateNode)
             except AttributeError:
