@@ -1,6 +1,7 @@
-"""A state's ``ancestors`` and ``descendants`` are made on first read from the chart's
-Structure (not at load: on a deeply nested chart they were most of the model), and they are
-what the parent chain says they are, whichever state is read first."""
+"""A state's ``ancestors``, ``descendants``, ``children`` and default ``initial`` are made on
+first read from the chart's Structure (not at load: on a deeply nested chart they were most
+of the model), and they are what the parent chain says they are, whichever state is read
+first."""
 
 from __future__ import annotations
 
