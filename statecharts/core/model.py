@@ -9,7 +9,7 @@ Nothing here changes after compilation but those first reads.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
@@ -353,35 +353,25 @@ class StateNode:
 # one for all of them.
 NO_INITIAL_BODY = Block("initial", ())
 _COMPOUND = Kind.COMPOUND
-# The slots themselves (member descriptors: reading one that is empty makes nothing), with
-# how UnreadStateNode makes them when the compiler did not set them.
-_MADE_FROM_STRUCTURE = (
-    (StateNode.__dict__["ancestors"], Structure.ancestors),
-    (StateNode.__dict__["descendants"], Structure.descendants),
-    (StateNode.__dict__["children"], Structure.children),
-)
-_INITIAL_SLOT = StateNode.__dict__["initial"]
-_DEFAULTED = tuple(
-    (StateNode.__dict__[f.name], f.default)
-    for f in fields(StateNode)
-    if f.name not in ("ancestors", "descendants", "children", "initial")
-)
+_INITIAL_SLOT = StateNode.__dict__["initial"]  # the slot itself: reading it makes nothing
+_MADE_ON_READ = frozenset({"ancestors", "descendants", "children", "initial"})
 
 
 class UnreadStateNode(StateNode):
-    """A StateNode as the compiler makes it: only its index, id, kind, parent, position,
-    depth and structure are set, and what the compiler adds (transitions, blocks, data, an
-    initial transition, history children...). The first read of any other slot fills every
-    empty one: ``ancestors``, ``descendants`` and ``children`` made from the structure, a
-    compound state's default ``initial`` (its first child that is not a history), the
-    defaults for the rest; and the object becomes a plain StateNode (its class switched;
-    the layout is the same).
+    """A StateNode as the compiler makes it: its ``ancestors``, ``descendants`` and
+    ``children`` slots are empty, and so is ``initial`` unless the compiler set it (a state
+    with an initial attribute, an ``<initial>`` or something else to compile). The first
+    read of one of them makes all four, from the chart's structure (a compound state's
+    default initial transition: to its first child that is not a history), and the object
+    becomes a plain StateNode (its class switched; the layout is the same).
 
     Most states of a big chart are never read (a deeply nested one's ancestors tuples and
-    descendant sets were most of its memory and a fifth of its loading time), and setting
-    a dozen defaults per state was another tenth. Only this class has ``__getattr__``: on
-    a class that has one, every attribute read goes through it (slower, and Python 3.11
-    cannot specialise the reads), and the interpreter reads states on its hot paths.
+    descendant sets were most of its memory and a fifth of its loading time). Only this
+    class has ``__getattr__``: on a class that has one, every attribute read goes through
+    it (slower, and Python 3.11 cannot specialise the reads), and the interpreter reads
+    states on its hot paths. The interpreter's constructor reads every state's
+    transitions, invokes and history, which are set here, so only the states it visits are
+    made.
     """
 
     __slots__ = ()
@@ -397,36 +387,37 @@ class UnreadStateNode(StateNode):
         depth: int,
         structure: Structure,
     ) -> None:
+        # every field but the four made on first read (the defaults: StateNode's)
         self.index = index
         self.id = id
         self.kind = kind
         self.parent = parent
         self.line = line
         self.column = column
+        self.transitions = ()
+        self.onentry = ()
+        self.onexit = ()
+        self.invokes = ()
+        self.datas = ()
+        self.donedata = None
+        self.history = ()
         self.depth = depth
         self.structure = structure
 
     if not TYPE_CHECKING:  # (for the type checker, no attribute is made up)
 
         def __getattr__(self, name: str) -> Any:
-            """Called when a slot is empty (or the name is no attribute): fills them all."""
-            if name not in StateNode.__dataclass_fields__:
+            """Called when a slot is empty: makes the four made on first read."""
+            if name not in _MADE_ON_READ:
                 raise AttributeError(
                     f"{type(self).__name__!r} object has no attribute {name!r}",
                     name=name,
                     obj=self,
                 )
             structure, index = self.structure, self.index
-            for slot, make in _MADE_FROM_STRUCTURE:
-                try:
-                    slot.__get__(self, StateNode)
-                except AttributeError:
-                    slot.__set__(self, make(structure, index))
-            for slot, default in _DEFAULTED:
-                try:
-                    slot.__get__(self, StateNode)
-                except AttributeError:
-                    slot.__set__(self, default)
+            self.ancestors = structure.ancestors(index)
+            self.descendants = structure.descendants(index)
+            self.children = structure.children(index)
             try:
                 _INITIAL_SLOT.__get__(self, StateNode)
             except AttributeError:

@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from statecharts.core import load_chart
+from statecharts.core import Interpreter, load_chart
 from statecharts.core.model import SMALL_SUBTREE, Chart, StateNode, StateRange, UnreadStateNode
 
 NS = "http://www.w3.org/2005/07/scxml"
@@ -166,3 +166,11 @@ def test_a_copy_made_with_dataclasses_replace_has_the_same_values(read_first: bo
         copy = dataclasses.replace(state, id=f"{state.id}_copy")
         assert copy.id == f"{state.id}_copy"
         assert [getattr(copy, f) for f in fields] == [getattr(state, f) for f in fields]
+
+
+def test_starting_an_interpreter_makes_only_the_states_it_reads() -> None:
+    chart = load_chart(deep_chains(3, 120))
+    Interpreter(chart).initialize("s")
+    made = {s.id for s in chart.states if type(s) is StateNode}
+    assert "d0_119" in made  # entered: the first chain, down to its atomic state
+    assert not any(i.startswith(("d1_", "d2_")) for i in made)
