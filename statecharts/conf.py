@@ -28,6 +28,10 @@ dict. The ``statecharts`` app's own keys::
         "MEMORY_LIMIT_BYTES": 64 * 1024 * 1024,
         "OUTBOX_BATCH": 1_000,      # cross-execution deliveries done right after one step
         "OUTBOX_SWEEP_AGE_SECONDS": 5,  # the sweeper delivers messages left pending this long
+        # PostgreSQL: a step's statements run as server-side prepared statements. False for
+        # poolers that cannot keep them (PgBouncer < 1.21, transaction mode without
+        # max_prepared_statements); Django's own statements are never prepared by this.
+        "PREPARED_STATEMENTS": True,
         "PERFORMERS": {},           # instruction kind -> dotted path (statecharts.stepper)
         "EFFECT_HANDLERS": {},      # deprecated alias of PERFORMERS, by effect kind
         # Retention (statecharts.retention, docs/operations.md): days; None keeps forever.
@@ -80,6 +84,11 @@ DEFAULTS: dict[str, Any] = {
     "MEMORY_LIMIT_BYTES": 64 * 1024 * 1024,
     "OUTBOX_BATCH": 1_000,
     "OUTBOX_SWEEP_AGE_SECONDS": 5,
+    # PostgreSQL (psycopg 3): the stepper's own per-step statements (the lock, the UPDATE and
+    # INSERT) run as server-side prepared statements. False behind a pooler that cannot keep
+    # them: PgBouncer before 1.21, or any transaction-mode pooler without prepared statement
+    # support (docs/deployment.md).
+    "PREPARED_STATEMENTS": True,
     # Instruction kind -> dotted path of a performer (statecharts.stepper.register_performer):
     # overrides what the apps register; None disables one (it is then recorded as unhandled).
     "PERFORMERS": {},
