@@ -34,6 +34,8 @@ chart row either: ``FOR UPDATE OF`` the execution).
 from __future__ import annotations
 
 import threading
+import weakref
+from contextlib import nullcontext
 from typing import Any
 
 from django.db import DatabaseError
@@ -118,19 +120,38 @@ def prepared_statements(conn: BaseDatabaseWrapper) -> bool:
 
 
 def cursor(conn: BaseDatabaseWrapper) -> Any:
-    """A cursor for a step's own statements: Django's cursor wrapper (so query logging,
-    ``execute_wrapper`` and database error wrapping all apply) around a
-    :class:`PreparedCursor` when :func:`prepared_statements`, else ``conn.cursor()``."""
+    """A cursor for a step's own statements, to use as ``with cursor(conn) as statement:``.
+
+    With :func:`prepared_statements`, Django's cursor wrapper (so query logging,
+    ``execute_wrapper`` and database error wrapping all apply) around the connection's one
+    :class:`PreparedCursor`, kept open for the connection's life (building a psycopg cursor
+    and its adapters for every statement cost about as much as sending it prepared saves);
+    else ``conn.cursor()``."""
     if not prepared_statements(conn):
         return conn.cursor()
     conn.ensure_connection()
+    kept = _prepared_cursors.get(conn)
+    if kept is None or kept[0] is not conn.connection or kept[1] is not conn.timezone:
+        kept = _prepared_cursors[conn] = _prepared_cursor(conn)
+    return nullcontext(conn._prepare_cursor(kept[2]))
+
+
+def _prepared_cursor(conn: BaseDatabaseWrapper) -> tuple[Any, Any, Any]:
+    """(psycopg connection, time zone, its PreparedCursor)."""
     with conn.wrap_database_errors:
         raw = PreparedCursor(conn.connection)
         # As Django's create_cursor does: the session time zone's loader, if it differs.
         loader = conn.connection.adapters.get_loader(_TIMESTAMPTZ_OID, Format.TEXT)
         if conn.timezone != getattr(loader, "timezone", conn.timezone):
             register_tzloader(conn.timezone, raw)
-    return conn._prepare_cursor(raw)
+    return conn.connection, conn.timezone, raw
+
+
+# Django connection -> (psycopg connection, time zone, PreparedCursor): rebuilt when Django
+# reconnects or its session time zone changes. (A Django connection serves one thread.)
+_prepared_cursors: weakref.WeakKeyDictionary[BaseDatabaseWrapper, tuple[Any, Any, Any]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _row_version(table: str) -> str:
