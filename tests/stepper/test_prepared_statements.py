@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext, override_settings
 
 from statecharts import stepper
@@ -130,3 +130,21 @@ def test_prepared_statements_still_pass_through_djangos_cursor_wrappers(
     lock = [sql for sql in logged_sql if "FOR UPDATE" in sql]
     assert len(lock) == 1 and f" = {execution.pk}" in lock[0], logged_sql
     assert [sql for sql in logged_sql if sql.startswith("WITH updated AS")], logged_sql
+
+
+def test_steps_after_a_rolled_back_transaction_prepare_their_statements_again(
+    fresh_session: None,
+) -> None:
+    """A rollback makes psycopg deallocate every prepared statement of the session; the next
+    step prepares its statements again instead of naming ones that are gone."""
+    with settings(True):
+        execution = stepper.start(Chart.objects.load(COUNTER))
+        stepper.send(execution.pk, "advance")
+        assert prepared_statements()
+        with pytest.raises(RuntimeError), transaction.atomic():
+            stepper.lock(execution.pk)
+            raise RuntimeError("rolled back")
+        assert prepared_statements() == []
+        stepper.send(execution.pk, "advance")
+        assert len(prepared_statements()) == 2
+    assert HistoryEntry.objects.filter(execution_id=execution.pk).count() == 3
