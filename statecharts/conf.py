@@ -178,20 +178,22 @@ class StatechartsSettings:
         """Drop every value kept: the next reads go to ``settings`` again."""
         self.__dict__.clear()
 
+    def imported(self, name: str) -> Any:
+        """The setting ``name``, imported if it is a dotted path (kept like the values)."""
+        key = " imported " + name  # (not a key: no setting name has a space)
+        found = self.__dict__.get(key)
+        if found is None:
+            value = getattr(self, name)
+            found = self.__dict__[key] = import_string(value) if isinstance(value, str) else value
+        return found
+
     def clock(self) -> Callable[[], datetime]:
-        clock = self.__dict__.get(_CLOCK)
-        if clock is None:
-            clock = self.CLOCK
-            clock = self.__dict__[_CLOCK] = (
-                import_string(clock) if isinstance(clock, str) else clock
-            )
-        return clock
+        return self.imported("CLOCK")  # type: ignore[no-any-return]
 
     def now(self) -> datetime:
         return self.clock()()
 
 
-_CLOCK = " clock"  # (not a key: the imported CLOCK, kept with the values)
 statecharts_settings = StatechartsSettings()
 
 

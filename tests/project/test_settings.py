@@ -4,6 +4,7 @@ keys: a kept value is never stale."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
@@ -56,3 +57,12 @@ def test_keys_registered_later_are_found_and_unknown_ones_refused(extra_group: N
     assert statecharts_settings.TESTS_SETTINGS_KEY == 1
     with override_settings(STATECHARTS={"TESTS_SETTINGS_KEY": 2}):
         assert statecharts_settings.TESTS_SETTINGS_KEY == 2
+
+
+def test_an_imported_setting_follows_the_setting() -> None:
+    from statecharts.stepper.transaction import step_clock
+
+    assert step_clock() is time.monotonic
+    with override_settings(STATECHARTS={"STEP_CLOCK": "time.perf_counter"}):
+        assert step_clock() is time.perf_counter
+    assert step_clock() is time.monotonic
