@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 
 class Kind(IntEnum):
@@ -353,28 +353,57 @@ class StateNode:
 # one for all of them.
 NO_INITIAL_BODY = Block("initial", ())
 _COMPOUND = Kind.COMPOUND
-_INITIAL_SLOT = StateNode.__dict__["initial"]  # the slot itself: reading it makes nothing
-_MADE_ON_READ = frozenset({"ancestors", "descendants", "children", "initial"})
+
+
+class _MadeOnRead:
+    """On UnreadStateNode, the attribute of one of the four slots made on first read: reads
+    the slot and, when it is empty, makes all four first (UnreadStateNode._make)."""
+
+    __slots__ = ("slot",)
+
+    def __init__(self, name: str) -> None:
+        self.slot = StateNode.__dict__[name]  # the slot itself (a member descriptor)
+
+    def __get__(self, node: UnreadStateNode | None, owner: type | None = None) -> Any:
+        if node is None:
+            return self
+        try:
+            return self.slot.__get__(node, StateNode)
+        except AttributeError:  # empty: the first read
+            node._make()
+            return self.slot.__get__(node, StateNode)
+
+    def __set__(self, node: UnreadStateNode, value: Any) -> None:
+        self.slot.__set__(node, value)
+
+
+_INITIAL_SLOT = StateNode.__dict__["initial"]
 
 
 class UnreadStateNode(StateNode):
     """A StateNode as the compiler makes it: its ``ancestors``, ``descendants`` and
     ``children`` slots are empty, and so is ``initial`` unless the compiler set it (a state
     with an initial attribute, an ``<initial>`` or something else to compile). The first
-    read of one of them makes all four, from the chart's structure (a compound state's
+    read of an empty one makes all four, from the chart's structure (a compound state's
     default initial transition: to its first child that is not a history), and the object
     becomes a plain StateNode (its class switched; the layout is the same).
 
     Most states of a big chart are never read (a deeply nested one's ancestors tuples and
-    descendant sets were most of its memory and a fifth of its loading time). Only this
-    class has ``__getattr__``: on a class that has one, every attribute read goes through
-    it (slower, and Python 3.11 cannot specialise the reads), and the interpreter reads
-    states on its hot paths. The interpreter's constructor reads every state's
-    transitions, invokes and history, which are set here, so only the states it visits are
-    made.
+    descendant sets were most of its memory and a fifth of its loading time). The four are
+    descriptors on this class only (not a ``__getattr__``: on a class that has one, every
+    attribute read goes through it, slower, and Python 3.11 cannot specialise the reads),
+    and the interpreter reads states on its hot paths: a state it has read once is a plain
+    StateNode. Every other field is set here: the interpreter's constructor reads every
+    state's transitions, invokes and history, and starting it makes only the states it
+    enters.
     """
 
     __slots__ = ()
+
+    ancestors = _MadeOnRead("ancestors")  # type: ignore[assignment]
+    descendants = _MadeOnRead("descendants")  # type: ignore[assignment]
+    children = _MadeOnRead("children")  # type: ignore[assignment]
+    initial = _MadeOnRead("initial")  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -404,26 +433,18 @@ class UnreadStateNode(StateNode):
         self.depth = depth
         self.structure = structure
 
-    if not TYPE_CHECKING:  # (for the type checker, no attribute is made up)
-
-        def __getattr__(self, name: str) -> Any:
-            """Called when a slot is empty: makes the four made on first read."""
-            if name not in _MADE_ON_READ:
-                raise AttributeError(
-                    f"{type(self).__name__!r} object has no attribute {name!r}",
-                    name=name,
-                    obj=self,
-                )
-            structure, index = self.structure, self.index
-            self.ancestors = structure.ancestors(index)
-            self.descendants = structure.descendants(index)
-            self.children = structure.children(index)
-            try:
-                _INITIAL_SLOT.__get__(self, StateNode)
-            except AttributeError:
-                self.initial = self._default_initial()
-            self.__class__ = StateNode
-            return getattr(self, name)
+    def _make(self) -> None:
+        """Makes the four slots made on first read; then this is a plain StateNode."""
+        structure, index = self.structure, self.index
+        assert structure is not None
+        self.ancestors = structure.ancestors(index)
+        self.descendants = structure.descendants(index)
+        self.children = structure.children(index)
+        try:
+            _INITIAL_SLOT.__get__(self, StateNode)
+        except AttributeError:
+            self.initial = self._default_initial()
+        self.__class__ = StateNode
 
     def _default_initial(self) -> Transition | None:
         """A compound state's first child that is not a history pseudo-state; nothing for
