@@ -42,6 +42,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.apps import apps
+from django.db.models import Q
 
 from timers import leases
 from timers.conf import timer_settings
@@ -56,6 +57,11 @@ DRAIN = "timers.dispatch.drain"
 TASK_OPTIONS: dict[str, Any] = {"ack_failure": True}
 # How long before the cluster's timeout (or retry) a sweeper or drain ends, at most.
 MARGIN_SECONDS = 10.0
+# How long a drain the sweeper enqueued counts as on its way (queued on the broker, or
+# started and not claiming yet: a few of django-q2's 0.1 s broker polls). One still queued
+# after that (every worker busy) no longer counts: a sweeper adds at most one drain per this
+# many seconds while the workers cannot start them, where it used to add one per poll.
+DRAIN_START_SECONDS = 1.0
 
 
 def sweep(
@@ -65,24 +71,111 @@ def sweep(
     sleep: Callable[[float], None] = time.sleep,
     monotonic: Callable[[], float] = time.monotonic,
 ) -> int:
-    """Poll for due timers for ``seconds``; enqueue a drain whenever some are waiting.
+    """Poll for due timers for ``seconds``; fire them, and enqueue drains for a backlog.
+
+    Each poll counts the claimable timers (up to what the cluster's workers can take at once:
+    ``TIMER_BATCH`` each). With ``TIMER_SWEEPER_FIRES`` (the default) the sweeper then fires
+    one batch itself, in this process, and polls again at once: a few due timers never wait
+    for the broker's hop to a drain. Drains are enqueued only for what is left beyond the
+    firers already at work (``drains_wanted``): the sweeper itself, the claims other firers
+    hold now, and the drains this sweeper enqueued in the last ``DRAIN_START_SECONDS`` (on
+    their way: queued, or started and not claiming yet). Without ``TIMER_SWEEPER_FIRES`` the
+    sweeper only enqueues drains, and sleeps a poll after each look.
 
     ``seconds`` defaults to ``task_budget()``. Returns how many drains it enqueued.
     """
     seconds = task_budget() if seconds is None else seconds
     enqueue = enqueue or _enqueue
     poll = timer_settings.TIMER_POLL_MS / 1000
+    batch = timer_settings.TIMER_BATCH
+    fires = bool(timer_settings.TIMER_SWEEPER_FIRES)
+    workers = cluster_workers()
     deadline = monotonic() + seconds
     enqueued = 0
-    with _stop_on_signal() as stopping:
+    sent: list[float] = []  # when this sweeper enqueued its recent drains (monotonic)
+    # The sweeper's own claims are renewed like a drain's while it fires.
+    heartbeat = leases.running() if fires else contextlib.nullcontext()
+    with _stop_on_signal() as stopping, heartbeat:
         while monotonic() < deadline and not stopping.is_set():
-            if _claimable_waiting():
-                enqueue(DRAIN)
-                enqueued += 1
-                sleep(poll)
-            else:
+            waiting = _claimable_count(batch * workers)
+            if not waiting:
                 sleep(_until_next_due(poll))
+                continue
+            clock = monotonic()
+            sent = [at for at in sent if clock - at < DRAIN_START_SECONDS]
+            wanted = drains_wanted(
+                waiting, batch=batch, workers=workers, sweeper_fires=fires, on_the_way=len(sent)
+            )
+            if wanted:  # the claims other firers hold now (asked only when it matters)
+                wanted = max(0, wanted - _claims_held())
+            for _ in range(wanted):
+                enqueue(DRAIN)
+                sent.append(clock)
+            enqueued += wanted
+            if not fires:
+                sleep(poll)
+            elif not fire_due().outcomes:
+                # Counted but not claimed: another firer's claim held the rows locked for an
+                # instant (SKIP LOCKED). Look again a poll later rather than spin on them.
+                sleep(poll)
     return enqueued
+
+
+def drains_wanted(
+    waiting: int, *, batch: int, workers: int, sweeper_fires: bool, on_the_way: int
+) -> int:
+    """How many drains to enqueue for ``waiting`` claimable timers: a firer per ``batch`` of
+    them, at most ``workers`` (more could not run at once), less the sweeper itself when it
+    fires and the drains already ``on_the_way``. The caller also subtracts the claims other
+    firers hold (a running drain claims batch after batch until nothing is claimable, so it
+    needs no second drain)."""
+    firers = min(-(-waiting // batch), workers)
+    return max(0, firers - int(sweeper_fires) - on_the_way)
+
+
+def cluster_workers() -> int:
+    """The workers of this django-q2 cluster (``Q_CLUSTER["workers"]``): the most firers
+    that can run at once here, so the most drains a sweeper has in flight."""
+    from django_q.conf import Conf
+
+    return max(1, int(Conf.WORKERS or 1))
+
+
+def _claimable_count(bound: int) -> int:
+    """How many timers are claimable now, counted up to ``bound`` (the sweeper only needs to
+    know how many firers they keep busy). A claimable route timer (a delayed route send)
+    counts as one when no timer is: firing one batch takes those too.
+
+    Asked in the claim's own shape (``ORDER BY due, id LIMIT bound``), which PostgreSQL
+    answers from the partial due index whatever the table holds. Not ``.exists()`` or a
+    ``COUNT``: those drop the ORDER BY, and with settled rows due in the past the planner
+    expects many due pending rows and may scan the whole table instead (200 ms per poll with
+    1,000,000 pending and 1,000,000 settled rows and nothing due; see docs/performance.md).
+    """
+    now = timer_settings.now()
+    ids = Timer.objects.claimable(now).order_by("due", "id").values_list("pk", flat=True)
+    count = len(ids[:bound])
+    if count == 0 and apps.is_installed("routes"):  # delayed route sends (timers.routequeue)
+        from timers.routequeue import claimable_waiting
+
+        return int(claimable_waiting(now))
+    return count
+
+
+def _claims_held() -> int:
+    """How many claims firers hold now (running drains, other sweepers firing): distinct
+    fence tokens on due, pending rows whose lease and per-fire deadline have not passed.
+    The sweeper's own claims are all settled when it asks (it asks between its batches)."""
+    now = timer_settings.now()
+    return (
+        Timer.objects.due(now)
+        .filter(claimed_until__gte=now)
+        .filter(Q(fire_deadline__isnull=True) | Q(fire_deadline__gte=now))
+        .order_by()
+        .values("claim_token")
+        .distinct()
+        .count()
+    )
 
 
 def _until_next_due(poll: float) -> float:
@@ -106,25 +199,6 @@ def _until_next_due(poll: float) -> float:
         return poll
     # At least 1 ms: the next poll then finds it due (no spinning on a clock's granularity).
     return min(poll, max((upcoming - now).total_seconds(), 0.001))
-
-
-def _claimable_waiting() -> bool:
-    """Whether a timer is claimable now, asked in the claim's own shape (``ORDER BY due, id
-    LIMIT 1``), which PostgreSQL answers from the partial due index whatever the table holds.
-
-    Not ``.exists()``: that drops the ORDER BY, and with settled rows due in the past the
-    planner expects many due pending rows and may scan the whole table instead (200 ms per
-    poll with 1,000,000 pending and 1,000,000 settled rows and nothing due; see
-    docs/performance.md).
-    """
-    now = timer_settings.now()
-    if Timer.objects.claimable(now).values_list("pk", flat=True).first() is not None:
-        return True
-    if apps.is_installed("routes"):  # delayed route sends (timers.routequeue)
-        from timers.routequeue import claimable_waiting
-
-        return claimable_waiting(now)
-    return False
 
 
 @contextlib.contextmanager
