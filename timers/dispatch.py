@@ -182,7 +182,14 @@ def _until_next_due(poll: float) -> float:
     """How long an idle sweeper sleeps: ``poll`` seconds, or less when a pending timer comes
     due sooner (then until its due), so a timer written before it is due is seen the moment
     it is due, not up to a poll later. A timer written meanwhile with an earlier due, and a
-    claim whose lease runs out, are seen at the next poll as before.
+    claim whose lease runs out, are seen at the next poll as before."""
+    gap = _next_due_within(poll)
+    return poll if gap is None else gap
+
+
+def _next_due_within(poll: float) -> float | None:
+    """Seconds until the next pending timer comes due, if it does within ``poll`` seconds
+    (at least 1 ms: the next look then finds it due, no spinning on a clock's granularity).
 
     One indexed ``LIMIT 1`` query on the partial due index (pending rows due in the next
     ``poll`` seconds), asked only when nothing was claimable.
@@ -196,8 +203,7 @@ def _until_next_due(poll: float) -> float:
         .first()
     )
     if upcoming is None:
-        return poll
-    # At least 1 ms: the next poll then finds it due (no spinning on a clock's granularity).
+        return None
     return min(poll, max((upcoming - now).total_seconds(), 0.001))
 
 
@@ -229,22 +235,32 @@ def drain(
     *,
     seconds: float | None = None,
     monotonic: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> int:
     """Fire claimable timers, batch after batch, until none is left. Returns the count.
 
-    Stops early after ``max_batches`` batches or once ``seconds`` (default ``task_budget()``)
-    have passed; what is left is still claimable, and the next sweeper poll sees it. Runs
-    under this worker process's heartbeat (``timers.leases``): the leases of what it has
-    claimed are renewed while it fires, so only a dead (or stalled) worker's claims expire.
+    When nothing is claimable but a timer comes due within a poll (``TIMER_POLL_MS``), the
+    drain waits for it and goes on, rather than end and leave it to a new drain through the
+    broker (timers due at a steady rate keep a drain firing). Stops early after
+    ``max_batches`` batches or once ``seconds`` (default ``task_budget()``) have passed; what
+    is left is still claimable, and the next sweeper poll sees it. Runs under this worker
+    process's heartbeat (``timers.leases``): the leases of what it has claimed are renewed
+    while it fires, so only a dead (or stalled) worker's claims expire.
     """
     deadline = monotonic() + (task_budget() if seconds is None else seconds)
-    handled = 0
+    poll = timer_settings.TIMER_POLL_MS / 1000
+    handled = batches = 0
     with leases.running():  # this worker's heartbeat renews its claims' leases meanwhile
-        for _ in range(max_batches):
+        while batches < max_batches:
             report: FireReport = fire_due()
-            if not report.outcomes:
-                break
-            handled += report.handled
+            if report.outcomes:
+                handled += report.handled
+                batches += 1
+            else:
+                gap = _next_due_within(poll)
+                if gap is None:
+                    break
+                sleep(gap)
             if monotonic() >= deadline:
                 break
     return handled

@@ -352,6 +352,27 @@ def test_drain_returns_when_its_time_is_up_leaving_the_rest_claimable() -> None:
     assert Timer.objects.pending().count() == 0
 
 
+@pytest.mark.django_db
+def test_a_drain_waits_for_a_timer_due_within_a_poll_instead_of_ending() -> None:
+    fake = FakeTime()
+    fake.ms = 1000
+    chart = Chart.objects.load(ALARM)
+    stepper.start(chart, now=T0)  # due at 1.0 s
+    stepper.start(chart, now=T0 + timedelta(milliseconds=150))  # due at 1.15 s
+    stepper.start(chart, now=T0 + timedelta(milliseconds=500))  # due at 1.5 s
+    with override_settings(STATECHARTS={"CLOCK": fake.now, "TIMER_POLL_MS": 200}):
+        fired = dispatch.drain(monotonic=fake.monotonic, sleep=fake.sleep)
+
+    # It fired the first, waited 150 ms for the second and fired it; the third was not due
+    # within a poll of that, so it ended (the sweeper sees it when it is due).
+    assert fired == 2 and fake.sleeps == [0.15]
+    assert list(Timer.objects.order_by("due").values_list("status", flat=True)) == [
+        "fired",
+        "fired",
+        "pending",
+    ]
+
+
 def test_the_clusters_timeout_and_retry_outlast_a_sweeper(monkeypatch: pytest.MonkeyPatch) -> None:
     sweep_seconds = statecharts_settings.TIMER_SWEEP_SECONDS
     q = settings.Q_CLUSTER
