@@ -110,6 +110,10 @@ def run_ours(args: argparse.Namespace, url: str, window: float) -> dict[str, Any
         "per_second": done / drain if drain > 0 else 0.0,
         "cpu": relabel(result["cpu"]),
         "errors": errors,
+        # The sweepers the run saw end, and the drains they enqueued (a surplus drain costs
+        # a broker round trip and a new connection, and finds nothing to fire).
+        "sweepers": result["sweepers"],
+        "drains_enqueued": sum(s["drains_enqueued"] or 0 for s in result["sweepers"]),
     }
 
 

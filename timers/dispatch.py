@@ -3,12 +3,14 @@
 There is no django-q2 ``Schedule`` per timer (its scheduler looks at schedules only every
 ~30 s, and one bad row would stall the rest). Instead:
 
-- a **sweeper** task polls the due index every ``TIMER_POLL_MS`` for ``TIMER_SWEEP_SECONDS``
-  and, while due timers are waiting, enqueues **drain** tasks; when nothing is due but a
-  timer comes due before its next poll, it wakes at that timer's due instead (so a timer
-  known in advance waits no poll interval);
-- a drain task claims batches (``SKIP LOCKED``, so concurrent drains take disjoint rows) and
-  fires them until nothing is claimable, on whichever worker of whichever host picked it up;
+- a **sweeper** task polls the due index every ``TIMER_POLL_MS`` for ``TIMER_SWEEP_SECONDS``;
+  when timers are claimable it fires a batch itself (``TIMER_SWEEPER_FIRES``) and enqueues
+  **drain** tasks only for a backlog beyond the firers at work (``drains_wanted``); when
+  nothing is due but a timer comes due before its next poll, it wakes at that timer's due
+  instead (so a timer known in advance waits no poll interval);
+- a drain task claims batches (``SKIP LOCKED``, so concurrent firers take disjoint rows) and
+  fires them until nothing is claimable (waiting for a timer due within a poll), on whichever
+  worker of whichever host picked it up;
 - one django-q2 ``Schedule`` (every minute) starts a new sweeper, so a lost wake-up or a dead
   sweeper only delays timers until the next one; sweepers overlap, which is harmless.
 
