@@ -84,6 +84,11 @@ def sweep(
     their way: queued, or started and not claiming yet). Without ``TIMER_SWEEPER_FIRES`` the
     sweeper only enqueues drains, and sleeps a poll after each look.
 
+    The sweeper never fires a suspect (a timer an earlier claim left unsettled: its firer
+    died, hung or ran out of time) itself: one that kills its firer would take the sweeper
+    down with it, and every other timer would wait for the next scheduled sweeper. Suspects
+    are left to a drain (one is wanted whenever a suspect is claimable).
+
     ``seconds`` defaults to ``task_budget()``. Returns how many drains it enqueued.
     """
     seconds = task_budget() if seconds is None else seconds
@@ -99,14 +104,20 @@ def sweep(
     heartbeat = leases.running() if fires else contextlib.nullcontext()
     with _stop_on_signal() as stopping, heartbeat:
         while monotonic() < deadline and not stopping.is_set():
-            waiting = _claimable_count(batch * workers)
+            waiting, suspects = _claimable_count(batch * workers)
             if not waiting:
                 sleep(_until_next_due(poll))
                 continue
             clock = monotonic()
             sent = [at for at in sent if clock - at < DRAIN_START_SECONDS]
+            own = fires and waiting > suspects  # fresh timers: the sweeper takes a batch
             wanted = drains_wanted(
-                waiting, batch=batch, workers=workers, sweeper_fires=fires, on_the_way=len(sent)
+                waiting - suspects,
+                suspects=suspects,
+                batch=batch,
+                workers=workers,
+                sweeper_fires=own,
+                on_the_way=len(sent),
             )
             if wanted:  # the claims other firers hold now (asked only when it matters)
                 wanted = max(0, wanted - _claims_held())
@@ -114,9 +125,9 @@ def sweep(
                 enqueue(DRAIN)
                 sent.append(clock)
             enqueued += wanted
-            if not fires:
+            if not own:
                 sleep(poll)
-            elif not fire_due().outcomes:
+            elif not fire_due(fresh_only=True).outcomes:
                 # Counted but not claimed: another firer's claim held the rows locked for an
                 # instant (SKIP LOCKED). Look again a poll later rather than spin on them.
                 sleep(poll)
@@ -124,14 +135,22 @@ def sweep(
 
 
 def drains_wanted(
-    waiting: int, *, batch: int, workers: int, sweeper_fires: bool, on_the_way: int
+    fresh: int,
+    *,
+    suspects: int = 0,
+    batch: int,
+    workers: int,
+    sweeper_fires: bool,
+    on_the_way: int,
 ) -> int:
-    """How many drains to enqueue for ``waiting`` claimable timers: a firer per ``batch`` of
-    them, at most ``workers`` (more could not run at once), less the sweeper itself when it
-    fires and the drains already ``on_the_way``. The caller also subtracts the claims other
-    firers hold (a running drain claims batch after batch until nothing is claimable, so it
-    needs no second drain)."""
-    firers = min(-(-waiting // batch), workers)
+    """How many drains to enqueue for ``fresh`` claimable timers and ``suspects`` (claimable
+    timers an earlier claim left unsettled): a firer per ``batch`` of fresh ones, and one for
+    the suspects (a claim takes a chunk of them, fired one by one), at most ``workers`` (more
+    could not run at once), less the sweeper itself when it fires (fresh ones only) and the
+    drains already ``on_the_way``. The caller also subtracts the claims other firers hold (a
+    running drain claims batch after batch until nothing is claimable, so it needs no
+    second drain)."""
+    firers = min(-(-fresh // batch) + (1 if suspects else 0), workers)
     return max(0, firers - int(sweeper_fires) - on_the_way)
 
 
@@ -143,10 +162,11 @@ def cluster_workers() -> int:
     return max(1, int(Conf.WORKERS or 1))
 
 
-def _claimable_count(bound: int) -> int:
+def _claimable_count(bound: int) -> tuple[int, int]:
     """How many timers are claimable now, counted up to ``bound`` (the sweeper only needs to
-    know how many firers they keep busy). A claimable route timer (a delayed route send)
-    counts as one when no timer is: firing one batch takes those too.
+    know how many firers they keep busy), and how many of those are suspects (an earlier
+    claim left them unsettled). A claimable route timer (a delayed route send) counts as one
+    fresh timer when no timer is: firing one batch takes those too.
 
     Asked in the claim's own shape (``ORDER BY due, id LIMIT bound``), which PostgreSQL
     answers from the partial due index whatever the table holds. Not ``.exists()`` or a
@@ -155,13 +175,13 @@ def _claimable_count(bound: int) -> int:
     1,000,000 pending and 1,000,000 settled rows and nothing due; see docs/performance.md).
     """
     now = timer_settings.now()
-    ids = Timer.objects.claimable(now).order_by("due", "id").values_list("pk", flat=True)
-    count = len(ids[:bound])
-    if count == 0 and apps.is_installed("routes"):  # delayed route sends (timers.routequeue)
+    claimable = Timer.objects.claimable(now).order_by("due", "id")
+    claims = [until for _pk, until in claimable.values_list("pk", "claimed_until")[:bound]]
+    if not claims and apps.is_installed("routes"):  # delayed route sends (timers.routequeue)
         from timers.routequeue import claimable_waiting
 
-        return int(claimable_waiting(now))
-    return count
+        return int(claimable_waiting(now)), 0
+    return len(claims), sum(1 for until in claims if until is not None)
 
 
 def _claims_held() -> int:

@@ -202,22 +202,24 @@ def test_a_backlog_fans_out_to_drains_for_the_free_workers_and_dead_drains_lose_
         # At 1.0 s: 30 due, 4 batches' worth counted, so 3 drains for the 3 other workers.
         # Their claims then count as firers: the sweeper fires the other 15 itself, batch
         # after batch, and enqueues no more. At 2.2 s their leases have run out: 15
-        # claimable, the sweeper takes a batch itself, so 2 drains (which die too).
-        assert enqueued == [1.0, 1.0, 1.0, 2.2, 2.2] and count == 5
+        # claimable suspects, which the sweeper leaves to a drain (it dies too, holding 5).
+        assert enqueued == [1.0, 1.0, 1.0, 2.2] and count == 4
         pending = Timer.objects.filter(status="pending")
-        assert pending.count() == 10 and set(pending.values_list("attempts", flat=True)) == {1}
+        assert sorted(pending.values_list("attempts", flat=True)) == [0] * 10 + [1] * 5
 
-        # A later sweeper (the schedule's next one), whose drain works: at 3.4 s the leases
-        # of 2.2 s have run out, two batches are claimable, one drain for the second.
-        drained: list[int] = []
+        # A later sweeper (the schedule's next one), whose drain works: the dead drain's claim
+        # counts as a firer until its lease has run out (3.2 s), then one drain takes all 15.
+        drains: list[tuple[float, int]] = []
         again = dispatch.sweep(
             2,
-            enqueue=lambda func: drained.append(dispatch.drain()),
+            enqueue=lambda func: drains.append((fake.monotonic(), dispatch.drain())),
             sleep=fake.sleep,
             monotonic=fake.monotonic,
         )
 
-    assert again == 1 and drained == [10]  # (it ran before the sweeper's own batch)
+    assert again == 1 and drains == [(3.4, 15)]
+    attempts = sorted(Timer.objects.values_list("attempts", flat=True))
+    assert attempts == [0] * 15 + [1] * 10 + [2] * 5  # one per claim a dead firer left
     # Every timer fired once, and every execution stepped once on it: nothing lost, nothing
     # fired twice.
     assert set(Timer.objects.values_list("status", flat=True)) == {"fired"}
@@ -246,36 +248,53 @@ def test_a_sweeper_that_dies_while_firing_leaves_its_timers_to_the_next_one_afte
             dispatch.sweep(2, enqueue=lambda func: None, sleep=fake.sleep, monotonic=fake.monotonic)
         assert fake.ms == 1000  # it died at the poll that found them due
         monkeypatch.undo()
-        # The next sweeper: nothing is claimable until the lease (3 s) has run out.
-        enqueued: list[str] = []
-        dispatch.sweep(4, enqueue=enqueued.append, sleep=fake.sleep, monotonic=fake.monotonic)
+        # The next sweeper: nothing is claimable until the lease (3 s) has run out. Then the
+        # timers are suspects (their claim was left unsettled): the sweeper does not fire
+        # them itself (one may be what killed it), it enqueues a drain for them.
+        enqueued: list[float] = []
 
-    assert enqueued == []
+        def enqueue(func: str) -> None:
+            enqueued.append(fake.monotonic())
+            assert dispatch.drain() == 3
+
+        dispatch.sweep(4, enqueue=enqueue, sleep=fake.sleep, monotonic=fake.monotonic)
+
+    assert enqueued == [4.2]  # the first poll after 1 s + 3 s
     for timer in Timer.objects.all():
         assert (timer.status, timer.attempts) == ("fired", 1)  # the dead claim's attempt spent
-        assert timer.settled == T0 + timedelta(seconds=4.2)  # first poll after 1 s + 3 s
+        assert timer.settled == T0 + timedelta(seconds=4.2)
     for execution in executions:
         assert fired_steps(execution) == ["ring"]
 
 
 @pytest.mark.parametrize(
-    ("waiting", "fires", "on_the_way", "wanted"),
+    ("fresh", "suspects", "fires", "on_the_way", "wanted"),
     [
-        (1, True, 0, 0),  # one batch: the sweeper's own
-        (100, True, 0, 0),
-        (101, True, 0, 1),
-        (400, True, 0, 3),  # four batches: one per worker, the sweeper one of them
-        (10_000, True, 0, 3),  # never more than the workers can run at once
-        (400, True, 2, 1),
-        (400, True, 5, 0),
-        (1, False, 0, 1),
-        (400, False, 0, 4),
-        (400, False, 1, 3),
+        (1, 0, True, 0, 0),  # one batch: the sweeper's own
+        (100, 0, True, 0, 0),
+        (101, 0, True, 0, 1),
+        (400, 0, True, 0, 3),  # four batches: one per worker, the sweeper one of them
+        (10_000, 0, True, 0, 3),  # never more than the workers can run at once
+        (400, 0, True, 2, 1),
+        (400, 0, True, 5, 0),
+        (0, 3, False, 0, 1),  # suspects: a drain, never the sweeper
+        (50, 3, True, 0, 1),
+        (400, 3, True, 0, 3),
+        (1, 0, False, 0, 1),
+        (400, 0, False, 0, 4),
+        (400, 0, False, 1, 3),
     ],
 )
-def test_drains_wanted(waiting: int, fires: bool, on_the_way: int, wanted: int) -> None:
+def test_drains_wanted(
+    fresh: int, suspects: int, fires: bool, on_the_way: int, wanted: int
+) -> None:
     found = dispatch.drains_wanted(
-        waiting, batch=100, workers=4, sweeper_fires=fires, on_the_way=on_the_way
+        fresh,
+        suspects=suspects,
+        batch=100,
+        workers=4,
+        sweeper_fires=fires,
+        on_the_way=on_the_way,
     )
     assert found == wanted
 
