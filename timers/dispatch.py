@@ -40,11 +40,11 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from django.apps import apps
-from django.db.models import Q
 
 from timers import leases
 from timers.conf import timer_settings
@@ -104,7 +104,8 @@ def sweep(
     heartbeat = leases.running() if fires else contextlib.nullcontext()
     with _stop_on_signal() as stopping, heartbeat:
         while monotonic() < deadline and not stopping.is_set():
-            waiting, suspects = _claimable_count(batch * workers)
+            look = _look(batch * workers)
+            waiting, suspects = look.waiting, look.suspects
             if not waiting:
                 sleep(_until_next_due(poll))
                 continue
@@ -119,8 +120,7 @@ def sweep(
                 sweeper_fires=own,
                 on_the_way=len(sent),
             )
-            if wanted:  # the claims other firers hold now (asked only when it matters)
-                wanted = max(0, wanted - _claims_held())
+            wanted = max(0, wanted - look.held)  # the claims other firers hold now
             for _ in range(wanted):
                 enqueue(DRAIN)
                 sent.append(clock)
@@ -162,42 +162,49 @@ def cluster_workers() -> int:
     return max(1, int(Conf.WORKERS or 1))
 
 
-def _claimable_count(bound: int) -> tuple[int, int]:
-    """How many timers are claimable now, counted up to ``bound`` (the sweeper only needs to
-    know how many firers they keep busy), and how many of those are suspects (an earlier
-    claim left them unsettled). A claimable route timer (a delayed route send) counts as one
-    fresh timer when no timer is: firing one batch takes those too.
+@dataclass(frozen=True, slots=True)
+class Look:
+    """What one look of a sweeper saw among the earliest due timers."""
 
-    Asked in the claim's own shape (``ORDER BY due, id LIMIT bound``), which PostgreSQL
-    answers from the partial due index whatever the table holds. Not ``.exists()`` or a
-    ``COUNT``: those drop the ORDER BY, and with settled rows due in the past the planner
-    expects many due pending rows and may scan the whole table instead (200 ms per poll with
-    1,000,000 pending and 1,000,000 settled rows and nothing due; see docs/performance.md).
+    waiting: int  # claimable timers, counted up to the look's bound
+    suspects: int  # of those, the ones an earlier claim left unsettled
+    held: int  # claims live on them now (distinct fence tokens): firers at work
+
+
+def _look(bound: int) -> Look:
+    """Count the claimable timers up to ``bound`` (the sweeper only needs to know how many
+    firers they keep busy), the suspects among them, and the claims firers hold now (running
+    drains, other sweepers; the sweeper's own are settled when it looks, between its
+    batches), in one query over the earliest ``2 * bound`` due, pending rows: claims take the
+    earliest claimable rows, so live claims sit at the front of the due order, among at most
+    a batch per firer. A claimable route timer (a delayed route send) counts as one fresh
+    timer when no timer is: firing one batch takes those too.
+
+    Asked in the claim's own shape (``ORDER BY due, id LIMIT n``), which PostgreSQL answers
+    from the partial due index whatever the table holds. Not ``.exists()`` or a ``COUNT``:
+    those drop the ORDER BY, and with settled rows due in the past the planner expects many
+    due pending rows and may scan the whole table instead (200 ms per poll with 1,000,000
+    pending and 1,000,000 settled rows and nothing due; see docs/performance.md).
     """
     now = timer_settings.now()
-    claimable = Timer.objects.claimable(now).order_by("due", "id")
-    claims = [until for _pk, until in claimable.values_list("pk", "claimed_until")[:bound]]
-    if not claims and apps.is_installed("routes"):  # delayed route sends (timers.routequeue)
+    rows = (
+        Timer.objects.due(now)
+        .order_by("due", "id")
+        .values_list("claimed_until", "fire_deadline", "claim_token")[: 2 * bound]
+    )
+    waiting = suspects = 0
+    held: set[int | None] = set()
+    for until, deadline, token in rows:
+        if until is not None and until >= now and (deadline is None or deadline >= now):
+            held.add(token)  # not claimable (Timer.objects.claimable): a live claim
+        elif waiting < bound:
+            waiting += 1
+            suspects += until is not None
+    if not waiting and apps.is_installed("routes"):  # delayed route sends (timers.routequeue)
         from timers.routequeue import claimable_waiting
 
-        return int(claimable_waiting(now)), 0
-    return len(claims), sum(1 for until in claims if until is not None)
-
-
-def _claims_held() -> int:
-    """How many claims firers hold now (running drains, other sweepers firing): distinct
-    fence tokens on due, pending rows whose lease and per-fire deadline have not passed.
-    The sweeper's own claims are all settled when it asks (it asks between its batches)."""
-    now = timer_settings.now()
-    return (
-        Timer.objects.due(now)
-        .filter(claimed_until__gte=now)
-        .filter(Q(fire_deadline__isnull=True) | Q(fire_deadline__gte=now))
-        .order_by()
-        .values("claim_token")
-        .distinct()
-        .count()
-    )
+        waiting = int(claimable_waiting(now))
+    return Look(waiting, suspects, len(held))
 
 
 def _until_next_due(poll: float) -> float:
