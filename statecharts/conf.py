@@ -1,9 +1,12 @@
 """The project's settings: one namespaced dict, ``STATECHARTS``, read lazily.
 
 Every read goes through ``django.conf.settings`` at the time of use, so ``override_settings``
-works in tests. Each app owns its keys: it registers their defaults (and, optionally, a
-system check) with :func:`register_settings`, and the keys all live in the one ``STATECHARTS``
-dict. The ``statecharts`` app's own keys::
+works in tests. A value read is kept until ``STATECHARTS`` changes (Django's ``setting_changed``
+signal, which ``override_settings`` and pytest-django's ``settings`` fixture send) or another
+app registers its keys: a step reads about twenty keys, and each read would otherwise search
+the registered groups and ``settings`` again. Each app owns its keys: it registers their
+defaults (and, optionally, a system check) with :func:`register_settings`, and the keys all
+live in the one ``STATECHARTS`` dict. The ``statecharts`` app's own keys::
 
     STATECHARTS = {
         "CLOCK": "django.utils.timezone.now",      # injected clock: () -> aware datetime
@@ -28,6 +31,10 @@ dict. The ``statecharts`` app's own keys::
         "MEMORY_LIMIT_BYTES": 64 * 1024 * 1024,
         "OUTBOX_BATCH": 1_000,      # cross-execution deliveries done right after one step
         "OUTBOX_SWEEP_AGE_SECONDS": 5,  # the sweeper delivers messages left pending this long
+        # PostgreSQL: a step's statements run as server-side prepared statements. False for
+        # poolers that cannot keep them (PgBouncer < 1.21, transaction mode without
+        # max_prepared_statements); Django's own statements are never prepared by this.
+        "PREPARED_STATEMENTS": True,
         "PERFORMERS": {},           # instruction kind -> dotted path (statecharts.stepper)
         "EFFECT_HANDLERS": {},      # deprecated alias of PERFORMERS, by effect kind
         # Retention (statecharts.retention, docs/operations.md): days; None keeps forever.
@@ -56,6 +63,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.checks import CheckMessage
+from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
 
 DEFAULTS: dict[str, Any] = {
@@ -80,6 +88,11 @@ DEFAULTS: dict[str, Any] = {
     "MEMORY_LIMIT_BYTES": 64 * 1024 * 1024,
     "OUTBOX_BATCH": 1_000,
     "OUTBOX_SWEEP_AGE_SECONDS": 5,
+    # PostgreSQL (psycopg 3): the stepper's own per-step statements (the lock, the UPDATE and
+    # INSERT) run as server-side prepared statements. False behind a pooler that cannot keep
+    # them: PgBouncer before 1.21, or any transaction-mode pooler without prepared statement
+    # support (docs/deployment.md).
+    "PREPARED_STATEMENTS": True,
     # Instruction kind -> dotted path of a performer (statecharts.stepper.register_performer):
     # overrides what the apps register; None disables one (it is then recorded as unhandled).
     "PERFORMERS": {},
@@ -130,6 +143,7 @@ def register_settings(
         if other.owner != owner and clash:
             raise ValueError(f"STATECHARTS keys {sorted(clash)} already belong to {other.owner}")
     _groups[owner] = SettingsGroup(owner, dict(defaults), check)
+    statecharts_settings.forget()
 
 
 def registered_groups() -> list[SettingsGroup]:
@@ -143,23 +157,50 @@ def all_defaults() -> dict[str, Any]:
     return merged
 
 
-register_settings("statecharts", DEFAULTS)
-
-
 class StatechartsSettings:
+    """``statecharts_settings.KEY``: the configured value, else the owning app's default.
+
+    A value read is kept as an instance attribute (so the next read of it is a plain
+    attribute lookup, and ``__getattr__`` runs only on the first) until :meth:`forget`, which
+    the ``setting_changed`` signal for ``STATECHARTS`` and :func:`register_settings` call.
+    """
+
     def __getattr__(self, name: str) -> Any:
         for group in _groups.values():
             if name in group.defaults:
                 configured: dict[str, Any] = getattr(settings, "STATECHARTS", {}) or {}
-                return configured.get(name, group.defaults[name])
+                value = configured.get(name, group.defaults[name])
+                self.__dict__[name] = value
+                return value
         raise AttributeError(f"unknown STATECHARTS setting {name!r}")
 
+    def forget(self) -> None:
+        """Drop every value kept: the next reads go to ``settings`` again."""
+        self.__dict__.clear()
+
+    def imported(self, name: str) -> Any:
+        """The setting ``name``, imported if it is a dotted path (kept like the values)."""
+        key = " imported " + name  # (not a key: no setting name has a space)
+        found = self.__dict__.get(key)
+        if found is None:
+            value = getattr(self, name)
+            found = self.__dict__[key] = import_string(value) if isinstance(value, str) else value
+        return found
+
     def clock(self) -> Callable[[], datetime]:
-        clock = self.CLOCK
-        return import_string(clock) if isinstance(clock, str) else clock
+        return self.imported("CLOCK")  # type: ignore[no-any-return]
 
     def now(self) -> datetime:
         return self.clock()()
 
 
 statecharts_settings = StatechartsSettings()
+
+
+def _on_setting_changed(*, setting: str, **_signal: Any) -> None:
+    if setting == "STATECHARTS":
+        statecharts_settings.forget()
+
+
+setting_changed.connect(_on_setting_changed, dispatch_uid="statecharts.conf")
+register_settings("statecharts", DEFAULTS)

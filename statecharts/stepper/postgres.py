@@ -20,21 +20,138 @@ plain statements do; only how many messages go to the server changes.
 
 Lock order is unchanged: the lock takes the execution row only (the join never locked the
 chart row either: ``FOR UPDATE OF`` the execution).
+
+- :func:`cursor`: these statements (and ``sql``'s plain ones, on PostgreSQL) run as
+  server-side prepared statements (``STATECHARTS["PREPARED_STATEMENTS"]``, default True):
+  parsed and planned once per connection, then sent as a statement name and parameters, the
+  position blob in binary rather than as a hex literal inside the SQL text. Django's own
+  cursors are untouched: they keep client-side binding and Django's ``prepare_threshold``
+  (None by default: never prepared). Off, for poolers that cannot carry prepared statements
+  across their server connections (PgBouncer before 1.21, or in transaction mode without
+  ``max_prepared_statements``), these statements go through Django's cursor as before.
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
+from contextlib import nullcontext
 from typing import Any
 
 from django.db import DatabaseError
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from statecharts.conf import statecharts_settings
 from statecharts.models import Chart, Execution
 from statecharts.stepper.rows import converted, converters_of
 
 _VERSION = "_chart_row_version"
 _CHART_CACHE_SIZE = 256
+
+
+# The connection's threshold while one of our statements runs, when Django left it at None
+# (which makes psycopg ignore ``prepare=True`` and keep no statement cache): high enough that
+# no other statement reaches it in the instant it is set, so only ours get prepared.
+_ONLY_WHEN_ASKED = 2**62
+
+try:  # (psycopg 3 only: psycopg2 has no prepared statements; SQLite needs neither)
+    import psycopg
+except ImportError:
+    psycopg = None  # type: ignore[assignment]
+is_psycopg3 = psycopg is not None
+
+if is_psycopg3:
+    from django.db.backends.postgresql.psycopg_any import register_tzloader
+    from psycopg.pq import Format
+
+    _TIMESTAMPTZ_OID = psycopg.adapters.types["timestamptz"].oid
+
+    class PreparedCursor(psycopg.Cursor[Any]):
+        """A server-side binding cursor whose every statement is prepared (``prepare=True``):
+        the first run of a statement on a connection prepares it, the later ones execute it
+        by name."""
+
+        def execute(  # type: ignore[override]
+            self,
+            query: Any,
+            params: Any = None,
+            *,
+            prepare: bool | None = None,
+            binary: bool | None = None,
+        ) -> PreparedCursor:
+            connection = self.connection
+            threshold = connection.prepare_threshold
+            if threshold is None:
+                connection.prepare_threshold = _ONLY_WHEN_ASKED
+            try:
+                super().execute(query, params, prepare=True, binary=binary)
+            finally:
+                if threshold is None:
+                    connection.prepare_threshold = None
+            # psycopg records no query text for a prepared execution; Django's query log
+            # (connection.queries, assertNumQueries' report) reads it from here.
+            self._query = _LoggedQuery(connection, query, params)
+            return self
+
+    class _LoggedQuery:
+        """The statement with its parameters inlined, composed only if something reads it."""
+
+        __slots__ = ("connection", "params", "statement")
+
+        def __init__(self, connection: Any, statement: Any, params: Any) -> None:
+            self.connection, self.statement, self.params = connection, statement, params
+
+        @property
+        def query(self) -> bytes:
+            try:
+                return (
+                    psycopg.ClientCursor(self.connection)
+                    .mogrify(self.statement, self.params)
+                    .encode()
+                )
+            except psycopg.Error:
+                return str(self.statement).encode()
+
+
+def prepared_statements(conn: BaseDatabaseWrapper) -> bool:
+    """Whether ``conn``'s step statements run prepared (PostgreSQL on psycopg 3, and the
+    setting on)."""
+    return is_psycopg3 and conn.vendor == "postgresql" and statecharts_settings.PREPARED_STATEMENTS
+
+
+def cursor(conn: BaseDatabaseWrapper) -> Any:
+    """A cursor for a step's own statements, to use as ``with cursor(conn) as statement:``.
+
+    With :func:`prepared_statements`, Django's cursor wrapper (so query logging,
+    ``execute_wrapper`` and database error wrapping all apply) around the connection's one
+    :class:`PreparedCursor`, kept open for the connection's life (building a psycopg cursor
+    and its adapters for every statement cost about as much as sending it prepared saves);
+    else ``conn.cursor()``."""
+    if not prepared_statements(conn):
+        return conn.cursor()
+    conn.ensure_connection()
+    kept = _prepared_cursors.get(conn)
+    if kept is None or kept[0] is not conn.connection or kept[1] is not conn.timezone:
+        kept = _prepared_cursors[conn] = _prepared_cursor(conn)
+    return nullcontext(conn._prepare_cursor(kept[2]))
+
+
+def _prepared_cursor(conn: BaseDatabaseWrapper) -> tuple[Any, Any, Any]:
+    """(psycopg connection, time zone, its PreparedCursor)."""
+    with conn.wrap_database_errors:
+        raw = PreparedCursor(conn.connection)
+        # As Django's create_cursor does: the session time zone's loader, if it differs.
+        loader = conn.connection.adapters.get_loader(_TIMESTAMPTZ_OID, Format.TEXT)
+        if conn.timezone != getattr(loader, "timezone", conn.timezone):
+            register_tzloader(conn.timezone, raw)
+    return conn.connection, conn.timezone, raw
+
+
+# Django connection -> (psycopg connection, time zone, PreparedCursor): rebuilt when Django
+# reconnects or its session time zone changes. (A Django connection serves one thread.)
+_prepared_cursors: weakref.WeakKeyDictionary[BaseDatabaseWrapper, tuple[Any, Any, Any]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _row_version(table: str) -> str:
@@ -60,10 +177,11 @@ class NarrowLock:
             .extra(select={_VERSION: version})
             .select_for_update()
             .filter(pk=0)
+            .order_by()  # (one row: no ORDER BY from Meta.ordering)
         )
         compiler = queryset.query.get_compiler(connection=conn)
         sql, params = compiler.as_sql()
-        if list(params) != [0] or "JOIN" in sql.upper():
+        if list(params) != [0] or "JOIN" in sql.upper() or "ORDER BY" in sql.upper():
             raise AssertionError(f"unexpected narrow lock query: {sql!r} {params!r}")
         self.sql = sql
         self.alias = conn.alias
@@ -82,9 +200,9 @@ class NarrowLock:
         self.lock = threading.Lock()
 
     def get(self, conn: BaseDatabaseWrapper, pk: int) -> Execution:
-        with conn.cursor() as cursor:
-            cursor.execute(self.sql, [pk])
-            found = cursor.fetchone()
+        with cursor(conn) as statement:
+            statement.execute(self.sql, [pk])
+            found = statement.fetchone()
         if found is None:
             raise Execution.DoesNotExist("Execution matching query does not exist.")
         row = converted(found, self.converters, conn)
@@ -124,12 +242,10 @@ def update_and_insert(
     sql, updated, inserted = plan
     params = [field.get_db_prep_save(getattr(execution, field.attname), conn) for field in updated]
     params.append(execution.pk)
-    params.extend(
-        field.get_db_prep_save(field.pre_save(entry, True), conn) for field in inserted
-    )
-    with conn.cursor() as cursor:
-        cursor.execute(sql, params)
-        found = cursor.fetchone()
+    params.extend(field.get_db_prep_save(field.pre_save(entry, True), conn) for field in inserted)
+    with cursor(conn) as statement:
+        statement.execute(sql, params)
+        found = statement.fetchone()
     if found is None:  # (not reached: an INSERT ... VALUES inserts its row or fails)
         raise DatabaseError(f"{execution._meta.label} {execution.pk}: the step wrote no row")
     entry.pk = found[0]

@@ -5,6 +5,9 @@ chart), UPDATE it, INSERT a history row. On PostgreSQL, ``statecharts.stepper.po
 them in fewer round trips (the lock without the join, the UPDATE and the INSERT as one
 statement); the rows written and the lock taken are the same.
 
+On PostgreSQL they run as server-side prepared statements (``postgres.cursor``; the setting
+``STATECHARTS["PREPARED_STATEMENTS"]``, default True), elsewhere on Django's cursor.
+
 Building them through the ORM costs more CPU than running them; here they are built once per
 connection (the lock, by the ORM's own compiler) or per model and column list, and run on the
 connection's cursor with the same field conversions (``get_db_prep_save``, ``from_db_value``,
@@ -106,7 +109,8 @@ class _LockPlan:
     def __init__(self, conn: BaseDatabaseWrapper, size: int | None = None) -> None:
         """One execution by id; with ``size``, that many ids (``IN``, in id order)."""
         if size is None:
-            queryset, expected = locking_queryset(conn).filter(pk=0), [0]
+            # (one row: no ORDER BY from Meta.ordering)
+            queryset, expected = locking_queryset(conn).filter(pk=0).order_by(), [0]
         else:  # distinct placeholders: the ORM drops repeated values from an IN list
             expected = list(range(-size, 0))
             queryset = locking_queryset(conn).filter(pk__in=expected).order_by("pk")
@@ -126,7 +130,7 @@ class _LockPlan:
         self.converters = converters_of(compiler, select)
 
     def get(self, conn: BaseDatabaseWrapper, pk: int) -> Execution:
-        with conn.cursor() as cursor:
+        with postgres.cursor(conn) as cursor:
             cursor.execute(self.sql, [pk])
             found = cursor.fetchone()
         if found is None:
@@ -134,7 +138,7 @@ class _LockPlan:
         return self._instance(found, conn)
 
     def many(self, conn: BaseDatabaseWrapper, pks: list[int]) -> list[Execution]:
-        with conn.cursor() as cursor:
+        with postgres.cursor(conn) as cursor:
             cursor.execute(self.sql, pks)
             rows = cursor.fetchall()
         return [self._instance(row, conn) for row in rows]
@@ -181,7 +185,7 @@ def update_row(obj: Any, names: tuple[str, ...]) -> None:
     sql, fields = plan
     params = [field.get_db_prep_save(getattr(obj, field.attname), conn) for field in fields]
     params.append(obj.pk)
-    with conn.cursor() as cursor:
+    with postgres.cursor(conn) as cursor:
         cursor.execute(sql, params)
         if cursor.rowcount != 1:
             raise DatabaseError(f"{meta.label} {obj.pk}: the update did not affect one row")
@@ -206,7 +210,7 @@ def insert_row(obj: Any) -> None:
         plan = _insert_sql[key] = (sql, fields, returning)
     sql, fields, returning = plan
     params = [field.get_db_prep_save(field.pre_save(obj, True), conn) for field in fields]
-    with conn.cursor() as cursor:
+    with postgres.cursor(conn) as cursor:
         cursor.execute(sql, params)
         if returning:
             pk = cursor.fetchone()[0]

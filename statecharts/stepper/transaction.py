@@ -728,12 +728,7 @@ def _apply(
 
 def step_clock() -> Any:
     """The monotonic clock the step's time budget reads (``STEP_CLOCK``; tests inject one)."""
-    clock = statecharts_settings.STEP_CLOCK
-    if isinstance(clock, str):
-        from django.utils.module_loading import import_string
-
-        clock = import_string(clock)
-    return clock
+    return statecharts_settings.imported("STEP_CLOCK")
 
 
 def _over_host_budgets(outcome: Advance) -> dict[str, Any] | None:

@@ -166,6 +166,10 @@
   // The system variables: read-only for chart code, the same objects for every session an
   // engine serves (install sets what they give).
   let sessionId = "", sessionName = null, ioprocessors = null, currentEvent;
+  // True from a reset to the next install: the engine then holds nothing of any session (no
+  // code runs in an engine between its release, which resets it, and the next install), so
+  // install need not reset it again. A new engine starts false: install resets it.
+  let resetSinceInstall = false;
   let configurationText = "", configuration = null;
   const isActive = (id) => {
     if (configuration === null) configuration = new RealSet(configurationText.split(" "));
@@ -480,7 +484,8 @@
   const engine = {
     // A session begins: its system variables, and nothing left by the last one.
     install(id, name, io) {
-      engine.reset();
+      if (!resetSinceInstall) engine.reset();
+      resetSinceInstall = false;
       sessionId = id;
       sessionName = name;
       ioprocessors = loadDeepFrozen(parse(io));
@@ -493,6 +498,7 @@
       currentEvent = undefined; configurationText = ""; configuration = null;
       loops.length = 0; userKeys = []; quotedKeys = []; hooks = false;
       sessionId = ""; sessionName = null; ioprocessors = null;
+      resetSinceInstall = true;
     },
     wrapValue, wrapCond, wrapAssign, wrapAssignValue,
     // Compiles a text the Python side has checked is one function expression, so compiling
