@@ -97,6 +97,14 @@ def run_ours(args: argparse.Namespace, url: str, window: float) -> dict[str, Any
             for line in timer_firing.tail(out, 20_000).splitlines()
             if "ERROR" in line or "Traceback" in line
         ][:10]
+        # Drain tasks the workers ran (django-q2 logs each task it starts), sweepers too.
+        started = [
+            line for line in timer_firing.tail(out, 10**9).splitlines() if " processing " in line
+        ]
+        tasks_run = {
+            "drains": sum(1 for line in started if "'timers.dispatch.drain'" in line),
+            "sweepers": sum(1 for line in started if "'timers.dispatch.sweep'" in line),
+        }
     result = timer_firing.collect_firing(ours, run)
     with connection.cursor() as cursor:  # the next run creates the commit stamp again
         cursor.execute("DROP TABLE bench_commit; DROP FUNCTION bench_commit_stamp() CASCADE;")
@@ -110,6 +118,11 @@ def run_ours(args: argparse.Namespace, url: str, window: float) -> dict[str, Any
         "per_second": done / drain if drain > 0 else 0.0,
         "cpu": relabel(result["cpu"]),
         "errors": errors,
+        # The sweepers the run saw end, and the drains they enqueued (a surplus drain costs
+        # a broker round trip and a new connection, and finds nothing to fire).
+        "sweepers": result["sweepers"],
+        "tasks_run": tasks_run,
+        "drains_enqueued": sum(s["drains_enqueued"] or 0 for s in result["sweepers"]),
     }
 
 

@@ -14,6 +14,7 @@ timers module reads settings through it), so ``statecharts_settings.TIMER_BATCH`
     "TIMER_SNOOZE_SECONDS": 300,  # an execution that cannot take it now: try again later
     "TIMER_POLL_MS": 200,       # how often a sweeper looks for due timers
     "TIMER_SWEEP_SECONDS": 90,  # how long one sweeper task lives (a schedule restarts it)
+    "TIMER_SWEEPER_FIRES": True,  # a sweeper fires due timers itself, not only via drains
     "TIMER_RETENTION_DAYS": 30, # statechart prune keeps settled rows this long
     "TIMER_DELIVERIES": {"default": "timers.delivery.StepperDelivery"},  # name -> class
     "TIMER_DELIVERY": "default",  # the delivery new timer rows name
@@ -49,6 +50,10 @@ DEFAULTS: dict[str, Any] = {
     "TIMER_SNOOZE_SECONDS": 300,
     "TIMER_POLL_MS": 200,
     "TIMER_SWEEP_SECONDS": 90,
+    # A django-q2 sweeper fires due timers itself (one batch, then it looks again), and
+    # enqueues drains only for a backlog beyond what the firers at work take; False: it only
+    # enqueues drains (the broker's hop to a drain is then in every timer's lateness).
+    "TIMER_SWEEPER_FIRES": True,
     "TIMER_RETENTION_DAYS": 30,
     # Delivery name -> dotted path of a class (timers.delivery.Delivery), instantiated once
     # per process. A timer row names its delivery; the name is looked up here when it fires.
@@ -82,6 +87,10 @@ def check(configured: Mapping[str, Any]) -> list[CheckMessage]:
                 "spend attempts on steps the core is still allowed to finish.",
                 id="timers.E001",
             )
+        )
+    if not isinstance(configured.get("TIMER_SWEEPER_FIRES", True), bool):
+        problems.append(
+            Error("STATECHARTS['TIMER_SWEEPER_FIRES'] must be True or False.", id="timers.E005")
         )
     problems.extend(check_deliveries(configured))
     return problems

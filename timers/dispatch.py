@@ -3,12 +3,14 @@
 There is no django-q2 ``Schedule`` per timer (its scheduler looks at schedules only every
 ~30 s, and one bad row would stall the rest). Instead:
 
-- a **sweeper** task polls the due index every ``TIMER_POLL_MS`` for ``TIMER_SWEEP_SECONDS``
-  and, while due timers are waiting, enqueues **drain** tasks; when nothing is due but a
-  timer comes due before its next poll, it wakes at that timer's due instead (so a timer
-  known in advance waits no poll interval);
-- a drain task claims batches (``SKIP LOCKED``, so concurrent drains take disjoint rows) and
-  fires them until nothing is claimable, on whichever worker of whichever host picked it up;
+- a **sweeper** task polls the due index every ``TIMER_POLL_MS`` for ``TIMER_SWEEP_SECONDS``;
+  when timers are claimable it fires a batch itself (``TIMER_SWEEPER_FIRES``) and enqueues
+  **drain** tasks only for a backlog beyond the firers at work (``drains_wanted``); when
+  nothing is due but a timer comes due before its next poll, it wakes at that timer's due
+  instead (so a timer known in advance waits no poll interval);
+- a drain task claims batches (``SKIP LOCKED``, so concurrent firers take disjoint rows) and
+  fires them until nothing is claimable (waiting for a timer due within a poll), on whichever
+  worker of whichever host picked it up;
 - one django-q2 ``Schedule`` (every minute) starts a new sweeper, so a lost wake-up or a dead
   sweeper only delays timers until the next one; sweepers overlap, which is harmless.
 
@@ -38,6 +40,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -56,6 +59,11 @@ DRAIN = "timers.dispatch.drain"
 TASK_OPTIONS: dict[str, Any] = {"ack_failure": True}
 # How long before the cluster's timeout (or retry) a sweeper or drain ends, at most.
 MARGIN_SECONDS = 10.0
+# How long a drain the sweeper enqueued counts as on its way (queued on the broker, or
+# started and not claiming yet: a few of django-q2's 0.1 s broker polls). One still queued
+# after that (every worker busy) no longer counts: a sweeper adds at most one drain per this
+# many seconds while the workers cannot start them, where it used to add one per poll.
+DRAIN_START_SECONDS = 1.0
 
 
 def sweep(
@@ -65,31 +73,152 @@ def sweep(
     sleep: Callable[[float], None] = time.sleep,
     monotonic: Callable[[], float] = time.monotonic,
 ) -> int:
-    """Poll for due timers for ``seconds``; enqueue a drain whenever some are waiting.
+    """Poll for due timers for ``seconds``; fire them, and enqueue drains for a backlog.
+
+    Each poll counts the claimable timers (up to what the cluster's workers can take at once:
+    ``TIMER_BATCH`` each). With ``TIMER_SWEEPER_FIRES`` (the default) the sweeper then fires
+    one batch itself, in this process, and polls again at once: a few due timers never wait
+    for the broker's hop to a drain. Drains are enqueued only for what is left beyond the
+    firers already at work (``drains_wanted``): the sweeper itself, the claims other firers
+    hold now, and the drains this sweeper enqueued in the last ``DRAIN_START_SECONDS`` (on
+    their way: queued, or started and not claiming yet). Without ``TIMER_SWEEPER_FIRES`` the
+    sweeper only enqueues drains, and sleeps a poll after each look.
+
+    The sweeper never fires a suspect (a timer an earlier claim left unsettled: its firer
+    died, hung or ran out of time) itself: one that kills its firer would take the sweeper
+    down with it, and every other timer would wait for the next scheduled sweeper. Suspects
+    are left to a drain (one is wanted whenever a suspect is claimable).
 
     ``seconds`` defaults to ``task_budget()``. Returns how many drains it enqueued.
     """
     seconds = task_budget() if seconds is None else seconds
     enqueue = enqueue or _enqueue
     poll = timer_settings.TIMER_POLL_MS / 1000
+    batch = timer_settings.TIMER_BATCH
+    fires = bool(timer_settings.TIMER_SWEEPER_FIRES)
+    workers = cluster_workers()
     deadline = monotonic() + seconds
     enqueued = 0
-    with _stop_on_signal() as stopping:
+    sent: list[float] = []  # when this sweeper enqueued its recent drains (monotonic)
+    # The sweeper's own claims are renewed like a drain's while it fires.
+    heartbeat = leases.running() if fires else contextlib.nullcontext()
+    with _stop_on_signal() as stopping, heartbeat:
         while monotonic() < deadline and not stopping.is_set():
-            if _claimable_waiting():
-                enqueue(DRAIN)
-                enqueued += 1
-                sleep(poll)
-            else:
+            look = _look(batch * workers)
+            waiting, suspects = look.waiting, look.suspects
+            if not waiting:
                 sleep(_until_next_due(poll))
+                continue
+            clock = monotonic()
+            sent = [at for at in sent if clock - at < DRAIN_START_SECONDS]
+            own = fires and waiting > suspects  # fresh timers: the sweeper takes a batch
+            wanted = drains_wanted(
+                waiting - suspects,
+                suspects=suspects,
+                batch=batch,
+                workers=workers,
+                sweeper_fires=own,
+                on_the_way=len(sent),
+            )
+            wanted = max(0, wanted - look.held)  # the claims other firers hold now
+            for _ in range(wanted):
+                enqueue(DRAIN)
+                sent.append(clock)
+            enqueued += wanted
+            if not own:
+                sleep(poll)
+            elif not fire_due(fresh_only=True).outcomes:
+                # Counted but not claimed: another firer's claim held the rows locked for an
+                # instant (SKIP LOCKED). Look again a poll later rather than spin on them.
+                sleep(poll)
     return enqueued
+
+
+def drains_wanted(
+    fresh: int,
+    *,
+    suspects: int = 0,
+    batch: int,
+    workers: int,
+    sweeper_fires: bool,
+    on_the_way: int,
+) -> int:
+    """How many drains to enqueue for ``fresh`` claimable timers and ``suspects`` (claimable
+    timers an earlier claim left unsettled): a firer per ``batch`` of fresh ones, and one for
+    the suspects (a claim takes a chunk of them, fired one by one), at most ``workers`` (more
+    could not run at once), less the sweeper itself when it fires (fresh ones only) and the
+    drains already ``on_the_way``. The caller also subtracts the claims other firers hold (a
+    running drain claims batch after batch until nothing is claimable, so it needs no
+    second drain)."""
+    firers = min(-(-fresh // batch) + (1 if suspects else 0), workers)
+    return max(0, firers - int(sweeper_fires) - on_the_way)
+
+
+def cluster_workers() -> int:
+    """The workers of this django-q2 cluster (``Q_CLUSTER["workers"]``): the most firers
+    that can run at once here, so the most drains a sweeper has in flight."""
+    from django_q.conf import Conf
+
+    return max(1, int(Conf.WORKERS or 1))
+
+
+@dataclass(frozen=True, slots=True)
+class Look:
+    """What one look of a sweeper saw among the earliest due timers."""
+
+    waiting: int  # claimable timers, counted up to the look's bound
+    suspects: int  # of those, the ones an earlier claim left unsettled
+    held: int  # claims live on them now (distinct fence tokens): firers at work
+
+
+def _look(bound: int) -> Look:
+    """Count the claimable timers up to ``bound`` (the sweeper only needs to know how many
+    firers they keep busy), the suspects among them, and the claims firers hold now (running
+    drains, other sweepers; the sweeper's own are settled when it looks, between its
+    batches), in one query over the earliest ``2 * bound`` due, pending rows: claims take the
+    earliest claimable rows, so live claims sit at the front of the due order, among at most
+    a batch per firer. A claimable route timer (a delayed route send) counts as one fresh
+    timer when no timer is: firing one batch takes those too.
+
+    Asked in the claim's own shape (``ORDER BY due, id LIMIT n``), which PostgreSQL answers
+    from the partial due index whatever the table holds. Not ``.exists()`` or a ``COUNT``:
+    those drop the ORDER BY, and with settled rows due in the past the planner expects many
+    due pending rows and may scan the whole table instead (200 ms per poll with 1,000,000
+    pending and 1,000,000 settled rows and nothing due; see docs/performance.md).
+    """
+    now = timer_settings.now()
+    rows = (
+        Timer.objects.due(now)
+        .order_by("due", "id")
+        .values_list("claimed_until", "fire_deadline", "claim_token")[: 2 * bound]
+    )
+    waiting = suspects = 0
+    held: set[int | None] = set()
+    for until, deadline, token in rows:
+        if until is not None and until >= now and (deadline is None or deadline >= now):
+            held.add(token)  # not claimable (Timer.objects.claimable): a live claim
+        elif waiting < bound:
+            waiting += 1
+            suspects += until is not None
+    if not waiting and apps.is_installed("routes"):  # delayed route sends (timers.routequeue)
+        from timers.routequeue import claimable_waiting
+
+        waiting = int(claimable_waiting(now))
+    return Look(waiting, suspects, len(held))
 
 
 def _until_next_due(poll: float) -> float:
     """How long an idle sweeper sleeps: ``poll`` seconds, or less when a pending timer comes
     due sooner (then until its due), so a timer written before it is due is seen the moment
     it is due, not up to a poll later. A timer written meanwhile with an earlier due, and a
-    claim whose lease runs out, are seen at the next poll as before.
+    claim whose lease runs out, are seen at the next poll as before."""
+    gap = _next_due_within(poll)
+    return poll if gap is None else gap
+
+
+def _next_due_within(poll: float) -> float | None:
+    """Seconds until the next pending timer comes due, if it does within ``poll`` seconds
+    (at least 1 ms: the next look then finds it due, no spinning on a clock's granularity).
 
     One indexed ``LIMIT 1`` query on the partial due index (pending rows due in the next
     ``poll`` seconds), asked only when nothing was claimable.
@@ -103,28 +232,8 @@ def _until_next_due(poll: float) -> float:
         .first()
     )
     if upcoming is None:
-        return poll
-    # At least 1 ms: the next poll then finds it due (no spinning on a clock's granularity).
+        return None
     return min(poll, max((upcoming - now).total_seconds(), 0.001))
-
-
-def _claimable_waiting() -> bool:
-    """Whether a timer is claimable now, asked in the claim's own shape (``ORDER BY due, id
-    LIMIT 1``), which PostgreSQL answers from the partial due index whatever the table holds.
-
-    Not ``.exists()``: that drops the ORDER BY, and with settled rows due in the past the
-    planner expects many due pending rows and may scan the whole table instead (200 ms per
-    poll with 1,000,000 pending and 1,000,000 settled rows and nothing due; see
-    docs/performance.md).
-    """
-    now = timer_settings.now()
-    if Timer.objects.claimable(now).values_list("pk", flat=True).first() is not None:
-        return True
-    if apps.is_installed("routes"):  # delayed route sends (timers.routequeue)
-        from timers.routequeue import claimable_waiting
-
-        return claimable_waiting(now)
-    return False
 
 
 @contextlib.contextmanager
@@ -155,22 +264,32 @@ def drain(
     *,
     seconds: float | None = None,
     monotonic: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> int:
     """Fire claimable timers, batch after batch, until none is left. Returns the count.
 
-    Stops early after ``max_batches`` batches or once ``seconds`` (default ``task_budget()``)
-    have passed; what is left is still claimable, and the next sweeper poll sees it. Runs
-    under this worker process's heartbeat (``timers.leases``): the leases of what it has
-    claimed are renewed while it fires, so only a dead (or stalled) worker's claims expire.
+    When nothing is claimable but a timer comes due within a poll (``TIMER_POLL_MS``), the
+    drain waits for it and goes on, rather than end and leave it to a new drain through the
+    broker (timers due at a steady rate keep a drain firing). Stops early after
+    ``max_batches`` batches or once ``seconds`` (default ``task_budget()``) have passed; what
+    is left is still claimable, and the next sweeper poll sees it. Runs under this worker
+    process's heartbeat (``timers.leases``): the leases of what it has claimed are renewed
+    while it fires, so only a dead (or stalled) worker's claims expire.
     """
     deadline = monotonic() + (task_budget() if seconds is None else seconds)
-    handled = 0
+    poll = timer_settings.TIMER_POLL_MS / 1000
+    handled = batches = 0
     with leases.running():  # this worker's heartbeat renews its claims' leases meanwhile
-        for _ in range(max_batches):
+        while batches < max_batches:
             report: FireReport = fire_due()
-            if not report.outcomes:
-                break
-            handled += report.handled
+            if report.outcomes:
+                handled += report.handled
+                batches += 1
+            else:
+                gap = _next_due_within(poll)
+                if gap is None:
+                    break
+                sleep(gap)
             if monotonic() >= deadline:
                 break
     return handled

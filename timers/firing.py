@@ -125,8 +125,13 @@ def claim_rows(now: datetime, limit: int, *, lease: timedelta | None = None) -> 
     return claim_batch(now, limit, lease=lease).rows
 
 
-def claim_batch(now: datetime, limit: int, *, lease: timedelta | None = None) -> Claim:
-    """``claim_rows``, telling the fresh rows from the suspects and counting the failed."""
+def claim_batch(
+    now: datetime, limit: int, *, lease: timedelta | None = None, fresh_only: bool = False
+) -> Claim:
+    """``claim_rows``, telling the fresh rows from the suspects and counting the failed.
+
+    ``fresh_only``: take only rows no earlier claim left unsettled (no suspects); a django-q2
+    sweeper fires those itself and leaves suspects to drains (``timers.dispatch``)."""
     lease = lease or leases.lease()
     database = stepper.database()
     until = now + lease
@@ -135,6 +140,8 @@ def claim_batch(now: datetime, limit: int, *, lease: timedelta | None = None) ->
     suspects: set[int] = set()
     with transaction.atomic(using=database):
         candidates = Timer.objects.using(database).claimable(now)
+        if fresh_only:
+            candidates = candidates.filter(claimed_until__isnull=True)
         if connections[database].features.has_select_for_update_skip_locked:
             candidates = candidates.select_for_update(skip_locked=True)
         timers = list(candidates[:limit])
@@ -233,7 +240,9 @@ def _timed_out_error(timer: Timer) -> str:
     return f"timed out: the claim's lease ended at {lease.isoformat()} with the fire unsettled"
 
 
-def fire_due(*, now: datetime | None = None, limit: int | None = None) -> FireReport:
+def fire_due(
+    *, now: datetime | None = None, limit: int | None = None, fresh_only: bool = False
+) -> FireReport:
     """Claim and fire one batch of due timers. Returns what happened to each.
 
     The batch's fresh timers are fired in chunks of ``TIMER_FIRE_CHUNK`` timers, each chunk in
@@ -243,11 +252,12 @@ def fire_due(*, now: datetime | None = None, limit: int | None = None) -> FireRe
     and a batch that runs long renews the claim of what it has not fired yet before half its
     window has passed (``_keep``), so a live firer never lets its own timers time out. Under
     a running heartbeat (``timers.leases``: django-q2's drains, ``fire_timers``) the batch's
-    leases are renewed meanwhile too, also during a long chunk.
+    leases are renewed meanwhile too, also during a long chunk. ``fresh_only`` claims no
+    suspects (``claim_batch``).
     """
     limit = limit or timer_settings.TIMER_BATCH
     report = FireReport()
-    batch = claim_batch(now or timer_settings.now(), limit)
+    batch = claim_batch(now or timer_settings.now(), limit, fresh_only=fresh_only)
     for _ in range(batch.failed):
         report.add(FAILED)
     size = timer_settings.TIMER_FIRE_CHUNK

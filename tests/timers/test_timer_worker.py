@@ -358,8 +358,19 @@ def test_a_delayed_send_to_a_child_nobody_performs_here_is_snoozed_not_spent() -
         ({"TIMER_DELIVERIES": {"default": NOT_A_DELIVERY}}, ["timers.E003"]),
         ({"TIMER_DELIVERIES": {"default": DEFAULT}, "TIMER_DELIVERY": "audit"}, ["timers.E004"]),
         ({"TIMER_DELIVERIES": {"default": DEFAULT, "a": RECORDING}, "TIMER_DELIVERY": "a"}, []),
+        ({"TIMER_SWEEPER_FIRES": 1}, ["timers.E005"]),
+        ({"TIMER_SWEEPER_FIRES": False}, []),
     ],
-    ids=["not-a-dict", "empty-name", "unimportable", "not-a-delivery", "unknown-choice", "good"],
+    ids=[
+        "not-a-dict",
+        "empty-name",
+        "unimportable",
+        "not-a-delivery",
+        "unknown-choice",
+        "good",
+        "sweeper-fires-not-a-bool",
+        "sweeper-fires-off",
+    ],
 )
 def test_a_system_check_validates_the_delivery_settings(
     setting: dict[str, Any], expected: list[str]

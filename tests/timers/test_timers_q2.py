@@ -98,8 +98,41 @@ class FakeTime:
 # ---- sweep and drain, without a cluster ---------------------------------------------------------
 
 
+ENQUEUE_ONLY = {"TIMER_SWEEPER_FIRES": False}
+
+
+def fired_steps(execution: Execution) -> list[str]:
+    """The events of the steps a timer's fire caused, in order (one per fire)."""
+    return [
+        entry.input["event"]["name"]
+        for entry in execution.history.filter(seq__gt=1).order_by("seq")
+        if entry.cause and "timer" in entry.cause
+    ]
+
+
 @pytest.mark.django_db
-def test_a_sweeper_enqueues_drains_only_while_claimable_timers_wait_and_stops_at_deadline() -> None:
+def test_a_sweeper_fires_a_few_due_timers_itself_without_a_drain_and_stops_at_deadline() -> None:
+    fake = FakeTime()
+    execution = stepper.start(Chart.objects.load(TICKS), now=T0)
+    enqueued: list[str] = []
+
+    with override_settings(STATECHARTS={"CLOCK": fake.now, "TIMER_POLL_MS": 200}):
+        count = dispatch.sweep(
+            3, enqueue=enqueued.append, sleep=fake.sleep, monotonic=fake.monotonic
+        )
+
+    # Each tick was fired by the sweeper at the poll that found it due: no broker hop.
+    assert (count, enqueued) == (0, [])
+    assert datamodel(execution)["got"] == [1, 2]
+    settled = sorted(Timer.objects.values_list("settled", flat=True))
+    assert settled == [T0 + timedelta(seconds=1), T0 + timedelta(seconds=2)]
+    # It slept a poll whenever nothing was claimable, and returned at its deadline.
+    assert set(fake.sleeps) == {0.2} and fake.ms == 3000
+    assert set(Timer.objects.values_list("status", flat=True)) == {"fired"}
+
+
+@pytest.mark.django_db
+def test_an_enqueue_only_sweeper_enqueues_a_drain_while_claimable_timers_wait() -> None:
     fake = FakeTime()
     execution = stepper.start(Chart.objects.load(TICKS), now=T0)
     enqueued: list[tuple[float, str]] = []
@@ -108,7 +141,7 @@ def test_a_sweeper_enqueues_drains_only_while_claimable_timers_wait_and_stops_at
         enqueued.append((fake.monotonic(), func))
         assert dispatch.drain() == 1  # a worker picks the drain up at once
 
-    config = {"CLOCK": fake.now, "TIMER_POLL_MS": 200}
+    config = {"CLOCK": fake.now, "TIMER_POLL_MS": 200, **ENQUEUE_ONLY}
     with override_settings(STATECHARTS=config):
         count = dispatch.sweep(3, enqueue=enqueue, sleep=fake.sleep, monotonic=fake.monotonic)
 
@@ -122,25 +155,148 @@ def test_a_sweeper_enqueues_drains_only_while_claimable_timers_wait_and_stops_at
 
 
 @pytest.mark.django_db
-def test_a_sweeper_keeps_enqueueing_until_a_drain_claims_and_again_when_the_claim_expires() -> None:
+def test_an_enqueued_drain_counts_until_it_had_time_to_start_and_a_held_claim_while_it_lasts() -> (
+    None
+):
     fake = FakeTime()
     stepper.start(Chart.objects.load(ALARM), now=T0)  # due at T0 + 1 s
     enqueued: list[float] = []
 
     def enqueue(func: str) -> None:
-        # No drain runs; the third time, some firer claims the timer for one second and dies.
+        # The first drain never starts (every worker busy); the second claims the timer for
+        # two seconds and dies.
         enqueued.append(fake.monotonic())
-        if len(enqueued) == 3:
-            assert len(firing.claim(fake.now(), 10, lease=timedelta(seconds=1))) == 1
+        if len(enqueued) == 2:
+            assert len(firing.claim(fake.now(), 10, lease=timedelta(seconds=2))) == 1
 
-    config = {"CLOCK": fake.now, "TIMER_POLL_MS": 200}
+    config = {"CLOCK": fake.now, "TIMER_POLL_MS": 200, **ENQUEUE_ONLY}
+    with override_settings(STATECHARTS=config):
+        count = dispatch.sweep(4.5, enqueue=enqueue, sleep=fake.sleep, monotonic=fake.monotonic)
+
+    # Due from 1.0 s: the drain enqueued then is on its way until 2.0 s (not one per poll);
+    # the one enqueued at 2.0 s holds its claim until 4.0 s (claimable again after that).
+    assert enqueued == [1.0, 2.0, 4.2]
+    assert count == 3
+    assert Timer.objects.get().status == "pending"  # nothing fired it
+
+
+@pytest.mark.django_db
+def test_a_backlog_fans_out_to_drains_for_the_free_workers_and_dead_drains_lose_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake = FakeTime()
+    monkeypatch.setattr(Conf, "WORKERS", 4)
+    chart = Chart.objects.load(ALARM)
+    executions = [stepper.start(chart, now=T0) for _ in range(30)]  # due at T0 + 1 s
+    enqueued: list[float] = []
+
+    def enqueue(func: str) -> None:
+        # Each drain starts at once, claims a batch for one second and dies.
+        enqueued.append(fake.monotonic())
+        assert len(firing.claim(fake.now(), 5, lease=timedelta(seconds=1))) == 5
+
+    config = {"CLOCK": fake.now, "TIMER_POLL_MS": 200, "TIMER_BATCH": 5}
     with override_settings(STATECHARTS=config):
         count = dispatch.sweep(3, enqueue=enqueue, sleep=fake.sleep, monotonic=fake.monotonic)
 
-    # Due from 1.0 s; claimed at 1.4 s until 2.4 s (claimable again only after that).
-    assert enqueued == [1.0, 1.2, 1.4, 2.6, 2.8]
-    assert count == 5
-    assert Timer.objects.get().status == "pending"  # nothing fired it
+        # At 1.0 s: 30 due, 4 batches' worth counted, so 3 drains for the 3 other workers.
+        # Their claims then count as firers: the sweeper fires the other 15 itself, batch
+        # after batch, and enqueues no more. At 2.2 s their leases have run out: 15
+        # claimable suspects, which the sweeper leaves to a drain (it dies too, holding 5).
+        assert enqueued == [1.0, 1.0, 1.0, 2.2] and count == 4
+        pending = Timer.objects.filter(status="pending")
+        assert sorted(pending.values_list("attempts", flat=True)) == [0] * 10 + [1] * 5
+
+        # A later sweeper (the schedule's next one), whose drain works: the dead drain's claim
+        # counts as a firer until its lease has run out (3.2 s), then one drain takes all 15.
+        drains: list[tuple[float, int]] = []
+        again = dispatch.sweep(
+            2,
+            enqueue=lambda func: drains.append((fake.monotonic(), dispatch.drain())),
+            sleep=fake.sleep,
+            monotonic=fake.monotonic,
+        )
+
+    assert again == 1 and drains == [(3.4, 15)]
+    attempts = sorted(Timer.objects.values_list("attempts", flat=True))
+    assert attempts == [0] * 15 + [1] * 10 + [2] * 5  # one per claim a dead firer left
+    # Every timer fired once, and every execution stepped once on it: nothing lost, nothing
+    # fired twice.
+    assert set(Timer.objects.values_list("status", flat=True)) == {"fired"}
+    for execution in executions:
+        assert fired_steps(execution) == ["ring"]
+        execution.refresh_from_db()
+        assert execution.configuration == ["awake"] and execution.steps == 2
+
+
+@pytest.mark.django_db
+def test_a_sweeper_that_dies_while_firing_leaves_its_timers_to_the_next_one_after_the_lease(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake = FakeTime()
+    chart = Chart.objects.load(ALARM)
+    executions = [stepper.start(chart, now=T0) for _ in range(3)]  # due at T0 + 1 s
+
+    def dies(**kwargs: Any) -> firing.FireReport:
+        firing.claim(fake.now(), 10)  # its claim is written, then the worker dies
+        raise SystemExit("worker killed")
+
+    config = {"CLOCK": fake.now, "TIMER_POLL_MS": 200}
+    with override_settings(STATECHARTS=config):
+        monkeypatch.setattr(dispatch, "fire_due", dies)
+        with pytest.raises(SystemExit):
+            dispatch.sweep(2, enqueue=lambda func: None, sleep=fake.sleep, monotonic=fake.monotonic)
+        assert fake.ms == 1000  # it died at the poll that found them due
+        monkeypatch.undo()
+        # The next sweeper: nothing is claimable until the lease (3 s) has run out. Then the
+        # timers are suspects (their claim was left unsettled): the sweeper does not fire
+        # them itself (one may be what killed it), it enqueues a drain for them.
+        enqueued: list[float] = []
+
+        def enqueue(func: str) -> None:
+            enqueued.append(fake.monotonic())
+            assert dispatch.drain() == 3
+
+        dispatch.sweep(4, enqueue=enqueue, sleep=fake.sleep, monotonic=fake.monotonic)
+
+    assert enqueued == [4.2]  # the first poll after 1 s + 3 s
+    for timer in Timer.objects.all():
+        assert (timer.status, timer.attempts) == ("fired", 1)  # the dead claim's attempt spent
+        assert timer.settled == T0 + timedelta(seconds=4.2)
+    for execution in executions:
+        assert fired_steps(execution) == ["ring"]
+
+
+@pytest.mark.parametrize(
+    ("fresh", "suspects", "fires", "on_the_way", "wanted"),
+    [
+        (1, 0, True, 0, 0),  # one batch: the sweeper's own
+        (100, 0, True, 0, 0),
+        (101, 0, True, 0, 1),
+        (400, 0, True, 0, 3),  # four batches: one per worker, the sweeper one of them
+        (10_000, 0, True, 0, 3),  # never more than the workers can run at once
+        (400, 0, True, 2, 1),
+        (400, 0, True, 5, 0),
+        (0, 3, False, 0, 1),  # suspects: a drain, never the sweeper
+        (50, 3, True, 0, 1),
+        (400, 3, True, 0, 3),
+        (1, 0, False, 0, 1),
+        (400, 0, False, 0, 4),
+        (400, 0, False, 1, 3),
+    ],
+)
+def test_drains_wanted(
+    fresh: int, suspects: int, fires: bool, on_the_way: int, wanted: int
+) -> None:
+    found = dispatch.drains_wanted(
+        fresh,
+        suspects=suspects,
+        batch=100,
+        workers=4,
+        sweeper_fires=fires,
+        on_the_way=on_the_way,
+    )
+    assert found == wanted
 
 
 @pytest.mark.django_db
@@ -155,8 +311,11 @@ def test_a_sweeper_with_nothing_due_enqueues_nothing() -> None:
     assert (count, enqueued, fake.sleeps) == (0, [], [0.5] * 4)
 
 
+@pytest.mark.parametrize("sweeper_fires", [True, False])
 @pytest.mark.django_db
-def test_an_idle_sweeper_wakes_at_a_timers_due_instead_of_a_poll_later() -> None:
+def test_an_idle_sweeper_wakes_at_a_timers_due_instead_of_a_poll_later(
+    sweeper_fires: bool,
+) -> None:
     fake = FakeTime()
     early = ALARM.replace('delay="1s"', 'delay="350ms"')
     execution = stepper.start(Chart.objects.load(early), now=T0)  # due at 0.35 s
@@ -166,13 +325,16 @@ def test_an_idle_sweeper_wakes_at_a_timers_due_instead_of_a_poll_later() -> None
         enqueued.append(fake.monotonic())
         assert dispatch.drain() == 1
 
-    with override_settings(STATECHARTS={"CLOCK": fake.now, "TIMER_POLL_MS": 200}):
+    config = {"CLOCK": fake.now, "TIMER_POLL_MS": 200, "TIMER_SWEEPER_FIRES": sweeper_fires}
+    with override_settings(STATECHARTS=config):
         count = dispatch.sweep(1, enqueue=enqueue, sleep=fake.sleep, monotonic=fake.monotonic)
 
     # Polls at 0.0 and 0.2 s find nothing due; the second sees the timer due within the
-    # poll and sleeps only until it (0.15 s), so the drain is enqueued at 0.35 s, not 0.4 s.
-    assert enqueued == [0.35] and count == 1
+    # poll and sleeps only until it (0.15 s), so it is fired (by the sweeper, or by the drain
+    # it enqueues) at 0.35 s, not 0.4 s.
+    assert enqueued == ([] if sweeper_fires else [0.35]) and count == len(enqueued)
     assert fake.sleeps[:3] == [0.2, 0.15, 0.2]
+    assert Timer.objects.get().settled == T0 + timedelta(milliseconds=350)
     execution.refresh_from_db()
     assert execution.configuration == ["awake"]
 
@@ -207,6 +369,27 @@ def test_drain_returns_when_its_time_is_up_leaving_the_rest_claimable() -> None:
         assert Timer.objects.claimable(at).count() == 1  # the next sweeper poll sees it
         assert dispatch.drain() == 1
     assert Timer.objects.pending().count() == 0
+
+
+@pytest.mark.django_db
+def test_a_drain_waits_for_a_timer_due_within_a_poll_instead_of_ending() -> None:
+    fake = FakeTime()
+    fake.ms = 1000
+    chart = Chart.objects.load(ALARM)
+    stepper.start(chart, now=T0)  # due at 1.0 s
+    stepper.start(chart, now=T0 + timedelta(milliseconds=150))  # due at 1.15 s
+    stepper.start(chart, now=T0 + timedelta(milliseconds=500))  # due at 1.5 s
+    with override_settings(STATECHARTS={"CLOCK": fake.now, "TIMER_POLL_MS": 200}):
+        fired = dispatch.drain(monotonic=fake.monotonic, sleep=fake.sleep)
+
+    # It fired the first, waited 150 ms for the second and fired it; the third was not due
+    # within a poll of that, so it ended (the sweeper sees it when it is due).
+    assert fired == 2 and fake.sleeps == [0.15]
+    assert list(Timer.objects.order_by("due").values_list("status", flat=True)) == [
+        "fired",
+        "fired",
+        "pending",
+    ]
 
 
 def test_the_clusters_timeout_and_retry_outlast_a_sweeper(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -318,8 +501,13 @@ def read(log: IO[str]) -> str:
     return log.read()[-10_000:]
 
 
+@pytest.mark.parametrize("via", ["sweeper", "drain"])
 @pytest.mark.django_db(transaction=True)
-def test_a_real_cluster_fires_a_due_timer(monkeypatch: pytest.MonkeyPatch, spawn: Spawn) -> None:
+def test_a_real_cluster_fires_a_due_timer(
+    via: str, monkeypatch: pytest.MonkeyPatch, spawn: Spawn
+) -> None:
+    """By a woken sweeper (which fires it itself), or by a drain enqueued directly (what a
+    sweeper enqueues for a backlog, or always with TIMER_SWEEPER_FIRES off)."""
     started = timezone.now()
     # Started a minute ago with a 1 s delay: due in real time before the cluster exists.
     execution = stepper.start(Chart.objects.load(ALARM), now=started - timedelta(minutes=1))
@@ -335,17 +523,21 @@ def test_a_real_cluster_fires_a_due_timer(monkeypatch: pytest.MonkeyPatch, spawn
     def fired() -> bool:
         return Timer.objects.filter(pk=timer.pk, status="fired").exists()
 
-    def sweeper_done() -> bool:
-        return Task.objects.filter(id=sweeper).exists()
+    def done() -> bool:  # the sweeper saved, every task acknowledged
+        saved = via == "drain" or Task.objects.filter(id=sweeper).exists()
+        return saved and not OrmQ.objects.exists()
 
     with tempfile.TemporaryFile("w+") as log, qcluster(spawn, log) as cluster:
-        sweeper = dispatch.wake(seconds=SWEEPER_SECONDS)
+        if via == "sweeper":
+            sweeper = dispatch.wake(seconds=SWEEPER_SECONDS)
+        else:
+            dispatch._enqueue(dispatch.DRAIN)
         firing_took = wait_for(fired, cluster, log, "fired timer")
-        wait_for(sweeper_done, cluster, log, "finished sweeper")
+        wait_for(done, cluster, log, f"finished {via}")
         assert cluster.poll() is None, read(log)
     assert cluster.returncode == 0, "the cluster did not stop cleanly on SIGTERM"
 
-    # The cluster's drain delivered it, on the real clock, to the next state.
+    # The cluster delivered it, on the real clock, to the next state.
     timer.refresh_from_db()
     assert timer.status == "fired" and timer.settled is not None and timer.settled >= started
     execution.refresh_from_db()
@@ -353,11 +545,16 @@ def test_a_real_cluster_fires_a_due_timer(monkeypatch: pytest.MonkeyPatch, spawn
     entry = execution.history.get(seq=2)
     assert entry.input["event"]["name"] == "ring"
     assert firing_took < DEADLINE
-    # The sweeper ran in the cluster, enqueued the drain(s) and was saved; a drain that
-    # succeeded was not (save=False), and nothing failed.
-    task = Task.objects.get(id=sweeper)
-    assert task.success and task.func == dispatch.SWEEP and task.result >= 1
-    assert list(Task.objects.exclude(id=sweeper).values_list("func", "success")) == []
+    if via == "sweeper":
+        # The sweeper ran in the cluster and was saved; it fired the one timer itself and
+        # enqueued no drain (its result).
+        task = Task.objects.get(id=sweeper)
+        assert task.success and task.func == dispatch.SWEEP and task.result == 0
+        others = Task.objects.exclude(id=sweeper)
+    else:
+        others = Task.objects.all()
+    # A drain that succeeded is not saved (save=False), and nothing failed.
+    assert list(others.values_list("func", "success")) == []
     assert not OrmQ.objects.exists()  # every task was acknowledged
 
 
