@@ -461,6 +461,12 @@ class UnreadStateNode(StateNode):
         self.ancestors  # noqa: B018  (made, and self is a plain StateNode from here on)
         return repr(self)
 
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # pickle and copy: made first, then as the plain StateNode it has become (reading
+        # the slots after taking the class would switch it under them)
+        self._make()
+        return object.__reduce_ex__(self, protocol)
+
 
 @dataclass(slots=True, eq=False)
 class Chart:

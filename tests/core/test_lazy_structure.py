@@ -5,7 +5,9 @@ first."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import pickle
 import random
 
 import pytest
@@ -174,3 +176,12 @@ def test_starting_an_interpreter_makes_only_the_states_it_reads() -> None:
     made = {s.id for s in chart.states if type(s) is StateNode}
     assert "d0_119" in made  # entered: the first chain, down to its atomic state
     assert not any(i.startswith(("d1_", "d2_")) for i in made)
+
+
+def test_pickled_and_copied_states_are_plain_states_with_the_same_values() -> None:
+    chart = load_chart(NESTED_AND_PARALLEL)
+    fields = ("ancestors", "descendants", "children", "history", "kind", "depth", "id")
+    for state in chart.states:
+        for twin in (pickle.loads(pickle.dumps(state)), copy.copy(state)):
+            assert type(twin) is StateNode
+            assert [getattr(twin, f) for f in fields] == [getattr(state, f) for f in fields]
