@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 
 from lxml import etree
 
@@ -28,35 +30,44 @@ _TOKENS = re.compile(
 _START_TAGS = re.compile(rb"<[^\s/>!?]")
 
 
+# What the outline knows of one element, as a plain tuple (made once per element, and a
+# 2 MB document can hold 65k of them: a class instance or a NamedTuple costs several times
+# more to make). Unpack it: ``name, in_ns, children, attributes, where = facts[element]``.
+# - name: its local name;
+# - in_ns: whether it is in the root's namespace (in none, when the root is in none): an
+#   SCXML element, as far as the document is one;
+# - children: its element children, in document order (read only; () for a leaf);
+# - attributes: its attributes by name, as ``element.get`` reads them (read only): one call
+#   to lxml per element, where asking lxml for each attribute costs as much as a dict of
+#   them all and the loading passes ask for several, several times;
+# - where: (line, column) of its start tag, 1-based (see ParsedDocument.position).
+Facts = tuple[str, bool, Sequence[etree._Element], Mapping[str, str], tuple[int, int]]
+
+
 @dataclass(frozen=True, slots=True)
 class Outline:
-    """Every element of a document classified once, for validation and compilation to ask
-    in dictionary lookups instead of walking lxml's tags again and again (one pass over the
-    document; comments and processing instructions left out).
+    """Every element of a document read from lxml once, for validation and compilation to
+    ask in dictionary lookups instead of asking lxml again and again (one pass over the
+    document; comments and processing instructions left out): ``facts`` per element (see
+    :data:`Facts`)."""
 
-    - ``names``: each element's local name;
-    - ``in_ns``: whether it is in the root's namespace (in none, when the root is in none):
-      an SCXML element, as far as the document is one;
-    - ``children``: its element children, in document order (read only).
-    """
-
-    names: dict[etree._Element, str]
-    in_ns: dict[etree._Element, bool]
-    children: dict[etree._Element, list[etree._Element]]
+    facts: dict[etree._Element, Facts]
 
 
 @dataclass(frozen=True, slots=True)
 class ParsedDocument:
     root: etree._Element
-    positions: dict[etree._Element, tuple[int, int]]  # element -> (line, column), 1-based
     source: bytes  # what was parsed (a text source's encoding declaration removed)
     sha256: str  # of the document as given (a text source: its UTF-8 bytes): its identity
     outline: Outline
 
     def position(self, element: etree._Element) -> tuple[int, int]:
-        found = self.positions.get(element)
+        """(line, column), 1-based, of ``element``'s start tag: its column counts characters.
+        When the start tags could not be matched with the elements, lxml's line (where the
+        start tag ends) and column 1."""
+        found = self.outline.facts.get(element)
         if found is not None:
-            return found
+            return found[4]
         return (element.sourceline or 0, 1)
 
 
@@ -115,16 +126,11 @@ def parse_document(
     # the document: lxml frees a proxy by walking up its ancestors, so proxies made and
     # dropped again in a walk of a deeply nested tree cost its depth each.
     elements = list(root.iter(etree.Element))
-    depth = _depth(root, max_depth)
+    outline, complete = _outline(root, elements, _positions(elements, data))
+    depth = _depth(root, max_depth, outline.facts if complete else None)
     if depth > max_depth:
         raise ChartError([Problem(1, 1, f"document nesting exceeds the limit of {max_depth}")])
-    return ParsedDocument(
-        root=root,
-        positions=_positions(elements, data),
-        source=data,
-        sha256=digest,
-        outline=_outline(root, elements),
-    )
+    return ParsedDocument(root=root, source=data, sha256=digest, outline=outline)
 
 
 def _where(text: str, index: int) -> tuple[int, int]:
@@ -214,10 +220,13 @@ def _doctype_offset(text: str) -> int | None:
         position = end + len(_OPAQUE_END[opener])
 
 
-def _depth(root: etree._Element, limit: int) -> int:
+def _depth(
+    root: etree._Element, limit: int, facts: dict[etree._Element, Facts] | None = None
+) -> int:
     """How deep the tree under ``root`` goes (the root is 1; comments and processing
     instructions count as nodes), or the first depth past ``limit``. One level at a time:
-    each node's children are taken by one call in C, whatever the shape."""
+    each node's children are taken by one call in C, whatever the shape; or, given the
+    ``facts`` of a document with no nodes but elements, from there (no call to lxml)."""
     level: list[etree._Element] = [root]
     depth = 0
     while level:
@@ -226,31 +235,65 @@ def _depth(root: etree._Element, limit: int) -> int:
             return depth
         below: list[etree._Element] = []
         extend = below.extend
-        for node in level:
-            extend(node)
+        if facts is None:
+            for node in level:
+                extend(node)
+        else:
+            for node in level:
+                extend(facts[node][2])
         level = below
     return depth
 
 
-def _outline(root: etree._Element, elements: list[etree._Element]) -> Outline:
+# The attributes of an element that has none (shared, read only).
+_NO_ATTRIBUTES: Mapping[str, str] = MappingProxyType({})
+# Above this many attributes, an element's values are read by XPath: lxml's items() and
+# values() look each value up by its name from the first attribute (quadratic: 130k
+# attributes on one element took minutes), an XPath "@*" walks them once (but costs ten
+# times more to set up than items() on an element with a few).
+_FEW_ATTRIBUTES = 64
+_ATTRIBUTE_VALUES = etree.XPath("@*", smart_strings=False)
+
+
+def _attributes(element: etree._Element) -> Mapping[str, str]:
+    """``element``'s attributes by name (lxml's names: ``{namespace}local`` for those in
+    a namespace), in document order: what ``element.get`` reads. Linear in their number."""
+    attributes = element.attrib
+    count = len(attributes)
+    if not count:
+        return _NO_ATTRIBUTES
+    if count <= _FEW_ATTRIBUTES:
+        return dict(attributes.items())
+    values = _ATTRIBUTE_VALUES(element)
+    assert isinstance(values, list)
+    return dict(zip(element.keys(), values, strict=True))
+
+
+def _outline(
+    root: etree._Element,
+    elements: list[etree._Element],
+    positions: list[tuple[int, int]] | None,
+) -> tuple[Outline, bool]:
     """The :class:`Outline` of the document whose elements, in document order, are
-    ``elements``: one look at each element's tag and one call for its children."""
+    ``elements`` (with ``positions``, theirs in the same order, when known), and whether
+    the elements are all its nodes (no comment, processing instruction or entity). Three
+    calls to lxml per element: its tag, its children and its attributes."""
     scxml = namespace(root)
     prefix = f"{{{scxml}}}" if scxml is not None else None
     start = len(prefix) if prefix is not None else 0
-    names: dict[etree._Element, str] = {}
-    in_ns: dict[etree._Element, bool] = {}
-    children: dict[etree._Element, list[etree._Element]] = {}
+    facts: dict[etree._Element, Facts] = {}
     # An element's children are a slice of it (one call, the cheapest lxml has) unless the
     # document holds comments, processing instructions or entities, which the slice would
     # include: then only its element children are taken.
     others = next(root.iter(etree.Comment, etree.ProcessingInstruction, etree.Entity), None)
-    taken = _slice if others is None else _element_children
+    sliced = others is None
     # Each distinct tag classified once: most documents use a dozen tags, and the elements
     # that share one share its local name (one string, not one per element).
     classified: dict[str, tuple[str, bool]] = {}
-    sliced = taken is _slice
-    for element in elements:
+    leaf: Sequence[etree._Element] = ()  # every leaf's children (one tuple for all)
+    if positions is None:
+        positions = [(element.sourceline or 0, 1) for element in elements]
+    for element, where in zip(elements, positions, strict=True):
         tag: str = element.tag
         known = classified.get(tag)
         if known is None:
@@ -261,23 +304,24 @@ def _outline(root: etree._Element, elements: list[etree._Element]) -> Outline:
             else:
                 known = (tag, prefix is None)
             classified[tag] = known
-        names[element], in_ns[element] = known
-        children[element] = element[:] if sliced else taken(element)
-    return Outline(names, in_ns, children)
+        facts[element] = (
+            known[0],
+            known[1],
+            (element[:] or leaf) if sliced else _element_children(element),
+            _attributes(element),
+            where,
+        )
+    return Outline(facts), sliced
 
 
-def _slice(element: etree._Element) -> list[etree._Element]:
-    return element[:]
+def _element_children(element: etree._Element) -> Sequence[etree._Element]:
+    return list(element.iterchildren(etree.Element)) or ()
 
 
-def _element_children(element: etree._Element) -> list[etree._Element]:
-    return list(element.iterchildren(etree.Element))
-
-
-def _positions(
-    elements: list[etree._Element], data: bytes
-) -> dict[etree._Element, tuple[int, int]]:
-    """Each element's start tag as (line, column), 1-based; the column counts characters.
+def _positions(elements: list[etree._Element], data: bytes) -> list[tuple[int, int]] | None:
+    """Each element's start tag as (line, column), 1-based, in the order of ``elements``
+    (document order); the column counts characters. None when the start tags found in the
+    text do not match the elements.
 
     Linear in the document whatever its shape: the offsets come in increasing order, so the
     column of a tag is the previous tag's column plus the characters between the two when
@@ -288,20 +332,20 @@ def _positions(
         offsets = [m.start() for m in _TOKENS.finditer(data) if m.group(1)]
     else:  # no comment, CDATA, PI or DOCTYPE: what _TOKENS would find is every start tag
         offsets = [m.start() for m in _START_TAGS.finditer(data)]
-    positions: dict[etree._Element, tuple[int, int]] = {}
     if len(offsets) != len(elements):
-        return positions
+        return None
+    positions: list[tuple[int, int]] = []
+    add = positions.append
+    count, rindex = data.count, data.rindex
     line = 1
-    line_start = 0  # offset of the first byte of the current line
     previous = 0  # offset of the previous tag (or of the line start), where counting resumes
     column = 1
     ascii = data.isascii()
     for element, offset in zip(elements, offsets, strict=True):
-        newlines = data.count(b"\n", previous, offset)
+        newlines = count(b"\n", previous, offset)
         if newlines:
             line += newlines
-            line_start = data.rindex(b"\n", previous, offset) + 1
-            previous = line_start
+            previous = rindex(b"\n", previous, offset) + 1  # the line's start
             column = 1
         # Tag offsets are at "<" bytes, never inside a UTF-8 sequence, so the pieces decode
         # to exactly the characters of the whole (in ASCII, one byte is one character).
@@ -311,9 +355,10 @@ def _positions(
             column += len(data[previous:offset].decode("utf-8", errors="replace"))
         previous = offset
         # lxml's sourceline is where the start tag ends; it can only be at or after ours.
-        if element.sourceline is not None and element.sourceline < line:
-            return {}
-        positions[element] = (line, column)
+        sourceline = element.sourceline
+        if sourceline is not None and sourceline < line:
+            return None
+        add((line, column))
     return positions
 
 
