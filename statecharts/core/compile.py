@@ -174,9 +174,9 @@ class _Compiler:
             kids = []
             other = False
             for c in below_all:
-                child_name, in_ns = facts[c][:2]
-                if in_ns:
-                    if child_name in state_like:
+                child = facts[c]
+                if child[1]:  # an SCXML element
+                    if child[0] in state_like:
                         kids.append(c)
                     else:
                         other = True
@@ -209,11 +209,13 @@ class _Compiler:
 
     def _fill(self, node: StateNode, element: etree._Element) -> None:
         groups = self._groups(self._facts[element][2])
+        transitions = groups.get("transition")
+        if transitions is not None:
+            index, transition = node.index, self._transition
+            node.transitions = tuple([transition(t, index) for t in transitions])
+            if len(groups) == 1 and node.kind is _ATOMIC:
+                return  # transitions only (the commonest state): nothing else to compile
         none: list[etree._Element] = []
-        if "transition" in groups:
-            node.transitions = tuple(
-                [self._transition(t, node.index) for t in groups["transition"]]
-            )
         if "onentry" in groups:
             node.onentry = tuple(
                 [self._block(b, f"onentry:{node.id}:{i}") for i, b in enumerate(groups["onentry"])]
@@ -277,6 +279,8 @@ class _Compiler:
                 )
         else:
             events = ()
+        if not events:  # none, or only whitespace
+            event_text = None
         target = attributes.get("target")
         ids = self.ids
         targets = tuple([ids[t] for t in target.split() if t in ids]) if target else ()
@@ -286,7 +290,7 @@ class _Compiler:
             index,
             source,
             events,
-            event_text if event_text and event_text.split() else None,
+            event_text,
             self.make_expr(cond, element) if cond is not None else None,
             targets,
             attributes.get("type") == "internal",

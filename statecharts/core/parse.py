@@ -126,7 +126,7 @@ def parse_document(
     # the document: lxml frees a proxy by walking up its ancestors, so proxies made and
     # dropped again in a walk of a deeply nested tree cost its depth each.
     elements = list(root.iter(etree.Element))
-    outline, complete = _outline(root, elements, _positions(elements, data))
+    outline, complete = _outline(root, elements, data)
     depth = _depth(root, max_depth, outline.facts if complete else None)
     if depth > max_depth:
         raise ChartError([Problem(1, 1, f"document nesting exceeds the limit of {max_depth}")])
@@ -247,17 +247,19 @@ def _depth(
 
 # The attributes of an element that has none (shared, read only).
 _NO_ATTRIBUTES: Mapping[str, str] = MappingProxyType({})
-# Above this many attributes, an element's values are read by XPath: lxml's items() and
-# values() look each value up by its name from the first attribute (quadratic: 130k
-# attributes on one element took minutes), an XPath "@*" walks them once (but costs ten
-# times more to set up than items() on an element with a few).
+# Up to this many attributes, an element's are read by one call to lxml (items()); above,
+# by XPath: lxml's items() and values() look each value up by its name from the first
+# attribute (quadratic: 130k attributes on one element took minutes), an XPath "@*" walks
+# them once (but costs ten times more to set up than items() on an element with a few).
 _FEW_ATTRIBUTES = 64
+# An attribute takes at least 5 bytes of its start tag (' a=""'): a start tag shorter than
+# this holds at most _FEW_ATTRIBUTES of them, whatever they are.
+_SHORT_START_TAG = 5 * _FEW_ATTRIBUTES
 _ATTRIBUTE_VALUES = etree.XPath("@*", smart_strings=False)
 
 
-def _attributes(element: etree._Element) -> Mapping[str, str]:
-    """``element``'s attributes by name (lxml's names: ``{namespace}local`` for those in
-    a namespace), in document order: what ``element.get`` reads. Linear in their number."""
+def _many_attributes(element: etree._Element) -> Mapping[str, str]:
+    """``element``'s attributes by name, in document order, linear in their number."""
     attributes = element.attrib
     count = len(attributes)
     if not count:
@@ -270,14 +272,21 @@ def _attributes(element: etree._Element) -> Mapping[str, str]:
 
 
 def _outline(
-    root: etree._Element,
-    elements: list[etree._Element],
-    positions: list[tuple[int, int]] | None,
+    root: etree._Element, elements: list[etree._Element], data: bytes
 ) -> tuple[Outline, bool]:
-    """The :class:`Outline` of the document whose elements, in document order, are
-    ``elements`` (with ``positions``, theirs in the same order, when known), and whether
-    the elements are all its nodes (no comment, processing instruction or entity). Three
-    calls to lxml per element: its tag, its children and its attributes."""
+    """The :class:`Outline` of the document ``data`` whose elements, in document order, are
+    ``elements``, and whether they are all its nodes (no comment, processing instruction
+    or entity). One pass, three calls to lxml per element: its tag, its children and its
+    attributes (see _FEW_ATTRIBUTES).
+
+    Positions: each element's start tag as (line, column), 1-based; the column counts
+    characters. Linear in the document whatever its shape: the start tags found in the text
+    come in document order, like ``elements``, so the column of a tag is the previous tag's
+    column plus the characters between the two when they share a line (recounting from the
+    start of the line was quadratic on a document written on one line). When the tags found
+    do not match the elements, each element's position is lxml's line (where its start tag
+    ends) and column 1.
+    """
     scxml = namespace(root)
     prefix = f"{{{scxml}}}" if scxml is not None else None
     start = len(prefix) if prefix is not None else 0
@@ -291,57 +300,17 @@ def _outline(
     # that share one share its local name (one string, not one per element).
     classified: dict[str, tuple[str, bool]] = {}
     leaf: Sequence[etree._Element] = ()  # every leaf's children (one tuple for all)
-    if positions is None:
-        positions = [(element.sourceline or 0, 1) for element in elements]
-    for element, where in zip(elements, positions, strict=True):
-        tag: str = element.tag
-        known = classified.get(tag)
-        if known is None:
-            if prefix is not None and tag.startswith(prefix):
-                known = (tag[start:], True)
-            elif tag[:1] == "{":
-                known = (tag[tag.find("}") + 1 :], False)
-            else:
-                known = (tag, prefix is None)
-            classified[tag] = known
-        facts[element] = (
-            known[0],
-            known[1],
-            (element[:] or leaf) if sliced else _element_children(element),
-            _attributes(element),
-            where,
-        )
-    return Outline(facts), sliced
-
-
-def _element_children(element: etree._Element) -> Sequence[etree._Element]:
-    return list(element.iterchildren(etree.Element)) or ()
-
-
-def _positions(elements: list[etree._Element], data: bytes) -> list[tuple[int, int]] | None:
-    """Each element's start tag as (line, column), 1-based, in the order of ``elements``
-    (document order); the column counts characters. None when the start tags found in the
-    text do not match the elements.
-
-    Linear in the document whatever its shape: the offsets come in increasing order, so the
-    column of a tag is the previous tag's column plus the characters between the two when
-    they share a line (recounting from the start of the line was quadratic on a document
-    written on one line).
-    """
-    if b"<!" in data or b"<?" in data:
-        offsets = [m.start() for m in _TOKENS.finditer(data) if m.group(1)]
-    else:  # no comment, CDATA, PI or DOCTYPE: what _TOKENS would find is every start tag
-        offsets = [m.start() for m in _START_TAGS.finditer(data)]
-    if len(offsets) != len(elements):
-        return None
-    positions: list[tuple[int, int]] = []
-    add = positions.append
+    offsets = _start_tags(data, len(elements))
+    if offsets is None:
+        return _outline_without_offsets(elements, facts, classified, prefix, start, sliced)
     count, rindex = data.count, data.rindex
     line = 1
     previous = 0  # offset of the previous tag (or of the line start), where counting resumes
     column = 1
     ascii = data.isascii()
-    for element, offset in zip(elements, offsets, strict=True):
+    ends = offsets[1:]
+    ends.append(len(data))
+    for element, offset, end in zip(elements, offsets, ends, strict=True):
         newlines = count(b"\n", previous, offset)
         if newlines:
             line += newlines
@@ -357,9 +326,73 @@ def _positions(elements: list[etree._Element], data: bytes) -> list[tuple[int, i
         # lxml's sourceline is where the start tag ends; it can only be at or after ours.
         sourceline = element.sourceline
         if sourceline is not None and sourceline < line:
-            return None
-        add((line, column))
-    return positions
+            facts.clear()
+            return _outline_without_offsets(elements, facts, classified, prefix, start, sliced)
+        tag: str = element.tag
+        known = classified.get(tag)
+        if known is None:
+            known = classified[tag] = _classify(tag, prefix, start)
+        if end - offset < _SHORT_START_TAG:
+            attributes = element.items()
+            found = dict(attributes) if attributes else _NO_ATTRIBUTES
+        else:
+            found = _many_attributes(element)
+        facts[element] = (
+            known[0],
+            known[1],
+            (element[:] or leaf) if sliced else _element_children(element),
+            found,
+            (line, column),
+        )
+    return Outline(facts), sliced
+
+
+def _outline_without_offsets(
+    elements: list[etree._Element],
+    facts: dict[etree._Element, Facts],
+    classified: dict[str, tuple[str, bool]],
+    prefix: str | None,
+    start: int,
+    sliced: bool,
+) -> tuple[Outline, bool]:
+    """_outline's pass where the start tags in the text do not match the elements."""
+    for element in elements:
+        tag: str = element.tag
+        known = classified.get(tag)
+        if known is None:
+            known = classified[tag] = _classify(tag, prefix, start)
+        facts[element] = (
+            known[0],
+            known[1],
+            (element[:] or ()) if sliced else _element_children(element),
+            _many_attributes(element),
+            (element.sourceline or 0, 1),
+        )
+    return Outline(facts), sliced
+
+
+def _classify(tag: str, prefix: str | None, start: int) -> tuple[str, bool]:
+    """The local name of an element whose tag is ``tag``, and whether it is in the root's
+    namespace (``prefix``: "{namespace}", None for none; ``start``: its length)."""
+    if prefix is not None and tag.startswith(prefix):
+        return (tag[start:], True)
+    if tag[:1] == "{":
+        return (tag[tag.find("}") + 1 :], False)
+    return (tag, prefix is None)
+
+
+def _element_children(element: etree._Element) -> Sequence[etree._Element]:
+    return list(element.iterchildren(etree.Element)) or ()
+
+
+def _start_tags(data: bytes, elements: int) -> list[int] | None:
+    """The offsets of the start tags in ``data``, in order; None unless there are
+    ``elements`` of them."""
+    if b"<!" in data or b"<?" in data:
+        offsets = [m.start() for m in _TOKENS.finditer(data) if m.group(1)]
+    else:  # no comment, CDATA, PI or DOCTYPE: what _TOKENS would find is every start tag
+        offsets = [m.start() for m in _START_TAGS.finditer(data)]
+    return offsets if len(offsets) == elements else None
 
 
 def local_name(element: etree._Element) -> str:

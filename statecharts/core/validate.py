@@ -192,12 +192,10 @@ class Validator:
         # whose transitions are then found by a walk of their own.
         self._transitions: list[etree._Element] = []
         self._skipped_subtree = False
-        # The same walk numbers the state-like elements in document order (preorder), with
-        # where each one's subtree ends, and notes the states whose initial targets or
-        # history defaults need checking once every id is known.
+        # The same walk lists the state-like elements in document order (preorder), and
+        # notes the states whose initial targets or history defaults need checking once
+        # every id is known.
         self._states: list[etree._Element] = []
-        self._order: dict[etree._Element, int] = {}
-        self._end: dict[etree._Element, int] = {}
         self._special: list[etree._Element] = []
         # What check_element asks per element name, in one lookup (see _rules).
         self._rules = _rules()
@@ -266,10 +264,8 @@ class Validator:
         allowed_attrs, required, exclusive, check, allowed_children = self._rules[name]
         if name == "transition" and parent_name != "initial" and parent_name != "history":
             self._transitions.append(element)
-        state_like = name in STATE_LIKE
-        if state_like:
+        if name in STATE_LIKE:
             self._states.append(element)
-            self._order[element] = len(self._states)
         if not allowed_attrs.issuperset(attributes):
             self._unknown_attributes(element, name, attributes, allowed_attrs)
         for attr in required:
@@ -287,8 +283,6 @@ class Validator:
                     self.check_element(child, name, datamodel)
                 else:
                     self._misplaced(child, child_facts[0], child_facts[1], name)
-        if state_like:
-            self._end[element] = len(self._states)
 
     def _misplaced(
         self, child: etree._Element, child_name: str, in_scxml: bool, name: str
@@ -582,28 +576,31 @@ class Validator:
         # order: "is a descendant of" is then a comparison (linear for any shape; collecting
         # the descendants per state was quadratic on deep or wide documents).
         facts = self._facts
+        order: dict[etree._Element, int] = {}
+        end: dict[etree._Element, int] = {}
+        numbered: list[etree._Element] = []
         if not self._skipped_subtree:
-            # check_element's walk went everywhere a state can be: its numbering holds
-            order, end, states = self._order, self._end, self._states
-            special = self._special
+            # check_element's walk went everywhere a state can be: its list holds, and the
+            # numbering is needed for the states it noted only (none, in most documents)
+            states, special = self._states, self._special
         else:
-            order, end, states = {}, {}, []
+            states = special = numbered
+        if special or self._skipped_subtree:
 
             def number(element: etree._Element) -> None:
                 # recursive: the depth is bounded by parse.MAX_DEPTH
                 for child in facts[element][2]:
                     name, in_scxml = facts[child][:2]
                     if in_scxml and name in STATE_LIKE:
-                        states.append(child)
-                        order[child] = len(states)
+                        numbered.append(child)
+                        order[child] = len(numbered)
                         number(child)
-                        end[child] = len(states)
+                        end[child] = len(numbered)
 
             number(self.root)
             number = None  # type: ignore[assignment]  # the closure's cycle, broken
-            special = states
         order[self.root] = 0
-        end[self.root] = len(states)
+        end[self.root] = len(numbered)
         valid = _ID.match
         known = ids.setdefault
         for element in states:
