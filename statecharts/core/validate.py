@@ -177,6 +177,16 @@ def _rules() -> dict[str, _Rules]:
     return rules
 
 
+def _plain_descriptor(token: str) -> bool:
+    """Whether check_transition finds nothing to say of the event descriptor ``token``."""
+    return token == "*" or not (
+        token == ".*"
+        or token.startswith(".")
+        or ".." in token
+        or "*" in token.rstrip("*").rstrip(".")
+    )
+
+
 class Validator:
     def __init__(self, document: ParsedDocument, default_datamodel: str = "null") -> None:
         self.default_datamodel = default_datamodel
@@ -197,6 +207,7 @@ class Validator:
         # every id is known.
         self._states: list[etree._Element] = []
         self._special: list[etree._Element] = []
+        self._good_events: set[str] = set()  # event attributes found without a problem
         # What check_element asks per element name, in one lookup (see _rules).
         self._rules = _rules()
 
@@ -396,8 +407,10 @@ class Validator:
         if kind not in ("internal", "external"):
             self.error(element, f'transition type must be "internal" or "external", not "{kind}"')
         event = attributes.get("event")
-        if event is not None:
+        if event is not None and event not in self._good_events:
             tokens = event.split()
+            if tokens and all(_plain_descriptor(token) for token in tokens):
+                self._good_events.add(event)  # many transitions share one: checked once
             if not tokens:
                 self.error(element, "the 'event' attribute is empty")
             for token in tokens:
