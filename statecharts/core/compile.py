@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from operator import attrgetter
 from pathlib import Path
 
 from lxml import etree
@@ -468,6 +469,15 @@ class _Compiler:
         return Content(self.expr(content, "expr"), body, has_body)
 
 
+def _any_error(problems: list[Problem]) -> bool:
+    """Whether ``problems`` holds an error (a document may hold a hundred thousand
+    warnings: looked for in C)."""
+    return "error" in map(_SEVERITY, problems)
+
+
+_SEVERITY = attrgetter("severity")
+
+
 def compile_document(
     document: ParsedDocument,
     *,
@@ -479,11 +489,11 @@ def compile_document(
     """Validate and compile ``document``. ``default_datamodel`` is the datamodel of an
     ``<scxml>`` without a ``datamodel`` attribute ("null" or "ecmascript")."""
     problems = validate(document, default_datamodel)
-    if any(p.severity == "error" for p in problems):
+    if _any_error(problems):
         raise ChartError(problems, source_name=source_name)
     compiler = _Compiler(document, resolver, base_path)
     states, script = compiler.compile()
-    if any(p.severity == "error" for p in compiler.problems):
+    if _any_error(compiler.problems):
         raise ChartError(problems + compiler.problems, source_name=source_name)
     root = document.root
     declared = root.get("datamodel")

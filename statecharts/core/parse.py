@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -248,14 +248,41 @@ def _depth(
 # The attributes of an element that has none (shared, read only).
 _NO_ATTRIBUTES: Mapping[str, str] = MappingProxyType({})
 # Up to this many attributes, an element's are read by one call to lxml (items()); above,
-# by XPath: lxml's items() and values() look each value up by its name from the first
-# attribute (quadratic: 130k attributes on one element took minutes), an XPath "@*" walks
-# them once (but costs ten times more to set up than items() on an element with a few).
+# their names only, and each value when it is asked for (_ManyAttributes): lxml's items()
+# and values() look each value up by its name from the first attribute (quadratic: 130k
+# attributes on one element took minutes), and the loading passes ask for a few values
+# only, those of the attributes SCXML defines.
 _FEW_ATTRIBUTES = 64
 # An attribute takes at least 5 bytes of its start tag (' a=""'): a start tag shorter than
 # this holds at most _FEW_ATTRIBUTES of them, whatever they are.
 _SHORT_START_TAG = 5 * _FEW_ATTRIBUTES
-_ATTRIBUTE_VALUES = etree.XPath("@*", smart_strings=False)
+
+
+class _ManyAttributes(Mapping[str, str]):
+    """The attributes of an element that has many: their names read once (linear), each
+    value read from lxml when asked for (what ``element.get`` reads)."""
+
+    __slots__ = ("_element", "_names")
+
+    def __init__(self, element: etree._Element) -> None:
+        self._element = element
+        self._names = dict.fromkeys(element.keys())  # in document order
+
+    def __getitem__(self, name: str) -> str:
+        if name not in self._names:
+            raise KeyError(name)
+        value = self._element.get(name)
+        assert value is not None
+        return value
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
 
 
 def _many_attributes(element: etree._Element) -> Mapping[str, str]:
@@ -266,9 +293,7 @@ def _many_attributes(element: etree._Element) -> Mapping[str, str]:
         return _NO_ATTRIBUTES
     if count <= _FEW_ATTRIBUTES:
         return dict(attributes.items())
-    values = _ATTRIBUTE_VALUES(element)
-    assert isinstance(values, list)
-    return dict(zip(element.keys(), values, strict=True))
+    return _ManyAttributes(element)
 
 
 def _outline(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import repeat
+from operator import attrgetter
 
 from lxml import etree
 
@@ -730,9 +731,12 @@ class Validator:
                 stack.append(iter(children))
 
 
+_BY_POSITION = attrgetter("line", "column")
+
+
 def validate(document: ParsedDocument, default_datamodel: str = "null") -> list[Problem]:
     """Every problem found in ``document`` (errors and warnings), in document order.
     ``default_datamodel``: the datamodel of an ``<scxml>`` without a ``datamodel`` attribute
     (the spec leaves it to the platform)."""
     problems = Validator(document, default_datamodel).run()
-    return sorted(problems, key=lambda p: (p.line, p.column))
+    return sorted(problems, key=_BY_POSITION)
