@@ -82,7 +82,8 @@ class _Compiler:
     # -- small helpers ---------------------------------------------------------------------
 
     def pos(self, element: etree._Element) -> tuple[int, int]:
-        return self._facts[element][4]
+        facts = self._facts[element]
+        return facts[4], facts[5]
 
     def expr(self, element: etree._Element, attribute: str) -> Expr | None:
         source = self._facts[element][3].get(attribute)
@@ -91,7 +92,7 @@ class _Compiler:
         return self.make_expr(source, element)
 
     def make_expr(self, source: str, element: etree._Element) -> Expr:
-        line, column = self._facts[element][4]
+        _, _, _, _, line, column = self._facts[element]
         expression = Expr(len(self.expressions), source, line, column)
         self.expressions.append(expression)
         return expression
@@ -152,7 +153,7 @@ class _Compiler:
         def number(element: etree._Element, index: int, parent: int, depth: int) -> int:
             """Number ``element`` as state ``index``; returns the index after its subtree.
             Constant work per state."""
-            name, _, below_all, attributes, (line, column) = facts[element]
+            name, _, below_all, attributes, line, column = facts[element]
             if index == 0:
                 kind = _ROOT
             elif name == "history":
@@ -269,7 +270,7 @@ class _Compiler:
     def _transition(
         self, element: etree._Element, source: int, *, register: bool = True
     ) -> Transition:
-        _, _, children, attributes, (line, column) = self._facts[element]
+        _, _, children, attributes, line, column = self._facts[element]
         event_text = attributes.get("event")
         if event_text:
             # the same event attribute on many transitions is split once (immutable tuples)

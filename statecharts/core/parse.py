@@ -32,7 +32,7 @@ _START_TAGS = re.compile(rb"<[^\s/>!?]")
 
 # What the outline knows of one element, as a plain tuple (made once per element, and a
 # 2 MB document can hold 65k of them: a class instance or a NamedTuple costs several times
-# more to make). Unpack it: ``name, in_ns, children, attributes, where = facts[element]``.
+# more to make). Unpack it: ``name, in_ns, children, attributes, line, column = facts[e]``.
 # - name: its local name;
 # - in_ns: whether it is in the root's namespace (in none, when the root is in none): an
 #   SCXML element, as far as the document is one;
@@ -40,8 +40,8 @@ _START_TAGS = re.compile(rb"<[^\s/>!?]")
 # - attributes: its attributes by name, as ``element.get`` reads them (read only): one call
 #   to lxml per element, where asking lxml for each attribute costs as much as a dict of
 #   them all and the loading passes ask for several, several times;
-# - where: (line, column) of its start tag, 1-based (see ParsedDocument.position).
-Facts = tuple[str, bool, Sequence[etree._Element], Mapping[str, str], tuple[int, int]]
+# - line, column: of its start tag, 1-based (see ParsedDocument.position).
+Facts = tuple[str, bool, Sequence[etree._Element], Mapping[str, str], int, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +67,7 @@ class ParsedDocument:
         start tag ends) and column 1."""
         found = self.outline.facts.get(element)
         if found is not None:
-            return found[4]
+            return found[4], found[5]
         return (element.sourceline or 0, 1)
 
 
@@ -266,7 +266,9 @@ class _ManyAttributes(Mapping[str, str]):
 
     def __init__(self, element: etree._Element) -> None:
         self._element = element
-        self._names = dict.fromkeys(element.keys())  # in document order
+        # in document order; a list, not a set: the loading passes ask whether a few names
+        # are there (those SCXML defines), and the list takes a fraction of a set's memory
+        self._names = element.keys()
 
     def __getitem__(self, name: str) -> str:
         if name not in self._names:
@@ -367,7 +369,8 @@ def _outline(
             known[1],
             (element[:] or leaf) if sliced else _element_children(element),
             found,
-            (line, column),
+            line,
+            column,
         )
     return Outline(facts), sliced
 
@@ -391,7 +394,8 @@ def _outline_without_offsets(
             known[1],
             (element[:] or ()) if sliced else _element_children(element),
             _many_attributes(element),
-            (element.sourceline or 0, 1),
+            element.sourceline or 0,
+            1,
         )
     return Outline(facts), sliced
 

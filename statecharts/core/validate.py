@@ -272,7 +272,7 @@ class Validator:
 
     def check_element(self, element: etree._Element, parent_name: str, datamodel: str) -> None:
         facts = self._facts
-        name, _, children, attributes, _ = facts[element]
+        name, _, children, attributes, _, _ = facts[element]
         allowed_attrs, required, exclusive, check, allowed_children = self._rules[name]
         if name == "transition" and parent_name != "initial" and parent_name != "history":
             self._transitions.append(element)
@@ -645,7 +645,7 @@ class Validator:
                     self.error(self.root, f"initial state '{token}' does not exist")
         direct_ids: dict[etree._Element, set[str]] = {}  # per parent of a <history>
         for element in special:
-            name, _, children, attributes, _ = facts[element]
+            name, _, children, attributes, _, _ = facts[element]
             initial = attributes.get("initial") if name == "state" else None
             if initial is not None:
                 for token in initial.split():
@@ -723,7 +723,7 @@ class Validator:
             if child is None:
                 stack.pop()
                 continue
-            name, in_scxml, children, _, _ = facts[child]
+            name, in_scxml, children, _, _, _ = facts[child]
             if not in_scxml:
                 continue
             yield child
