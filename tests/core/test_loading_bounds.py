@@ -219,3 +219,40 @@ def test_descendants_of_a_large_subtree_answer_like_a_set() -> None:
     assert len(top.descendants) == 200
     assert set(top.descendants) == {chart.ids[f"c{i}"] for i in range(200)}
     assert chart.state("c3").descendants == frozenset()
+
+
+def test_an_element_with_many_attributes_keeps_every_name_and_the_values_scxml_reads() -> None:
+    """Past 64 attributes an element's values are read when asked (lxml reads them all in
+    quadratic time): what the chart reads is the same, and every other name is a warning."""
+    extra = " ".join(f'x{i}="{i}"' for i in range(100))
+    chart = load_chart(
+        f'<scxml xmlns="{NS}" initial="a"><state id="a" {extra}>'
+        f'<transition event="go" cond="In(\'a\')" target="b" {extra}/></state>'
+        f'<state id="b" initial="c" {extra}><state id="c"/></state></scxml>'
+    )
+    go = chart.state("a").transitions[0]
+    assert (go.event_text, go.targets) == ("go", (chart.ids["b"],))
+    assert go.cond is not None and go.cond.source == "In('a')"
+    assert chart.state("b").initial is not None
+    assert chart.state("b").initial.targets == (chart.ids["c"],)
+    messages = [w.message for w in chart.warnings]
+    assert len(messages) == 300
+    assert messages[:2] == [
+        "<state> has no attribute 'x0'; it is ignored",
+        "<state> has no attribute 'x1'; it is ignored",
+    ]
+    assert "<transition> has no attribute 'x99'; it is ignored" in messages
+
+
+def test_an_element_with_many_attributes_reports_a_missing_one() -> None:
+    extra = " ".join(f'x{i}="{i}"' for i in range(100))
+    source = (
+        f'<scxml xmlns="{NS}" datamodel="ecmascript"><state id="a"><datamodel>'
+        f'<data expr="1" {extra}/></datamodel></state></scxml>'
+    )
+    with pytest.raises(ChartError) as caught:
+        load_chart(source)
+    column = source.index("<data ") + 1
+    assert [str(p) for p in caught.value.problems] == [
+        f"1:{column}: <data> requires the attribute 'id'"
+    ]
