@@ -80,6 +80,8 @@ def deliver_start(message: OutboxMessage, more: list[int]) -> bool:
     child = Execution.objects.using(database).filter(session_id=session_id).first()
     if child is None:
         try:
+            refuse_unnameable(invocation)
+            within_bounds(invocation, parent)
             chart = resolve_chart(invocation, parent)
         except ChildRefused as exc:
             _fail(invocation, str(exc), more)
@@ -151,6 +153,61 @@ def _fail(invocation: Invocation, reason: str, more: list[int]) -> None:
             more,
             invocation.caller_context,
             cause={"invocation": invocation.ordinal, "failed": True},
+        )
+
+
+def refuse_unnameable(invocation: Invocation) -> None:
+    """A ``src`` (or ``srcexpr`` value) or ``<content expr>`` holding a NUL character names no
+    chart, file or task, and can be looked up nowhere (PostgreSQL's text cannot hold one)."""
+    for what, value in (("src", invocation.src), ("content", invocation.content)):
+        if "\x00" in value:
+            raise ChildRefused(f"the invoke's {what} contains a NUL character")
+
+
+def within_bounds(invocation: Invocation, parent: Execution) -> None:
+    """Refuse a child chart that would go past ``INVOKE_MAX_DEPTH``, its parent's
+    ``INVOKE_MAX_CHILDREN`` or its tree's ``INVOKE_MAX_DESCENDANTS`` (docs/invocations.md,
+    "Bounds"), so a chart that invokes itself cannot grow without end.
+
+    Children count while they run (a child that finished, failed or was cancelled no longer
+    does). Read when the child is about to start, without a lock on the tree: deliveries
+    running at the same moment in several processes can each see room for one more, so a tree
+    can pass a bound by at most the number of processes delivering into it at once.
+    """
+    limits = invocation_settings
+    depth = invocation.depth
+    if depth is None:  # (a row written before depths were)
+        from invocations.performers import lineage
+
+        depth = lineage(parent)[0] + 1
+    if depth > limits.INVOKE_MAX_DEPTH:
+        raise ChildRefused(
+            f"the child would be at invoke depth {depth}, over INVOKE_MAX_DEPTH "
+            f"({limits.INVOKE_MAX_DEPTH})"
+        )
+    database = stepper.database()
+    live = (
+        Execution.objects.using(database)
+        .filter(parent_id=parent.pk)
+        .exclude(status__in=TERMINAL_STATUSES)
+        .count()
+    )
+    if live >= limits.INVOKE_MAX_CHILDREN:
+        raise ChildRefused(
+            f"this execution already has {live} running child charts "
+            f"(INVOKE_MAX_CHILDREN: {limits.INVOKE_MAX_CHILDREN})"
+        )
+    root = invocation.root_id if invocation.root_id is not None else parent.pk
+    in_tree = (
+        Invocation.objects.using(database)
+        .filter(root_id=root, status=InvocationStatus.ACTIVE, type="scxml")
+        .exclude(child__status__in=TERMINAL_STATUSES)
+        .count()
+    )
+    if in_tree >= limits.INVOKE_MAX_DESCENDANTS:
+        raise ChildRefused(
+            f"its tree already has {in_tree} running child charts "
+            f"(INVOKE_MAX_DESCENDANTS: {limits.INVOKE_MAX_DESCENDANTS})"
         )
 
 
@@ -269,6 +326,17 @@ def deliver_cancel(message: OutboxMessage, more: list[int]) -> bool:
 def deliver_run(message: OutboxMessage, more: list[int]) -> bool:
     from invocations.tasks import RUN, enqueue
 
+    invocation = (
+        Invocation.objects.using(stepper.database())
+        .filter(pk=message.event.get("invocation"), status=InvocationStatus.STARTING)
+        .first()
+    )
+    if invocation is not None:
+        try:
+            refuse_unnameable(invocation)
+        except ChildRefused as exc:  # never handed to the handler: it could name nothing
+            _fail(invocation, str(exc), more)
+            return True
     enqueue(RUN, int(message.event["invocation"]))
     return True
 
