@@ -27,8 +27,10 @@ from statecharts import codecs, stepper
 from statecharts.core.errors import ChartError, ResolveError, StatechartError
 from statecharts.core.events import PLATFORM, Event, error_data
 from statecharts.models import Chart, Execution, OutboxMessage
+from statecharts.models.outbox import OutboxStatus
 from statecharts.statuses import TERMINAL_STATUSES
 from statecharts.stepper import CANCELLED_BY_PARENT
+from statecharts.stepper.delivery import count_in_this_call
 
 START = "invocations.start"
 CANCEL = "invocations.cancel"
@@ -81,7 +83,17 @@ def deliver_start(message: OutboxMessage, more: list[int]) -> bool:
     if child is None:
         try:
             refuse_unnameable(invocation)
+        except ChildRefused as exc:
+            _fail(invocation, str(exc), more)
+            return True
+        try:
             within_bounds(invocation, parent)
+        except ChildRefused as exc:  # (its siblings would be refused too: one step for all)
+            _fail(invocation, str(exc), more, with_siblings=True)
+            return True
+        if not _room_in_this_call(invocation, parent, message):
+            return False  # pending, no attempt spent: the sweeper's next call starts it
+        try:
             chart = resolve_chart(invocation, parent)
         except ChildRefused as exc:
             _fail(invocation, str(exc), more)
@@ -126,9 +138,18 @@ def deliver_start(message: OutboxMessage, more: list[int]) -> bool:
     return True
 
 
-def _fail(invocation: Invocation, reason: str, more: list[int]) -> None:
+def _fail(
+    invocation: Invocation, reason: str, more: list[int], *, with_siblings: bool = False
+) -> None:
     """In the parent's step: the invocation failed, and the parent is told error.execution
-    (with ``invokeid`` set, as for any error about an invocation)."""
+    (with ``invokeid`` set, as for any error about an invocation).
+
+    ``with_siblings`` (a bound refused it): the other invocations of the same type that the
+    same step of the parent started and that have not started yet are refused with it, for
+    the same reason, in this one step: the parent gets one ``error.execution`` (this one's),
+    not one each, so a chart that starts thousands of invokes at once past a bound costs one
+    step of its own, not thousands (docs/invocations.md, "Bounds").
+    """
     database = stepper.database()
     with transaction.atomic(using=database, durable=True):
         parent = stepper.lock(invocation.parent_id)
@@ -139,6 +160,26 @@ def _fail(invocation: Invocation, reason: str, more: list[int]) -> None:
         )
         if not updated:
             return
+        if with_siblings:
+            siblings = Invocation.objects.using(database).filter(
+                parent_id=invocation.parent_id,
+                started_in=invocation.started_in,
+                type=invocation.type,
+                status=InvocationStatus.STARTING,
+                child__isnull=True,
+            )
+            ordinals = list(siblings.values_list("ordinal", flat=True))
+            siblings.update(
+                status=InvocationStatus.FAILED,
+                reason=f"{reason} (refused with {invocation.invokeid!r})"[:2000],
+            )
+            # Their start messages (the parent's rows) have nothing left to do.
+            OutboxMessage.objects.using(database).filter(
+                sender_id=invocation.parent_id,
+                kind=START,
+                status=OutboxStatus.PENDING,
+                target_session_id__in=[child_session_id(parent.session_id, o) for o in ordinals],
+            ).update(status=OutboxStatus.DELIVERED, delivered=invocation_settings.now())
         line, column = _invoke_position(parent, invocation)
         error = Event(
             "error.execution",
@@ -209,6 +250,25 @@ def within_bounds(invocation: Invocation, parent: Execution) -> None:
             f"its tree already has {in_tree} running child charts "
             f"(INVOKE_MAX_DESCENDANTS: {limits.INVOKE_MAX_DESCENDANTS})"
         )
+
+
+def _room_in_this_call(invocation: Invocation, parent: Execution, message: OutboxMessage) -> bool:
+    """Whether this delivery call may start one more child chart in the invocation's tree
+    (``INVOKE_STARTS_PER_DELIVERY``): children start inline, in the loop that delivers what
+    their parent's step sent, and each child's own invokes join that loop, so without this
+    one ``start`` or ``send`` could go on starting charts for as long as the tree has room.
+    Past it the message waits, pending, with the reason on the row."""
+    root = invocation.root_id if invocation.root_id is not None else parent.pk
+    limit = invocation_settings.INVOKE_STARTS_PER_DELIVERY
+    if count_in_this_call(f"invocations.start:{root}") <= limit:
+        return True
+    OutboxMessage.objects.using(stepper.database()).filter(
+        pk=message.pk, status=OutboxStatus.PENDING
+    ).update(
+        last_error=f"waiting: this delivery started {limit} child charts of its tree "
+        "(INVOKE_STARTS_PER_DELIVERY); the outbox sweeper starts it"
+    )
+    return False
 
 
 def _invoke_position(parent: Execution, invocation: Invocation) -> tuple[int, int]:

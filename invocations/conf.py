@@ -16,9 +16,11 @@
                                       # this long after they settled (statechart prune)
     "INVOKE_MAX_DEPTH": 8,            # a child chart's depth in its tree (the root is 0)
     "INVOKE_MAX_CHILDREN": 50,        # live child charts of one execution at once
-    "INVOKE_MAX_DESCENDANTS": 200,    # live child charts in one tree (below one root) at once
+    "INVOKE_MAX_DESCENDANTS": 100,    # live child charts in one tree (below one root) at once
                                       # (over any of the three: the parent gets error.execution
                                       # and no child is created: docs/invocations.md "Bounds")
+    "INVOKE_STARTS_PER_DELIVERY": 20,  # child charts of one tree one delivery call starts;
+                                      # the others wait, pending, for the sweeper's next call
 """
 
 from __future__ import annotations
@@ -44,10 +46,16 @@ DEFAULTS = {
     "INVOKE_RETENTION_DAYS": 30,
     "INVOKE_MAX_DEPTH": 8,
     "INVOKE_MAX_CHILDREN": 50,
-    "INVOKE_MAX_DESCENDANTS": 200,
+    "INVOKE_MAX_DESCENDANTS": 100,
+    "INVOKE_STARTS_PER_DELIVERY": 20,
 }
 
-BOUNDS = ("INVOKE_MAX_DEPTH", "INVOKE_MAX_CHILDREN", "INVOKE_MAX_DESCENDANTS")
+BOUNDS = (
+    "INVOKE_MAX_DEPTH",
+    "INVOKE_MAX_CHILDREN",
+    "INVOKE_MAX_DESCENDANTS",
+    "INVOKE_STARTS_PER_DELIVERY",
+)
 
 
 def check(configured: Mapping[str, Any]) -> list[CheckMessage]:

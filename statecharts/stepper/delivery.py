@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable, Iterable
+from contextvars import ContextVar
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -56,6 +57,8 @@ EVENT = "event"
 # (the message, the list to append the outbox ids it writes to) -> whether it is handled
 MessageHandler = Callable[[OutboxMessage, list[int]], bool]
 _kinds: dict[str, MessageHandler] = {}
+# What message handlers counted during the current ``deliver`` call (``count_in_this_call``).
+_this_call: ContextVar[dict[str, int] | None] = ContextVar("statecharts_delivery", default=None)
 
 
 def register_message_kind(kind: str, handler: MessageHandler) -> None:
@@ -74,12 +77,29 @@ def deliver(message_ids: Iterable[int], *, limit: int | None = None) -> int:
     limit = statecharts_settings.OUTBOX_BATCH if limit is None else limit
     queue = deque(message_ids)
     delivered = 0
-    while queue and delivered < limit:
-        more: list[int] = []
-        if deliver_one(queue.popleft(), more):
-            delivered += 1
-        queue.extend(more)
+    token = _this_call.set({})
+    try:
+        while queue and delivered < limit:
+            more: list[int] = []
+            if deliver_one(queue.popleft(), more):
+                delivered += 1
+            queue.extend(more)
+    finally:
+        _this_call.reset(token)
     return delivered
+
+
+def count_in_this_call(key: str) -> int:
+    """For a message handler: count one more ``key`` in the current ``deliver`` call, and
+    return how many it has counted so far (this one included; 1 outside a call). A handler
+    can so bound the work one call does inline (the invocations app bounds the child charts
+    one call starts in one tree) and return False past it: the message stays pending, for
+    the sweeper's next call."""
+    counts = _this_call.get()
+    if counts is None:
+        return 1
+    counts[key] = counts.get(key, 0) + 1
+    return counts[key]
 
 
 def deliver_pending(
@@ -105,9 +125,11 @@ def deliver_one(message_id: int, more: list[int], *, tell_sender: bool = True) -
     delivered undeliverable again without telling the sender a second time.
     """
     database = sql.database()
-    message = OutboxMessage.objects.using(database).filter(
-        pk=message_id, status=OutboxStatus.PENDING
-    ).first()
+    message = (
+        OutboxMessage.objects.using(database)
+        .filter(pk=message_id, status=OutboxStatus.PENDING)
+        .first()
+    )
     if message is None:
         return False
     if message.kind != EVENT:

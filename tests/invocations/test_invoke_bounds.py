@@ -111,6 +111,29 @@ def test_fan_out_stops_at_the_live_children_bound() -> None:
     assert [row[0] for row in refused(parent)] == ["kid2", "again2"]
 
 
+def test_invokes_refused_together_cost_the_parent_one_error_event() -> None:
+    """Past a bound, the other invokes the same step started are refused with the first: one
+    error.execution for the lot (a chart starting thousands at once costs one step)."""
+    name = "waiter" + uuid.uuid4().hex[:6]
+    Chart.objects.load(f'<scxml {NS} name="{name}"><state id="w"/></scxml>')
+    invokes = "".join(f'<invoke id="kid{i}" type="scxml" src="chart:{name}"/>' for i in range(6))
+    chart = Chart.objects.load(
+        f"""<scxml {NS} initial="a">
+  <datamodel><data id="refused" expr="[]"/></datamodel>
+  <state id="a">{invokes}{ON_ERROR}</state>
+</scxml>"""
+    )
+    with override_settings(STATECHARTS={"INVOKE_MAX_CHILDREN": 2}):
+        parent = stepper.start(chart, now=T0)
+    assert Execution.objects.filter(parent=parent).count() == 2
+    assert [row[0] for row in refused(parent)] == ["kid2"]
+    rows = Invocation.objects.filter(parent=parent).order_by("ordinal")
+    assert [r.status for r in rows] == ["active"] * 2 + ["failed"] * 4
+    assert [r.reason.endswith("(refused with 'kid2')") for r in rows[3:]] == [True] * 3
+    assert parent.history.count() == 2  # the start, and the one error
+    assert not OutboxMessage.objects.filter(status="pending").exists()
+
+
 def test_a_forking_chart_stops_at_the_live_descendants_bound() -> None:
     with override_settings(STATECHARTS={"INVOKE_MAX_DESCENDANTS": 5}):
         root = stepper.start(self_invoking(2), now=T0)
@@ -118,22 +141,43 @@ def test_a_forking_chart_stops_at_the_live_descendants_bound() -> None:
     assert len(executions) == 1 + 5  # the root is not a descendant
     failed = Invocation.objects.filter(status="failed")
     assert failed.exists() and not failed.filter(child__isnull=False).exists()
-    assert {i.reason for i in failed} == {
-        "its tree already has 5 running child charts (INVOKE_MAX_DESCENDANTS: 5)"
-    }
+    reason = "its tree already has 5 running child charts (INVOKE_MAX_DESCENDANTS: 5)"
+    assert all(i.reason.startswith(reason) for i in failed)
     assert not OutboxMessage.objects.filter(status="pending").exists()
 
 
-def test_one_start_of_the_fork_bomb_leaves_no_work_behind() -> None:
-    """A chart that invokes itself twice: one start creates at most
-    INVOKE_MAX_DESCENDANTS children and leaves nothing pending."""
-    with override_settings(STATECHARTS={"INVOKE_MAX_DESCENDANTS": 40}):
+def test_the_fork_bomb_settles_at_the_tree_bound_and_leaves_no_work_behind() -> None:
+    """A chart that invokes itself twice: each delivery call starts at most
+    INVOKE_STARTS_PER_DELIVERY (20) of its charts, the tree stops at INVOKE_MAX_DESCENDANTS,
+    and then nothing is pending: no delivery finds anything more to do."""
+    with override_settings(STATECHARTS={"INVOKE_MAX_DESCENDANTS": 30}):
         root = stepper.start(self_invoking(2), now=T0)
-    assert len(tree(root)) == 41
-    assert not OutboxMessage.objects.filter(status="pending").exists()
-    # Another round of deliveries finds nothing to do.
+        assert len(tree(root)) == 1 + 20
+        calls = 0
+        while OutboxMessage.objects.filter(status="pending").exists():
+            stepper.deliver_pending()
+            calls += 1
+            assert calls < 5
+    assert len(tree(root)) == 1 + 30
     assert stepper.deliver_pending() == 0
-    assert len(tree(root)) == 41
+    assert len(tree(root)) == 1 + 30
+
+
+def test_one_delivery_call_starts_a_bounded_number_of_charts_of_one_tree() -> None:
+    """Children start inline, in the loop delivering what their parent sent: past
+    INVOKE_STARTS_PER_DELIVERY, the start waits, pending, for the sweeper's next call."""
+    with override_settings(STATECHARTS={"INVOKE_STARTS_PER_DELIVERY": 3}):
+        root = stepper.start(self_invoking(1), now=T0)
+        assert len(tree(root)) == 1 + 3
+        [waiting] = OutboxMessage.objects.filter(status="pending")
+        assert "INVOKE_STARTS_PER_DELIVERY" in waiting.last_error
+        assert waiting.attempts == 0
+        assert stepper.deliver_pending() == 3  # three starts; the fourth waits again
+        assert len(tree(root)) == 1 + 6
+        stepper.deliver_pending()
+        stepper.deliver_pending()  # the depth bound (8) stops it
+    assert len(tree(root)) == 1 + 8
+    assert not OutboxMessage.objects.filter(status="pending").exists()
 
 
 NUL = "String.fromCharCode(0)"
@@ -174,7 +218,13 @@ def test_a_src_with_a_nul_character_is_refused_with_error_execution(
 
 @pytest.mark.parametrize("value", [0, -1, "8", 2.5, True, None])
 @pytest.mark.parametrize(
-    "key", ["INVOKE_MAX_DEPTH", "INVOKE_MAX_CHILDREN", "INVOKE_MAX_DESCENDANTS"]
+    "key",
+    [
+        "INVOKE_MAX_DEPTH",
+        "INVOKE_MAX_CHILDREN",
+        "INVOKE_MAX_DESCENDANTS",
+        "INVOKE_STARTS_PER_DELIVERY",
+    ],
 )
 def test_a_system_check_wants_each_invoke_bound_a_positive_integer(key: str, value: Any) -> None:
     with override_settings(STATECHARTS={key: value}):
