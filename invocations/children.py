@@ -30,7 +30,7 @@ from statecharts.models import Chart, Execution, OutboxMessage
 from statecharts.models.outbox import OutboxStatus
 from statecharts.statuses import TERMINAL_STATUSES
 from statecharts.stepper import CANCELLED_BY_PARENT
-from statecharts.stepper.delivery import count_in_this_call
+from statecharts.stepper.delivery import this_call
 
 START = "invocations.start"
 CANCEL = "invocations.cancel"
@@ -86,13 +86,14 @@ def deliver_start(message: OutboxMessage, more: list[int]) -> bool:
         except ChildRefused as exc:
             _fail(invocation, str(exc), more)
             return True
+        if not _room_in_this_call(invocation, parent, message):
+            return False  # pending, no attempt spent: the sweeper's next call starts it
         try:
             within_bounds(invocation, parent)
         except ChildRefused as exc:  # (its siblings would be refused too: one step for all)
             _fail(invocation, str(exc), more, with_siblings=True)
             return True
-        if not _room_in_this_call(invocation, parent, message):
-            return False  # pending, no attempt spent: the sweeper's next call starts it
+        _count_in_this_call(invocation, parent)
         try:
             chart = resolve_chart(invocation, parent)
         except ChildRefused as exc:
@@ -257,18 +258,29 @@ def _room_in_this_call(invocation: Invocation, parent: Execution, message: Outbo
     (``INVOKE_STARTS_PER_DELIVERY``): children start inline, in the loop that delivers what
     their parent's step sent, and each child's own invokes join that loop, so without this
     one ``start`` or ``send`` could go on starting charts for as long as the tree has room.
-    Past it the message waits, pending, with the reason on the row."""
-    root = invocation.root_id if invocation.root_id is not None else parent.pk
+    Past it the message waits, pending, with the reason on the row (written once)."""
     limit = invocation_settings.INVOKE_STARTS_PER_DELIVERY
-    if count_in_this_call(f"invocations.start:{root}") <= limit:
+    if this_call().get(_tree_key(invocation, parent), 0) < limit:
         return True
-    OutboxMessage.objects.using(stepper.database()).filter(
-        pk=message.pk, status=OutboxStatus.PENDING
-    ).update(
-        last_error=f"waiting: this delivery started {limit} child charts of its tree "
-        "(INVOKE_STARTS_PER_DELIVERY); the outbox sweeper starts it"
+    reason = (
+        f"waiting: a delivery call started {limit} child charts of its tree "
+        "(INVOKE_STARTS_PER_DELIVERY); the outbox sweeper's next call starts it"
     )
+    if message.last_error != reason:
+        OutboxMessage.objects.using(stepper.database()).filter(
+            pk=message.pk, status=OutboxStatus.PENDING
+        ).update(last_error=reason)
     return False
+
+
+def _count_in_this_call(invocation: Invocation, parent: Execution) -> None:
+    counts, key = this_call(), _tree_key(invocation, parent)
+    counts[key] = counts.get(key, 0) + 1
+
+
+def _tree_key(invocation: Invocation, parent: Execution) -> str:
+    root = invocation.root_id if invocation.root_id is not None else parent.pk
+    return f"invocations.start:{root}"
 
 
 def _invoke_position(parent: Execution, invocation: Invocation) -> tuple[int, int]:

@@ -57,7 +57,7 @@ EVENT = "event"
 # (the message, the list to append the outbox ids it writes to) -> whether it is handled
 MessageHandler = Callable[[OutboxMessage, list[int]], bool]
 _kinds: dict[str, MessageHandler] = {}
-# What message handlers counted during the current ``deliver`` call (``count_in_this_call``).
+# What message handlers counted during the current ``deliver`` call (``this_call``).
 _this_call: ContextVar[dict[str, int] | None] = ContextVar("statecharts_delivery", default=None)
 
 
@@ -89,17 +89,13 @@ def deliver(message_ids: Iterable[int], *, limit: int | None = None) -> int:
     return delivered
 
 
-def count_in_this_call(key: str) -> int:
-    """For a message handler: count one more ``key`` in the current ``deliver`` call, and
-    return how many it has counted so far (this one included; 1 outside a call). A handler
-    can so bound the work one call does inline (the invocations app bounds the child charts
-    one call starts in one tree) and return False past it: the message stays pending, for
-    the sweeper's next call."""
+def this_call() -> dict[str, int]:
+    """For a message handler: counters kept for the current ``deliver`` call (a fresh dict
+    outside one). A handler can so bound the work one call does inline (the invocations app
+    bounds the child charts one call starts in one tree) and return False past it: the
+    message stays pending, for the sweeper's next call."""
     counts = _this_call.get()
-    if counts is None:
-        return 1
-    counts[key] = counts.get(key, 0) + 1
-    return counts[key]
+    return {} if counts is None else counts
 
 
 def deliver_pending(
