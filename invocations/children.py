@@ -86,7 +86,7 @@ def deliver_start(message: OutboxMessage, more: list[int]) -> bool:
         except ChildRefused as exc:
             _fail(invocation, str(exc), more)
             return True
-        if not _room_in_this_call(invocation, parent, message):
+        if not _room_in_this_call(invocation, parent):
             return False  # pending, no attempt spent: the sweeper's next call starts it
         try:
             within_bounds(invocation, parent)
@@ -253,24 +253,15 @@ def within_bounds(invocation: Invocation, parent: Execution) -> None:
         )
 
 
-def _room_in_this_call(invocation: Invocation, parent: Execution, message: OutboxMessage) -> bool:
+def _room_in_this_call(invocation: Invocation, parent: Execution) -> bool:
     """Whether this delivery call may start one more child chart in the invocation's tree
     (``INVOKE_STARTS_PER_DELIVERY``): children start inline, in the loop that delivers what
     their parent's step sent, and each child's own invokes join that loop, so without this
     one ``start`` or ``send`` could go on starting charts for as long as the tree has room.
-    Past it the message waits, pending, with the reason on the row (written once)."""
+    Past it the message waits, pending (its invocation ``starting``), for the sweeper's next
+    call; nothing is written, so waiting costs a delivery loop reads only."""
     limit = invocation_settings.INVOKE_STARTS_PER_DELIVERY
-    if this_call().get(_tree_key(invocation, parent), 0) < limit:
-        return True
-    reason = (
-        f"waiting: a delivery call started {limit} child charts of its tree "
-        "(INVOKE_STARTS_PER_DELIVERY); the outbox sweeper's next call starts it"
-    )
-    if message.last_error != reason:
-        OutboxMessage.objects.using(stepper.database()).filter(
-            pk=message.pk, status=OutboxStatus.PENDING
-        ).update(last_error=reason)
-    return False
+    return this_call().get(_tree_key(invocation, parent), 0) < limit
 
 
 def _count_in_this_call(invocation: Invocation, parent: Execution) -> None:
