@@ -25,8 +25,9 @@ called again after a crash until it says the message is handled, so it must be i
 deployment, not about the message); a handler that raises leaves it pending with the attempt
 counted and the error kept, for an operator to see. A handler that returns False leaves it
 pending with no attempt counted: it can so leave a message for a later call, e.g. to bound
-what one call does inline (``this_call``: counters for the current ``deliver`` call; the invocations app starts
-at most ``INVOKE_STARTS_PER_DELIVERY`` child charts of one tree per call).
+what one call does inline (``this_call``: counters for the current ``deliver`` call; the
+invocations app starts at most ``INVOKE_STARTS_PER_DELIVERY`` child charts of one tree per
+call).
 """
 
 from __future__ import annotations
