@@ -47,11 +47,17 @@ class StepBudgets:
 class BudgetExceeded(Exception):
     """Raised inside the interpreter when a step goes over a budget; never leaves it."""
 
-    def __init__(self, budget: str, limit: int, used: int) -> None:
-        super().__init__(f"the step went over its {budget} budget ({used} > {limit})")
+    def __init__(self, budget: str, limit: int, used: int, detail: str | None = None) -> None:
+        super().__init__(
+            f"the step went over its {budget} budget ({detail or f'{used} > {limit}'})"
+        )
         self.budget = budget
         self.limit = limit
         self.used = used
+        self.detail = detail  # what happened, when "used" cannot say it (a snapshot's limits)
 
     def as_data(self) -> dict[str, object]:
-        return {"budget": self.budget, "limit": self.limit, "used": self.used}
+        data: dict[str, object] = {"budget": self.budget, "limit": self.limit, "used": self.used}
+        if self.detail is not None:
+            data["detail"] = self.detail
+        return data

@@ -242,5 +242,12 @@ class Datamodel(ABC):
         """Cap the following evaluations at ``time_ms`` (None: the datamodel's own limit).
         A datamodel whose evaluations cannot run long (null) ignores it."""
 
+    def set_evaluation_guard(self, guard: Callable[[], None] | None) -> None:  # noqa: B027
+        """Call ``guard()`` before every evaluation of chart code (None: no guard). The seam
+        for a per-step time budget: the guard reads the step's clock, raises when the step is
+        over its budget (the exception leaves the datamodel untouched: it is not chart code's
+        failure), and otherwise may lower the evaluation's time limit to what is left
+        (:meth:`set_evaluation_time_limit`). A datamodel that runs no code (null) ignores it."""
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release engine resources."""
