@@ -672,8 +672,9 @@ class Interpreter:
             # write): not chart code's failure but a step over budget. It is rolled back.
             raise self._snapshot_over_budget(exc) from None
         except DatamodelError as exc:
-            # The datamodel can no longer be captured (e.g. a value kept past the memory cap):
-            # the session cannot be resumed, so it stops here, with the last good datamodel.
+            # The datamodel can no longer be captured for a reason that is not one of its
+            # limits (a datamodel of another kind, or one already closed): the session cannot
+            # be resumed, so it stops here, with the last good datamodel.
             snapshot = self._previous_snapshot
             if self.running:
                 self.running = False

@@ -23,7 +23,7 @@ UNDEFINED: dict[str, str] = {TAG: "undefined"}
 
 # How deep a datamodel value may nest, counted in JSON levels of its tagged encoding: a
 # snapshot or a value leaving the sandbox that nests deeper is refused (error.execution, or
-# the session stops with "datamodel_error" when its snapshot cannot be taken), and a position
+# the step is rolled back as over a budget when its snapshot cannot be taken), and a position
 # holding one is refused when it is read. Far more than data needs; far less than what
 # would exhaust the engine's stack (its default cap allows about 120 levels) or Python's
 # recursion limit on the way back. Host data is held to the same bound (check_tagged).
