@@ -439,9 +439,13 @@ class Interpreter:
         self._log_bytes = 0
         self._work = 0
         self._work_check = _WORK_PER_CHECK
-        clock, time_ms = self._host.clock, self.budgets.time_ms
+        host = self._host
+        clock, time_ms = host.clock, self.budgets.time_ms
         self._clock = clock if time_ms is not None else None
-        self._started = clock() if self._clock is not None else 0.0
+        if self._clock is None:
+            self._started = 0.0
+        else:
+            self._started = host.started if host.started is not None else self._clock()
         self._deadline = self._started + (time_ms or 0) / 1000
         if self._eval_capped:
             self._eval_capped = False

@@ -162,3 +162,55 @@ def test_a_datamodel_the_snapshot_cannot_take_halts_the_step_and_holds_its_timer
     assert Timer.objects.get(execution=execution).status == "pending"
     result = stepper.cancel(execution, now=T0)
     assert [e["value"] for e in result.entry.effects if e["kind"] == "log"] == ["number"]
+
+
+def test_the_time_budget_spans_every_self_send_the_step_drains() -> None:
+    """A step drains its self-sends with one interpreter call each; the time budget is the
+    step's, not each call's: with a clock advancing a second per reading and a 5 s budget,
+    a chain of self-sends (each call well inside 5 s) halts the step once the chain as a whole
+    passes the deadline, and the step is rolled back."""
+    chart = f"""<scxml {NS} initial="a">
+      <datamodel><data id="n" expr="0"/></datamodel>
+      <state id="a">{NUDGE}<transition event="go" target="b"/></state>
+      <state id="b">
+        <onentry><send event="again"/></onentry>
+        <transition event="again" cond="n &lt; 50" target="b">
+          <assign location="n" expr="n + 1"/>
+        </transition>
+      </state></scxml>"""
+    execution = start(chart)
+    ticks = one_second_per_reading()
+    with override_settings(
+        STATECHARTS={"STEP_CLOCK": lambda: next(ticks), "STEP_TIME_BUDGET_MS": 5_000}
+    ), pytest.raises(Halted, match="time_ms budget"):
+        stepper.send(execution, "go", now=T0)
+    assert next(ticks) < 20  # stopped a few readings past the deadline, not after 50 sends
+    execution.refresh_from_db()
+    assert (execution.status, execution.configuration) == ("halted", ["a"])
+    assert refused_budget(execution)["budget"] == "time_ms"
+    assert Timer.objects.get(execution=execution).status == "pending"
+    assert replay(execution).ok
+
+
+def test_self_sends_within_the_step_budget_are_all_applied() -> None:
+    """The same chain under a budget wide enough for it is applied as one step."""
+    chart = f"""<scxml {NS} initial="a">
+      <datamodel><data id="n" expr="0"/></datamodel>
+      <state id="a"><transition event="go" target="b"/></state>
+      <state id="b">
+        <onentry><send event="again"/></onentry>
+        <transition event="again" cond="n &lt; 5" target="b">
+          <assign location="n" expr="n + 1"/>
+        </transition>
+        <transition event="again" target="done"/>
+      </state>
+      <final id="done"/></scxml>"""
+    execution = start(chart)
+    ticks = one_second_per_reading()
+    with override_settings(
+        STATECHARTS={"STEP_CLOCK": lambda: next(ticks), "STEP_TIME_BUDGET_MS": 1_000_000}
+    ):
+        result = stepper.send(execution, "go", now=T0)
+    assert result.applied
+    execution.refresh_from_db()
+    assert execution.status == "completed"
