@@ -4,6 +4,7 @@ names and ids longer than the columns that store them, positions on one very lon
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -261,3 +262,26 @@ def test_descendants_of_a_large_subtree_answer_like_a_set() -> None:
     assert len(top.descendants) == 200
     assert set(top.descendants) == {chart.ids[f"c{i}"] for i in range(200)}
     assert chart.state("c3").descendants == frozenset()
+
+
+@pytest.mark.django_db
+def test_a_stored_chart_source_holding_a_lone_surrogate_is_a_chart_error_at_every_door() -> None:
+    from django.contrib.auth.models import User
+    from rest_framework.test import APIClient
+
+    from statecharts.models import Chart
+
+    source = f'<scxml xmlns="{NS}" version="1.0">\n  <state id="a\ud800"/>\n</scxml>'
+    with pytest.raises(ChartError) as caught:
+        Chart.objects.load(source)
+    [problem] = caught.value.problems
+    assert (problem.line, problem.column) == (2, 15)
+    assert "U+D800 is not a character (a lone surrogate" in problem.message
+    client = APIClient()
+    client.force_authenticate(User.objects.create_superuser("root", password="pw"))
+    # The JSON text spells the surrogate as an escape, as a client's JSON would.
+    body = json.dumps({"source": source})  # ensure_ascii: the surrogate as \ud800
+    assert "\\ud800" in body
+    response = client.post("/api/charts/", body, content_type="application/json")
+    assert response.status_code == 400
+    assert not Chart.objects.exists()
