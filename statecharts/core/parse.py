@@ -91,7 +91,7 @@ def parse_document(
     max_depth: int = MAX_DEPTH,
 ) -> ParsedDocument:
     """Parse ``source`` or raise ChartError with the position of the problem."""
-    data = _utf8(source) if isinstance(source, str) else bytes(source)
+    data = encode_utf8(source) if isinstance(source, str) else bytes(source)
     digest = hashlib.sha256(data).hexdigest()
     if isinstance(source, str):
         # An encoding declaration would contradict the bytes we just produced.
@@ -139,7 +139,7 @@ def _where(text: str, index: int) -> tuple[int, int]:
     return text.count("\n", 0, index) + 1, index - line_start + 1
 
 
-def _utf8(text: str) -> bytes:
+def encode_utf8(text: str) -> bytes:
     """``text`` as UTF-8, or ChartError where a character cannot be (a lone surrogate, as
     left by decoding invalid bytes with ``errors="surrogateescape"``)."""
     try:

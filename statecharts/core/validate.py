@@ -130,9 +130,13 @@ _EXCLUSIVE = {
 # those columns (keep them in step): <scxml name> goes into Chart.name, a static <send id>
 # into Outbox.send_id and Timer.send_id, and a state id into the name of the block that
 # scheduled a timer, Timer.owner ("finalize:<state id>:<n>", so 20 characters are left for
-# the rest). A longer value would load here and then fail on every write.
+# the rest). A static <invoke id> goes into Invocation.invokeid and the child's
+# Execution.invokeid, a static <invoke type> into Invocation.type. A longer value would load
+# here and then fail on every write.
 MAX_CHART_NAME_LENGTH = 200
 MAX_SEND_ID_LENGTH = 200
+MAX_INVOKE_ID_LENGTH = 200
+MAX_INVOKE_TYPE_LENGTH = 200
 MAX_STATE_ID_LENGTH = 180
 
 _ID = re.compile(r"^[A-Za-z_][-\w.:]*$")
@@ -443,12 +447,7 @@ class Validator:
             has_content = any(self.name(c) == "content" for c in self.children(element))
             if not has_content:
                 self.error(element, "<send> needs 'event', 'eventexpr' or a <content> child")
-        send_id = attributes.get("id")
-        if send_id is not None and len(send_id) > MAX_SEND_ID_LENGTH:
-            self.error(
-                element,
-                f"<send> id is {len(send_id)} characters long; the limit is {MAX_SEND_ID_LENGTH}",
-            )
+        self._static_length(element, attributes, "send", "id", MAX_SEND_ID_LENGTH)
         delay = attributes.get("delay")
         problem = delay_problem(delay) if delay is not None else None
         if problem is not None:
@@ -462,6 +461,8 @@ class Validator:
         autoforward = attributes.get("autoforward", "false")
         if autoforward not in ("true", "false"):
             self.error(element, f'autoforward must be "true" or "false", not "{autoforward}"')
+        self._static_length(element, attributes, "invoke", "id", MAX_INVOKE_ID_LENGTH)
+        self._static_length(element, attributes, "invoke", "type", MAX_INVOKE_TYPE_LENGTH)
         kind = attributes.get("type")
         if kind is not None and kind not in (
             "scxml",
@@ -481,6 +482,23 @@ class Validator:
             for c in self.children(f):
                 if self.name(c) in ("raise", "send"):
                     self.error(c, f"<{self.name(c)}> is not allowed inside <finalize>")
+
+    def _static_length(
+        self,
+        element: etree._Element,
+        attributes: Mapping[str, str],
+        name: str,
+        attribute: str,
+        limit: int,
+    ) -> None:
+        """A static attribute the durable layer stores in a column of ``limit`` characters
+        is refused at load when longer (it would load, then fail on every write)."""
+        value = attributes.get(attribute)
+        if value is not None and len(value) > limit:
+            self.error(
+                element,
+                f"<{name}> {attribute} is {len(value)} characters long; the limit is {limit}",
+            )
 
     def check_donedata(
         self, element: etree._Element, attributes: Mapping[str, str], datamodel: str
