@@ -385,7 +385,10 @@ def fire_rows(timers: list[Timer], *, now: datetime | None = None) -> list[str]:
     fire_now = now or timer_settings.now()
     outbox: list[int] = []
     try:
-        with transaction.atomic(using=stepper.database(), durable=True):
+        with (
+            transaction.atomic(using=stepper.database(), durable=True),
+            stepper.batched_writes(len(timers)),
+        ):
             outcomes = _fire_batch_locked(timers, fire_now, outbox)
     except Exception as exc:  # anything: the timers are then fired one by one
         log.info("timers %s: batch rolled back (%s), firing one by one", len(timers), exc)
