@@ -174,7 +174,8 @@ class NarrowLock:
     """The lock's ``SELECT ... FOR UPDATE`` of the execution row and its chart row's version,
     compiled by the ORM once for one connection; the chart instance from the cache."""
 
-    def __init__(self, conn: BaseDatabaseWrapper) -> None:
+    def __init__(self, conn: BaseDatabaseWrapper, size: int | None = None) -> None:
+        """One execution by id; with ``size``, that many ids (``IN``, in id order: ``many``)."""
         quote = conn.ops.quote_name
         execution_table = quote(Execution._meta.db_table)
         chart_table = quote(Chart._meta.db_table)
@@ -183,16 +184,16 @@ class NarrowLock:
             f"(SELECT {_row_version('c')} FROM {chart_table} c"
             f" WHERE c.{quote(Chart._meta.pk.column)} = {execution_table}.{chart_fk})"
         )
-        queryset = (
-            Execution.objects.using(conn.alias)
-            .extra(select={_VERSION: version})
-            .select_for_update()
-            .filter(pk=0)
-            .order_by()  # (one row: no ORDER BY from Meta.ordering)
-        )
+        locking = Execution.objects.using(conn.alias).extra(select={_VERSION: version})
+        if size is None:  # (one row: no ORDER BY from Meta.ordering)
+            queryset, expected = locking.select_for_update().filter(pk=0).order_by(), [0]
+        else:  # distinct placeholders: the ORM drops repeated values from an IN list
+            expected = list(range(-size, 0))
+            queryset = locking.select_for_update().filter(pk__in=expected).order_by("pk")
         compiler = queryset.query.get_compiler(connection=conn)
         sql, params = compiler.as_sql()
-        if list(params) != [0] or "JOIN" in sql.upper() or "ORDER BY" in sql.upper():
+        ordered = "ORDER BY" in sql.upper()
+        if list(params) != expected or "JOIN" in sql.upper() or ordered != (size is not None):
             raise AssertionError(f"unexpected narrow lock query: {sql!r} {params!r}")
         self.sql = sql
         self.alias = conn.alias
@@ -206,9 +207,12 @@ class NarrowLock:
         chart_version = _row_version(chart_table)
         self.charts = Chart.objects.using(conn.alias).extra(select={_VERSION: chart_version})
         self.chart_names = [field.attname for field in Chart._meta.concrete_fields]
-        # (chart id, row version) -> the chart's column values, as Chart.from_db takes them.
-        self.chart_rows: dict[tuple[int, str], list[Any]] = {}
-        self.lock = threading.Lock()
+        # (chart id, row version) -> the chart's column values, as Chart.from_db takes them;
+        # one cache per connection, shared by its plans (one per lock size).
+        shared = _chart_rows.get(conn)
+        if shared is None:
+            shared = _chart_rows[conn] = ({}, threading.Lock())
+        self.chart_rows, self.lock = shared
 
     def get(self, conn: BaseDatabaseWrapper, pk: int) -> Execution:
         with cursor(conn) as statement:
@@ -223,6 +227,21 @@ class NarrowLock:
         Execution.chart.field.set_cached_value(execution, chart)
         return execution
 
+    def many(self, conn: BaseDatabaseWrapper, pks: list[int]) -> list[Execution]:
+        """The executions of ``pks`` (as many ids as the plan's size), locked in id order."""
+        with cursor(conn) as statement:
+            statement.execute(self.sql, pks)
+            found = statement.fetchall()
+        start, end, names = self.own
+        executions = []
+        for raw in found:
+            row = converted(raw, self.converters, conn)
+            execution = Execution.from_db(self.alias, names, row[start:end])
+            chart = self.chart(execution.chart_id, row[self.version_at])
+            Execution.chart.field.set_cached_value(execution, chart)
+            executions.append(execution)
+        return executions
+
     def chart(self, chart_id: int, version: str | None) -> Chart:
         """The chart row at ``version`` (a fresh instance; the column values are shared)."""
         values = self.chart_rows.get((chart_id, version or ""))
@@ -235,6 +254,10 @@ class NarrowLock:
                 self.chart_rows[(chart_id, getattr(loaded, _VERSION))] = values
         return Chart.from_db(self.alias, self.chart_names, values)
 
+
+_chart_rows: weakref.WeakKeyDictionary[
+    BaseDatabaseWrapper, tuple[dict[tuple[int, str], list[Any]], threading.Lock]
+] = weakref.WeakKeyDictionary()
 
 # (history model, execution model, updated columns) -> (sql, updated fields, inserted fields)
 _merged: dict[tuple[Any, ...], tuple[str, tuple[Any, ...], tuple[Any, ...]]] = {}

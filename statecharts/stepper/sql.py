@@ -54,7 +54,8 @@ def lock_executions(pks: set[int]) -> dict[int, Execution]:
 
     ``locking_queryset(conn).filter(pk__in=pks).order_by("pk")``, compiled once per
     connection and size (``_LockPlan``; the id list is padded to the next power of two by
-    repeating its largest id, so a few plans serve every size), as ``lock_execution`` is.
+    repeating its largest id, so a few plans serve every size), as ``lock_execution`` is;
+    on PostgreSQL without the chart join (``postgres.NarrowLock``), as ``lock_execution``.
     """
     if not pks:
         return {}
@@ -67,7 +68,10 @@ def lock_executions(pks: set[int]) -> dict[int, Execution]:
     plan = plans.get(size)
     if plan is None:
         try:
-            plan = plans[size] = _LockPlan(conn, size)
+            if conn.vendor == "postgresql":
+                plan = plans[size] = postgres.NarrowLock(conn, size)
+            else:
+                plan = plans[size] = _LockPlan(conn, size)
         except (AttributeError, KeyError, TypeError, ValueError, AssertionError):
             plan = plans[size] = _ORMLock()  # (see lock_execution)
     padded = ordered + [ordered[-1]] * (size - len(ordered))
@@ -165,9 +169,9 @@ class _ORMLock:
 _lock_plans: weakref.WeakKeyDictionary[
     BaseDatabaseWrapper, _LockPlan | postgres.NarrowLock | _ORMLock
 ] = weakref.WeakKeyDictionary()
-_many_plans: weakref.WeakKeyDictionary[BaseDatabaseWrapper, dict[int, _LockPlan | _ORMLock]] = (
-    weakref.WeakKeyDictionary()
-)
+_many_plans: weakref.WeakKeyDictionary[
+    BaseDatabaseWrapper, dict[int, _LockPlan | postgres.NarrowLock | _ORMLock]
+] = weakref.WeakKeyDictionary()
 
 
 def update_row(obj: Any, names: tuple[str, ...]) -> None:
