@@ -10,7 +10,9 @@ plain statements do; only how many messages go to the server changes.
   transaction). The chart's columns come from a per-connection cache keyed by (chart id,
   version), filled by one ``SELECT`` of the chart on a miss. So a chart row edited in place is
   seen at the next step exactly as with the join (and refused, by ``compiled_chart``'s hash
-  check), and the chart's source and resources are not sent and decoded on every step.
+  check), and the chart's source and resources are not sent and decoded on every step. A
+  batch's lock (``lock_many``: ``WHERE id IN (...) ORDER BY id``) is narrow the same way,
+  with the same per-connection cache.
 - :func:`update_and_insert`: the execution's ``UPDATE`` and the history row's ``INSERT`` in one
   statement (``WITH updated AS (UPDATE ... RETURNING id) INSERT ... VALUES (...,
   (SELECT id FROM updated), ...)``): one round trip instead of two. The history row's
