@@ -50,6 +50,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         problems.extend(_importable(f"STATECHARTS[{name!r}]", configured.get(name)))
     problems.extend(_check_retention(configured))
     problems.extend(_check_choices(configured))
+    problems.extend(_check_switches(configured))
     problems.extend(_check_performers(configured))
     problems.extend(_check_transforms(configured.get("MIGRATION_TRANSFORMS", {})))
     for group in registered_groups():
@@ -70,6 +71,20 @@ def _check_choices(configured: dict[str, Any]) -> list[CheckMessage]:
         )
         for name, choices in CHOICES.items()
         if name in configured and configured[name] not in choices
+    ]
+
+
+# Settings that are switched on or off. A string such as "false" is truthy: it would turn a
+# switch on silently, so anything but a bool is refused. (PRUNE_SCHEDULED has its own check,
+# statecharts.E006, with the retention settings.)
+SWITCHES = ("PREPARED_STATEMENTS", "OPENTELEMETRY")
+
+
+def _check_switches(configured: dict[str, Any]) -> list[CheckMessage]:
+    return [
+        Error(f"STATECHARTS[{name!r}] must be True or False.", id="statecharts.E031")
+        for name in SWITCHES
+        if name in configured and not isinstance(configured[name], bool)
     ]
 
 

@@ -452,7 +452,12 @@ class UnreadStateNode(StateNode):
         if self.kind is not _COMPOUND:
             return None
         history = self.history
-        first = next(c for c in self.children if c not in history)
+        if not history:
+            first = self.children[0]
+        else:
+            # (a set: a state with thousands of history children made this scan quadratic)
+            skipped = frozenset(history)
+            first = next(c for c in self.children if c not in skipped)
         return Transition(
             -1, self.index, (), None, None, (first,), False, NO_INITIAL_BODY, self.line
         )

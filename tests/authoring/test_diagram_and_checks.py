@@ -63,3 +63,15 @@ def test_the_new_settings_take_one_of_their_words() -> None:
     ]
     with override_settings(STATECHARTS={"DEFAULT_DATAMODEL": "null"}):
         assert not [p for p in check_settings() if p.id == "statecharts.E030"]
+
+
+def test_the_switches_take_only_true_or_false() -> None:
+    # "false" is a truthy string: taken as is it would turn prepared statements on silently.
+    with override_settings(STATECHARTS={"PREPARED_STATEMENTS": "false", "OPENTELEMETRY": 0}):
+        problems = [p for p in check_settings() if p.id == "statecharts.E031"]
+    assert [p.msg for p in problems] == [
+        "STATECHARTS['PREPARED_STATEMENTS'] must be True or False.",
+        "STATECHARTS['OPENTELEMETRY'] must be True or False.",
+    ]
+    with override_settings(STATECHARTS={"PREPARED_STATEMENTS": False, "OPENTELEMETRY": False}):
+        assert not [p for p in check_settings() if p.id == "statecharts.E031"]

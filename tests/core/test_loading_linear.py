@@ -83,6 +83,14 @@ SHAPES: dict[str, Callable[[int], str]] = {
         + "</state></scxml>"
     ),
     "with_code": with_code,
+    # many history pseudo-states in one compound state (its default initial child is the
+    # first that is not one)
+    "history": lambda n: (
+        HEAD.replace('initial="s0"', 'initial="p"')
+        + '<state id="p">'
+        + "".join(f'<history id="h{i}"><transition target="a"/></history>' for i in range(n))
+        + '<state id="a"/></state></scxml>'
+    ),
 }
 
 

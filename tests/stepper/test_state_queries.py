@@ -94,3 +94,21 @@ def test_on_postgresql_a_step_writes_no_duplicate_index_and_the_lookups_keep_the
     assert "statecharts_history_unique_seq" in history, history
     subject = _plan(Execution.objects.filter(subject_content_type_id=1).values("pk"))
     assert "statecharts_execution_subject" in subject, subject
+
+
+@pytest.mark.postgres
+def test_on_postgresql_an_execution_about_nothing_has_no_subject_index_entry() -> None:
+    """The subject index is partial (migration 0012): a step of an execution about no object
+    writes no entry to it, and a lookup by subject still uses it."""
+    chart = Chart.objects.load(ORDER)
+    about_nothing = stepper.start(chart)
+    about_chart = stepper.start(chart, subject=chart)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = 'statecharts_execution_subject'"
+        )
+        (definition,) = cursor.fetchone()
+    assert definition.endswith("WHERE (subject_content_type_id IS NOT NULL)"), definition
+    lookup = Execution.objects.for_subject(chart)
+    assert ids(lookup) == {about_chart.pk} and about_nothing.pk not in ids(lookup)
+    assert "statecharts_execution_subject" in _plan(lookup.values("pk"))
