@@ -370,6 +370,9 @@ class WriteBehind:
             with cursor(self.conn) as statement:
                 statement.execute(plan.reserve_sql, [self.reserve])
                 found = [row[0] for row in statement.fetchall()]
+        except BaseException as exc:  # (this step's writes are lost: the batch must fail)
+            self.failed = exc
+            raise
         finally:
             self.flushing = False
         found.sort(reverse=True)
