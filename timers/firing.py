@@ -379,13 +379,21 @@ def fire_rows(timers: list[Timer], *, now: datetime | None = None) -> list[str]:
     batch raises (a delivery, a deadlock, a lost connection), the whole transaction rolls back
     and every timer of the batch is fired again on its own by ``fire_row``, which records a
     failed delivery on its own timer only.
+
+    On PostgreSQL the steps' own writes (each execution's UPDATE and its history INSERT) are
+    held and sent as one statement for the chunk (``stepper.batched_writes``), before any
+    other statement of the transaction and before its commit: the same rows, the same locks
+    (taken by ``lock_many`` first, in id order), one round trip instead of one per fire.
     """
     if len(timers) <= 1:
         return [fire_row(timer, now=now) for timer in timers]
     fire_now = now or timer_settings.now()
     outbox: list[int] = []
     try:
-        with transaction.atomic(using=stepper.database(), durable=True):
+        with (
+            transaction.atomic(using=stepper.database(), durable=True),
+            stepper.batched_writes(len(timers)),
+        ):
             outcomes = _fire_batch_locked(timers, fire_now, outbox)
     except Exception as exc:  # anything: the timers are then fired one by one
         log.info("timers %s: batch rolled back (%s), firing one by one", len(timers), exc)

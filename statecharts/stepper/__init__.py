@@ -13,6 +13,7 @@ the core's public names)::
     feed(execution, step_input, *, now, caller_context, idempotency_key)  # any Input
     step_locked(execution, step_input, now, outbox, caller_context)
     lock(pk) / lock_many(pks)                                   # inside your transaction
+    batched_writes(expected)                                    # a batch of steps, one txn
     perform_delivery(execution, instruction, now, outbox, caller_context)
     deliver(message_ids) / deliver_pending() / retry_message(message_id)
     register_message_kind(kind, handler)                        # outbox messages of an app
@@ -75,7 +76,7 @@ from statecharts.stepper.performing import (
     register_start_check,
     registered_types,
 )
-from statecharts.stepper.sql import database
+from statecharts.stepper.sql import batched_writes, database
 from statecharts.stepper.sweeper import ensure_every_minute, ensure_scheduled
 from statecharts.stepper.transaction import (
     BusinessKeyInUse,
@@ -395,6 +396,7 @@ __all__ = [
     "StepRefused",
     "StepResult",
     "answer",
+    "batched_writes",
     "cancel",
     "database",
     "deliver",

@@ -10,7 +10,9 @@ plain statements do; only how many messages go to the server changes.
   transaction). The chart's columns come from a per-connection cache keyed by (chart id,
   version), filled by one ``SELECT`` of the chart on a miss. So a chart row edited in place is
   seen at the next step exactly as with the join (and refused, by ``compiled_chart``'s hash
-  check), and the chart's source and resources are not sent and decoded on every step.
+  check), and the chart's source and resources are not sent and decoded on every step. A
+  batch's lock (``lock_many``: ``WHERE id IN (...) ORDER BY id``) is narrow the same way,
+  with the same per-connection cache.
 - :func:`update_and_insert`: the execution's ``UPDATE`` and the history row's ``INSERT`` in one
   statement (``WITH updated AS (UPDATE ... RETURNING id) INSERT ... VALUES (...,
   (SELECT id FROM updated), ...)``): one round trip instead of two. The history row's
@@ -20,6 +22,16 @@ plain statements do; only how many messages go to the server changes.
 
 Lock order is unchanged: the lock takes the execution row only (the join never locked the
 chart row either: ``FOR UPDATE OF`` the execution).
+
+- :class:`WriteBehind`: a batch of steps in one transaction (the timers app fires a chunk of
+  due timers so) holds back each step's own two writes (the execution's ``UPDATE``, the
+  history row's ``INSERT``) and sends them together, one statement for the whole batch
+  (``UPDATE ... FROM unnest(...)`` and ``INSERT ... SELECT ... FROM unnest(...)`` as two
+  CTEs of it), before any other statement of the transaction runs (a connection execute
+  wrapper: reads, writes, savepoints, all see the held rows as if written at once) and
+  before the batch ends. The history rows' ids are reserved from their sequence up front
+  (one ``nextval`` statement per batch), so every entry has its ``pk`` the moment its step
+  ends, as with the plain statements.
 
 - :func:`cursor`: these statements (and ``sql``'s plain ones, on PostgreSQL) run as
   server-side prepared statements (``STATECHARTS["PREPARED_STATEMENTS"]``, default True):
@@ -35,7 +47,8 @@ from __future__ import annotations
 
 import threading
 import weakref
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 from django.db import DatabaseError
@@ -163,7 +176,8 @@ class NarrowLock:
     """The lock's ``SELECT ... FOR UPDATE`` of the execution row and its chart row's version,
     compiled by the ORM once for one connection; the chart instance from the cache."""
 
-    def __init__(self, conn: BaseDatabaseWrapper) -> None:
+    def __init__(self, conn: BaseDatabaseWrapper, size: int | None = None) -> None:
+        """One execution by id; with ``size``, that many ids (``IN``, in id order: ``many``)."""
         quote = conn.ops.quote_name
         execution_table = quote(Execution._meta.db_table)
         chart_table = quote(Chart._meta.db_table)
@@ -172,16 +186,16 @@ class NarrowLock:
             f"(SELECT {_row_version('c')} FROM {chart_table} c"
             f" WHERE c.{quote(Chart._meta.pk.column)} = {execution_table}.{chart_fk})"
         )
-        queryset = (
-            Execution.objects.using(conn.alias)
-            .extra(select={_VERSION: version})
-            .select_for_update()
-            .filter(pk=0)
-            .order_by()  # (one row: no ORDER BY from Meta.ordering)
-        )
+        locking = Execution.objects.using(conn.alias).extra(select={_VERSION: version})
+        if size is None:  # (one row: no ORDER BY from Meta.ordering)
+            queryset, expected = locking.select_for_update().filter(pk=0).order_by(), [0]
+        else:  # distinct placeholders: the ORM drops repeated values from an IN list
+            expected = list(range(-size, 0))
+            queryset = locking.select_for_update().filter(pk__in=expected).order_by("pk")
         compiler = queryset.query.get_compiler(connection=conn)
         sql, params = compiler.as_sql()
-        if list(params) != [0] or "JOIN" in sql.upper() or "ORDER BY" in sql.upper():
+        ordered = "ORDER BY" in sql.upper()
+        if list(params) != expected or "JOIN" in sql.upper() or ordered != (size is not None):
             raise AssertionError(f"unexpected narrow lock query: {sql!r} {params!r}")
         self.sql = sql
         self.alias = conn.alias
@@ -195,9 +209,12 @@ class NarrowLock:
         chart_version = _row_version(chart_table)
         self.charts = Chart.objects.using(conn.alias).extra(select={_VERSION: chart_version})
         self.chart_names = [field.attname for field in Chart._meta.concrete_fields]
-        # (chart id, row version) -> the chart's column values, as Chart.from_db takes them.
-        self.chart_rows: dict[tuple[int, str], list[Any]] = {}
-        self.lock = threading.Lock()
+        # (chart id, row version) -> the chart's column values, as Chart.from_db takes them;
+        # one cache per connection, shared by its plans (one per lock size).
+        shared = _chart_rows.get(conn)
+        if shared is None:
+            shared = _chart_rows[conn] = ({}, threading.Lock())
+        self.chart_rows, self.lock = shared
 
     def get(self, conn: BaseDatabaseWrapper, pk: int) -> Execution:
         with cursor(conn) as statement:
@@ -212,6 +229,21 @@ class NarrowLock:
         Execution.chart.field.set_cached_value(execution, chart)
         return execution
 
+    def many(self, conn: BaseDatabaseWrapper, pks: list[int]) -> list[Execution]:
+        """The executions of ``pks`` (as many ids as the plan's size), locked in id order."""
+        with cursor(conn) as statement:
+            statement.execute(self.sql, pks)
+            found = statement.fetchall()
+        start, end, names = self.own
+        executions = []
+        for raw in found:
+            row = converted(raw, self.converters, conn)
+            execution = Execution.from_db(self.alias, names, row[start:end])
+            chart = self.chart(execution.chart_id, row[self.version_at])
+            Execution.chart.field.set_cached_value(execution, chart)
+            executions.append(execution)
+        return executions
+
     def chart(self, chart_id: int, version: str | None) -> Chart:
         """The chart row at ``version`` (a fresh instance; the column values are shared)."""
         values = self.chart_rows.get((chart_id, version or ""))
@@ -224,6 +256,10 @@ class NarrowLock:
                 self.chart_rows[(chart_id, getattr(loaded, _VERSION))] = values
         return Chart.from_db(self.alias, self.chart_names, values)
 
+
+_chart_rows: weakref.WeakKeyDictionary[
+    BaseDatabaseWrapper, tuple[dict[tuple[int, str], list[Any]], threading.Lock]
+] = weakref.WeakKeyDictionary()
 
 # (history model, execution model, updated columns) -> (sql, updated fields, inserted fields)
 _merged: dict[tuple[Any, ...], tuple[str, tuple[Any, ...], tuple[Any, ...]]] = {}
@@ -275,3 +311,205 @@ def _merge_plan(
         f" VALUES ({values}) RETURNING {quote(history.pk.column)}"
     )
     return sql, updated, inserted
+
+
+class WriteBehind:
+    """The step writes of one batch in one transaction, held back and sent together.
+
+    ``add`` takes what ``update_and_insert`` would send for one step (the values are read
+    then: the instances may change afterwards) and gives the history row its id from the
+    reserved ones; ``flush`` sends everything held, one statement per distinct list of
+    updated columns (usually one). Held writes are flushed, in the order they were added:
+
+    - before any other statement runs on the connection (``before_statement``, installed as
+      an execute wrapper by :func:`write_behind`): whatever reads or writes those rows later
+      in the transaction, or opens or rolls back to a savepoint, sees them written;
+    - before a second step of an execution already held is added (one row is updated once
+      per statement);
+    - when the batch ends (:func:`write_behind`'s exit, inside the transaction).
+
+    A flush that fails (a constraint, a lost connection) fails the statement it came before,
+    and makes the batch's end raise too, so a caller that swallowed the first error still
+    cannot commit a transaction with writes missing.
+    """
+
+    def __init__(self, conn: BaseDatabaseWrapper, reserve: int) -> None:
+        self.conn = conn
+        self.reserve = max(1, reserve)
+        self.held: list[tuple[tuple[str, ...], Any, list[Any], Any, list[Any]]] = []
+        self.executions: set[int] = set()
+        self.ids: list[int] = []
+        self.flushing = False
+        self.failed: BaseException | None = None
+
+    def add(self, execution: Execution, names: tuple[str, ...], entry: Any) -> None:
+        if execution.pk in self.executions:
+            self.flush()
+        conn = self.conn
+        plan = _behind_plan(conn, execution, names, entry)
+        updated = [
+            field.get_db_prep_save(getattr(execution, field.attname), conn)
+            for field in plan.updated
+        ]
+        updated.append(execution.pk)
+        if not self.ids:
+            self.ids = self._reserve(plan)
+        entry.pk = self.ids.pop()
+        inserted = [
+            field.get_db_prep_save(field.pre_save(entry, True), conn) for field in plan.inserted
+        ]
+        self.held.append((names, plan, updated, entry, inserted))
+        self.executions.add(execution.pk)
+        entry._state.adding = False
+        entry._state.db = conn.alias
+
+    def _reserve(self, plan: _BehindPlan) -> list[int]:
+        """``reserve`` ids of the history sequence, the lowest last (``pop`` order)."""
+        self.flushing = True
+        try:
+            with cursor(self.conn) as statement:
+                statement.execute(plan.reserve_sql, [self.reserve])
+                found = [row[0] for row in statement.fetchall()]
+        except BaseException as exc:  # (this step's writes are lost: the batch must fail)
+            self.failed = exc
+            raise
+        finally:
+            self.flushing = False
+        found.sort(reverse=True)
+        return found
+
+    def flush(self) -> None:
+        if not self.held:
+            return
+        held, self.held = self.held, []
+        self.executions = set()
+        groups: dict[tuple[str, ...], list[Any]] = {}
+        for item in held:
+            groups.setdefault(item[0], []).append(item)
+        self.flushing = True
+        try:
+            for items in groups.values():
+                plan = items[0][1]
+                columns: list[list[Any]] = [
+                    [] for _ in range(len(plan.updated) + 1 + len(plan.inserted) + 1)
+                ]
+                for _names, _plan, updated, entry, inserted in items:
+                    for index, value in enumerate(updated):
+                        columns[index].append(value)
+                    base = len(updated)
+                    columns[base].append(entry.pk)
+                    for index, value in enumerate(inserted, start=base + 1):
+                        columns[index].append(value)
+                with cursor(self.conn) as statement:
+                    statement.execute(plan.sql, columns)
+                    found = statement.fetchone()
+                if found is None or found[0] != len(items) or found[1] != len(items):
+                    raise DatabaseError(
+                        f"held step writes: {len(items)} steps, {found and found[0]} executions"
+                        f" updated, {found and found[1]} history rows inserted"
+                    )
+        except BaseException as exc:
+            self.failed = exc
+            raise
+        finally:
+            self.flushing = False
+
+    def before_statement(
+        self, execute: Any, sql: Any, params: Any, many: bool, context: Any
+    ) -> Any:
+        if self.held and not self.flushing:
+            self.flush()
+        return execute(sql, params, many, context)
+
+
+class _BehindPlan:
+    """The statements of a :class:`WriteBehind` flush for one list of updated columns."""
+
+    def __init__(
+        self, conn: BaseDatabaseWrapper, execution: Execution, names: tuple[str, ...], entry: Any
+    ) -> None:
+        quote = conn.ops.quote_name
+        meta, history = execution._meta, entry._meta
+        owner = history.get_field("execution")
+        if owner.remote_field.model is not type(execution):
+            raise TypeError(f"{history.label}.execution does not point at {meta.label}")
+        self.updated = tuple(meta.get_field(name) for name in names)
+        fields = [f for f in history.concrete_fields if f is not history.pk]
+        self.inserted = tuple(fields)
+        pk = meta.pk
+        assert pk is not None and history.pk is not None
+
+        def array(field: Any) -> str:
+            return f"%b::{field.cast_db_type(conn)}[]"  # (binary arrays: cheap to build)
+
+        given = [*self.updated, pk]
+        names_in = [f"u{index}" for index in range(len(given))]
+        assignments = ", ".join(
+            f"{quote(field.column)} = v.{name}"
+            for field, name in zip(self.updated, names_in, strict=False)
+        )
+        inserted = [history.pk, *fields]
+        self.sql = (
+            f"WITH u AS (UPDATE {quote(meta.db_table)} AS e SET {assignments}"
+            f" FROM unnest({', '.join(array(f) for f in given)}) AS v({', '.join(names_in)})"
+            f" WHERE e.{quote(pk.column)} = v.{names_in[-1]} RETURNING 1),"
+            f" i AS (INSERT INTO {quote(history.db_table)}"
+            f" ({', '.join(quote(f.column) for f in inserted)})"
+            f" SELECT * FROM unnest({', '.join(array(f) for f in inserted)}) RETURNING 1)"
+            " SELECT (SELECT count(*) FROM u), (SELECT count(*) FROM i)"
+        )
+        sequence = f"pg_get_serial_sequence('{quote(history.db_table)}', '{history.pk.column}')"
+        self.reserve_sql = f"SELECT nextval({sequence}) FROM generate_series(1, %s)"
+
+
+# (connection, history model, execution model, updated columns) -> the flush's plan
+_behind_plans: weakref.WeakKeyDictionary[
+    BaseDatabaseWrapper, dict[tuple[Any, ...], _BehindPlan]
+] = weakref.WeakKeyDictionary()
+
+
+def _behind_plan(
+    conn: BaseDatabaseWrapper, execution: Execution, names: tuple[str, ...], entry: Any
+) -> _BehindPlan:
+    plans = _behind_plans.get(conn)
+    if plans is None:
+        plans = _behind_plans[conn] = {}
+    key = (type(entry), type(execution), names)
+    plan = plans.get(key)
+    if plan is None:
+        plan = plans[key] = _BehindPlan(conn, execution, names, entry)
+    return plan
+
+
+# The connection's active WriteBehind (one per connection; batches do not nest).
+_behind: weakref.WeakKeyDictionary[BaseDatabaseWrapper, WriteBehind] = weakref.WeakKeyDictionary()
+
+
+def held_writes(conn: BaseDatabaseWrapper) -> WriteBehind | None:
+    """The connection's active :class:`WriteBehind`, if a batch holds its steps' writes."""
+    return _behind.get(conn)
+
+
+@contextmanager
+def write_behind(conn: BaseDatabaseWrapper, reserve: int) -> Iterator[WriteBehind | None]:
+    """Hold the steps' own writes on ``conn`` until the block ends (see :class:`WriteBehind`).
+
+    Use it directly inside the ``atomic`` block whose steps it batches: on a normal exit the
+    held writes are flushed (still inside the transaction); on an exception they are dropped
+    (the transaction rolls back). ``reserve``: how many history ids to reserve at a time (the
+    steps the batch expects). Nested inside another batch on the same connection, it is the
+    outer one that holds (and flushes). Only with :func:`prepared_statements` (the flush
+    sends binary arrays, which Django's client-side binding cursor cannot): without them,
+    nothing is held."""
+    if _behind.get(conn) is not None or not prepared_statements(conn):
+        yield _behind.get(conn)
+        return
+    behind = _behind[conn] = WriteBehind(conn, reserve)
+    try:
+        with conn.execute_wrapper(behind.before_statement):
+            yield behind
+            behind.flush()
+        if behind.failed is not None:
+            raise DatabaseError("held step writes failed earlier in this batch") from behind.failed
+    finally:
+        del _behind[conn]

@@ -22,6 +22,7 @@ routers that would send this project's models elsewhere.
 from __future__ import annotations
 
 import weakref
+from contextlib import nullcontext
 from typing import Any
 
 from django.db import DatabaseError, connections, router
@@ -53,7 +54,8 @@ def lock_executions(pks: set[int]) -> dict[int, Execution]:
 
     ``locking_queryset(conn).filter(pk__in=pks).order_by("pk")``, compiled once per
     connection and size (``_LockPlan``; the id list is padded to the next power of two by
-    repeating its largest id, so a few plans serve every size), as ``lock_execution`` is.
+    repeating its largest id, so a few plans serve every size), as ``lock_execution`` is;
+    on PostgreSQL without the chart join (``postgres.NarrowLock``), as ``lock_execution``.
     """
     if not pks:
         return {}
@@ -66,7 +68,10 @@ def lock_executions(pks: set[int]) -> dict[int, Execution]:
     plan = plans.get(size)
     if plan is None:
         try:
-            plan = plans[size] = _LockPlan(conn, size)
+            if conn.vendor == "postgresql":
+                plan = plans[size] = postgres.NarrowLock(conn, size)
+            else:
+                plan = plans[size] = _LockPlan(conn, size)
         except (AttributeError, KeyError, TypeError, ValueError, AssertionError):
             plan = plans[size] = _ORMLock()  # (see lock_execution)
     padded = ordered + [ordered[-1]] * (size - len(ordered))
@@ -164,9 +169,9 @@ class _ORMLock:
 _lock_plans: weakref.WeakKeyDictionary[
     BaseDatabaseWrapper, _LockPlan | postgres.NarrowLock | _ORMLock
 ] = weakref.WeakKeyDictionary()
-_many_plans: weakref.WeakKeyDictionary[BaseDatabaseWrapper, dict[int, _LockPlan | _ORMLock]] = (
-    weakref.WeakKeyDictionary()
-)
+_many_plans: weakref.WeakKeyDictionary[
+    BaseDatabaseWrapper, dict[int, _LockPlan | postgres.NarrowLock | _ORMLock]
+] = weakref.WeakKeyDictionary()
 
 
 def update_row(obj: Any, names: tuple[str, ...]) -> None:
@@ -224,13 +229,32 @@ def insert_row(obj: Any) -> None:
 def update_and_insert(execution: Execution, names: tuple[str, ...], entry: Any) -> None:
     """``update_row(execution, names)`` then ``insert_row(entry)``, for a step's own two
     writes (``entry`` is the execution's new history row). One statement on PostgreSQL
-    (``postgres.update_and_insert``), the two plain ones elsewhere."""
+    (``postgres.update_and_insert``), or held for the batch's one statement inside
+    ``batched_writes``; the two plain ones elsewhere."""
     conn = connections[database()]
     if conn.vendor == "postgresql":
-        postgres.update_and_insert(conn, execution, names, entry)
+        behind = postgres.held_writes(conn)
+        if behind is not None:
+            behind.add(execution, names, entry)
+        else:
+            postgres.update_and_insert(conn, execution, names, entry)
     else:
         update_row(execution, names)
         insert_row(entry)
+
+
+def batched_writes(expected: int) -> Any:
+    """A context manager, used directly inside the ``atomic`` block of a batch of steps (one
+    transaction, e.g. a chunk of timer fires): on PostgreSQL, the steps' own two writes
+    (``update_and_insert``) are held and sent together as one statement
+    (``postgres.WriteBehind``: flushed before any other statement of the transaction and
+    when the block ends, so nothing in the transaction can see the rows missing; each
+    history row has its id at once, reserved ``expected`` at a time). Elsewhere (SQLite)
+    nothing is held: each step writes as it goes."""
+    conn = connections[database()]
+    if conn.vendor == "postgresql":
+        return postgres.write_behind(conn, expected)
+    return nullcontext()
 
 
 _write_sql: dict[tuple[Any, ...], tuple[str, tuple[Any, ...]]] = {}

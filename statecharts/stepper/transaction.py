@@ -25,7 +25,11 @@ The statements of a step (the lock, the execution's UPDATE, the history INSERT) 
 once per process (``statecharts.stepper.sql``): the same SQL and the same field conversions as
 the ORM calls they replace, without the ORM's per-call compiling. So a step does not send
 Django's ``pre_save``/``post_save`` for the execution or its history rows (``start``'s INSERT
-of the execution still does); receive ``statecharts.signals`` instead.
+of the execution still does); receive ``statecharts.signals`` instead. Inside
+``batched_writes`` (a batch of steps in one transaction: a chunk of timer fires) the
+execution's UPDATE and the history INSERT of each step are held on PostgreSQL and sent with
+the batch's others in one statement, before anything else runs in the transaction
+(``statecharts.stepper.postgres.WriteBehind``); the entry has its id at once.
 """
 
 from __future__ import annotations
