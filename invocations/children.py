@@ -23,14 +23,14 @@ from django.db import IntegrityError, transaction
 
 from invocations.conf import invocation_settings
 from invocations.models import Invocation, InvocationStatus
+from invocations.tree import lineage
 from statecharts import codecs, stepper
 from statecharts.core.errors import ChartError, ResolveError, StatechartError
 from statecharts.core.events import PLATFORM, Event, error_data
 from statecharts.models import Chart, Execution, OutboxMessage
 from statecharts.models.outbox import OutboxStatus
 from statecharts.statuses import TERMINAL_STATUSES
-from statecharts.stepper import CANCELLED_BY_PARENT
-from statecharts.stepper.delivery import this_call
+from statecharts.stepper import CANCELLED_BY_PARENT, this_call
 
 START = "invocations.start"
 CANCEL = "invocations.cancel"
@@ -219,8 +219,6 @@ def within_bounds(invocation: Invocation, parent: Execution) -> None:
     limits = invocation_settings
     depth = invocation.depth
     if depth is None:  # (a row written before depths were)
-        from invocations.performers import lineage
-
         depth = lineage(parent)[0] + 1
     if depth > limits.INVOKE_MAX_DEPTH:
         raise ChildRefused(

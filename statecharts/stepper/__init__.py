@@ -59,6 +59,7 @@ from statecharts.stepper.delivery import (
     deliver,
     deliver_pending,
     register_message_kind,
+    this_call,
 )
 from statecharts.stepper.delivery import retry as retry_message
 from statecharts.stepper.performing import (
@@ -421,5 +422,6 @@ __all__ = [
     "start",
     "start_result",
     "step_locked",
+    "this_call",
     "trace",
 ]

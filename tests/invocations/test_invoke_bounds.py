@@ -14,7 +14,7 @@ from django.core.checks import run_checks
 from django.test import override_settings
 
 from invocations.models import Invocation
-from invocations.performers import lineage
+from invocations.tree import lineage
 from statecharts import stepper
 from statecharts.core.position import decode
 from statecharts.models import Chart, Execution, OutboxMessage
