@@ -27,8 +27,10 @@ from statecharts import codecs, stepper
 from statecharts.core.errors import ChartError, ResolveError, StatechartError
 from statecharts.core.events import PLATFORM, Event, error_data
 from statecharts.models import Chart, Execution, OutboxMessage
+from statecharts.models.outbox import OutboxStatus
 from statecharts.statuses import TERMINAL_STATUSES
 from statecharts.stepper import CANCELLED_BY_PARENT
+from statecharts.stepper.delivery import this_call
 
 START = "invocations.start"
 CANCEL = "invocations.cancel"
@@ -80,6 +82,19 @@ def deliver_start(message: OutboxMessage, more: list[int]) -> bool:
     child = Execution.objects.using(database).filter(session_id=session_id).first()
     if child is None:
         try:
+            refuse_unnameable(invocation)
+        except ChildRefused as exc:
+            _fail(invocation, str(exc), more)
+            return True
+        if not _room_in_this_call(invocation, parent):
+            return False  # pending, no attempt spent: the sweeper's next call starts it
+        try:
+            within_bounds(invocation, parent)
+        except ChildRefused as exc:  # (its siblings would be refused too: one step for all)
+            _fail(invocation, str(exc), more, with_siblings=True)
+            return True
+        _count_in_this_call(invocation, parent)
+        try:
             chart = resolve_chart(invocation, parent)
         except ChildRefused as exc:
             _fail(invocation, str(exc), more)
@@ -124,9 +139,18 @@ def deliver_start(message: OutboxMessage, more: list[int]) -> bool:
     return True
 
 
-def _fail(invocation: Invocation, reason: str, more: list[int]) -> None:
+def _fail(
+    invocation: Invocation, reason: str, more: list[int], *, with_siblings: bool = False
+) -> None:
     """In the parent's step: the invocation failed, and the parent is told error.execution
-    (with ``invokeid`` set, as for any error about an invocation)."""
+    (with ``invokeid`` set, as for any error about an invocation).
+
+    ``with_siblings`` (a bound refused it): the other invocations of the same type that the
+    same step of the parent started and that have not started yet are refused with it, for
+    the same reason, in this one step: the parent gets one ``error.execution`` (this one's),
+    not one each, so a chart that starts thousands of invokes at once past a bound costs one
+    step of its own, not thousands (docs/invocations.md, "Bounds").
+    """
     database = stepper.database()
     with transaction.atomic(using=database, durable=True):
         parent = stepper.lock(invocation.parent_id)
@@ -137,6 +161,26 @@ def _fail(invocation: Invocation, reason: str, more: list[int]) -> None:
         )
         if not updated:
             return
+        if with_siblings:
+            siblings = Invocation.objects.using(database).filter(
+                parent_id=invocation.parent_id,
+                started_in=invocation.started_in,
+                type=invocation.type,
+                status=InvocationStatus.STARTING,
+                child__isnull=True,
+            )
+            ordinals = list(siblings.values_list("ordinal", flat=True))
+            siblings.update(
+                status=InvocationStatus.FAILED,
+                reason=f"{reason} (refused with {invocation.invokeid!r})"[:2000],
+            )
+            # Their start messages (the parent's rows) have nothing left to do.
+            OutboxMessage.objects.using(database).filter(
+                sender_id=invocation.parent_id,
+                kind=START,
+                status=OutboxStatus.PENDING,
+                target_session_id__in=[child_session_id(parent.session_id, o) for o in ordinals],
+            ).update(status=OutboxStatus.DELIVERED, delivered=invocation_settings.now())
         line, column = _invoke_position(parent, invocation)
         error = Event(
             "error.execution",
@@ -152,6 +196,82 @@ def _fail(invocation: Invocation, reason: str, more: list[int]) -> None:
             invocation.caller_context,
             cause={"invocation": invocation.ordinal, "failed": True},
         )
+
+
+def refuse_unnameable(invocation: Invocation) -> None:
+    """A ``src`` (or ``srcexpr`` value) or ``<content expr>`` holding a NUL character names no
+    chart, file or task, and can be looked up nowhere (PostgreSQL's text cannot hold one)."""
+    for what, value in (("src", invocation.src), ("content", invocation.content)):
+        if "\x00" in value:
+            raise ChildRefused(f"the invoke's {what} contains a NUL character")
+
+
+def within_bounds(invocation: Invocation, parent: Execution) -> None:
+    """Refuse a child chart that would go past ``INVOKE_MAX_DEPTH``, its parent's
+    ``INVOKE_MAX_CHILDREN`` or its tree's ``INVOKE_MAX_DESCENDANTS`` (docs/invocations.md,
+    "Bounds"), so a chart that invokes itself cannot grow without end.
+
+    Children count while they run (a child that finished, failed or was cancelled no longer
+    does). Read when the child is about to start, without a lock on the tree: deliveries
+    running at the same moment in several processes can each see room for one more, so a tree
+    can pass a bound by at most the number of processes delivering into it at once.
+    """
+    limits = invocation_settings
+    depth = invocation.depth
+    if depth is None:  # (a row written before depths were)
+        from invocations.performers import lineage
+
+        depth = lineage(parent)[0] + 1
+    if depth > limits.INVOKE_MAX_DEPTH:
+        raise ChildRefused(
+            f"the child would be at invoke depth {depth}, over INVOKE_MAX_DEPTH "
+            f"({limits.INVOKE_MAX_DEPTH})"
+        )
+    database = stepper.database()
+    live = (
+        Execution.objects.using(database)
+        .filter(parent_id=parent.pk)
+        .exclude(status__in=TERMINAL_STATUSES)
+        .count()
+    )
+    if live >= limits.INVOKE_MAX_CHILDREN:
+        raise ChildRefused(
+            f"this execution already has {live} running child charts "
+            f"(INVOKE_MAX_CHILDREN: {limits.INVOKE_MAX_CHILDREN})"
+        )
+    root = invocation.root_id if invocation.root_id is not None else parent.pk
+    in_tree = (
+        Invocation.objects.using(database)
+        .filter(root_id=root, status=InvocationStatus.ACTIVE, type="scxml")
+        .exclude(child__status__in=TERMINAL_STATUSES)
+        .count()
+    )
+    if in_tree >= limits.INVOKE_MAX_DESCENDANTS:
+        raise ChildRefused(
+            f"its tree already has {in_tree} running child charts "
+            f"(INVOKE_MAX_DESCENDANTS: {limits.INVOKE_MAX_DESCENDANTS})"
+        )
+
+
+def _room_in_this_call(invocation: Invocation, parent: Execution) -> bool:
+    """Whether this delivery call may start one more child chart in the invocation's tree
+    (``INVOKE_STARTS_PER_DELIVERY``): children start inline, in the loop that delivers what
+    their parent's step sent, and each child's own invokes join that loop, so without this
+    one ``start`` or ``send`` could go on starting charts for as long as the tree has room.
+    Past it the message waits, pending (its invocation ``starting``), for the sweeper's next
+    call; nothing is written, so waiting costs a delivery loop reads only."""
+    limit = invocation_settings.INVOKE_STARTS_PER_DELIVERY
+    return this_call().get(_tree_key(invocation, parent), 0) < limit
+
+
+def _count_in_this_call(invocation: Invocation, parent: Execution) -> None:
+    counts, key = this_call(), _tree_key(invocation, parent)
+    counts[key] = counts.get(key, 0) + 1
+
+
+def _tree_key(invocation: Invocation, parent: Execution) -> str:
+    root = invocation.root_id if invocation.root_id is not None else parent.pk
+    return f"invocations.start:{root}"
 
 
 def _invoke_position(parent: Execution, invocation: Invocation) -> tuple[int, int]:
@@ -269,6 +389,17 @@ def deliver_cancel(message: OutboxMessage, more: list[int]) -> bool:
 def deliver_run(message: OutboxMessage, more: list[int]) -> bool:
     from invocations.tasks import RUN, enqueue
 
+    invocation = (
+        Invocation.objects.using(stepper.database())
+        .filter(pk=message.event.get("invocation"), status=InvocationStatus.STARTING)
+        .first()
+    )
+    if invocation is not None:
+        try:
+            refuse_unnameable(invocation)
+        except ChildRefused as exc:  # never handed to the handler: it could name nothing
+            _fail(invocation, str(exc), more)
+            return True
     enqueue(RUN, int(message.event["invocation"]))
     return True
 

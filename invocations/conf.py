@@ -14,6 +14,13 @@
                                       # (tests, statecharts.testing; small sites)
     "INVOKE_RETENTION_DAYS": 30,      # settled invocation rows of finished parents are pruned
                                       # this long after they settled (statechart prune)
+    "INVOKE_MAX_DEPTH": 8,            # a child chart's depth in its tree (the root is 0)
+    "INVOKE_MAX_CHILDREN": 50,        # live child charts of one execution at once
+    "INVOKE_MAX_DESCENDANTS": 100,    # live child charts in one tree (below one root) at once
+                                      # (over any of the three: the parent gets error.execution
+                                      # and no child is created: docs/invocations.md "Bounds")
+    "INVOKE_STARTS_PER_DELIVERY": 20,  # child charts of one tree one delivery call starts;
+                                      # the others wait, pending, for the sweeper's next call
 """
 
 from __future__ import annotations
@@ -37,13 +44,33 @@ DEFAULTS = {
     "INVOKE_HANDLER_TIMEOUT_SECONDS": 600,
     "INVOKE_HANDLER_QUEUE": "django_q",
     "INVOKE_RETENTION_DAYS": 30,
+    "INVOKE_MAX_DEPTH": 8,
+    "INVOKE_MAX_CHILDREN": 50,
+    "INVOKE_MAX_DESCENDANTS": 100,
+    "INVOKE_STARTS_PER_DELIVERY": 20,
 }
 
+BOUNDS = (
+    "INVOKE_MAX_DEPTH",
+    "INVOKE_MAX_CHILDREN",
+    "INVOKE_MAX_DESCENDANTS",
+    "INVOKE_STARTS_PER_DELIVERY",
+)
 
 
 def check(configured: Mapping[str, Any]) -> list[CheckMessage]:
-    """INVOKERS and TASKS name importable things (by name in charts, by path here only)."""
+    """INVOKERS and TASKS name importable things (by name in charts, by path here only); the
+    bounds on trees of child charts are positive integers."""
     problems: list[CheckMessage] = []
+    for key in BOUNDS:
+        value = configured.get(key, DEFAULTS[key])
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            problems.append(
+                Error(
+                    f"STATECHARTS[{key!r}] must be a positive integer, not {value!r}.",
+                    id="invocations.E004",
+                )
+            )
     queue = configured.get("INVOKE_HANDLER_QUEUE", DEFAULTS["INVOKE_HANDLER_QUEUE"])
     if queue not in ("django_q", "inline"):
         problems.append(

@@ -45,8 +45,10 @@ class Invocation(models.Model):
     invokeid = models.CharField(max_length=200)
     type = models.CharField(max_length=200, default="scxml")
     state = models.CharField(max_length=200, help_text="The invoking state's id.")
-    src = models.TextField(blank=True, help_text="The src (or srcexpr's value), if any.")
-    content = models.TextField(blank=True, help_text="Inline <content>, if any.")
+    # (Portable: a srcexpr or <content expr> value may hold a NUL character, which such an
+    # invocation is refused for, but the row that says so must still be writable.)
+    src = PortableTextField(blank=True, help_text="The src (or srcexpr's value), if any.")
+    content = PortableTextField(blank=True, help_text="Inline <content>, if any.")
     params = PortableJSONField(
         null=True,
         blank=True,
@@ -77,6 +79,23 @@ class Invocation(models.Model):
         on_delete=models.DO_NOTHING,
         db_constraint=False,
         related_name="+",
+    )
+    # Where the child sits in its tree of invocations (written by the parent's step, so the
+    # bounds of docs/invocations.md "Bounds" read one row instead of walking the chain): the
+    # child's depth (a root execution is 0, its children 1, ...) and the tree's root. Null on
+    # rows written before they existed (then the chain is walked, a bounded number of rows).
+    depth = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The child's invocation depth (the root is 0)."
+    )
+    root = models.ForeignKey(
+        "statecharts.Execution",
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,  # (the (root, status) index below serves it)
+        related_name="+",
+        help_text="The execution at the top of the parent's tree of invocations.",
     )
     # When it was cancelled: the last message its child had written to the parent by then.
     # What the child sent up to there is processed (it was sent before the cancellation);
@@ -117,6 +136,10 @@ class Invocation(models.Model):
 
     class Meta:
         ordering = ["parent", "ordinal"]
+        indexes = [
+            # The live SCXML invocations of one tree (INVOKE_MAX_DESCENDANTS).
+            models.Index(fields=["root", "status"], name="invocations_root_status"),
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["parent", "ordinal"], name="invocations_one_per_ordinal"

@@ -32,12 +32,13 @@ from invocations.models import OPEN_STATUSES, Invocation, InvocationStatus
 from statecharts import codecs
 from statecharts.core.events import EXTERNAL, PLATFORM, Event, error_data
 from statecharts.core.plan import Instruction
-from statecharts.models import OutboxMessage
+from statecharts.models import Execution, OutboxMessage
 from statecharts.stepper import CANCELLED_BY_PARENT, Input, StepContext, database, step_locked
 
 
 def start_invocation(context: StepContext, instruction: Instruction) -> None:
     data = instruction.data
+    depth, root = lineage(context.execution)
     content = data.get("content")
     scxml = (data.get("type") or "scxml") == "scxml"
     timeout = timedelta(seconds=invocation_settings.INVOKE_HANDLER_TIMEOUT_SECONDS)
@@ -56,6 +57,8 @@ def start_invocation(context: StepContext, instruction: Instruction) -> None:
         autoforward=bool(data.get("autoforward")),
         defined_at_run_time=bool(data.get("defined_at_run_time")),
         caller_context=context.caller_context,
+        depth=depth + 1,
+        root_id=root,
         started_in=context.seq,
         deadline=None if scxml else context.now + timeout,
         created=context.now,
@@ -63,6 +66,34 @@ def start_invocation(context: StepContext, instruction: Instruction) -> None:
     )
     kind = START if scxml else RUN_HANDLER
     write_message(context.execution, kind, invocation, context.now, context.outbox)
+
+
+def lineage(execution: Execution) -> tuple[int, int]:
+    """(the execution's invocation depth, its tree's root id): (0, itself) for a root.
+
+    A child's are on the row that invoked it (one indexed read, no walk); for a child invoked
+    before rows carried them, the chain is walked, at most ``INVOKE_MAX_DEPTH + 1`` rows up (a
+    chain longer than that is over the bound whatever its exact length).
+    """
+    if execution.parent_id is None:
+        return 0, execution.pk
+    row = (
+        Invocation.objects.using(database())
+        .filter(parent_id=execution.parent_id, ordinal=execution.invoke_ordinal)
+        .values_list("depth", "root_id")
+        .first()
+    )
+    if row is not None and row[0] is not None and row[1] is not None:
+        return row[0], row[1]
+    depth, current = 0, execution.parent_id
+    executions = Execution.objects.using(database())
+    while current is not None and depth <= invocation_settings.INVOKE_MAX_DEPTH:
+        depth += 1
+        above = executions.filter(pk=current).values_list("parent_id", flat=True).first()
+        if above is None:
+            break
+        current = above
+    return depth, current if current is not None else execution.pk
 
 
 def cancel_invocation(context: StepContext, instruction: Instruction) -> None:

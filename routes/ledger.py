@@ -16,7 +16,15 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from routes.base import RouteMessage
 from routes.models import DeliveryStatus, RouteDelivery
+from statecharts.models.fields import escape_text
 from statecharts.stepper import database
+
+
+def _label(text: str, length: int) -> str:
+    """A descriptive column's value: chart code computes event names and types, and may
+    put a NUL in them, which PostgreSQL's text cannot hold; it is written in the escape of
+    every JSON column (``statecharts.models.fields.escape_text``), then cut to the column."""
+    return escape_text(text)[:length]
 
 
 def _row(message: RouteMessage, key: str, status: str, reason: str, now: datetime) -> RouteDelivery:
@@ -24,11 +32,11 @@ def _row(message: RouteMessage, key: str, status: str, reason: str, now: datetim
     return RouteDelivery(
         key=key,
         execution_id=message.execution_id,
-        route=message.route[:100],
-        send_type=message.type[:200],
+        route=_label(message.route, 100),
+        send_type=_label(message.type, 200),
         target=message.target or "",
-        send_id=message.send_id[:200],
-        event_name=message.name[:200],
+        send_id=_label(message.send_id, 200),
+        event_name=_label(message.name, 200),
         delayed=message.delayed,
         status=status,
         reason=reason[:2000],

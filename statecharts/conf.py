@@ -26,6 +26,7 @@ live in the one ``STATECHARTS`` dict. The ``statecharts`` app's own keys::
         "LOG_BYTES_BUDGET": 1_000_000,  # bytes of <log> in one step
         "DELAYED_SENDS_BUDGET": 1_000,  # timers one step may schedule
         "POSITION_BUDGET_BYTES": 1_000_000,  # the stored position after a step
+        "OUTPUT_BYTES_BUDGET": 2_000_000,  # bytes the step's effects carry (sends, donedata)
         "STEP_CLOCK": "time.monotonic",  # what the time budget reads (tests inject one)
         "TIME_LIMIT_MS": 500,       # per ECMAScript evaluation
         "MEMORY_LIMIT_BYTES": 64 * 1024 * 1024,
@@ -83,6 +84,9 @@ DEFAULTS: dict[str, Any] = {
     "LOG_BYTES_BUDGET": 1_000_000,
     "DELAYED_SENDS_BUDGET": 1_000,
     "POSITION_BUDGET_BYTES": 1_000_000,
+    # What one step's effects carry, as JSON (event data of its sends, timers included; log
+    # values; invoke params; donedata): over it the step is halted like the other budgets.
+    "OUTPUT_BYTES_BUDGET": 2_000_000,
     "STEP_CLOCK": "time.monotonic",
     "TIME_LIMIT_MS": 500,
     "MEMORY_LIMIT_BYTES": 64 * 1024 * 1024,

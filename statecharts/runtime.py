@@ -32,7 +32,7 @@ from statecharts.core.datamodel import Limits
 from statecharts.core.errors import ChartError, Problem, ResolveError
 from statecharts.core.expressions import check_expressions
 from statecharts.core.model import Chart as CompiledChart
-from statecharts.core.parse import decode_utf8, read_document
+from statecharts.core.parse import decode_utf8, encode_utf8, read_document
 from statecharts.core.position import ChartMismatchError
 from statecharts.core.references import references
 from statecharts.core.resolve import Resolver, default_resolver, is_relative_reference
@@ -66,8 +66,10 @@ MAX_RESOURCES = 100
 
 
 def identity_of(source: str, resources: Mapping[str, str] | None = None) -> str:
-    """A stored chart's identity: the sha256 of its source, and of its resources if any."""
-    data = source.encode("utf-8")
+    """A stored chart's identity: the sha256 of its source, and of its resources if any.
+    A source that is not text UTF-8 can hold (a lone surrogate) is a ChartError naming its
+    line and column."""
+    data = encode_utf8(source)
     if resources:
         canonical = json.dumps(sorted(resources.items()), ensure_ascii=False)
         data += b"\0" + canonical.encode("utf-8")

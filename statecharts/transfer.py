@@ -27,6 +27,10 @@ Guarantees:
   business key and the data of pending events with ``"(redacted)"`` markers: the shape stays
   (state ids, variable names, timers) for a bug report. A redacted document can be imported
   (into a scratch database) like any other; it says it is redacted;
+- **checked like every other door**: the session id, business key and metadata pass
+  ``statecharts.validation`` (lengths against their columns, no NUL, metadata bounded as the
+  API bounds it), and a part that cannot be read or stored (a value its column cannot hold)
+  is an :class:`ImportRefused` too, never a database error or a ``RecursionError``;
 - an import is one transaction: the execution row, one ``imported`` history entry holding
   the position (replay starts from it), and every part's rows.
 """
@@ -41,10 +45,10 @@ from datetime import datetime
 from typing import Any
 
 from django.apps import apps
-from django.db import transaction
+from django.db import DataError, transaction
 from django.utils.dateparse import parse_datetime
 
-from statecharts import stepper
+from statecharts import stepper, validation
 from statecharts.conf import statecharts_settings
 from statecharts.core.position import PositionError, decode, encode
 from statecharts.drivers.durable import status_of
@@ -190,6 +194,25 @@ def import_execution(document: Any, *, now: datetime | None = None) -> Execution
         raise ImportRefused("the business key is not text")
     if not isinstance(metadata, dict):
         raise ImportRefused("the metadata is not an object")
+    # The document comes from outside: its text and JSON pass the one validator, as at
+    # every other door (lengths against the columns, no NUL in text, bounded metadata).
+    try:
+        validation.text(session_id, "execution.session_id", max_length=_length("session_id"))
+        validation.text(
+            business_key,
+            "execution.business_key",
+            max_length=_length("business_key"),
+            optional=True,
+        )
+        validation.json_object(metadata, "execution.metadata", optional=False)
+    except validation.InvalidInput as exc:
+        raise ImportRefused(str(exc)) from None
+    try:
+        created = parse_datetime(str(fields.get("created") or ""))
+    except ValueError:
+        raise ImportRefused(
+            f"execution.created: {str(fields.get('created'))[:40]!r} is not a date and time"
+        ) from None
     part_values = document.get("parts") or {}
     if not isinstance(part_values, dict):
         raise ImportRefused("the parts are not an object")
@@ -213,7 +236,7 @@ def import_execution(document: Any, *, now: datetime | None = None) -> Execution
             )
         states = compiled.states
         state = position.state
-        created = parse_datetime(str(fields.get("created") or "")) or now
+        created = created or now
         execution = Execution.objects.using(database).create(
             chart=chart,
             status=status if status == ExecutionStatus.HALTED else status_of(state),
@@ -247,6 +270,11 @@ def import_execution(document: Any, *, now: datetime | None = None) -> Execution
         for name, value in part_values.items():
             try:
                 known[name].load(execution, value)
-            except (KeyError, TypeError, ValueError) as exc:
-                raise ImportRefused(f"the part {name!r} cannot be read: {exc}") from None
+            except (KeyError, TypeError, ValueError, RecursionError, DataError) as exc:
+                reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                raise ImportRefused(f"the part {name!r} cannot be read: {reason}") from None
     return execution
+
+
+def _length(name: str) -> int:
+    return Execution._meta.get_field(name).max_length or 0

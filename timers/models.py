@@ -12,7 +12,7 @@ from django.db import models
 from django.db.models import Q
 
 from statecharts import codecs
-from statecharts.models.fields import PortableJSONField, PortableTextField
+from statecharts.models.fields import PortableJSONField, PortableTextField, nul_matches_nothing
 
 
 class TimerStatus(models.TextChoices):
@@ -227,3 +227,8 @@ def encode_route_message(message: dict[str, Any]) -> tuple[dict[str, Any], str]:
     routes app's delivery ledger keeps them; and the codec's name."""
     data, codec = codecs.encode_value(message.get("data"))
     return {**message, "data": data}, codec
+
+
+# A <cancel sendidexpr> computes its send id from data that may hold a NUL: it cancels
+# nothing, as for any send id no timer has (statecharts.models.fields).
+nul_matches_nothing(Timer._meta.get_field("send_id"), RouteTimer._meta.get_field("send_id"))

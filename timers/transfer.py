@@ -10,7 +10,7 @@ from typing import Any
 
 from django.utils.dateparse import parse_datetime
 
-from statecharts import codecs
+from statecharts import codecs, validation
 from statecharts.models import Execution
 from statecharts.stepper import database
 from statecharts.transfer import Part, redact_value, register_part
@@ -44,6 +44,16 @@ def export_timers(execution: Execution, redact: bool) -> list[dict[str, Any]]:
     return exported
 
 
+def _text(model: type[Timer] | type[RouteTimer], name: str, value: Any) -> str:
+    """A text column's value from the document: checked like any text from outside
+    (``statecharts.validation.text``: fits the column, no NUL); an ``InvalidInput`` is a
+    ``ValueError``, which the import reports as the part's problem."""
+    length = model._meta.get_field(name).max_length or 0
+    checked = validation.text("" if value is None else str(value), name, max_length=length)
+    assert checked is not None
+    return checked
+
+
 def _due(text: Any) -> datetime:
     due = parse_datetime(text) if isinstance(text, str) else None
     if due is None:
@@ -62,7 +72,7 @@ def load_timers(execution: Execution, value: Any) -> None:
         rows.append(
             Timer(
                 execution=execution,
-                send_id=str(item["send_id"]),
+                send_id=_text(Timer, "send_id", item["send_id"]),
                 ordinal=int(item["ordinal"]),
                 event=event,
                 codec=codec,
@@ -72,9 +82,9 @@ def load_timers(execution: Execution, value: Any) -> None:
                 microstep=int(item["microstep"]),
                 round=int(item["round"]),
                 content_index=item.get("content_index"),
-                owner=str(item.get("owner") or ""),
+                owner=_text(Timer, "owner", item.get("owner") or ""),
                 context=item.get("context"),
-                delivery=str(item.get("delivery") or "default"),
+                delivery=_text(Timer, "delivery", item.get("delivery") or "default"),
                 fire_timeout_seconds=item.get("fire_timeout_seconds"),
                 created=execution.updated,
             )
@@ -116,9 +126,9 @@ def load_route_timers(execution: Execution, value: Any) -> None:
         rows.append(
             RouteTimer(
                 execution=execution,
-                send_id=str(item["send_id"]),
-                key=str(item["key"]),
-                route=str(item["route"]),
+                send_id=_text(RouteTimer, "send_id", item["send_id"]),
+                key=_text(RouteTimer, "key", item["key"]),
+                route=_text(RouteTimer, "route", item["route"]),
                 config=item.get("config") or {},
                 message=message,
                 codec=codec,

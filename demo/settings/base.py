@@ -90,6 +90,21 @@ STATIC_ROOT = Path(os.environ.get("DJANGO_STATIC_ROOT") or BASE_DIR / "staticfil
 # Pages for signed-in users (the API docs page) send others to the admin's login.
 LOGIN_URL = "admin:login"
 
+
+def num_proxies_from_environment() -> int:
+    """``DJANGO_NUM_PROXIES``: how many trusted proxies stand in front of the site (``0``
+    when unset: the client connects directly, and ``X-Forwarded-For`` is not believed)."""
+    value = os.environ.get("DJANGO_NUM_PROXIES", "").strip() or "0"
+    if not value.isascii() or not value.isdigit():
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured(
+            f"DJANGO_NUM_PROXIES must be a whole number of trusted proxies (0 or more), not "
+            f"{value[:40]!r}. See docs/deployment.md."
+        )
+    return int(value)
+
+
 # The REST API (statecharts.api): session login for the browsable API, tokens for clients
 # (token first, so an anonymous client gets 401 with WWW-Authenticate: Token). The API's views
 # set their own permissions (model permissions), pagination and filters.
@@ -106,6 +121,12 @@ REST_FRAMEWORK = {
     # The counts live in the cache: one shared by every process (CACHES, docs/deployment.md),
     # or each process counts on its own and the limit multiplies by the number of processes.
     "DEFAULT_THROTTLE_RATES": {"auth-token": os.environ.get("DJANGO_TOKEN_RATE", "10/min")},
+    # Whose address a throttle counts: with NUM_PROXIES unset DRF takes X-Forwarded-For as the
+    # client sends it, so rotating that header would get a fresh quota per guess. 0 (the
+    # default) counts REMOTE_ADDR and ignores the header; behind N trusted proxies that each
+    # append to X-Forwarded-For, DJANGO_NUM_PROXIES=N counts the client address the outermost
+    # one saw (the Nth from the right; what clients put further left is ignored).
+    "NUM_PROXIES": num_proxies_from_environment(),
 }
 
 SPECTACULAR_SETTINGS = {
@@ -160,3 +181,4 @@ def hosts_from_environment(default: str) -> list[str]:
     """``DJANGO_ALLOWED_HOSTS``, comma-separated (``default`` when unset)."""
     value = os.environ.get("DJANGO_ALLOWED_HOSTS", default)
     return [host.strip() for host in value.split(",") if host.strip()]
+

@@ -9,7 +9,10 @@ Configured by the environment (docs/deployment.md):
   ``X-Forwarded-Proto`` (and strips it from clients); ``DJANGO_HSTS_SECONDS`` (a year by
   default; start lower while trying HTTPS out), ``DJANGO_HSTS_PRELOAD=0`` to not ask for
   browsers' preload lists;
-- ``DJANGO_STATIC_ROOT``: where ``collectstatic`` writes (the web server serves it).
+- ``DJANGO_STATIC_ROOT``: where ``collectstatic`` writes (the web server serves it);
+- ``DJANGO_NUM_PROXIES`` (read in ``demo.settings.base``): how many trusted proxies append to
+  ``X-Forwarded-For`` in front of the site (default 0: the throttles count the connection's
+  address and ignore the header, which a client could otherwise rotate to evade them).
 
 Debug is never on here, whatever ``DJANGO_DEBUG`` says.
 """

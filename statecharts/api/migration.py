@@ -11,6 +11,7 @@ from typing import Any
 from rest_framework import serializers
 
 from statecharts import validation
+from statecharts.api.filters import LARGEST_ID
 from statecharts.api.serializers import ChartReferenceField
 from statecharts.chart_migration import MigrationPlan, PlanError, Verdict, dry_run, migrate
 from statecharts.models import Chart, Execution
@@ -38,7 +39,7 @@ class MigrationRequestSerializer(serializers.Serializer[Any]):
         help_text="A datamodel transform registered in STATECHARTS['MIGRATION_TRANSFORMS'].",
     )
     executions = serializers.ListField(
-        child=serializers.IntegerField(min_value=1),
+        child=serializers.IntegerField(min_value=1, max_value=LARGEST_ID),
         required=False,
         max_length=MAX_EXECUTIONS,
         help_text="Only these executions (default: every execution of the target's name "

@@ -14,6 +14,7 @@ from rest_framework.exceptions import PermissionDenied
 from statecharts import extensions, subjects, validation
 from statecharts.api.availability import AvailableEventsField, SubjectInput
 from statecharts.api.fields import InputJSONField, JSONValueField, json_safe
+from statecharts.api.filters import LARGEST_ID
 from statecharts.api.validators import validate_event_name
 from statecharts.core.errors import ChartError, StatechartError
 from statecharts.inspection import ExecutionView, Unreadable, inspect, shown_input
@@ -278,10 +279,22 @@ class ExecutionDetailSerializer(ExecutionSerializer):
     }
 )
 class ChartReferenceField(serializers.PrimaryKeyRelatedField):  # type: ignore[type-arg]
-    """A chart by id (a JSON number) or by id or name (a string), the rule of
-    ``statecharts.lookups.find_chart``: a name means its latest version."""
+    """A chart by id (a JSON integer) or by id or name (a string), the rule of
+    ``statecharts.lookups.find_chart``: a name means its latest version.
+
+    A JSON number with a fraction or an exponent (``1.5``, ``1.0``, ``1e400``) is not an id:
+    it is refused (400) rather than rounded to another chart's id or overflowing the
+    lookup. A whole number outside the 64-bit id range is refused the same way."""
 
     def to_internal_value(self, data: Any) -> Chart:
+        if isinstance(data, float):
+            raise serializers.ValidationError(
+                f"a chart id is an integer (such as 7), not the number {data!r}."
+            )
+        if isinstance(data, int) and not isinstance(data, bool) and abs(data) > LARGEST_ID:
+            raise serializers.ValidationError(
+                f"a chart id is at most {LARGEST_ID}; no chart has the id {data}."
+            )
         if isinstance(data, str) and data.strip():
             try:
                 # Looked up in text columns: it must be text they could hold.

@@ -14,13 +14,24 @@ budget                    counts                                                
 ``log_bytes``             bytes of ``<log>`` labels and values                     1,000,000
 ``time_ms``               wall-clock milliseconds for the whole step (only with   none
                           a host clock: ``Host.clock``)
+``snapshot_*``            the datamodel snapshot that ends the step could not be   the
+                          taken: ``snapshot_memory_bytes``,                        datamodel's
+                          ``snapshot_value_depth``, ``snapshot_time_ms``           limits
 ========================  ======================================================  ===========
 
-The time budget is checked before each round's guards (and each ``<foreach>`` iteration; a
-round that runs no guard, the one that finds nothing left to do, reads no clock);
-near the deadline the datamodel's per-evaluation limit is lowered to what is left, so one
-evaluation cannot outlast the step by its own limit (it is cut short as ``error.execution``
-and the next check finds the budget spent).
+The time budget is checked before each round's guards, before each ``<foreach>`` iteration,
+before every evaluation of chart code (the datamodel's evaluation guard: ``<data>`` at start
+and when bound late, scripts, assignments, guards, send attributes ...), every
+``_WORK_PER_CHECK`` units of the interpreter's own work in a microstep (a wide
+``<parallel>``'s conflict removal, exit and entry sets), and before the snapshot; a round
+that runs no guard, the one that finds nothing left to do, reads no clock. The step stops at
+the first check past the deadline. Near the deadline the datamodel's per-evaluation limit is
+lowered to what is left, so one evaluation cannot outlast the step by its own limit (it is
+cut short as ``error.execution`` and the next check finds the budget spent).
+
+A snapshot the datamodel cannot take (a value past its memory cap or nesting bound) is not
+chart code's failure: the step is over the snapshot's budget and rolled back like the others
+(``detail`` in the effect's data says what the datamodel reported).
 
 When one is exceeded the interpreter **rolls the step back**: the entry point returns the
 state it was given, unchanged, and a single ``budget_exhausted`` effect naming the budget
@@ -47,11 +58,17 @@ class StepBudgets:
 class BudgetExceeded(Exception):
     """Raised inside the interpreter when a step goes over a budget; never leaves it."""
 
-    def __init__(self, budget: str, limit: int, used: int) -> None:
-        super().__init__(f"the step went over its {budget} budget ({used} > {limit})")
+    def __init__(self, budget: str, limit: int, used: int, detail: str | None = None) -> None:
+        super().__init__(
+            f"the step went over its {budget} budget ({detail or f'{used} > {limit}'})"
+        )
         self.budget = budget
         self.limit = limit
         self.used = used
+        self.detail = detail  # what happened, when "used" cannot say it (a snapshot's limits)
 
     def as_data(self) -> dict[str, object]:
-        return {"budget": self.budget, "limit": self.limit, "used": self.used}
+        data: dict[str, object] = {"budget": self.budget, "limit": self.limit, "used": self.used}
+        if self.detail is not None:
+            data["detail"] = self.detail
+        return data

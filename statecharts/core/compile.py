@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from operator import attrgetter
 from pathlib import Path
 
 from lxml import etree
@@ -75,44 +76,41 @@ class _Compiler:
         self.problems: list[Problem] = []
         self.ids: dict[str, int] = {}
         self.has_data = False  # whether any state has a <data>
-        # Every element classified once, at parse (see parse.Outline).
-        outline = document.outline
-        self._names = outline.names
-        self._in_ns = outline.in_ns
-        self._children = outline.children
-        self._positions = document.positions
+        # Every element read once, at parse (see parse.Outline and parse.Facts).
+        self._facts = document.outline.facts
 
     # -- small helpers ---------------------------------------------------------------------
 
     def pos(self, element: etree._Element) -> tuple[int, int]:
-        return self._positions.get(element) or self.document.position(element)
+        facts = self._facts[element]
+        return facts[4], facts[5]
 
     def expr(self, element: etree._Element, attribute: str) -> Expr | None:
-        source = element.get(attribute)
+        source = self._facts[element][3].get(attribute)
         if source is None:
             return None
         return self.make_expr(source, element)
 
     def make_expr(self, source: str, element: etree._Element) -> Expr:
-        line, column = self.pos(element)
+        _, _, _, _, line, column = self._facts[element]
         expression = Expr(len(self.expressions), source, line, column)
         self.expressions.append(expression)
         return expression
 
     def kids(self, element: etree._Element, *names: str) -> list[etree._Element]:
         """The SCXML children of ``element`` (named one of ``names``, if given), in order."""
-        local, in_ns = self._names, self._in_ns
+        facts = self._facts
         if not names:
-            return [c for c in self._children[element] if in_ns[c]]
-        return [c for c in self._children[element] if in_ns[c] and local[c] in names]
+            return [c for c in facts[element][2] if facts[c][1]]
+        return [c for c in facts[element][2] if facts[c][1] and facts[c][0] in names]
 
-    def _groups(self, element: etree._Element) -> dict[str, list[etree._Element]]:
-        """The SCXML children of ``element`` grouped by local name, each group in order."""
-        local, in_ns = self._names, self._in_ns
+    def _groups(self, children: Sequence[etree._Element]) -> dict[str, list[etree._Element]]:
+        """The SCXML elements among ``children`` grouped by local name, each group in order."""
+        facts = self._facts
         groups: dict[str, list[etree._Element]] = {}
-        for c in self._children[element]:
-            if in_ns[c]:
-                name = local[c]
+        for c in children:
+            name, in_ns = facts[c][:2]
+            if in_ns:
                 if name in groups:
                     groups[name].append(c)
                 else:
@@ -146,9 +144,7 @@ class _Compiler:
         preorder), noting in the chart's Structure each state's parent and where its subtree
         ends. Recursive: the depth is bounded by parse.MAX_DEPTH."""
         states, to_fill, ids = self.states, self._to_fill, self.ids
-        local, in_ns, children = self._names, self._in_ns, self._children
-        positions = self._positions
-        position = self.document.position
+        facts = self._facts
         state_like = STATE_LIKE
         structure = self.structure
         parents, stops = structure.parents, structure.stops
@@ -157,21 +153,19 @@ class _Compiler:
         def number(element: etree._Element, index: int, parent: int, depth: int) -> int:
             """Number ``element`` as state ``index``; returns the index after its subtree.
             Constant work per state."""
-            name = local[element]
+            name, _, below_all, attributes, line, column = facts[element]
             if index == 0:
                 kind = _ROOT
             elif name == "history":
-                kind = _HISTORY_DEEP if element.get("type") == "deep" else _HISTORY_SHALLOW
+                kind = _HISTORY_DEEP if attributes.get("type") == "deep" else _HISTORY_SHALLOW
             else:
                 kind = _KINDS[name]
-            state_id = element.get("id") or f"__generated_{name}_{index}"
-            line, column = positions.get(element) or position(element)
+            state_id = attributes.get("id") or f"__generated_{name}_{index}"
             node = UnreadStateNode(index, state_id, kind, parent, line, column, depth, structure)
             states.append(node)
             add_parent(parent)
             if index != 0:
                 ids[state_id] = index
-            below_all = children[element]
             if not below_all:  # a leaf (half the states or more): nothing below it
                 if index == 0:
                     to_fill.append((node, element))
@@ -182,8 +176,9 @@ class _Compiler:
             kids = []
             other = False
             for c in below_all:
-                if in_ns[c]:
-                    if local[c] in state_like:
+                child = facts[c]
+                if child[1]:  # an SCXML element
+                    if child[0] in state_like:
                         kids.append(c)
                     else:
                         other = True
@@ -191,7 +186,7 @@ class _Compiler:
             # invokes, <initial>, an initial attribute), in document order; a state holding
             # nothing else has only its default initial transition, made on first read (see
             # UnreadStateNode).
-            filled = other or index == 0 or (bool(kids) and element.get("initial") is not None)
+            filled = other or index == 0 or (bool(kids) and "initial" in attributes)
             if filled:
                 to_fill.append((node, element))
             stop = index + 1
@@ -199,7 +194,7 @@ class _Compiler:
                 history = []
                 child_depth = depth + 1
                 for child in kids:
-                    if local[child] == "history":
+                    if facts[child][0] == "history":
                         history.append(stop)
                     stop = number(child, stop, index, child_depth)
                 if history:
@@ -215,12 +210,14 @@ class _Compiler:
         number = None  # type: ignore[assignment]  # the closure's cycle, broken
 
     def _fill(self, node: StateNode, element: etree._Element) -> None:
-        groups = self._groups(element)
+        groups = self._groups(self._facts[element][2])
+        transitions = groups.get("transition")
+        if transitions is not None:
+            index, transition = node.index, self._transition
+            node.transitions = tuple([transition(t, index) for t in transitions])
+            if len(groups) == 1 and node.kind is _ATOMIC:
+                return  # transitions only (the commonest state): nothing else to compile
         none: list[etree._Element] = []
-        if "transition" in groups:
-            node.transitions = tuple(
-                [self._transition(t, node.index) for t in groups["transition"]]
-            )
         if "onentry" in groups:
             node.onentry = tuple(
                 [self._block(b, f"onentry:{node.id}:{i}") for i, b in enumerate(groups["onentry"])]
@@ -248,7 +245,7 @@ class _Compiler:
     def _initial(
         self, node: StateNode, element: etree._Element, groups: dict[str, list[etree._Element]]
     ) -> Transition | None:
-        initial_attr = element.get("initial")
+        initial_attr = self._facts[element][3].get("initial")
         if initial_attr:
             targets = tuple(self.ids[t] for t in initial_attr.split() if t in self.ids)
             return self._synthetic(node.index, targets, element)
@@ -273,7 +270,8 @@ class _Compiler:
     def _transition(
         self, element: etree._Element, source: int, *, register: bool = True
     ) -> Transition:
-        event_text = element.get("event")
+        _, _, children, attributes, line, column = self._facts[element]
+        event_text = attributes.get("event")
         if event_text:
             # the same event attribute on many transitions is split once (immutable tuples)
             events = self._events.get(event_text)
@@ -283,22 +281,24 @@ class _Compiler:
                 )
         else:
             events = ()
-        target = element.get("target")
+        if not events:  # none, or only whitespace
+            event_text = None
+        target = attributes.get("target")
         ids = self.ids
         targets = tuple([ids[t] for t in target.split() if t in ids]) if target else ()
         index = len(self.transitions) if register else -1
-        line, column = self.pos(element)
-        cond = element.get("cond")
+        cond = attributes.get("cond")
         transition = Transition(
             index,
             source,
             events,
-            event_text if event_text and event_text.split() else None,
+            event_text,
             self.make_expr(cond, element) if cond is not None else None,
             targets,
-            element.get("type") == "internal",
-            self._block(
-                element, f"transition:{index}" if register else f"initial:{self.states[source].id}"
+            attributes.get("type") == "internal",
+            Block(
+                f"transition:{index}" if register else f"initial:{self.states[source].id}",
+                self._actions(children) if children else (),
             ),
             line,
             column,
@@ -364,23 +364,24 @@ class _Compiler:
     # -- executable content ----------------------------------------------------------------
 
     def _block(self, element: etree._Element, owner: str) -> Block:
-        return Block(owner, self._actions(element))
+        return Block(owner, self._actions(self._facts[element][2]))
 
-    def _actions(self, element: etree._Element) -> tuple[Action, ...]:
-        children = self._children[element]
+    def _actions(self, children: Sequence[etree._Element]) -> tuple[Action, ...]:
+        """The actions of the executable content among ``children``, in order."""
         if not children:
             return ()
-        local, in_ns = self._names, self._in_ns
+        facts = self._facts
+        action = self._action
         return tuple(
             [
-                self._action(c)
+                action(c)
                 for c in children
-                if in_ns[c] and local[c] != "elseif" and local[c] != "else"
+                if facts[c][1] and facts[c][0] != "elseif" and facts[c][0] != "else"
             ]
         )
 
     def _action(self, element: etree._Element) -> Action:
-        name = self._names[element]
+        name = self._facts[element][0]
         index = self.content_counter
         self.content_counter += 1
         line, column = self.pos(element)
@@ -407,7 +408,7 @@ class _Compiler:
             cond: Expr | None = self.expr(element, "cond")
             current: list[Action] = []
             for child in self.kids(element):
-                child_name = self._names[child]
+                child_name = self._facts[child][0]
                 if child_name in ("elseif", "else"):
                     branches.append((cond, tuple(current)))
                     cond = self.expr(child, "cond") if child_name == "elseif" else None
@@ -421,7 +422,12 @@ class _Compiler:
             item = self.expr(element, "item")
             assert array is not None and item is not None
             return Foreach(
-                index, line, array, item, self.expr(element, "index"), self._actions(element)
+                index,
+                line,
+                array,
+                item,
+                self.expr(element, "index"),
+                self._actions(self._facts[element][2]),
             )
         if name == "send":
             delay = element.get("delay")
@@ -464,6 +470,15 @@ class _Compiler:
         return Content(self.expr(content, "expr"), body, has_body)
 
 
+def _any_error(problems: list[Problem]) -> bool:
+    """Whether ``problems`` holds an error (a document may hold a hundred thousand
+    warnings: looked for in C)."""
+    return "error" in map(_SEVERITY, problems)
+
+
+_SEVERITY = attrgetter("severity")
+
+
 def compile_document(
     document: ParsedDocument,
     *,
@@ -475,11 +490,11 @@ def compile_document(
     """Validate and compile ``document``. ``default_datamodel`` is the datamodel of an
     ``<scxml>`` without a ``datamodel`` attribute ("null" or "ecmascript")."""
     problems = validate(document, default_datamodel)
-    if any(p.severity == "error" for p in problems):
+    if _any_error(problems):
         raise ChartError(problems, source_name=source_name)
     compiler = _Compiler(document, resolver, base_path)
     states, script = compiler.compile()
-    if any(p.severity == "error" for p in compiler.problems):
+    if _any_error(compiler.problems):
         raise ChartError(problems + compiler.problems, source_name=source_name)
     root = document.root
     declared = root.get("datamodel")

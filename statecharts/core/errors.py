@@ -50,5 +50,18 @@ class DatamodelError(StatechartError):
         self.reason = reason if reason is not None else message
 
 
+class SnapshotLimitError(DatamodelError):
+    """The datamodel could not be captured at the end of a step: what it holds is past one of
+    the datamodel's limits. ``limit_name`` says which (``time_ms``: the snapshot ran out of
+    time; ``memory_bytes``; ``value_depth``: a value nests deeper than the bound; ``other``),
+    ``limit`` its value. Not chart code's failure: the interpreter treats the step as over a
+    budget (statecharts.core.budget) and rolls it back."""
+
+    def __init__(self, message: str, reason: str, limit_name: str, limit: float) -> None:
+        super().__init__(message, reason)
+        self.limit_name = limit_name
+        self.limit = limit
+
+
 class ResolveError(StatechartError):
     """A ``src`` URI (invoke, data) could not be resolved by the host's resolver."""

@@ -141,6 +141,10 @@ class Host:
     types: RegisteredTypes = IN_MEMORY_TYPES
     is_reachable: Callable[[str], bool] = _unreachable
     clock: Callable[[], float] | None = None
+    # When the host's step began, read on ``clock``: the time budget then counts from here in
+    # every call of the step (a durable step drains its self-sends with one call each, and
+    # the budget bounds them all together). None: each call starts its own budget.
+    started: float | None = None
     check_route: Callable[[str, str, str | None], RouteAnswer] = _any_target
 
 

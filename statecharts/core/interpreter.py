@@ -21,7 +21,7 @@ from statecharts.core.budget import DEFAULT_ROUND_BUDGET, BudgetExceeded, StepBu
 from statecharts.core.datamodel import Datamodel, Limits, create_datamodel, plain, tagged
 from statecharts.core.delays import delay_problem, parse_delay
 from statecharts.core.effects import Effect
-from statecharts.core.errors import DatamodelError, NotRunningError
+from statecharts.core.errors import DatamodelError, NotRunningError, SnapshotLimitError
 from statecharts.core.events import (
     EXTERNAL,
     INTERNAL,
@@ -70,6 +70,10 @@ from statecharts.core.targets import Target, TargetKind
 
 _CONFIGURATION_CACHE_SIZE = 1024
 _EVENT_NAME_CACHE_SIZE = 1024
+# Units of the interpreter's own work (about one set operation each) between two reads of
+# the step's clock in loops that run no chart code (see Interpreter._tick): a read every few
+# milliseconds at most, and none at all in a small chart's step.
+_WORK_PER_CHECK = 10_000
 SCXML_TYPES = SCXML_SEND_TYPES
 INVOKE_SCXML_TYPES = SCXML_INVOKE_TYPES
 
@@ -423,14 +427,25 @@ class Interpreter:
         )
         if not self._uses_in:
             dm.configuration_unused()
+        if self._timed:
+            # The step's clock is read before every evaluation of chart code (each one capped
+            # at what is left of the step): a step of many evaluations stops at the first
+            # one after the deadline, whatever it is (a <data>, a <script>, a guard ...).
+            dm.set_evaluation_guard(self._check_time)
         return dm
 
     def _start_budgets(self) -> None:
         self._foreach_iterations = 0
         self._log_bytes = 0
-        clock, time_ms = self._host.clock, self.budgets.time_ms
+        self._work = 0
+        self._work_check = _WORK_PER_CHECK
+        host = self._host
+        clock, time_ms = host.clock, self.budgets.time_ms
         self._clock = clock if time_ms is not None else None
-        self._started = clock() if self._clock is not None else 0.0
+        if self._clock is None:
+            self._started = 0.0
+        else:
+            self._started = host.started if host.started is not None else self._clock()
         self._deadline = self._started + (time_ms or 0) / 1000
         if self._eval_capped:
             self._eval_capped = False
@@ -452,6 +467,16 @@ class Interpreter:
             if left_ms < self._eval_limit_ms:
                 self._eval_capped = True
                 self.dm.set_evaluation_time_limit(max(left_ms, 1.0))
+
+    def _tick(self, work: int) -> None:
+        """Count ``work`` units (about a set operation each) of the interpreter's own loops;
+        read the step's clock every ``_WORK_PER_CHECK`` of them. Called only when timed: a
+        microstep over thousands of states (a wide ``<parallel>``) is bounded by the time
+        budget even when it evaluates no chart code."""
+        self._work += work
+        if self._work >= self._work_check:
+            self._work_check = self._work + _WORK_PER_CHECK
+            self._check_time()
 
     def _rolled_back(self, state: State | None, exc: BudgetExceeded) -> Step:
         """The step went over a budget: nothing of it is kept. The state given comes back
@@ -624,17 +649,36 @@ class Interpreter:
             self.exitInterpreter()
         return self._snapshot_step()
 
+    def _snapshot_over_budget(self, exc: SnapshotLimitError) -> BudgetExceeded:
+        clock = self._clock
+        if clock is not None:
+            now = clock()
+            if now > self._deadline:  # the step's own deadline cut it
+                used = int((now - self._started) * 1000)
+                return BudgetExceeded("time_ms", self.budgets.time_ms or 0, used)
+        limit = int(exc.limit)
+        return BudgetExceeded(
+            f"snapshot_{exc.limit_name}", limit, limit + 1, f"the datamodel snapshot: {exc.reason}"
+        )
+
     def _bound_tuple(self) -> tuple[int, ...]:
         if len(self.bound) != len(self._bound_cache):
             self._bound_cache = tuple(sorted(self.bound))
         return self._bound_cache
 
     def _snapshot_step(self) -> Step:
+        if self._clock is not None:
+            self._check_time()  # (the snapshot's time is the step's: capped at what is left)
         try:
             snapshot = self.dm.snapshot()
+        except SnapshotLimitError as exc:
+            # What the datamodel holds is past its limits (too big, too deep, too slow to
+            # write): not chart code's failure but a step over budget. It is rolled back.
+            raise self._snapshot_over_budget(exc) from None
         except DatamodelError as exc:
-            # The datamodel can no longer be captured (e.g. a value kept past the memory cap):
-            # the session cannot be resumed, so it stops here, with the last good datamodel.
+            # The datamodel can no longer be captured for a reason that is not one of its
+            # limits (a datamodel of another kind, or one already closed): the session cannot
+            # be resumed, so it stops here, with the last good datamodel.
             snapshot = self._previous_snapshot
             if self.running:
                 self.running = False
@@ -757,7 +801,10 @@ class Interpreter:
         if not self._any_eventless:
             return enabled
         eventless = self._eventless
+        timed = self._clock is not None
         for state in self._atomic_states():
+            if timed:
+                self._tick(len(enabled) + 1)
             candidates = eventless.get(state)
             if candidates is None:
                 node = self.states[state]
@@ -787,7 +834,10 @@ class Interpreter:
         atomics = self._atomics
         if atomics is None:
             atomics = self._atomic_states()
+        timed = self._clock is not None
         for state in atomics:
+            if timed:
+                self._tick(len(enabled) + 1)
             candidates = per_state[state]
             if not candidates:
                 if candidates is not None:
@@ -841,11 +891,14 @@ class Interpreter:
                 found = exit_sets[key] = self.computeExitSet([t])
             return found
 
+        timed = self._clock is not None
         for t1 in enabled:
+            if timed:
+                self._tick(len(filtered) + 1)
             t1Preempted = False
             transitionsToRemove = []
             for t2 in filtered:
-                if exit_set(t1) & exit_set(t2):
+                if not exit_set(t1).isdisjoint(exit_set(t2)):
                     if self.isDescendant(t1.source, t2.source):
                         transitionsToRemove.append(t2)
                     else:
@@ -888,6 +941,8 @@ class Interpreter:
         states = self.states
         for s in ordered if self._any_history else ():
             node = states[s]
+            if node.history and self._clock is not None:
+                self._tick(len(self.configuration) * len(node.history))
             for h in node.history:
                 hnode = self.states[h]
                 if hnode.kind == Kind.HISTORY_DEEP:
@@ -918,8 +973,11 @@ class Interpreter:
         atomics = self._atomics
         is_atomic = self._is_atomic
         self._config_tuple = None
+        timed = self._clock is not None
         for s in ordered:
             node = states[s]
+            if timed:  # (keeping atomics sorted is a list operation per state)
+                self._tick(1 + (len(atomics) >> 6 if atomics else 0))
             for block in node.onexit:
                 self.executeContent(block)
             for inv in node.invokes:
@@ -933,11 +991,14 @@ class Interpreter:
 
     def computeExitSet(self, transitions: list[Transition]) -> set[int]:
         statesToExit: set[int] = set()
+        timed = self._clock is not None
         for t in transitions:
             if t.targets:
                 domain = self.getTransitionDomain(t)
                 if domain is None:
                     continue
+                if timed:
+                    self._tick(1 + (len(self.configuration) >> 6))
                 statesToExit |= self.configuration & self.states[domain].descendants
         return statesToExit
 
@@ -971,8 +1032,11 @@ class Interpreter:
         atomics = self._atomics  # kept up to date, as in exitStates
         is_atomic = self._is_atomic
         self._config_tuple = None
+        timed = self._clock is not None
         for s in ordered:
             node = states[s]
+            if timed:  # (keeping atomics sorted is a list operation per state)
+                self._tick(1 + (len(atomics) >> 6 if atomics else 0))
             if is_atomic[s] and atomics is not None and s not in configuration:
                 insort(atomics, s)
             configuration.add(s)
@@ -1001,6 +1065,8 @@ class Interpreter:
                         self._emit(fx.TRACE_RAISED, event=done.to_dict())
                     if parent.parent >= 0:
                         grandparent = self.states[parent.parent]
+                        if self._clock is not None:
+                            self._tick(len(grandparent.children))
                         if grandparent.kind == Kind.PARALLEL and all(
                             self.isInFinalState(c) for c in self.getChildStates(grandparent)
                         ):
@@ -1074,8 +1140,9 @@ class Interpreter:
                         s, state, statesToEnter, statesForDefaultEntry, defaultHistoryContent
                     )
             elif node.kind == Kind.PARALLEL:
+                timed = self._clock is not None
                 for child in self.getChildStates(node):
-                    if not any(self.isDescendant(s, child) for s in statesToEnter):
+                    if not self._enters_below(child, statesToEnter, timed):
                         self.addDescendantStatesToEnter(
                             child, statesToEnter, statesForDefaultEntry, defaultHistoryContent
                         )
@@ -1092,11 +1159,25 @@ class Interpreter:
             statesToEnter.add(anc)
             node = self.states[anc]
             if node.kind == Kind.PARALLEL:
+                timed = self._clock is not None
                 for child in self.getChildStates(node):
-                    if not any(self.isDescendant(s, child) for s in statesToEnter):
+                    if not self._enters_below(child, statesToEnter, timed):
                         self.addDescendantStatesToEnter(
                             child, statesToEnter, statesForDefaultEntry, defaultHistoryContent
                         )
+
+    def _enters_below(self, state: int, statesToEnter: set[int], timed: bool) -> bool:
+        """Whether some state of ``statesToEnter`` is a descendant of ``state`` (the spec's
+        ``statesToEnter.some(s => isDescendant(s, state))``), as one set operation when the
+        subtree is small. ``timed``: count the work against the step's clock."""
+        below = self.states[state].descendants
+        if type(below) is frozenset:
+            if timed:
+                self._tick(1)
+            return not below.isdisjoint(statesToEnter)
+        if timed:
+            self._tick(len(statesToEnter) + 1)
+        return any(s in below for s in statesToEnter)
 
     def isInFinalState(self, s: int) -> bool:
         node = self.states[s]

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 
 from lxml import etree
 
@@ -28,35 +30,44 @@ _TOKENS = re.compile(
 _START_TAGS = re.compile(rb"<[^\s/>!?]")
 
 
+# What the outline knows of one element, as a plain tuple (made once per element, and a
+# 2 MB document can hold 65k of them: a class instance or a NamedTuple costs several times
+# more to make). Unpack it: ``name, in_ns, children, attributes, line, column = facts[e]``.
+# - name: its local name;
+# - in_ns: whether it is in the root's namespace (in none, when the root is in none): an
+#   SCXML element, as far as the document is one;
+# - children: its element children, in document order (read only; () for a leaf);
+# - attributes: its attributes by name, as ``element.get`` reads them (read only): one call
+#   to lxml per element, where asking lxml for each attribute costs as much as a dict of
+#   them all and the loading passes ask for several, several times;
+# - line, column: of its start tag, 1-based (see ParsedDocument.position).
+Facts = tuple[str, bool, Sequence[etree._Element], Mapping[str, str], int, int]
+
+
 @dataclass(frozen=True, slots=True)
 class Outline:
-    """Every element of a document classified once, for validation and compilation to ask
-    in dictionary lookups instead of walking lxml's tags again and again (one pass over the
-    document; comments and processing instructions left out).
+    """Every element of a document read from lxml once, for validation and compilation to
+    ask in dictionary lookups instead of asking lxml again and again (one pass over the
+    document; comments and processing instructions left out): ``facts`` per element (see
+    :data:`Facts`)."""
 
-    - ``names``: each element's local name;
-    - ``in_ns``: whether it is in the root's namespace (in none, when the root is in none):
-      an SCXML element, as far as the document is one;
-    - ``children``: its element children, in document order (read only).
-    """
-
-    names: dict[etree._Element, str]
-    in_ns: dict[etree._Element, bool]
-    children: dict[etree._Element, list[etree._Element]]
+    facts: dict[etree._Element, Facts]
 
 
 @dataclass(frozen=True, slots=True)
 class ParsedDocument:
     root: etree._Element
-    positions: dict[etree._Element, tuple[int, int]]  # element -> (line, column), 1-based
     source: bytes  # what was parsed (a text source's encoding declaration removed)
     sha256: str  # of the document as given (a text source: its UTF-8 bytes): its identity
     outline: Outline
 
     def position(self, element: etree._Element) -> tuple[int, int]:
-        found = self.positions.get(element)
+        """(line, column), 1-based, of ``element``'s start tag: its column counts characters.
+        When the start tags could not be matched with the elements, lxml's line (where the
+        start tag ends) and column 1."""
+        found = self.outline.facts.get(element)
         if found is not None:
-            return found
+            return found[4], found[5]
         return (element.sourceline or 0, 1)
 
 
@@ -80,7 +91,7 @@ def parse_document(
     max_depth: int = MAX_DEPTH,
 ) -> ParsedDocument:
     """Parse ``source`` or raise ChartError with the position of the problem."""
-    data = _utf8(source) if isinstance(source, str) else bytes(source)
+    data = encode_utf8(source) if isinstance(source, str) else bytes(source)
     digest = hashlib.sha256(data).hexdigest()
     if isinstance(source, str):
         # An encoding declaration would contradict the bytes we just produced.
@@ -115,16 +126,11 @@ def parse_document(
     # the document: lxml frees a proxy by walking up its ancestors, so proxies made and
     # dropped again in a walk of a deeply nested tree cost its depth each.
     elements = list(root.iter(etree.Element))
-    depth = _depth(root, max_depth)
+    outline, complete = _outline(root, elements, data)
+    depth = _depth(root, max_depth, outline.facts if complete else None)
     if depth > max_depth:
         raise ChartError([Problem(1, 1, f"document nesting exceeds the limit of {max_depth}")])
-    return ParsedDocument(
-        root=root,
-        positions=_positions(elements, data),
-        source=data,
-        sha256=digest,
-        outline=_outline(root, elements),
-    )
+    return ParsedDocument(root=root, source=data, sha256=digest, outline=outline)
 
 
 def _where(text: str, index: int) -> tuple[int, int]:
@@ -133,7 +139,7 @@ def _where(text: str, index: int) -> tuple[int, int]:
     return text.count("\n", 0, index) + 1, index - line_start + 1
 
 
-def _utf8(text: str) -> bytes:
+def encode_utf8(text: str) -> bytes:
     """``text`` as UTF-8, or ChartError where a character cannot be (a lone surrogate, as
     left by decoding invalid bytes with ``errors="surrogateescape"``)."""
     try:
@@ -214,10 +220,13 @@ def _doctype_offset(text: str) -> int | None:
         position = end + len(_OPAQUE_END[opener])
 
 
-def _depth(root: etree._Element, limit: int) -> int:
+def _depth(
+    root: etree._Element, limit: int, facts: dict[etree._Element, Facts] | None = None
+) -> int:
     """How deep the tree under ``root`` goes (the root is 1; comments and processing
     instructions count as nodes), or the first depth past ``limit``. One level at a time:
-    each node's children are taken by one call in C, whatever the shape."""
+    each node's children are taken by one call in C, whatever the shape; or, given the
+    ``facts`` of a document with no nodes but elements, from there (no call to lxml)."""
     level: list[etree._Element] = [root]
     depth = 0
     while level:
@@ -226,82 +235,113 @@ def _depth(root: etree._Element, limit: int) -> int:
             return depth
         below: list[etree._Element] = []
         extend = below.extend
-        for node in level:
-            extend(node)
+        if facts is None:
+            for node in level:
+                extend(node)
+        else:
+            for node in level:
+                extend(facts[node][2])
         level = below
     return depth
 
 
-def _outline(root: etree._Element, elements: list[etree._Element]) -> Outline:
-    """The :class:`Outline` of the document whose elements, in document order, are
-    ``elements``: one look at each element's tag and one call for its children."""
+# The attributes of an element that has none (shared, read only).
+_NO_ATTRIBUTES: Mapping[str, str] = MappingProxyType({})
+# Up to this many attributes, an element's are read by one call to lxml (items()); above,
+# their names only, and each value when it is asked for (_ManyAttributes): lxml's items()
+# and values() look each value up by its name from the first attribute (quadratic: 130k
+# attributes on one element took minutes), and the loading passes ask for a few values
+# only, those of the attributes SCXML defines.
+_FEW_ATTRIBUTES = 64
+# An attribute takes at least 5 bytes of its start tag (' a=""'): a start tag shorter than
+# this holds at most _FEW_ATTRIBUTES of them, whatever they are.
+_SHORT_START_TAG = 5 * _FEW_ATTRIBUTES
+
+
+class _ManyAttributes(Mapping[str, str]):
+    """The attributes of an element that has many: their names read once (linear), each
+    value read from lxml when asked for (what ``element.get`` reads)."""
+
+    __slots__ = ("_element", "_names")
+
+    def __init__(self, element: etree._Element) -> None:
+        self._element = element
+        # in document order; a list, not a set: the loading passes ask whether a few names
+        # are there (those SCXML defines), and the list takes a fraction of a set's memory
+        self._names = element.keys()
+
+    def __getitem__(self, name: str) -> str:
+        if name not in self._names:
+            raise KeyError(name)
+        value = self._element.get(name)
+        assert value is not None
+        return value
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+def _many_attributes(element: etree._Element) -> Mapping[str, str]:
+    """``element``'s attributes by name, in document order, linear in their number."""
+    attributes = element.attrib
+    count = len(attributes)
+    if not count:
+        return _NO_ATTRIBUTES
+    if count <= _FEW_ATTRIBUTES:
+        return dict(attributes.items())
+    return _ManyAttributes(element)
+
+
+def _outline(
+    root: etree._Element, elements: list[etree._Element], data: bytes
+) -> tuple[Outline, bool]:
+    """The :class:`Outline` of the document ``data`` whose elements, in document order, are
+    ``elements``, and whether they are all its nodes (no comment, processing instruction
+    or entity). One pass, three calls to lxml per element: its tag, its children and its
+    attributes (see _FEW_ATTRIBUTES).
+
+    Positions: each element's start tag as (line, column), 1-based; the column counts
+    characters. Linear in the document whatever its shape: the start tags found in the text
+    come in document order, like ``elements``, so the column of a tag is the previous tag's
+    column plus the characters between the two when they share a line (recounting from the
+    start of the line was quadratic on a document written on one line). When the tags found
+    do not match the elements, each element's position is lxml's line (where its start tag
+    ends) and column 1.
+    """
     scxml = namespace(root)
     prefix = f"{{{scxml}}}" if scxml is not None else None
     start = len(prefix) if prefix is not None else 0
-    names: dict[etree._Element, str] = {}
-    in_ns: dict[etree._Element, bool] = {}
-    children: dict[etree._Element, list[etree._Element]] = {}
+    facts: dict[etree._Element, Facts] = {}
     # An element's children are a slice of it (one call, the cheapest lxml has) unless the
     # document holds comments, processing instructions or entities, which the slice would
     # include: then only its element children are taken.
     others = next(root.iter(etree.Comment, etree.ProcessingInstruction, etree.Entity), None)
-    taken = _slice if others is None else _element_children
+    sliced = others is None
     # Each distinct tag classified once: most documents use a dozen tags, and the elements
     # that share one share its local name (one string, not one per element).
     classified: dict[str, tuple[str, bool]] = {}
-    sliced = taken is _slice
-    for element in elements:
-        tag: str = element.tag
-        known = classified.get(tag)
-        if known is None:
-            if prefix is not None and tag.startswith(prefix):
-                known = (tag[start:], True)
-            elif tag[:1] == "{":
-                known = (tag[tag.find("}") + 1 :], False)
-            else:
-                known = (tag, prefix is None)
-            classified[tag] = known
-        names[element], in_ns[element] = known
-        children[element] = element[:] if sliced else taken(element)
-    return Outline(names, in_ns, children)
-
-
-def _slice(element: etree._Element) -> list[etree._Element]:
-    return element[:]
-
-
-def _element_children(element: etree._Element) -> list[etree._Element]:
-    return list(element.iterchildren(etree.Element))
-
-
-def _positions(
-    elements: list[etree._Element], data: bytes
-) -> dict[etree._Element, tuple[int, int]]:
-    """Each element's start tag as (line, column), 1-based; the column counts characters.
-
-    Linear in the document whatever its shape: the offsets come in increasing order, so the
-    column of a tag is the previous tag's column plus the characters between the two when
-    they share a line (recounting from the start of the line was quadratic on a document
-    written on one line).
-    """
-    if b"<!" in data or b"<?" in data:
-        offsets = [m.start() for m in _TOKENS.finditer(data) if m.group(1)]
-    else:  # no comment, CDATA, PI or DOCTYPE: what _TOKENS would find is every start tag
-        offsets = [m.start() for m in _START_TAGS.finditer(data)]
-    positions: dict[etree._Element, tuple[int, int]] = {}
-    if len(offsets) != len(elements):
-        return positions
+    leaf: Sequence[etree._Element] = ()  # every leaf's children (one tuple for all)
+    offsets = _start_tags(data, len(elements))
+    if offsets is None:
+        return _outline_without_offsets(elements, facts, classified, prefix, start, sliced)
+    count, rindex = data.count, data.rindex
     line = 1
-    line_start = 0  # offset of the first byte of the current line
     previous = 0  # offset of the previous tag (or of the line start), where counting resumes
     column = 1
     ascii = data.isascii()
-    for element, offset in zip(elements, offsets, strict=True):
-        newlines = data.count(b"\n", previous, offset)
+    ends = offsets[1:]
+    ends.append(len(data))
+    for element, offset, end in zip(elements, offsets, ends, strict=True):
+        newlines = count(b"\n", previous, offset)
         if newlines:
             line += newlines
-            line_start = data.rindex(b"\n", previous, offset) + 1
-            previous = line_start
+            previous = rindex(b"\n", previous, offset) + 1  # the line's start
             column = 1
         # Tag offsets are at "<" bytes, never inside a UTF-8 sequence, so the pieces decode
         # to exactly the characters of the whole (in ASCII, one byte is one character).
@@ -311,10 +351,77 @@ def _positions(
             column += len(data[previous:offset].decode("utf-8", errors="replace"))
         previous = offset
         # lxml's sourceline is where the start tag ends; it can only be at or after ours.
-        if element.sourceline is not None and element.sourceline < line:
-            return {}
-        positions[element] = (line, column)
-    return positions
+        sourceline = element.sourceline
+        if sourceline is not None and sourceline < line:
+            facts.clear()
+            return _outline_without_offsets(elements, facts, classified, prefix, start, sliced)
+        tag: str = element.tag
+        known = classified.get(tag)
+        if known is None:
+            known = classified[tag] = _classify(tag, prefix, start)
+        if end - offset < _SHORT_START_TAG:
+            attributes = element.items()
+            found = dict(attributes) if attributes else _NO_ATTRIBUTES
+        else:
+            found = _many_attributes(element)
+        facts[element] = (
+            known[0],
+            known[1],
+            (element[:] or leaf) if sliced else _element_children(element),
+            found,
+            line,
+            column,
+        )
+    return Outline(facts), sliced
+
+
+def _outline_without_offsets(
+    elements: list[etree._Element],
+    facts: dict[etree._Element, Facts],
+    classified: dict[str, tuple[str, bool]],
+    prefix: str | None,
+    start: int,
+    sliced: bool,
+) -> tuple[Outline, bool]:
+    """_outline's pass where the start tags in the text do not match the elements."""
+    for element in elements:
+        tag: str = element.tag
+        known = classified.get(tag)
+        if known is None:
+            known = classified[tag] = _classify(tag, prefix, start)
+        facts[element] = (
+            known[0],
+            known[1],
+            (element[:] or ()) if sliced else _element_children(element),
+            _many_attributes(element),
+            element.sourceline or 0,
+            1,
+        )
+    return Outline(facts), sliced
+
+
+def _classify(tag: str, prefix: str | None, start: int) -> tuple[str, bool]:
+    """The local name of an element whose tag is ``tag``, and whether it is in the root's
+    namespace (``prefix``: "{namespace}", None for none; ``start``: its length)."""
+    if prefix is not None and tag.startswith(prefix):
+        return (tag[start:], True)
+    if tag[:1] == "{":
+        return (tag[tag.find("}") + 1 :], False)
+    return (tag, prefix is None)
+
+
+def _element_children(element: etree._Element) -> Sequence[etree._Element]:
+    return list(element.iterchildren(etree.Element)) or ()
+
+
+def _start_tags(data: bytes, elements: int) -> list[int] | None:
+    """The offsets of the start tags in ``data``, in order; None unless there are
+    ``elements`` of them."""
+    if b"<!" in data or b"<?" in data:
+        offsets = [m.start() for m in _TOKENS.finditer(data) if m.group(1)]
+    else:  # no comment, CDATA, PI or DOCTYPE: what _TOKENS would find is every start tag
+        offsets = [m.start() for m in _START_TAGS.finditer(data)]
+    return offsets if len(offsets) == elements else None
 
 
 def local_name(element: etree._Element) -> str:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from itertools import repeat
+from operator import attrgetter
 
 from lxml import etree
 
@@ -128,9 +130,13 @@ _EXCLUSIVE = {
 # those columns (keep them in step): <scxml name> goes into Chart.name, a static <send id>
 # into Outbox.send_id and Timer.send_id, and a state id into the name of the block that
 # scheduled a timer, Timer.owner ("finalize:<state id>:<n>", so 20 characters are left for
-# the rest). A longer value would load here and then fail on every write.
+# the rest). A static <invoke id> goes into Invocation.invokeid and the child's
+# Execution.invokeid, a static <invoke type> into Invocation.type. A longer value would load
+# here and then fail on every write.
 MAX_CHART_NAME_LENGTH = 200
 MAX_SEND_ID_LENGTH = 200
+MAX_INVOKE_ID_LENGTH = 200
+MAX_INVOKE_TYPE_LENGTH = 200
 MAX_STATE_ID_LENGTH = 180
 
 _ID = re.compile(r"^[A-Za-z_][-\w.:]*$")
@@ -142,6 +148,50 @@ _USE_STRICT = re.compile(
 _EVENT_TOKEN = re.compile(r"^[^\s]+$")
 
 
+# Elements whose children are a value (any markup), not SCXML structure (an <assign> with
+# children: one without has no children to walk).
+_FREE_FORM = frozenset({"content", "data", "assign"})
+
+# What check_element asks of an element named ...: its allowed attributes, its required ones
+# (sorted: a stable order of problems, whatever the hash seed), its pairs of exclusive ones,
+# its own check (a plain function of the class: a bound method kept on the validator would
+# make it a reference cycle, keeping the document for the cyclic collector to find and
+# free), and the SCXML children it allows (executable content: all of it but <elseif> and
+# <else>, which only <if> allows).
+_Rules = tuple[
+    frozenset[str],
+    tuple[str, ...],
+    list[tuple[str, str]],
+    "Callable[[Validator, etree._Element, Mapping[str, str], str], None] | None",
+    frozenset[str],
+]
+
+
+def _rules() -> dict[str, _Rules]:
+    rules: dict[str, _Rules] = {}
+    for name, (allowed, required, children) in _SCHEMA.items():
+        if children is None:
+            children = EXECUTABLE if name == "if" else EXECUTABLE - {"elseif", "else"}
+        rules[name] = (
+            allowed,
+            tuple(sorted(required)),
+            _EXCLUSIVE.get(name, []),
+            getattr(Validator, f"check_{name}", None),
+            children,
+        )
+    return rules
+
+
+def _plain_descriptor(token: str) -> bool:
+    """Whether check_transition finds nothing to say of the event descriptor ``token``."""
+    return token == "*" or not (
+        token == ".*"
+        or token.startswith(".")
+        or ".." in token
+        or "*" in token.rstrip("*").rstrip(".")
+    )
+
+
 class Validator:
     def __init__(self, document: ParsedDocument, default_datamodel: str = "null") -> None:
         self.default_datamodel = default_datamodel
@@ -149,32 +199,22 @@ class Validator:
         self.problems: list[Problem] = []
         self.root = document.root
         self.scxml_ns: str | None = namespace(self.root)
-        # Every element classified once, at parse (see parse.Outline).
-        outline = document.outline
-        self._children = outline.children
-        self._names = outline.names
-        self._in_scxml = outline.in_ns
+        # Every element read once, at parse (see parse.Outline and parse.Facts).
+        self._facts = document.outline.facts
         # The <transition> elements whose targets must exist (those of <initial> and
         # <history> are checked with their parent), found by check_element's walk; and
         # whether that walk left out an SCXML subtree (an element where it is not allowed),
         # whose transitions are then found by a walk of their own.
         self._transitions: list[etree._Element] = []
         self._skipped_subtree = False
-        # The same walk numbers the state-like elements in document order (preorder), with
-        # where each one's subtree ends, and notes the states whose initial targets or
-        # history defaults need checking once every id is known.
+        # The same walk lists the state-like elements in document order (preorder), and
+        # notes the states whose initial targets or history defaults need checking once
+        # every id is known.
         self._states: list[etree._Element] = []
-        self._order: dict[etree._Element, int] = {}
-        self._end: dict[etree._Element, int] = {}
         self._special: list[etree._Element] = []
-        # The per-element checks as plain functions of the class: bound methods kept on the
-        # instance would make it a reference cycle, and keep the document it holds (its
-        # tree, positions and outline) for the cyclic collector to find and free.
-        self._checks = {
-            name: getattr(Validator, f"check_{name}")
-            for name in _SCHEMA
-            if hasattr(Validator, f"check_{name}")
-        }
+        self._good_events: set[str] = set()  # event attributes found without a problem
+        # What check_element asks per element name, in one lookup (see _rules).
+        self._rules = _rules()
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -187,14 +227,18 @@ class Validator:
         self.problems.append(Problem(line, column, message, severity="warning"))
 
     def is_scxml(self, element: etree._Element) -> bool:
-        return self._in_scxml[element]
+        return self._facts[element][1]
 
     def name(self, element: etree._Element) -> str:
-        return self._names[element]
+        return self._facts[element][0]
 
-    def children(self, element: etree._Element) -> list[etree._Element]:
+    def children(self, element: etree._Element) -> Sequence[etree._Element]:
         """The element children of ``element`` (comments and PIs left out)."""
-        return self._children[element]
+        return self._facts[element][2]
+
+    def attributes(self, element: etree._Element) -> Mapping[str, str]:
+        """The attributes of ``element`` (what ``element.get`` reads)."""
+        return self._facts[element][3]
 
     # -- entry -----------------------------------------------------------------------------
 
@@ -231,81 +275,91 @@ class Validator:
         return self.problems
 
     def check_element(self, element: etree._Element, parent_name: str, datamodel: str) -> None:
-        name = self._names[element]
+        facts = self._facts
+        name, _, children, attributes, _, _ = facts[element]
+        allowed_attrs, required, exclusive, check, allowed_children = self._rules[name]
         if name == "transition" and parent_name != "initial" and parent_name != "history":
             self._transitions.append(element)
-        state_like = name in STATE_LIKE
-        if state_like:
+        if name in STATE_LIKE:
             self._states.append(element)
-            self._order[element] = len(self._states)
-        allowed_attrs, required, allowed_children = _SCHEMA[name]
-        attributes = element.keys()
         if not allowed_attrs.issuperset(attributes):
-            for attr in attributes:
-                if attr.startswith("{"):
-                    continue  # attributes in other namespaces are extensions; ignore them
-                if attr not in allowed_attrs:
-                    self.warning(element, f"<{name}> has no attribute '{attr}'; it is ignored")
-        if required:
-            for attr in sorted(required):  # a stable order of problems, whatever the hash seed
-                if element.get(attr) is None:
-                    self.error(element, f"<{name}> requires the attribute '{attr}'")
-        if name in _EXCLUSIVE:
-            for a, b in _EXCLUSIVE[name]:
-                if element.get(a) is not None and element.get(b) is not None:
-                    self.error(element, f"<{name}> may not have both '{a}' and '{b}'")
-        check = self._checks.get(name)
+            self._unknown_attributes(element, name, attributes, allowed_attrs)
+        for attr in required:
+            if attr not in attributes:
+                self.error(element, f"<{name}> requires the attribute '{attr}'")
+        for a, b in exclusive:
+            if a in attributes and b in attributes:
+                self.error(element, f"<{name}> may not have both '{a}' and '{b}'")
         if check is not None:
-            check(self, element, datamodel)
-        if name in ("content", "data") or (name == "assign" and len(element)):
-            return  # free-form content: any markup is a value, not SCXML structure
-        names, in_scxml = self._names, self._in_scxml
-        for child in self._children[element]:
-            child_name = names[child]
-            if not in_scxml[child]:
-                self.warning(child, f"<{child_name}> is not an SCXML element; it is ignored")
-                continue
-            if child_name not in _SCHEMA:
-                self.error(child, f"unknown SCXML element <{child_name}>")
-                self._skipped_subtree = True
-                continue
-            if allowed_children is None:
-                if child_name not in EXECUTABLE:
-                    self.error(
-                        child,
-                        f"<{child_name}> is not executable content and cannot "
-                        f"appear inside <{name}>",
-                    )
-                    self._skipped_subtree = True
-                    continue
-                if child_name in ("elseif", "else") and name != "if":
-                    self.error(child, f"<{child_name}> may only appear inside <if>")
-                    self._skipped_subtree = True
-                    continue
-            elif child_name not in allowed_children:
-                if child_name in EXECUTABLE:
-                    self.error(
-                        child,
-                        f"executable content <{child_name}> is not allowed inside "
-                        f"<{name}>; put it in <onentry>, <onexit> or a <transition>",
-                    )
+            check(self, element, attributes, datamodel)
+        if children and name not in _FREE_FORM:
+            for child in children:
+                child_facts = facts[child]
+                if child_facts[1] and child_facts[0] in allowed_children:
+                    self.check_element(child, name, datamodel)
                 else:
-                    self.error(child, f"<{child_name}> is not allowed inside <{name}>")
-                self._skipped_subtree = True
-                continue
-            self.check_element(child, name, datamodel)
-        if state_like:
-            self._end[element] = len(self._states)
+                    self._misplaced(child, child_facts[0], child_facts[1], name)
+
+    def _misplaced(
+        self, child: etree._Element, child_name: str, in_scxml: bool, name: str
+    ) -> None:
+        """The problem with ``child``, an element <name> does not allow: its subtree is not
+        checked (the walk leaves it out)."""
+        if not in_scxml:
+            self.warning(child, f"<{child_name}> is not an SCXML element; it is ignored")
+            return
+        self._skipped_subtree = True
+        if child_name not in _SCHEMA:
+            self.error(child, f"unknown SCXML element <{child_name}>")
+        elif _SCHEMA[name][2] is None:
+            if child_name not in EXECUTABLE:
+                self.error(
+                    child,
+                    f"<{child_name}> is not executable content and cannot appear inside <{name}>",
+                )
+            else:  # <elseif> or <else> outside <if>
+                self.error(child, f"<{child_name}> may only appear inside <if>")
+        elif child_name in EXECUTABLE:
+            self.error(
+                child,
+                f"executable content <{child_name}> is not allowed inside "
+                f"<{name}>; put it in <onentry>, <onexit> or a <transition>",
+            )
+        else:
+            self.error(child, f"<{child_name}> is not allowed inside <{name}>")
+
+    def _unknown_attributes(
+        self,
+        element: etree._Element,
+        name: str,
+        attributes: Mapping[str, str],
+        allowed: frozenset[str],
+    ) -> None:
+        """A warning for each attribute of ``element`` that <name> does not have. All at one
+        position: made once, and each Problem made by a call in C (a document may hold one
+        element with a hundred thousand attributes)."""
+        unknown = [
+            f"<{name}> has no attribute '{attr}'; it is ignored"
+            for attr in attributes
+            # attributes in other namespaces are extensions; ignore them
+            if attr not in allowed and not attr.startswith("{")
+        ]
+        line, column = self.document.position(element)
+        self.problems.extend(
+            map(Problem, repeat(line), repeat(column), unknown, repeat("warning"))
+        )
 
     # -- per element checks ----------------------------------------------------------------
 
-    def check_state(self, element: etree._Element, datamodel: str) -> None:
-        initial_attr = element.get("initial")
+    def check_state(
+        self, element: etree._Element, attributes: Mapping[str, str], datamodel: str
+    ) -> None:
+        initial_attr = attributes.get("initial")
         initial_elements = []
         substates = False
-        names = self._names
-        for c in self._children[element]:
-            name = names[c]
+        facts = self._facts
+        for c in facts[element][2]:
+            name = facts[c][0]
             if name == "initial":
                 initial_elements.append(c)
             elif name in _PROPER_STATES:
@@ -319,12 +373,16 @@ class Validator:
         if initial_attr is not None or initial_elements:
             self._special.append(element)
 
-    def check_initial(self, element: etree._Element, datamodel: str) -> None:
+    def check_initial(
+        self, element: etree._Element, attributes: Mapping[str, str], datamodel: str
+    ) -> None:
         self._single_transition(element, "initial")
 
-    def check_history(self, element: etree._Element, datamodel: str) -> None:
+    def check_history(
+        self, element: etree._Element, attributes: Mapping[str, str], datamodel: str
+    ) -> None:
         self._special.append(element)
-        kind = element.get("type", "shallow")
+        kind = attributes.get("type", "shallow")
         if kind not in ("shallow", "deep"):
             self.error(element, f'history type must be "shallow" or "deep", not "{kind}"')
         transitions = [c for c in self.children(element) if self.name(c) == "transition"]
@@ -347,13 +405,17 @@ class Validator:
         if not t.get("target"):
             self.error(t, f"the <transition> of <{what}> needs a target")
 
-    def check_transition(self, element: etree._Element, datamodel: str) -> None:
-        kind = element.get("type", "external")
+    def check_transition(
+        self, element: etree._Element, attributes: Mapping[str, str], datamodel: str
+    ) -> None:
+        kind = attributes.get("type", "external")
         if kind not in ("internal", "external"):
             self.error(element, f'transition type must be "internal" or "external", not "{kind}"')
-        event = element.get("event")
-        if event is not None:
+        event = attributes.get("event")
+        if event is not None and event not in self._good_events:
             tokens = event.split()
+            if tokens and all(_plain_descriptor(token) for token in tokens):
+                self._good_events.add(event)  # many transitions share one: checked once
             if not tokens:
                 self.error(element, "the 'event' attribute is empty")
             for token in tokens:
@@ -363,8 +425,8 @@ class Validator:
                     token.startswith(".") or ".." in token or "*" in token.rstrip("*").rstrip(".")
                 ):
                     self.error(element, f"'{token}' is not a valid event descriptor")
-        if element.get("cond") is not None and datamodel == "null":
-            self._null_cond(element, element.get("cond") or "")
+        if attributes.get("cond") is not None and datamodel == "null":
+            self._null_cond(element, attributes.get("cond") or "")
 
     def _null_cond(self, element: etree._Element, cond: str) -> None:
         from statecharts.core.datamodel.null import parse_in_predicate
@@ -372,35 +434,36 @@ class Validator:
         if parse_in_predicate(cond) is None:
             self.error(element, f"the null datamodel only understands In('stateid'), not {cond!r}")
 
-    def check_send(self, element: etree._Element, datamodel: str) -> None:
+    def check_send(
+        self, element: etree._Element, attributes: Mapping[str, str], datamodel: str
+    ) -> None:
         # Spec 6.2.1: the event name is required for the SCXML processor only; another
         # processor (Basic HTTP, W3C test 531) may take it from its data, or do without.
-        send_type = element.get("type")
-        scxml_type = element.get("typeexpr") is None and (
+        send_type = attributes.get("type")
+        scxml_type = attributes.get("typeexpr") is None and (
             send_type is None or send_type in SCXML_SEND_TYPES
         )
-        if scxml_type and element.get("event") is None and element.get("eventexpr") is None:
+        if scxml_type and attributes.get("event") is None and attributes.get("eventexpr") is None:
             has_content = any(self.name(c) == "content" for c in self.children(element))
             if not has_content:
                 self.error(element, "<send> needs 'event', 'eventexpr' or a <content> child")
-        send_id = element.get("id")
-        if send_id is not None and len(send_id) > MAX_SEND_ID_LENGTH:
-            self.error(
-                element,
-                f"<send> id is {len(send_id)} characters long; the limit is {MAX_SEND_ID_LENGTH}",
-            )
-        delay = element.get("delay")
+        self._static_length(element, attributes, "send", "id", MAX_SEND_ID_LENGTH)
+        delay = attributes.get("delay")
         problem = delay_problem(delay) if delay is not None else None
         if problem is not None:
             self.error(element, problem)
         self._content_params(element, "send")
         self._namelist_with_content(element, "send")
 
-    def check_invoke(self, element: etree._Element, datamodel: str) -> None:
-        autoforward = element.get("autoforward", "false")
+    def check_invoke(
+        self, element: etree._Element, attributes: Mapping[str, str], datamodel: str
+    ) -> None:
+        autoforward = attributes.get("autoforward", "false")
         if autoforward not in ("true", "false"):
             self.error(element, f'autoforward must be "true" or "false", not "{autoforward}"')
-        kind = element.get("type")
+        self._static_length(element, attributes, "invoke", "id", MAX_INVOKE_ID_LENGTH)
+        self._static_length(element, attributes, "invoke", "type", MAX_INVOKE_TYPE_LENGTH)
+        kind = attributes.get("type")
         if kind is not None and kind not in (
             "scxml",
             "http://www.w3.org/TR/scxml/",
@@ -408,7 +471,7 @@ class Validator:
         ):
             self.warning(element, f"invoke type {kind!r} needs a host-registered invoke handler")
         contents = [c for c in self.children(element) if self.name(c) == "content"]
-        if contents and (element.get("src") is not None or element.get("srcexpr") is not None):
+        if contents and ("src" in attributes or "srcexpr" in attributes):
             self.error(element, "<invoke> may not have both 'src'/'srcexpr' and <content>")
         if len(contents) > 1:
             self.error(contents[1], "<invoke> may have at most one <content>")
@@ -420,7 +483,26 @@ class Validator:
                 if self.name(c) in ("raise", "send"):
                     self.error(c, f"<{self.name(c)}> is not allowed inside <finalize>")
 
-    def check_donedata(self, element: etree._Element, datamodel: str) -> None:
+    def _static_length(
+        self,
+        element: etree._Element,
+        attributes: Mapping[str, str],
+        name: str,
+        attribute: str,
+        limit: int,
+    ) -> None:
+        """A static attribute the durable layer stores in a column of ``limit`` characters
+        is refused at load when longer (it would load, then fail on every write)."""
+        value = attributes.get(attribute)
+        if value is not None and len(value) > limit:
+            self.error(
+                element,
+                f"<{name}> {attribute} is {len(value)} characters long; the limit is {limit}",
+            )
+
+    def check_donedata(
+        self, element: etree._Element, attributes: Mapping[str, str], datamodel: str
+    ) -> None:
         self._content_params(element, "donedata")
 
     def _content_params(self, element: etree._Element, name: str) -> None:
@@ -436,20 +518,26 @@ class Validator:
         ):
             self.error(element, f"<{name}> may not have both 'namelist' and <content>")
 
-    def check_content(self, element: etree._Element, datamodel: str) -> None:
+    def check_content(
+        self, element: etree._Element, attributes: Mapping[str, str], datamodel: str
+    ) -> None:
         has_body = len(element) > 0 or (element.text or "").strip()
-        if element.get("expr") is not None and has_body:
+        if attributes.get("expr") is not None and has_body:
             self.error(element, "<content> may not have both 'expr' and a body")
 
-    def check_param(self, element: etree._Element, datamodel: str) -> None:
-        if element.get("expr") is None and element.get("location") is None:
+    def check_param(
+        self, element: etree._Element, attributes: Mapping[str, str], datamodel: str
+    ) -> None:
+        if attributes.get("expr") is None and attributes.get("location") is None:
             self.error(element, "<param> needs 'expr' or 'location'")
 
-    def check_data(self, element: etree._Element, datamodel: str) -> None:
+    def check_data(
+        self, element: etree._Element, attributes: Mapping[str, str], datamodel: str
+    ) -> None:
         has_body = len(element) > 0 or (element.text or "").strip()
-        if has_body and (element.get("expr") is not None or element.get("src") is not None):
+        if has_body and (attributes.get("expr") is not None or attributes.get("src") is not None):
             self.error(element, "<data> may have only one of 'expr', 'src' and a body")
-        data_id = element.get("id")
+        data_id = attributes.get("id")
         if (
             data_id is not None
             and datamodel == "ecmascript"
@@ -459,17 +547,21 @@ class Validator:
         if datamodel == "null":
             self.error(element, "the null datamodel has no <data>")
 
-    def check_assign(self, element: etree._Element, datamodel: str) -> None:
+    def check_assign(
+        self, element: etree._Element, attributes: Mapping[str, str], datamodel: str
+    ) -> None:
         has_body = len(element) > 0 or (element.text or "").strip()
-        if element.get("expr") is not None and has_body:
+        if attributes.get("expr") is not None and has_body:
             self.error(element, "<assign> may not have both 'expr' and a body")
-        if element.get("expr") is None and not has_body:
+        if attributes.get("expr") is None and not has_body:
             self.error(element, "<assign> needs 'expr' or a body")
         if datamodel == "null":
             self.error(element, "the null datamodel has no locations to <assign> to")
 
-    def check_script(self, element: etree._Element, datamodel: str) -> None:
-        if element.get("src") is not None and (element.text or "").strip():
+    def check_script(
+        self, element: etree._Element, attributes: Mapping[str, str], datamodel: str
+    ) -> None:
+        if attributes.get("src") is not None and (element.text or "").strip():
             self.error(element, "<script> may not have both 'src' and a body")
         if datamodel == "null":
             self.error(element, "the null datamodel cannot run <script>")
@@ -480,7 +572,9 @@ class Validator:
                 "declarations to itself (they do not become datamodel variables)",
             )
 
-    def check_if(self, element: etree._Element, datamodel: str) -> None:
+    def check_if(
+        self, element: etree._Element, attributes: Mapping[str, str], datamodel: str
+    ) -> None:
         seen_else = False
         for child in self.children(element):
             child_name = self.name(child)
@@ -490,15 +584,19 @@ class Validator:
                 seen_else = True
             elif child_name == "elseif" and seen_else:
                 self.error(child, "<elseif> may not follow <else>")
-        if datamodel == "null" and element.get("cond") is not None:
-            self._null_cond(element, element.get("cond") or "")
+        if datamodel == "null" and attributes.get("cond") is not None:
+            self._null_cond(element, attributes.get("cond") or "")
 
-    def check_foreach(self, element: etree._Element, datamodel: str) -> None:
+    def check_foreach(
+        self, element: etree._Element, attributes: Mapping[str, str], datamodel: str
+    ) -> None:
         if datamodel == "null":
             self.error(element, "the null datamodel cannot iterate with <foreach>")
 
-    def check_raise(self, element: etree._Element, datamodel: str) -> None:
-        event = element.get("event")
+    def check_raise(
+        self, element: etree._Element, attributes: Mapping[str, str], datamodel: str
+    ) -> None:
+        event = attributes.get("event")
         if event is not None and not _EVENT_TOKEN.match(event):
             self.error(element, f"'{event}' is not a valid event name")
 
@@ -509,32 +607,36 @@ class Validator:
         # Every state-like element in document order, with where its subtree ends in that
         # order: "is a descendant of" is then a comparison (linear for any shape; collecting
         # the descendants per state was quadratic on deep or wide documents).
-        children, names, in_scxml = self._children, self._names, self._in_scxml
+        facts = self._facts
+        order: dict[etree._Element, int] = {}
+        end: dict[etree._Element, int] = {}
+        numbered: list[etree._Element] = []
         if not self._skipped_subtree:
-            # check_element's walk went everywhere a state can be: its numbering holds
-            order, end, states = self._order, self._end, self._states
-            special = self._special
+            # check_element's walk went everywhere a state can be: its list holds, and the
+            # numbering is needed for the states it noted only (none, in most documents)
+            states, special = self._states, self._special
         else:
-            order, end, states = {}, {}, []
+            states = special = numbered
+        if special or self._skipped_subtree:
 
             def number(element: etree._Element) -> None:
                 # recursive: the depth is bounded by parse.MAX_DEPTH
-                for child in children[element]:
-                    if in_scxml[child] and names[child] in STATE_LIKE:
-                        states.append(child)
-                        order[child] = len(states)
+                for child in facts[element][2]:
+                    name, in_scxml = facts[child][:2]
+                    if in_scxml and name in STATE_LIKE:
+                        numbered.append(child)
+                        order[child] = len(numbered)
                         number(child)
-                        end[child] = len(states)
+                        end[child] = len(numbered)
 
             number(self.root)
             number = None  # type: ignore[assignment]  # the closure's cycle, broken
-            special = states
         order[self.root] = 0
-        end[self.root] = len(states)
+        end[self.root] = len(numbered)
         valid = _ID.match
         known = ids.setdefault
         for element in states:
-            state_id = element.get("id")
+            state_id = facts[element][3].get("id")
             if state_id is None:
                 continue
             if not valid(state_id):
@@ -561,8 +663,8 @@ class Validator:
                     self.error(self.root, f"initial state '{token}' does not exist")
         direct_ids: dict[etree._Element, set[str]] = {}  # per parent of a <history>
         for element in special:
-            name = names[element]
-            initial = element.get("initial") if name == "state" else None
+            name, _, children, attributes, _, _ = facts[element]
+            initial = attributes.get("initial") if name == "state" else None
             if initial is not None:
                 for token in initial.split():
                     if token not in ids:
@@ -572,8 +674,8 @@ class Validator:
                             element,
                             f"initial state '{token}' is not a descendant of '{element.get('id')}'",
                         )
-            for child in children[element]:
-                if names[child] == "initial" and in_scxml[child]:
+            for child in children:
+                if facts[child][:2] == ("initial", True):
                     for t in self.children(child):
                         for token in (t.get("target") or "").split():
                             if token not in ids:
@@ -611,35 +713,43 @@ class Validator:
         if self._skipped_subtree:
             transitions: list[etree._Element] | Iterator[etree._Element] = (
                 element for element in self._structure(self.root)
-                if names[element] == "transition"
-                and names.get(element.getparent(), "") not in ("initial", "history")
+                if facts[element][0] == "transition"
+                and self._name_of_parent(element) not in ("initial", "history")
             )
         else:
             transitions = self._transitions
         for element in transitions:
-            for token in (element.get("target") or "").split():
+            target = facts[element][3].get("target")
+            if not target:
+                continue
+            for token in target.split():
                 if token not in ids:
                     self.error(element, f"transition target '{token}' does not exist")
 
-    def _state_children(self, element: etree._Element) -> list[etree._Element]:
-        names, in_scxml = self._names, self._in_scxml
-        return [c for c in self.children(element) if in_scxml[c] and names[c] in STATE_LIKE]
+    def _name_of_parent(self, element: etree._Element) -> str:
+        parent = element.getparent()
+        found = self._facts.get(parent) if parent is not None else None
+        return found[0] if found is not None else ""
 
     def _structure(self, element: etree._Element) -> Iterator[etree._Element]:
         """SCXML elements below ``element``, not entering free-form bodies such as <content>
         (iterative: nested generators cost the depth on every element)."""
-        names, in_scxml, children = self._names, self._in_scxml, self.children
-        stack = [iter(children(element))]
+        facts = self._facts
+        stack = [iter(facts[element][2])]
         while stack:
             child = next(stack[-1], None)
             if child is None:
                 stack.pop()
                 continue
-            if not in_scxml[child]:
+            name, in_scxml, children, _, _, _ = facts[child]
+            if not in_scxml:
                 continue
             yield child
-            if names[child] not in ("content", "data", "assign"):
-                stack.append(iter(children(child)))
+            if name not in ("content", "data", "assign"):
+                stack.append(iter(children))
+
+
+_BY_POSITION = attrgetter("line", "column")
 
 
 def validate(document: ParsedDocument, default_datamodel: str = "null") -> list[Problem]:
@@ -647,4 +757,4 @@ def validate(document: ParsedDocument, default_datamodel: str = "null") -> list[
     ``default_datamodel``: the datamodel of an ``<scxml>`` without a ``datamodel`` attribute
     (the spec leaves it to the platform)."""
     problems = Validator(document, default_datamodel).run()
-    return sorted(problems, key=lambda p: (p.line, p.column))
+    return sorted(problems, key=_BY_POSITION)

@@ -15,7 +15,7 @@ order the core emitted its effect, for the host to perform.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from statecharts.core.effects import Effect
@@ -165,6 +165,9 @@ def advance(
     this step (None: the interpreter's own). Raises NotRunningError when the state has
     stopped (the stepper checks the execution's status first, so it never sees that).
     """
+    if host is not None and host.clock is not None and host.started is None:
+        # One time budget for the whole step: the input and every self-send drained below.
+        host = replace(host, started=host.clock())
     if step_input.kind == START:
         assert step_input.session_id is not None
         step = interpreter.initialize(

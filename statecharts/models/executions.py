@@ -18,7 +18,11 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connections, models
 from django.db.models.functions import Cast
 
-from statecharts.models.fields import PortableJSONField, PortableTextField
+from statecharts.models.fields import (
+    PortableJSONField,
+    PortableTextField,
+    nul_matches_nothing,
+)
 from statecharts.statuses import LIVE_STATUSES, TERMINAL_STATUSES, ExecutionStatus
 
 __all__ = ["LIVE_STATUSES", "TERMINAL_STATUSES", "Execution", "ExecutionStatus"]
@@ -287,3 +291,12 @@ class Execution(models.Model):
         result = _the_stepper().cancel(self.pk, **options)
         self.refresh_from_db()
         return result
+
+
+# Keys chart code can look executions up by (a <send> target's session id), computed from
+# data that may hold a NUL: such a key finds no execution (statecharts.models.fields).
+nul_matches_nothing(
+    Execution._meta.get_field("session_id"),
+    Execution._meta.get_field("business_key"),
+    Execution._meta.get_field("invokeid"),
+)

@@ -17,6 +17,13 @@ back as they were, on both databases:
   reading checks for ``ESCAPE`` before walking it, so a value that needs no escape costs one
   substring search on each side.
 
+Text columns that are lookup keys (a session id, a send id) are plain ``CharField`` columns: nothing
+the platform writes there holds a NUL. Chart code can still compute a key holding one (a
+``<cancel sendidexpr>`` or a ``<send targetexpr>`` fed by event data), and PostgreSQL refuses
+such a query outright. :func:`nul_matches_nothing` registers ``exact`` and ``in`` lookups on
+those fields that answer "no row" for a NUL key without asking the database, which is what
+the query means: no stored key holds a NUL.
+
 A stored value that cannot be read back at all (nested deeper than the JSON decoder can go,
 from a row written before input was bounded) is given back as its JSON text, the way Django
 gives back text that is not JSON, so that no read of the row fails.
@@ -26,9 +33,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from typing import Any
 
+from django.core.exceptions import EmptyResultSet
 from django.db import models
+from django.db.models.lookups import Exact, In
 
 ESCAPE = "\ufdd0"
 _NUL_SEQUENCE = ESCAPE + "0"
@@ -153,3 +163,36 @@ class PortableTextField(models.TextField):
 
     def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
         return unescape_text(value) if isinstance(value, str) else value
+
+
+def _holds_nul(value: Any) -> bool:
+    return isinstance(value, str) and "\x00" in value
+
+
+class NulFreeExact(Exact):
+    """``field = key`` on a column no row of which holds a NUL: a key holding one matches
+    nothing (an empty result, as Django does for an integer out of a column's range)."""
+
+    def process_rhs(self, compiler: Any, connection: Any) -> Any:
+        if self.rhs_is_direct_value() and _holds_nul(self.rhs):
+            raise EmptyResultSet
+        return super().process_rhs(compiler, connection)
+
+
+class NulFreeIn(In):
+    """``field IN (...)`` on such a column: keys holding a NUL are left out (none left:
+    nothing matches)."""
+
+    def process_rhs(self, compiler: Any, connection: Any) -> Any:
+        if self.rhs_is_direct_value() and isinstance(self.rhs, Iterable):
+            self.rhs = [value for value in self.rhs if not _holds_nul(value)]
+        return super().process_rhs(compiler, connection)
+
+
+def nul_matches_nothing(*fields: models.Field) -> None:  # type: ignore[type-arg]
+    """Make an ``exact`` or ``in`` lookup of a NUL-holding key on each of ``fields`` (text
+    columns the platform never writes a NUL into) find no row, on every database, instead
+    of PostgreSQL's ``DataError``. Registered on the field instances (no migration)."""
+    for field in fields:
+        field.register_lookup(NulFreeExact)
+        field.register_lookup(NulFreeIn)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from statecharts.models.fields import PortableJSONField, PortableTextField
+from statecharts.models.fields import PortableJSONField, PortableTextField, nul_matches_nothing
 
 
 class OutboxStatus(models.TextChoices):
@@ -113,3 +113,9 @@ class AppliedMessage(models.Model):
 
     def __str__(self) -> str:
         return f"message {self.message_id} applied by {self.execution_id} (step {self.seq})"
+
+
+# Keys looked up with values that may come from chart code (statecharts.models.fields).
+nul_matches_nothing(
+    OutboxMessage._meta.get_field("target_session_id"), OutboxMessage._meta.get_field("send_id")
+)

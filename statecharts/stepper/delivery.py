@@ -23,7 +23,11 @@ called again after a crash until it says the message is handled, so it must be i
 (the invocations app's ``invocations.start`` creates a child at most once, on its unique
 (parent, invocation ordinal)). A kind nobody registered here stays pending (a fact about this
 deployment, not about the message); a handler that raises leaves it pending with the attempt
-counted and the error kept, for an operator to see.
+counted and the error kept, for an operator to see. A handler that returns False leaves it
+pending with no attempt counted: it can so leave a message for a later call, e.g. to bound
+what one call does inline (``this_call``: counters for the current ``deliver`` call; the
+invocations app starts at most ``INVOKE_STARTS_PER_DELIVERY`` child charts of one tree per
+call).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable, Iterable
+from contextvars import ContextVar
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -56,6 +61,8 @@ EVENT = "event"
 # (the message, the list to append the outbox ids it writes to) -> whether it is handled
 MessageHandler = Callable[[OutboxMessage, list[int]], bool]
 _kinds: dict[str, MessageHandler] = {}
+# What message handlers counted during the current ``deliver`` call (``this_call``).
+_this_call: ContextVar[dict[str, int] | None] = ContextVar("statecharts_delivery", default=None)
 
 
 def register_message_kind(kind: str, handler: MessageHandler) -> None:
@@ -74,12 +81,25 @@ def deliver(message_ids: Iterable[int], *, limit: int | None = None) -> int:
     limit = statecharts_settings.OUTBOX_BATCH if limit is None else limit
     queue = deque(message_ids)
     delivered = 0
-    while queue and delivered < limit:
-        more: list[int] = []
-        if deliver_one(queue.popleft(), more):
-            delivered += 1
-        queue.extend(more)
+    token = _this_call.set({})
+    try:
+        while queue and delivered < limit:
+            more: list[int] = []
+            if deliver_one(queue.popleft(), more):
+                delivered += 1
+            queue.extend(more)
+    finally:
+        _this_call.reset(token)
     return delivered
+
+
+def this_call() -> dict[str, int]:
+    """For a message handler: counters kept for the current ``deliver`` call (a fresh dict
+    outside one). A handler can so bound the work one call does inline (the invocations app
+    bounds the child charts one call starts in one tree) and return False past it: the
+    message stays pending, for the sweeper's next call."""
+    counts = _this_call.get()
+    return {} if counts is None else counts
 
 
 def deliver_pending(
@@ -105,9 +125,11 @@ def deliver_one(message_id: int, more: list[int], *, tell_sender: bool = True) -
     delivered undeliverable again without telling the sender a second time.
     """
     database = sql.database()
-    message = OutboxMessage.objects.using(database).filter(
-        pk=message_id, status=OutboxStatus.PENDING
-    ).first()
+    message = (
+        OutboxMessage.objects.using(database)
+        .filter(pk=message_id, status=OutboxStatus.PENDING)
+        .first()
+    )
     if message is None:
         return False
     if message.kind != EVENT:

@@ -276,7 +276,8 @@ def test_the_time_budget_is_read_before_each_internal_events_guards() -> None:
     """Without eventless transitions, each round that dequeues an internal event reads the
     clock before that event's guards, so an internal-event loop that never settles is cut by
     the time budget; the round that only finds the queue empty runs no guard and reads no
-    clock (a step that settles at once reads it twice: its start and before its event)."""
+    clock (a step that settles at once reads it three times: its start, before its event and
+    before its snapshot)."""
     readings: list[float] = []
 
     def clock() -> float:
@@ -289,7 +290,7 @@ def test_the_time_budget_is_read_before_each_internal_events_guards() -> None:
     readings.clear()
     settled = interpreter.handle_event(first.state, Event("settle"), host=Host(clock=clock))
     assert "budget_exhausted" not in kinds(settled)
-    assert len(readings) == 2
+    assert len(readings) == 3
     readings.clear()
     step = interpreter.handle_event(settled.state, Event("go"), host=Host(clock=clock))
     assert effects(step)[0]["budget"] == "time_ms"

@@ -4,6 +4,7 @@ names and ids longer than the columns that store them, positions on one very lon
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,8 @@ from statecharts.core.model import StateRange
 from statecharts.core.parse import MAX_DOCUMENT_BYTES, decode_utf8, parse_document
 from statecharts.core.validate import (
     MAX_CHART_NAME_LENGTH,
+    MAX_INVOKE_ID_LENGTH,
+    MAX_INVOKE_TYPE_LENGTH,
     MAX_SEND_ID_LENGTH,
     MAX_STATE_ID_LENGTH,
 )
@@ -189,6 +192,46 @@ def test_names_and_ids_at_their_limits_load() -> None:
     assert chart.name == "n" * MAX_CHART_NAME_LENGTH
 
 
+def test_a_static_invoke_id_or_type_longer_than_its_column_is_a_problem_at_its_position() -> None:
+    invoke_id = "i" * (MAX_INVOKE_ID_LENGTH + 1)
+    invoke_type = "t" * (MAX_INVOKE_TYPE_LENGTH + 1)
+    problems = refused(
+        f'<scxml xmlns="{NS}" version="1.0">\n'
+        f'  <state id="a">\n'
+        f'    <invoke id="{invoke_id}" src="chart:x"/>\n'
+        f'    <invoke type="{invoke_type}" src="x"/>\n'
+        f"  </state>\n</scxml>"
+    )
+    assert problems == [
+        f"3:5: <invoke> id is {MAX_INVOKE_ID_LENGTH + 1} characters long; the limit is "
+        f"{MAX_INVOKE_ID_LENGTH}",
+        f"4:5: <invoke> type is {MAX_INVOKE_TYPE_LENGTH + 1} characters long; the limit is "
+        f"{MAX_INVOKE_TYPE_LENGTH}",
+    ]
+
+
+@pytest.mark.django_db
+def test_a_static_invoke_id_at_its_limit_is_stored_when_its_state_is_entered() -> None:
+    """The limit is the column's: on PostgreSQL a longer id would load, then fail every
+    entry of its state (``value too long``)."""
+    from invocations.models import Invocation
+    from statecharts.models import Chart, Execution
+
+    invoke_id = "i" * MAX_INVOKE_ID_LENGTH
+    chart = Chart.objects.load(
+        f'<scxml xmlns="{NS}" version="1.0" name="parent_of_long_id">'
+        f'<state id="a"><invoke id="{invoke_id}"><content>'
+        f'<scxml xmlns="{NS}" version="1.0"><state id="c"/></scxml>'
+        f"</content></invoke></state></scxml>"
+    )
+    execution = Execution.objects.start(chart)
+    execution.refresh_from_db()
+    assert execution.status == "active"
+    assert list(Invocation.objects.filter(parent=execution).values_list("invokeid", flat=True)) == [
+        invoke_id
+    ]
+
+
 # ---- shapes: positions and structure stay exact on documents that are all one line -------
 
 
@@ -219,3 +262,63 @@ def test_descendants_of_a_large_subtree_answer_like_a_set() -> None:
     assert len(top.descendants) == 200
     assert set(top.descendants) == {chart.ids[f"c{i}"] for i in range(200)}
     assert chart.state("c3").descendants == frozenset()
+
+
+def test_an_element_with_many_attributes_keeps_every_name_and_the_values_scxml_reads() -> None:
+    """Past 64 attributes an element's values are read when asked (lxml reads them all in
+    quadratic time): what the chart reads is the same, and every other name is a warning."""
+    extra = " ".join(f'x{i}="{i}"' for i in range(100))
+    chart = load_chart(
+        f'<scxml xmlns="{NS}" initial="a"><state id="a" {extra}>'
+        f'<transition event="go" cond="In(\'a\')" target="b" {extra}/></state>'
+        f'<state id="b" initial="c" {extra}><state id="c"/></state></scxml>'
+    )
+    go = chart.state("a").transitions[0]
+    assert (go.event_text, go.targets) == ("go", (chart.ids["b"],))
+    assert go.cond is not None and go.cond.source == "In('a')"
+    assert chart.state("b").initial is not None
+    assert chart.state("b").initial.targets == (chart.ids["c"],)
+    messages = [w.message for w in chart.warnings]
+    assert len(messages) == 300
+    assert messages[:2] == [
+        "<state> has no attribute 'x0'; it is ignored",
+        "<state> has no attribute 'x1'; it is ignored",
+    ]
+    assert "<transition> has no attribute 'x99'; it is ignored" in messages
+
+
+def test_an_element_with_many_attributes_reports_a_missing_one() -> None:
+    extra = " ".join(f'x{i}="{i}"' for i in range(100))
+    source = (
+        f'<scxml xmlns="{NS}" datamodel="ecmascript"><state id="a"><datamodel>'
+        f'<data expr="1" {extra}/></datamodel></state></scxml>'
+    )
+    with pytest.raises(ChartError) as caught:
+        load_chart(source)
+    column = source.index("<data ") + 1
+    assert [str(p) for p in caught.value.problems] == [
+        f"1:{column}: <data> requires the attribute 'id'"
+    ]
+
+
+@pytest.mark.django_db
+def test_a_stored_chart_source_holding_a_lone_surrogate_is_a_chart_error_at_every_door() -> None:
+    from django.contrib.auth.models import User
+    from rest_framework.test import APIClient
+
+    from statecharts.models import Chart
+
+    source = f'<scxml xmlns="{NS}" version="1.0">\n  <state id="a\ud800"/>\n</scxml>'
+    with pytest.raises(ChartError) as caught:
+        Chart.objects.load(source)
+    [problem] = caught.value.problems
+    assert (problem.line, problem.column) == (2, 15)
+    assert "U+D800 is not a character (a lone surrogate" in problem.message
+    client = APIClient()
+    client.force_authenticate(User.objects.create_superuser("root", password="pw"))
+    # The JSON text spells the surrogate as an escape, as a client's JSON would.
+    body = json.dumps({"source": source})  # ensure_ascii: the surrogate as \ud800
+    assert "\\ud800" in body
+    response = client.post("/api/charts/", body, content_type="application/json")
+    assert response.status_code == 400
+    assert not Chart.objects.exists()

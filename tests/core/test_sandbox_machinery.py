@@ -260,14 +260,20 @@ def test_a_huge_xml_data_body_is_error_execution_not_an_engine_error() -> None:
     assert step.state.running
 
 
-def test_a_value_nesting_past_the_bound_is_error_execution() -> None:
+def test_a_value_nesting_past_the_bound_rolls_the_step_back() -> None:
+    """A value left in the datamodel nesting past the bound cannot be snapshotted. That is a
+    step over a budget (the snapshot's), not a chart error: the step is rolled back with one
+    ``budget_exhausted`` effect naming it, so a durable host halts the execution (its last
+    committed configuration and timers kept) instead of ending it as failed. (It used to
+    stop the session with outcome "datamodel_error", a terminal failure.) Here it is the
+    start that cannot be kept: nothing of it remains."""
     source = chart(f"var deep = []; for (var i = 0; i < {MAX_VALUE_DEPTH + 5}; i++) deep = [deep];"
                    " var fine = 1;", "[deep]", "fine")
     steps = Interpreter(load_chart(source), limits=LIMITS).initialize("s")
-    # The snapshot cannot hold it: the session stops cleanly, keeping the last datamodel.
-    assert not steps.state.running and steps.state.outcome == "datamodel_error"
-    done = [e for e in steps.effects if e.kind == "done"]
-    assert "nests more than" in done[0].data["error"]
+    assert not steps.state.running and steps.state.outcome == "budget_exhausted"
+    [exhausted] = [e.data for e in steps.effects]
+    assert exhausted["budget"] == "snapshot_value_depth"
+    assert exhausted["limit"] == MAX_VALUE_DEPTH and "nests more than" in exhausted["detail"]
 
 
 def test_a_deep_value_read_in_an_expression_is_error_execution() -> None:
@@ -434,8 +440,8 @@ def test_a_value_as_deep_as_the_bound_allows_is_written_and_read_back(wrap: str)
         source = chart(f"var d = 0; for (var i = 0; i < {levels}; i++) d = {wrap};", "typeof d")
         step = Interpreter(load_chart(source), limits=LIMITS).initialize("s")
         if not step.state.running:
-            [done] = [e for e in step.effects if e.kind == "done"]
-            assert f"nests more than {MAX_VALUE_DEPTH} levels" in done.data["error"]
+            [exhausted] = [e.data for e in step.effects if e.kind == "budget_exhausted"]
+            assert f"nests more than {MAX_VALUE_DEPTH} levels" in exhausted["detail"]
             break
         last = (load_chart(source), step.state)
     assert last is not None

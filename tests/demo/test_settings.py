@@ -11,6 +11,9 @@ import secrets
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -117,3 +120,21 @@ def test_the_wsgi_entry_point_serves_the_production_settings(tmp_path: Path) -> 
     done = python(["-c", "import demo.wsgi, os; print(os.environ['DJANGO_SETTINGS_MODULE'])"], env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "demo.settings.production"
+
+
+def test_the_number_of_trusted_proxies_comes_from_the_environment(monkeypatch: Any) -> None:
+    """0 unless DJANGO_NUM_PROXIES says otherwise (X-Forwarded-For is not believed by
+    default); anything but a whole number stops start-up with a message naming it."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from demo.settings.base import REST_FRAMEWORK, num_proxies_from_environment
+
+    monkeypatch.delenv("DJANGO_NUM_PROXIES", raising=False)
+    assert num_proxies_from_environment() == 0
+    assert isinstance(REST_FRAMEWORK["NUM_PROXIES"], int)
+    monkeypatch.setenv("DJANGO_NUM_PROXIES", "2")
+    assert num_proxies_from_environment() == 2
+    for wrong in ["-1", "one", "1.5"]:
+        monkeypatch.setenv("DJANGO_NUM_PROXIES", wrong)
+        with pytest.raises(ImproperlyConfigured, match="DJANGO_NUM_PROXIES must be a whole"):
+            num_proxies_from_environment()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
@@ -114,6 +115,42 @@ def test_password_guessing_is_throttled(empty_cache: None) -> None:
     assert throttled.status_code == 429
     assert int(throttled["Retry-After"]) > 0
     assert "token" not in throttled.json()
+
+
+def test_password_guessing_is_throttled_whatever_x_forwarded_for_says(empty_cache: None) -> None:
+    """The throttle counts the connection's address (NUM_PROXIES 0): a header the client
+    writes itself cannot buy a fresh quota per guess."""
+    User.objects.create_user("victim", password="the-real-one")
+    client = APIClient()
+    answers = [
+        client.post(
+            "/api/auth/token/",
+            {"username": "victim", "password": f"guess{i}"},
+            HTTP_X_FORWARDED_FOR=f"203.0.113.{i}",
+        ).status_code
+        for i in range(11)
+    ]
+    assert answers == [400] * 10 + [429]
+
+
+def test_behind_trusted_proxies_the_throttle_counts_the_address_the_proxy_saw(
+    empty_cache: None, settings: Any
+) -> None:
+    """With NUM_PROXIES=1 the last X-Forwarded-For entry (the one the proxy appended) is the
+    client: what a client writes to the left of it changes nothing, another client has its
+    own quota."""
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "NUM_PROXIES": 1}
+    User.objects.create_user("victim", password="the-real-one")
+    client = APIClient()
+
+    def guess(forwarded_for: str) -> int:
+        wrong = {"username": "victim", "password": "guess"}
+        response = client.post("/api/auth/token/", wrong, HTTP_X_FORWARDED_FOR=forwarded_for)
+        return response.status_code
+
+    answers = [guess(f"203.0.113.{i}, 198.51.100.7") for i in range(11)]
+    assert answers == [400] * 10 + [429]
+    assert guess("198.51.100.8") == 400
 
 
 def test_a_deeply_nested_body_to_the_token_endpoint_is_a_400(empty_cache: None) -> None:

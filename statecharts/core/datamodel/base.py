@@ -23,7 +23,7 @@ UNDEFINED: dict[str, str] = {TAG: "undefined"}
 
 # How deep a datamodel value may nest, counted in JSON levels of its tagged encoding: a
 # snapshot or a value leaving the sandbox that nests deeper is refused (error.execution, or
-# the session stops with "datamodel_error" when its snapshot cannot be taken), and a position
+# the step is rolled back as over a budget when its snapshot cannot be taken), and a position
 # holding one is refused when it is read. Far more than data needs; far less than what
 # would exhaust the engine's stack (its default cap allows about 120 levels) or Python's
 # recursion limit on the way back. Host data is held to the same bound (check_tagged).
@@ -241,6 +241,13 @@ class Datamodel(ABC):
     def set_evaluation_time_limit(self, time_ms: float | None) -> None:  # noqa: B027
         """Cap the following evaluations at ``time_ms`` (None: the datamodel's own limit).
         A datamodel whose evaluations cannot run long (null) ignores it."""
+
+    def set_evaluation_guard(self, guard: Callable[[], None] | None) -> None:  # noqa: B027
+        """Call ``guard()`` before every evaluation of chart code (None: no guard). The seam
+        for a per-step time budget: the guard reads the step's clock, raises when the step is
+        over its budget (the exception leaves the datamodel untouched: it is not chart code's
+        failure), and otherwise may lower the evaluation's time limit to what is left
+        (:meth:`set_evaluation_time_limit`). A datamodel that runs no code (null) ignores it."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release engine resources."""

@@ -38,7 +38,7 @@ from statecharts.core.datamodel.base import (
     loads_snapshot,
     tagged,
 )
-from statecharts.core.errors import DatamodelError
+from statecharts.core.errors import DatamodelError, SnapshotLimitError
 from statecharts.core.model import Data, Expr
 
 _SANDBOX = resources.files("statecharts.core.datamodel").joinpath("sandbox.js").read_text()
@@ -204,6 +204,9 @@ class EcmascriptDatamodel(Datamodel):
     def __init__(self, limits: Limits | None = None) -> None:
         self.limits = limits or Limits()
         self._time_limit_ms: float = self.limits.time_ms
+        # Called before every evaluation of chart code (set_evaluation_guard): the step's
+        # time budget. None: no guard.
+        self._guard: Callable[[], None] | None = None
         self._engine: _Engine | None = None
         try:
             engine = _take_engine(self.limits)
@@ -279,6 +282,13 @@ class EcmascriptDatamodel(Datamodel):
         self._time_limit_ms = max(limit, 0)
         self.context.set_time_limit(self._time_limit_ms / 1000)
 
+    def set_evaluation_guard(self, guard: Callable[[], None] | None) -> None:
+        """Call ``guard()`` before every evaluation of chart code: each expression, condition,
+        assignment, ``<script>``, ``<data>`` binding and ``<foreach>`` array (not the snapshot:
+        its caller checks before taking it). What the guard raises leaves this datamodel as it
+        is, before the evaluation runs."""
+        self._guard = guard
+
     def configuration_changed(self) -> None:
         self._configuration_dirty = True
         self._prepare = True
@@ -318,6 +328,9 @@ class EcmascriptDatamodel(Datamodel):
         must be pushed first (the configuration, ``_event``) or checked (a closed datamodel)
         is one flag, ``_prepare``, set by whatever makes it so.
         """
+        guard = self._guard
+        if guard is not None:
+            guard()
         try:
             return function(self._prepare_call() if self._prepare else None)
         except _JS_ERRORS as exc:
@@ -325,6 +338,9 @@ class EcmascriptDatamodel(Datamodel):
 
     def _run_with(self, kind: str, source: str, function: Any, argument: Any) -> Any:
         """``_run`` for a wrapped chart function that takes one more argument."""
+        guard = self._guard
+        if guard is not None:
+            guard()
         try:
             return function(self._prepare_call() if self._prepare else None, argument)
         except _JS_ERRORS as exc:
@@ -442,6 +458,8 @@ class EcmascriptDatamodel(Datamodel):
                 self._values, ("data", data.expr.index),
                 f"(function () {{ return ({_js(data.expr)}\n); }})", what,
             )
+            if self._guard is not None:
+                self._guard()
             self._call_js(what, lambda: self._declare_from(data.id, function))
         elif data.has_body:
             text = json.dumps(tagged(data.body))
@@ -575,6 +593,8 @@ class EcmascriptDatamodel(Datamodel):
     def run_script(self, script: Expr) -> None:
         self._changed(keys=True)
         source = script.source
+        if self._guard is not None:
+            self._guard()
         self._call_js("<script>", lambda: self._run_script(source))
 
     def foreach(
@@ -591,6 +611,8 @@ class EcmascriptDatamodel(Datamodel):
             self._values, ("array", array.index),
             f"(function () {{ return ({_js(array)}\n); }})", what,
         )
+        if self._guard is not None:
+            self._guard()
         count = int(self._call_js(what, lambda: self._loop_begin(array_fn)))
         item_name = item.source
         index_name = index.source if index is not None else None
@@ -617,7 +639,7 @@ class EcmascriptDatamodel(Datamodel):
             try:
                 marked = str(self._snapshot(refresh))
             except _JS_ERRORS as exc:
-                raise self._error("snapshot", exc) from None
+                raise self._snapshot_error(exc) from None
             self._hooks = marked[0] == "h"
             self._last_snapshot = self._as_restored(marked[1:])
             self._dirty = False
@@ -626,6 +648,22 @@ class EcmascriptDatamodel(Datamodel):
             self._last_snapshot = "{" + ",".join(self._mirror_pieces.values()) + "}"
             self._mirror_stale = False
         return self._last_snapshot
+
+    def _snapshot_error(self, exc: Exception) -> SnapshotLimitError:
+        """Why the snapshot could not be taken, typed by the limit it met."""
+        error = self._error("snapshot", exc)
+        text = str(exc)
+        limit_name: str
+        limit: float
+        if "interrupted" in text:
+            limit_name, limit = "time_ms", self._time_limit_ms
+        elif "out of memory" in text or error.reason.startswith("null was thrown"):
+            limit_name, limit = "memory_bytes", self.limits.memory_bytes
+        elif "nests more than" in text:
+            limit_name, limit = "value_depth", MAX_VALUE_DEPTH
+        else:
+            limit_name, limit = "other", 0
+        return SnapshotLimitError(str(error), error.reason, limit_name, limit)
 
     def _as_restored(self, text: str) -> str:
         """``text``, or the text this engine was restored from when both hold the same value.
