@@ -150,7 +150,13 @@ def test_the_loop_fires_route_timers_in_chunks_of_their_own_chunk_setting(
 
 
 def test_a_chunks_statements_do_not_grow_with_its_rows(recorder: type[Recorder]) -> None:
-    """Lock, take, ledger insert, commit, settle: the same statements for 12 rows as for 2."""
+    """Lock, take, ledger insert, commit, settle: the same statements for 12 rows as for 2.
+    (The first chunk on a connection also reads its chart once on PostgreSQL, where the lock
+    does not join it: ``statecharts.stepper.postgres.NarrowLock``.)"""
+    for _ in range(2):  # (the chart's first sight: not counted)
+        start()
+    assert routequeue.fire_rows(routequeue.claim_rows(WHEN, 100), now=WHEN) == ["fired"] * 2
+    recorder.deliveries.clear()
     counts = []
     for size in (2, 12):
         for _ in range(size):
