@@ -45,10 +45,12 @@ from datetime import timedelta
 from typing import Any
 
 from django.apps import apps
+from django.db import transaction
 
+from statecharts import stepper
 from timers import leases
 from timers.conf import timer_settings
-from timers.firing import FireReport, fire_due
+from timers.firing import FireReport, fire_due, walk_due_index
 from timers.models import Timer
 
 SCHEDULE_NAME = "statecharts timers: sweep"
@@ -180,18 +182,23 @@ def _look(bound: int) -> Look:
     a batch per firer. A claimable route timer (a delayed route send) counts as one fresh
     timer when no timer is: firing one batch takes those too.
 
-    Asked in the claim's own shape (``ORDER BY due, id LIMIT n``), which PostgreSQL answers
-    from the partial due index whatever the table holds. Not ``.exists()`` or a ``COUNT``:
+    Asked in the claim's own shape (``ORDER BY due, id LIMIT n``), answered by walking the
+    partial due index (``walk_due_index``: the planner's statistics cannot turn it into a
+    read and sort of every due row). Not ``.exists()`` or a ``COUNT``:
     those drop the ORDER BY, and with settled rows due in the past the planner expects many
     due pending rows and may scan the whole table instead (200 ms per poll with 1,000,000
     pending and 1,000,000 settled rows and nothing due; see docs/performance.md).
     """
     now = timer_settings.now()
-    rows = (
-        Timer.objects.due(now)
-        .order_by("due", "id")
-        .values_list("claimed_until", "fire_deadline", "claim_token")[: 2 * bound]
-    )
+    database = stepper.database()
+    with transaction.atomic(using=database):
+        walk_due_index(database)  # (a LIMIT on the due index, whatever the statistics say)
+        rows = list(
+            Timer.objects.using(database)
+            .due(now)
+            .order_by("due", "id")
+            .values_list("claimed_until", "fire_deadline", "claim_token")[: 2 * bound]
+        )
     waiting = suspects = 0
     held: set[int | None] = set()
     for until, deadline, token in rows:
