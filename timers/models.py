@@ -54,10 +54,13 @@ class TimerQuerySet(models.QuerySet["Timer"]):
 class Timer(models.Model):
     # No database constraint: a timer outlives a deleted execution, and firing it then finds
     # the execution missing and discards it (SCXML 6.2), instead of the row vanishing.
+    # No index of its own: the unique (execution, ordinal) one starts with it, and serves
+    # "the timers of X"; every index is one more write per fire (the take is not a HOT update).
     execution = models.ForeignKey(
         "statecharts.Execution",
         on_delete=models.DO_NOTHING,
         db_constraint=False,
+        db_index=False,
         related_name="timers",
     )
     send_id = models.CharField(max_length=200, help_text="Cancellation key, with the execution.")
@@ -155,7 +158,14 @@ class Timer(models.Model):
                 condition=Q(status="pending"),
                 name="timers_timer_cancel",
             ),
-            models.Index(fields=["settled"], name="timers_timer_settled"),
+            # Partial: a pending row has no settled time, and pruning asks for settled rows
+            # only (``settled < cutoff`` implies the condition), so scheduling a timer writes
+            # no entry here.
+            models.Index(
+                fields=["settled"],
+                condition=Q(settled__isnull=False),
+                name="timers_timer_settled",
+            ),
         ]
 
     def __str__(self) -> str:
