@@ -364,6 +364,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/13")
     parser.add_argument("--pg-url", default=DEFAULT_PG_URL, help="server (and maintenance DB)")
     parser.add_argument("--json", type=Path, metavar="OUT")
+    parser.add_argument(
+        "--setup-sql",
+        action="append",
+        default=[],
+        metavar="SQL",
+        help="run on the throwaway database after migrating, before any system (an "
+        'experiment, e.g. "ALTER TABLE timers_timer SET (fillfactor = 50)"); repeatable',
+    )
     return parser.parse_args(None if argv is None else list(argv))
 
 
@@ -386,6 +394,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if args.workers is None:
             args.workers = int(settings.Q_CLUSTER["workers"])
+        if args.setup_sql:
+            from django.db import connection
+
+            with connection.cursor() as cursor:
+                for sql in args.setup_sql:
+                    cursor.execute(sql)
+            result["setup_sql"] = args.setup_sql
         for system in [s.strip() for s in args.systems.split(",") if s.strip()]:
             if system == "ours":
                 result["systems"]["ours"] = {
