@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -100,6 +101,11 @@ def main() -> int:
     parser.add_argument("--waldump", default="/usr/lib/postgresql/15/bin/pg_waldump")
     parser.add_argument("--label", default="")
     parser.add_argument(
+        "--perf",
+        metavar="OUT",
+        help="also record the backend with `perf record -g` during each drain (OUT.<round>)",
+    )
+    parser.add_argument(
         "--setup-sql", action="append", default=[], help="run after migrating (experiments)"
     )
     args = parser.parse_args()
@@ -146,10 +152,20 @@ def measure(args: argparse.Namespace) -> int:
     for _ in range(args.rounds):
         due(args.timers)
         start_lsn = scalar("SELECT pg_current_wal_insert_lsn()::text")
+        recorder = None
+        if args.perf:
+            pid = int(scalar("SELECT pg_backend_pid()"))
+            recorder = subprocess.Popen(
+                ["perf", "record", "-g", "-q", "-p", str(pid), "-o", f"{args.perf}.{len(rows)}"]
+            )
+            time.sleep(0.5)
         server, cpu, wall = backend_cpu(), time.process_time(), time.perf_counter()
         fired = dispatch.drain()
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         server = backend_cpu() - server
+        if recorder is not None:
+            recorder.send_signal(signal.SIGINT)
+            recorder.wait()
         end_lsn = scalar("SELECT pg_current_wal_insert_lsn()::text")
         records = wal_records(args.waldump, wal_dir, start_lsn, end_lsn, db_oid)
         if not names:

@@ -66,7 +66,7 @@ from django.db.models import Q
 
 from statecharts import stepper
 from timers.conf import timer_settings
-from timers.models import Timer, TimerStatus
+from timers.models import Timer
 
 log = logging.getLogger("timers")
 
@@ -94,13 +94,15 @@ def renew(
     within = Q(fire_deadline__gt=now)
     if horizon is None or now < horizon:
         within |= Q(fire_deadline__isnull=True)
-    mine = Timer.objects.using(database).filter(
-        within,
-        pk__in=pks,
-        claim_token=token,
-        status=TimerStatus.PENDING,
-        claimed_until__isnull=False,  # settled, snoozed or retried by its firer: not claimed
-        claimed_until__lt=until,  # only ever extended
+    mine = (
+        Timer.objects.using(database)
+        .pending_among(pks)  # (by primary key, whatever the statistics say)
+        .filter(
+            within,
+            claim_token=token,
+            claimed_until__isnull=False,  # settled, snoozed or retried by its firer: not claimed
+            claimed_until__lt=until,  # only ever extended
+        )
     )
     with transaction.atomic(using=database):
         if connections[database].features.has_select_for_update_skip_locked:

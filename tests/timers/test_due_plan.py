@@ -97,3 +97,47 @@ def test_the_look_walks_the_due_index_too() -> None:
     walk = next(i for i, sql in enumerate(statements) if "enable_bitmapscan" in sql)
     select = next(i for i, sql in enumerate(statements) if "ORDER BY" in sql)
     assert walk < select
+
+
+def plan_of(sql: str, params: object = None) -> str:
+    """EXPLAIN, with sequential scans priced out (the test tables are tiny)."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("EXPLAIN " + sql, params)
+        text = "\n".join(row[0] for row in cursor.fetchall())
+        transaction.set_rollback(True)
+    return text
+
+
+@pytest.mark.postgres
+def test_the_take_finds_its_rows_by_primary_key_never_through_a_pending_index() -> None:
+    """The take (``_settle_ids``) and a renewal (``pending_among``) name their rows by id:
+    the partial indexes on pending rows must not be able to answer them (with statistics
+    that expect few pending rows, one of them read every pending row for each chunk)."""
+    due_rows(200)
+    pks = list(Timer.objects.order_by("pk").values_list("pk", flat=True)[:20])
+    with CaptureQueriesContext(connection) as queries:
+        taken = firing._settle_ids(pks, "fired", T0 + timedelta(seconds=1), "", None)
+    assert taken == set(pks)
+    take = next(q["sql"] for q in queries.captured_queries if q["sql"].startswith("UPDATE"))
+    with transaction.atomic():
+        sid = transaction.savepoint()
+        Timer.objects.filter(pk__in=pks).update(status="pending")
+        planned = plan_of(take)
+        transaction.savepoint_rollback(sid)
+    assert "timers_timer_pkey" in planned, planned
+    assert "timers_timer_due" not in planned and "timers_timer_cancel" not in planned, planned
+
+    renewal = Timer.objects.pending_among(pks[:5]).filter(claim_token=7).values_list("pk")
+    sql, params = renewal.query.sql_with_params()
+    planned = plan_of(sql, params)
+    assert "timers_timer_pkey" in planned, planned
+    assert "Sort" not in planned and "timers_timer_cancel" not in planned, planned
+
+
+def test_pending_among_keeps_only_the_pending_rows_of_the_ids_given() -> None:
+    due_rows(5)
+    pks = sorted(Timer.objects.values_list("pk", flat=True))
+    Timer.objects.filter(pk=pks[1]).update(status="fired")
+    found = sorted(Timer.objects.pending_among(pks[:3]).values_list("pk", flat=True))
+    assert found == [pks[0], pks[2]]
