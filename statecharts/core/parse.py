@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import accumulate, repeat
+from operator import attrgetter, getitem, lt, sub
 from pathlib import Path
-from types import MappingProxyType
 
 from lxml import etree
 
@@ -37,9 +38,8 @@ _START_TAGS = re.compile(rb"<[^\s/>!?]")
 # - in_ns: whether it is in the root's namespace (in none, when the root is in none): an
 #   SCXML element, as far as the document is one;
 # - children: its element children, in document order (read only; () for a leaf);
-# - attributes: its attributes by name, as ``element.get`` reads them (read only): one call
-#   to lxml per element, where asking lxml for each attribute costs as much as a dict of
-#   them all and the loading passes ask for several, several times;
+# - attributes: its attributes by name, as ``element.get`` reads them (read only): lxml's
+#   mapping of them, each value read when asked (see _attributes);
 # - line, column: of its start tag, 1-based (see ParsedDocument.position).
 Facts = tuple[str, bool, Sequence[etree._Element], Mapping[str, str], int, int]
 
@@ -245,57 +245,10 @@ def _depth(
     return depth
 
 
-# The attributes of an element that has none (shared, read only).
-_NO_ATTRIBUTES: Mapping[str, str] = MappingProxyType({})
-# Up to this many attributes, an element's are read by one call to lxml (items()); above,
-# their names only, and each value when it is asked for (_ManyAttributes): lxml's items()
-# and values() look each value up by its name from the first attribute (quadratic: 130k
-# attributes on one element took minutes), and the loading passes ask for a few values
-# only, those of the attributes SCXML defines.
-_FEW_ATTRIBUTES = 64
-# An attribute takes at least 5 bytes of its start tag (' a=""'): a start tag shorter than
-# this holds at most _FEW_ATTRIBUTES of them, whatever they are.
-_SHORT_START_TAG = 5 * _FEW_ATTRIBUTES
-
-
-class _ManyAttributes(Mapping[str, str]):
-    """The attributes of an element that has many: their names read once (linear), each
-    value read from lxml when asked for (what ``element.get`` reads)."""
-
-    __slots__ = ("_element", "_names")
-
-    def __init__(self, element: etree._Element) -> None:
-        self._element = element
-        # in document order; a list, not a set: the loading passes ask whether a few names
-        # are there (those SCXML defines), and the list takes a fraction of a set's memory
-        self._names = element.keys()
-
-    def __getitem__(self, name: str) -> str:
-        if name not in self._names:
-            raise KeyError(name)
-        value = self._element.get(name)
-        assert value is not None
-        return value
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._names
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names)
-
-    def __len__(self) -> int:
-        return len(self._names)
-
-
-def _many_attributes(element: etree._Element) -> Mapping[str, str]:
-    """``element``'s attributes by name, in document order, linear in their number."""
-    attributes = element.attrib
-    count = len(attributes)
-    if not count:
-        return _NO_ATTRIBUTES
-    if count <= _FEW_ATTRIBUTES:
-        return dict(attributes.items())
-    return _ManyAttributes(element)
+def _attributes(element: etree._Element) -> Mapping[str, str]:
+    """``element``'s attributes, read from lxml when asked (``element.attrib``: what
+    ``element.get`` reads, by name, in document order)."""
+    return element.attrib  # type: ignore[return-value]
 
 
 def _outline(
@@ -303,16 +256,22 @@ def _outline(
 ) -> tuple[Outline, bool]:
     """The :class:`Outline` of the document ``data`` whose elements, in document order, are
     ``elements``, and whether they are all its nodes (no comment, processing instruction
-    or entity). One pass, three calls to lxml per element: its tag, its children and its
-    attributes (see _FEW_ATTRIBUTES).
+    or entity). Four calls to lxml per element (its tag, its children, its attributes'
+    mapping, its line), each made by ``map``, and the facts tuples made by ``zip``: no
+    Python code runs per element (but for the columns of a document that is not ASCII),
+    which on a 2 MB document of 65k elements was a third of parsing.
+
+    The attributes are lxml's mapping of them, read when asked: reading them all into a
+    dict per element took a fifth of parsing (a key string per attribute, made again for
+    each element) and 10-14 MB on a 2 MB document, where the loading passes ask for a few
+    values per element; lxml's mapping reads each value by name in C, linear in the
+    attributes, whatever their number.
 
     Positions: each element's start tag as (line, column), 1-based; the column counts
     characters. Linear in the document whatever its shape: the start tags found in the text
-    come in document order, like ``elements``, so the column of a tag is the previous tag's
-    column plus the characters between the two when they share a line (recounting from the
-    start of the line was quadratic on a document written on one line). When the tags found
-    do not match the elements, each element's position is lxml's line (where its start tag
-    ends) and column 1.
+    come in document order, like ``elements``. When the tags found do not match the
+    elements, each element's position is lxml's line (where its start tag ends) and
+    column 1.
     """
     scxml = namespace(root)
     prefix = f"{{{scxml}}}" if scxml is not None else None
@@ -326,53 +285,88 @@ def _outline(
     # Each distinct tag classified once: most documents use a dozen tags, and the elements
     # that share one share its local name (one string, not one per element).
     classified: dict[str, tuple[str, bool]] = {}
-    leaf: Sequence[etree._Element] = ()  # every leaf's children (one tuple for all)
     offsets = _start_tags(data, len(elements))
-    if offsets is None:
+    positions = _positions(data, offsets) if offsets is not None else None
+    if positions is None:
         return _outline_without_offsets(elements, facts, classified, prefix, start, sliced)
-    count, rindex = data.count, data.rindex
-    line = 1
-    previous = 0  # offset of the previous tag (or of the line start), where counting resumes
-    column = 1
-    ascii = data.isascii()
-    ends = offsets[1:]
-    ends.append(len(data))
-    for element, offset, end in zip(elements, offsets, ends, strict=True):
-        newlines = count(b"\n", previous, offset)
-        if newlines:
-            line += newlines
-            previous = rindex(b"\n", previous, offset) + 1  # the line's start
-            column = 1
-        # Tag offsets are at "<" bytes, never inside a UTF-8 sequence, so the pieces decode
-        # to exactly the characters of the whole (in ASCII, one byte is one character).
-        if ascii:
-            column += offset - previous
-        else:
-            column += len(data[previous:offset].decode("utf-8", errors="replace"))
-        previous = offset
-        # lxml's sourceline is where the start tag ends; it can only be at or after ours.
-        sourceline = element.sourceline
-        if sourceline is not None and sourceline < line:
-            facts.clear()
-            return _outline_without_offsets(elements, facts, classified, prefix, start, sliced)
-        tag: str = element.tag
-        known = classified.get(tag)
-        if known is None:
-            known = classified[tag] = _classify(tag, prefix, start)
-        if end - offset < _SHORT_START_TAG:
-            attributes = element.items()
-            found = dict(attributes) if attributes else _NO_ATTRIBUTES
-        else:
-            found = _many_attributes(element)
-        facts[element] = (
-            known[0],
-            known[1],
-            (element[:] or leaf) if sliced else _element_children(element),
-            found,
-            line,
-            column,
+    lines, columns = positions
+    # lxml's sourceline is where the start tag ends; it can only be at or after ours.
+    sourcelines = list(map(_SOURCELINE, elements))
+    if None in sourcelines or any(map(lt, sourcelines, lines)):
+        return _outline_without_offsets(elements, facts, classified, prefix, start, sliced)
+    tags = list(map(_TAG, elements))
+    for tag in set(tags):
+        classified[tag] = _classify(tag, prefix, start)
+    names = {tag: known[0] for tag, known in classified.items()}
+    in_ns = {tag: known[1] for tag, known in classified.items()}
+    if sliced:
+        children = list(map(getitem, elements, repeat(_ALL)))
+        children = [c or () for c in children]  # every leaf's: one tuple for all
+    else:
+        children = list(map(_element_children, elements))
+    facts.update(
+        zip(
+            elements,
+            zip(
+                map(names.__getitem__, tags),
+                map(in_ns.__getitem__, tags),
+                children,
+                map(_ATTRIB, elements),
+                lines,
+                columns,
+                strict=True,
+            ),
+            strict=True,
         )
+    )
     return Outline(facts), sliced
+
+
+_SOURCELINE = attrgetter("sourceline")
+_TAG = attrgetter("tag")
+_ATTRIB = attrgetter("attrib")  # see _attributes
+_ALL = slice(None)
+
+
+def _children(element: etree._Element) -> Sequence[etree._Element]:
+    """The children of ``element`` (a document with elements only): a slice, one call."""
+    return element[:] or ()
+
+
+def _positions(data: bytes, offsets: list[int]) -> tuple[list[int], list[int]] | None:
+    """The (lines, columns), 1-based, of the start tags at ``offsets`` in ``data``."""
+    starts = [0, *offsets]
+    starts.pop()
+    # line: 1 + the newlines before the tag, counted between each tag and the one before
+    lines = list(accumulate(map(data.count, repeat(b"\n"), starts, offsets), initial=1))
+    del lines[0]
+    if data.isascii():
+        # column: characters (bytes) after the last newline before the tag (-1 on line 1),
+        # found between each tag and the one before and carried over by max
+        newlines = accumulate(map(data.rfind, repeat(b"\n"), starts, offsets), max)
+        return lines, list(map(sub, offsets, newlines))
+    return lines, _columns_decoded(data, offsets)
+
+
+def _columns_decoded(data: bytes, offsets: list[int]) -> list[int]:
+    """The columns of the start tags at ``offsets`` in ``data`` (not ASCII: UTF-8), counted
+    in characters: the previous tag's column plus the characters between the two when they
+    share a line (recounting from the start of the line was quadratic on a document written
+    on one line). Tag offsets are at "<" bytes, never inside a UTF-8 sequence, so the
+    pieces decode to exactly the characters of the whole."""
+    rfind = data.rfind
+    columns = []
+    previous = 0
+    column = 1
+    for offset in offsets:
+        newline = rfind(b"\n", previous, offset)
+        if newline >= 0:
+            previous = newline + 1
+            column = 1
+        column += len(data[previous:offset].decode("utf-8", errors="replace"))
+        columns.append(column)
+        previous = offset
+    return columns
 
 
 def _outline_without_offsets(
@@ -392,8 +386,8 @@ def _outline_without_offsets(
         facts[element] = (
             known[0],
             known[1],
-            (element[:] or ()) if sliced else _element_children(element),
-            _many_attributes(element),
+            _children(element) if sliced else _element_children(element),
+            _attributes(element),
             element.sourceline or 0,
             1,
         )
