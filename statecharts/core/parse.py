@@ -10,8 +10,6 @@ import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from itertools import accumulate, repeat
-from operator import attrgetter, getitem, lt, sub
 from pathlib import Path
 
 from lxml import etree
@@ -246,8 +244,15 @@ def _depth(
 
 
 def _attributes(element: etree._Element) -> Mapping[str, str]:
-    """``element``'s attributes, read from lxml when asked (``element.attrib``: what
-    ``element.get`` reads, by name, in document order)."""
+    """``element``'s attributes by name, as ``element.get`` reads them: lxml's own mapping
+    of them (``element.attrib``), which reads a value from the tree when it is asked for,
+    in C, linear in the attributes whatever their number.
+
+    Why not a dict of them all, read once: lxml makes a new string for each name of each
+    element, and the dicts and names were 13-18 MB of peak memory on a 2 MB document
+    (65k elements), where the loading passes ask each element for a few values; and
+    ``items()`` reads each value by its name from the first attribute (quadratic: an
+    element with 130k attributes took minutes)."""
     return element.attrib  # type: ignore[return-value]
 
 
@@ -256,22 +261,16 @@ def _outline(
 ) -> tuple[Outline, bool]:
     """The :class:`Outline` of the document ``data`` whose elements, in document order, are
     ``elements``, and whether they are all its nodes (no comment, processing instruction
-    or entity). Four calls to lxml per element (its tag, its children, its attributes'
-    mapping, its line), each made by ``map``, and the facts tuples made by ``zip``: no
-    Python code runs per element (but for the columns of a document that is not ASCII),
-    which on a 2 MB document of 65k elements was a third of parsing.
-
-    The attributes are lxml's mapping of them, read when asked: reading them all into a
-    dict per element took a fifth of parsing (a key string per attribute, made again for
-    each element) and 10-14 MB on a 2 MB document, where the loading passes ask for a few
-    values per element; lxml's mapping reads each value by name in C, linear in the
-    attributes, whatever their number.
+    or entity). One pass, four calls to lxml per element: its tag, its children, its line
+    and its attributes' mapping (see _attributes).
 
     Positions: each element's start tag as (line, column), 1-based; the column counts
     characters. Linear in the document whatever its shape: the start tags found in the text
-    come in document order, like ``elements``. When the tags found do not match the
-    elements, each element's position is lxml's line (where its start tag ends) and
-    column 1.
+    come in document order, like ``elements``, so the column of a tag is the previous tag's
+    column plus the characters between the two when they share a line (recounting from the
+    start of the line was quadratic on a document written on one line). When the tags found
+    do not match the elements, each element's position is lxml's line (where its start tag
+    ends) and column 1.
     """
     scxml = namespace(root)
     prefix = f"{{{scxml}}}" if scxml is not None else None
@@ -285,88 +284,46 @@ def _outline(
     # Each distinct tag classified once: most documents use a dozen tags, and the elements
     # that share one share its local name (one string, not one per element).
     classified: dict[str, tuple[str, bool]] = {}
+    leaf: Sequence[etree._Element] = ()  # every leaf's children (one tuple for all)
     offsets = _start_tags(data, len(elements))
-    positions = _positions(data, offsets) if offsets is not None else None
-    if positions is None:
+    if offsets is None:
         return _outline_without_offsets(elements, facts, classified, prefix, start, sliced)
-    lines, columns = positions
-    # lxml's sourceline is where the start tag ends; it can only be at or after ours.
-    sourcelines = list(map(_SOURCELINE, elements))
-    if None in sourcelines or any(map(lt, sourcelines, lines)):
-        return _outline_without_offsets(elements, facts, classified, prefix, start, sliced)
-    tags = list(map(_TAG, elements))
-    for tag in set(tags):
-        classified[tag] = _classify(tag, prefix, start)
-    names = {tag: known[0] for tag, known in classified.items()}
-    in_ns = {tag: known[1] for tag, known in classified.items()}
-    if sliced:
-        children = list(map(getitem, elements, repeat(_ALL)))
-        children = [c or () for c in children]  # every leaf's: one tuple for all
-    else:
-        children = list(map(_element_children, elements))
-    facts.update(
-        zip(
-            elements,
-            zip(
-                map(names.__getitem__, tags),
-                map(in_ns.__getitem__, tags),
-                children,
-                map(_ATTRIB, elements),
-                lines,
-                columns,
-                strict=True,
-            ),
-            strict=True,
-        )
-    )
-    return Outline(facts), sliced
-
-
-_SOURCELINE = attrgetter("sourceline")
-_TAG = attrgetter("tag")
-_ATTRIB = attrgetter("attrib")  # see _attributes
-_ALL = slice(None)
-
-
-def _children(element: etree._Element) -> Sequence[etree._Element]:
-    """The children of ``element`` (a document with elements only): a slice, one call."""
-    return element[:] or ()
-
-
-def _positions(data: bytes, offsets: list[int]) -> tuple[list[int], list[int]] | None:
-    """The (lines, columns), 1-based, of the start tags at ``offsets`` in ``data``."""
-    starts = [0, *offsets]
-    starts.pop()
-    # line: 1 + the newlines before the tag, counted between each tag and the one before
-    lines = list(accumulate(map(data.count, repeat(b"\n"), starts, offsets), initial=1))
-    del lines[0]
-    if data.isascii():
-        # column: characters (bytes) after the last newline before the tag (-1 on line 1),
-        # found between each tag and the one before and carried over by max
-        newlines = accumulate(map(data.rfind, repeat(b"\n"), starts, offsets), max)
-        return lines, list(map(sub, offsets, newlines))
-    return lines, _columns_decoded(data, offsets)
-
-
-def _columns_decoded(data: bytes, offsets: list[int]) -> list[int]:
-    """The columns of the start tags at ``offsets`` in ``data`` (not ASCII: UTF-8), counted
-    in characters: the previous tag's column plus the characters between the two when they
-    share a line (recounting from the start of the line was quadratic on a document written
-    on one line). Tag offsets are at "<" bytes, never inside a UTF-8 sequence, so the
-    pieces decode to exactly the characters of the whole."""
-    rfind = data.rfind
-    columns = []
-    previous = 0
+    count, rindex = data.count, data.rindex
+    line = 1
+    previous = 0  # offset of the previous tag (or of the line start), where counting resumes
     column = 1
-    for offset in offsets:
-        newline = rfind(b"\n", previous, offset)
-        if newline >= 0:
-            previous = newline + 1
+    ascii = data.isascii()
+    for element, offset in zip(elements, offsets, strict=True):
+        newlines = count(b"\n", previous, offset)
+        if newlines:
+            line += newlines
+            previous = rindex(b"\n", previous, offset) + 1  # the line's start
             column = 1
-        column += len(data[previous:offset].decode("utf-8", errors="replace"))
-        columns.append(column)
+        # Tag offsets are at "<" bytes, never inside a UTF-8 sequence, so the pieces decode
+        # to exactly the characters of the whole (in ASCII, one byte is one character).
+        if ascii:
+            column += offset - previous
+        else:
+            column += len(data[previous:offset].decode("utf-8", errors="replace"))
         previous = offset
-    return columns
+        # lxml's sourceline is where the start tag ends; it can only be at or after ours.
+        sourceline = element.sourceline
+        if sourceline is not None and sourceline < line:
+            facts.clear()
+            return _outline_without_offsets(elements, facts, classified, prefix, start, sliced)
+        tag: str = element.tag
+        known = classified.get(tag)
+        if known is None:
+            known = classified[tag] = _classify(tag, prefix, start)
+        facts[element] = (
+            known[0],
+            known[1],
+            (element[:] or leaf) if sliced else _element_children(element),
+            element.attrib,  # (see _attributes)
+            line,
+            column,
+        )
+    return Outline(facts), sliced
 
 
 def _outline_without_offsets(
@@ -386,7 +343,7 @@ def _outline_without_offsets(
         facts[element] = (
             known[0],
             known[1],
-            _children(element) if sliced else _element_children(element),
+            (element[:] or ()) if sliced else _element_children(element),
             _attributes(element),
             element.sourceline or 0,
             1,
