@@ -284,12 +284,14 @@ class Validator:
             self._states.append(element)
         if not allowed_attrs.issuperset(attributes):
             self._unknown_attributes(element, name, attributes, allowed_attrs)
-        for attr in required:
-            if attr not in attributes:
-                self.error(element, f"<{name}> requires the attribute '{attr}'")
-        for a, b in exclusive:
-            if a in attributes and b in attributes:
-                self.error(element, f"<{name}> may not have both '{a}' and '{b}'")
+        if required:
+            for attr in required:
+                if attr not in attributes:
+                    self.error(element, f"<{name}> requires the attribute '{attr}'")
+        if exclusive:
+            for a, b in exclusive:
+                if a in attributes and b in attributes:
+                    self.error(element, f"<{name}> may not have both '{a}' and '{b}'")
         if check is not None:
             check(self, element, attributes, datamodel)
         if children and name not in _FREE_FORM:
@@ -425,8 +427,10 @@ class Validator:
                     token.startswith(".") or ".." in token or "*" in token.rstrip("*").rstrip(".")
                 ):
                     self.error(element, f"'{token}' is not a valid event descriptor")
-        if attributes.get("cond") is not None and datamodel == "null":
-            self._null_cond(element, attributes.get("cond") or "")
+        if datamodel == "null":
+            cond = attributes.get("cond")
+            if cond is not None:
+                self._null_cond(element, cond)
 
     def _null_cond(self, element: etree._Element, cond: str) -> None:
         from statecharts.core.datamodel.null import parse_in_predicate
