@@ -61,6 +61,14 @@ GIN-indexed on PostgreSQL) is measured twice in the same run:
   ``count()``, for the selective state (``paying``) and the common one (``shipping``).
   Reported: median milliseconds and the plan's scan (``EXPLAIN ANALYZE``) of each.
 
+**Many executions** (issue 16): ``--random-over N [N ...]`` sends every event to a random one
+of N executions instead, against django-fsm-2 and python-statemachine in the same run, from 1
+and 4 processes (PostgreSQL; the ``bench`` extra). That mode is ``benchmarks/many_executions.py``
+(then every other option is that script's: ``--processes``, ``--rounds``, ``--profile``,
+``--baseline`` ...); this flag runs it, so both modes start here::
+
+    python benchmarks/durable_steps.py --random-over 1000 100000 --rounds 9
+
 ``--profile`` then also runs ``--steps`` floor transactions and ``--steps`` stepper steps per
 chart under cProfile (after the timed rounds, so it does not disturb them) and prints where the
 time goes: the phases of a step side by side for the floor and the stepper (BEGIN, SELECT FOR
@@ -1014,6 +1022,26 @@ def render(args: argparse.Namespace, command: str, results: Sequence[DatabaseRes
     return "\n".join(lines)
 
 
+def _random_over(argv: list[str]) -> int | None:
+    """The many-executions mode: with ``--random-over N [N ...]`` in ``argv``, run
+    ``benchmarks/many_executions.py`` with N as its ``--executions`` and every other option
+    as given (they are its options then); None without the flag."""
+    if "--random-over" not in argv:
+        return None
+    import many_executions  # (a sibling script; only this mode needs it)
+
+    at = argv.index("--random-over")
+    end = at + 1
+    while end < len(argv) and argv[end].isdigit():
+        end += 1
+    if end == at + 1:
+        raise SystemExit("--random-over needs at least one N")
+    code: int = many_executions.main(
+        [*argv[:at], *argv[end:], "--executions", *argv[at + 1 : end]]
+    )
+    return code
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="Durable stepper steps/s vs a bare lock+update+insert transaction."
@@ -1039,6 +1067,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--profile", action="store_true", help="also cProfile the floor and the stepper"
     )
     parser.add_argument("--json", type=Path, metavar="OUT", help="also write results as JSON")
+    parser.add_argument(
+        "--random-over",
+        type=int,
+        nargs="+",
+        metavar="N",
+        help="events to a random one of N executions, against django-fsm-2 and "
+        "python-statemachine: runs benchmarks/many_executions.py with the other options",
+    )
     parser.add_argument("--child", choices=DATABASES, help=argparse.SUPPRESS)
     args = parser.parse_args(None if argv is None else list(argv))
     if args.steps < 1 or args.rounds < 1 or args.warmup < 0:
@@ -1049,6 +1085,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    delegated = _random_over(list(sys.argv[1:] if argv is None else argv))
+    if delegated is not None:
+        return delegated
     args = parse_args(argv)
     if args.child:
         result = run_database(args)

@@ -10,13 +10,20 @@ parent gets is what the design documents' answer builders make:
 
 all with ``_event.invokeid`` set, and all ignored if the parent has cancelled the invocation
 meanwhile (spec 6.4.3, recorded in its history as discarded).
+
+An answer is data from outside the platform (a task's return value, a callback's body): it
+passes the one validator (``statecharts.validation``) before anything is fed, like every
+other door. Its data is a chart value (no code-carrying tags, bounded depth and size, finite
+numbers, JSON types only) and an ``event`` answer's name is an event name outside the
+platform's reserved prefixes. A refused answer raises
+:class:`~statecharts.validation.InvalidInput` and feeds nothing.
 """
 
 from __future__ import annotations
 
 from invocations.handlers import Answer
 from invocations.models import Invocation
-from statecharts import stepper
+from statecharts import stepper, validation
 from statecharts.core.events import EXTERNAL, Event
 from statecharts.stepper import StepResult
 
@@ -33,8 +40,18 @@ def event_of(invocation: Invocation, answer: Answer) -> Event:
     raise ValueError(f"not an answer: {answer!r}")
 
 
+def checked(reply: Answer) -> Answer:
+    """``reply`` if the one validator accepts it as data from outside; else InvalidInput."""
+    validation.chart_value(reply.data, "the handler's answer")
+    if reply.kind == "event":
+        validation.event_name(reply.name, "the handler's event name")
+    return reply
+
+
 def answer(invocation: Invocation, reply: Answer, *, key: str) -> StepResult:
-    """Feed ``reply`` to the invocation's parent, once per ``key``."""
+    """Feed ``reply`` to the invocation's parent, once per ``key``. Raises InvalidInput
+    (nothing fed) for an answer the validator refuses (:func:`checked`)."""
+    checked(reply)
     return stepper.answer(
         invocation.parent_id,
         event_of(invocation, reply),

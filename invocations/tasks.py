@@ -18,7 +18,7 @@ from invocations.answers import answer
 from invocations.conf import invocation_settings
 from invocations.handlers import Answer, HandlerInvocation, handler_for
 from invocations.models import OPEN_STATUSES, Invocation, InvocationStatus
-from statecharts import codecs
+from statecharts import codecs, validation
 from statecharts.stepper import ensure_every_minute
 from statecharts.work import WorkSource
 
@@ -96,7 +96,13 @@ def run(invocation_id: int, *, now: datetime | None = None) -> str:
         if not isinstance(reply, Answer):
             fail(invocation, f"the handler answered {reply!r}, not an Answer")
             return "failed"
-        answer(invocation, reply, key="start")
+        try:
+            answer(invocation, reply, key="start")
+        except validation.InvalidInput as exc:
+            # Data from outside that the platform cannot take (code-carrying tags, NaN, too
+            # deep or too big, not JSON): a fact about the answer, which no retry changes.
+            fail(invocation, f"the handler's answer was refused: {exc}")
+            return "failed"
     return "started"
 
 
@@ -111,8 +117,10 @@ def _retry_later(invocation: Invocation, now: datetime, *, spend: bool, error: s
 def fail(invocation: Invocation, reason: str) -> None:
     """The invocation failed: its row says why, and the parent gets
     ``error.communication.invoke.<id>`` (ignored if it cancelled the invocation meanwhile)."""
+    # (the reason may quote a handler's exception: no lone surrogate may reach a column)
+    reason = reason[:2000].encode("utf-8", "replace").decode("utf-8")
     Invocation.objects.filter(pk=invocation.pk, status__in=OPEN_STATUSES).update(
-        last_error=reason[:2000], next_attempt_at=None
+        last_error=reason, next_attempt_at=None
     )
     answer(invocation, Answer.failed(reason), key="failed")
 

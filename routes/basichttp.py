@@ -380,6 +380,8 @@ def decode_post(
             data = text or None
         else:
             raise BadInbound([f"content type {media!r} is not accepted (form, JSON or text)"])
+    except RecursionError:  # (a JSON body nested deeper than the parser's stack)
+        raise BadInbound([f"the body is nested too deeply to read as {media}"]) from None
     except ValueError as exc:
         if isinstance(exc, BadInbound):
             raise

@@ -220,6 +220,7 @@ def budgets() -> StepBudgets:
         foreach_iterations=statecharts_settings.FOREACH_BUDGET,
         effects=statecharts_settings.EFFECT_BUDGET,
         log_bytes=statecharts_settings.LOG_BYTES_BUDGET,
+        output_bytes=statecharts_settings.OUTPUT_BYTES_BUDGET,
         time_ms=statecharts_settings.STEP_TIME_BUDGET_MS,
     )
 

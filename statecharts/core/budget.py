@@ -12,12 +12,22 @@ budget                    counts                                                
 ``foreach_iterations``    ``<foreach>`` iterations, nested ones included           100,000
 ``effects``               effects emitted (each send, cancel, log, ...)            10,000
 ``log_bytes``             bytes of ``<log>`` labels and values                     1,000,000
+``output_bytes``          bytes the effects carry as UTF-8 JSON (a send's event    2,000,000
+                          data, an ``<invoke>``'s params, donedata, a log, an
+                          error's message), counted as each effect is emitted
 ``time_ms``               wall-clock milliseconds for the whole step (only with   none
                           a host clock: ``Host.clock``)
 ``snapshot_*``            the datamodel snapshot that ends the step could not be   the
                           taken: ``snapshot_memory_bytes``,                        datamodel's
                           ``snapshot_value_depth``, ``snapshot_time_ms``           limits
 ========================  ======================================================  ===========
+
+The output is counted as each effect is emitted, so a step that would carry too much stops
+at the effect that passes the budget, before the next one is built (a loop of sends of a
+large value never holds more than the budget and one value). A host that runs one step as
+several calls (a durable step drains its self-sends one call each) passes what the earlier
+calls carried (``Host.output_bytes_spent``; each :class:`~statecharts.core.interpreter.Step`
+reports the running total), so the budget bounds the step as a whole.
 
 The time budget is checked before each round's guards, before each ``<foreach>`` iteration,
 before every evaluation of chart code (the datamodel's evaluation guard: ``<data>`` at start
@@ -52,6 +62,7 @@ class StepBudgets:
     foreach_iterations: int = 100_000
     effects: int = 10_000
     log_bytes: int = 1_000_000
+    output_bytes: int = 2_000_000
     time_ms: int | None = None
 
 

@@ -16,6 +16,8 @@ recorded ones back:
   (an unsupported or malformed target: ``error.execution``) or ``unreachable`` (it cannot be
   dispatched, e.g. Basic HTTP with no target: ``error.communication``). A durable host records
   each answer with the step, so replay gets the same.
+- ``output_bytes_spent``: the bytes the effects of the step's earlier calls carried, for the
+  step's ``output_bytes`` budget (0 for a step of one call).
 - ``clock``: a monotonic clock in seconds, for the step's wall-clock budget
   (``statecharts.core.budget``); without one, the step has no time budget. It never reaches
   the chart: a step cut short by it is rolled back, so nothing of it is recorded but the cut.
@@ -145,6 +147,9 @@ class Host:
     # every call of the step (a durable step drains its self-sends with one call each, and
     # the budget bounds them all together). None: each call starts its own budget.
     started: float | None = None
+    # What the earlier calls of the host's step carried (bytes of UTF-8 JSON, the
+    # ``output_bytes`` budget): the budget then bounds every call of the step together.
+    output_bytes_spent: int = 0
     check_route: Callable[[str, str, str | None], RouteAnswer] = _any_target
 
 

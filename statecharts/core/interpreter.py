@@ -84,10 +84,29 @@ class Step:
 
     state: State
     effects: tuple[Effect, ...]
+    # The bytes (UTF-8 JSON) the effects carried, with ``Host.output_bytes_spent`` (what the
+    # step's earlier calls carried) included: the ``output_bytes`` budget's running total.
+    output_bytes: int = 0
 
 
 _new_step = positional_constructor(Step)
 _new_effect = positional_constructor(Effect)
+
+# The effects that carry values out of the step (the ``output_bytes`` budget): all but the
+# trace effects and the datamodel's (whose values the position holds, bounded by its own
+# budget), and the budget's own.
+_CARRYING = frozenset(
+    kind
+    for kind in fx.EffectKind
+    if not kind.is_trace
+    and kind not in (fx.DATAMODEL_CHANGE, fx.DATAMODEL_INIT, fx.BUDGET_EXHAUSTED)
+)
+
+
+def _json_bytes(value: Any) -> int:
+    """The bytes ``value`` takes as UTF-8 JSON (what a history, timer or outbox row holds)."""
+    text = json.dumps(value, default=str, ensure_ascii=False)
+    return len(text) if text.isascii() else len(text.encode("utf-8", "replace"))
 
 
 # What an error event can point at: the failing element, with its line and column.
@@ -379,6 +398,7 @@ class Interpreter:
                 self._start_budgets()
             else:  # (no time budget: the clock stays None, nothing else to reset)
                 self._foreach_iterations = self._log_bytes = 0
+                self._output_bytes = self._host.output_bytes_spent
             self._previous_snapshot = state.datamodel_json
             return
         self.session_id = state.session_id
@@ -438,6 +458,7 @@ class Interpreter:
         self._foreach_iterations = 0
         self._log_bytes = 0
         self._work = 0
+        self._output_bytes = self._host.output_bytes_spent
         self._work_check = _WORK_PER_CHECK
         host = self._host
         clock, time_ms = host.clock, self.budgets.time_ms
@@ -494,7 +515,7 @@ class Interpreter:
                 new_counters(0, 0, 0, 0, 0, 0, 0), self.parent_session_id, self.invokeid,
                 "budget_exhausted", self.io_processors,
             )
-        step: Step = _new_step(state, (effect,))
+        step: Step = _new_step(state, (effect,), self._host.output_bytes_spent)
         return step
 
     def _discard_live(self) -> None:
@@ -528,7 +549,16 @@ class Interpreter:
         effects = self.effects
         if len(effects) >= self._effects_budget:
             raise BudgetExceeded("effects", self._effects_budget, len(effects) + 1)
+        if kind in _CARRYING:
+            self._count_output(_json_bytes(data))
         effects.append(_new_effect(kind, data, self.n_macrostep, self.n_microstep, self.n_round))
+
+    def _count_output(self, size: int) -> None:
+        """Count ``size`` bytes against the step's ``output_bytes`` budget, as each effect is
+        emitted: a step over it stops before the next effect's values are built."""
+        self._output_bytes += size
+        if self._output_bytes > self.budgets.output_bytes:
+            raise BudgetExceeded("output_bytes", self.budgets.output_bytes, self._output_bytes)
 
     def _ids(self, indexes: Iterable[int]) -> list[str]:
         return [self.states[i].id for i in indexes]
@@ -742,7 +772,7 @@ class Interpreter:
             self._dm = self.dm
         else:
             self.dm.close()
-        step: Step = _new_step(state, tuple(effects))
+        step: Step = _new_step(state, tuple(effects), self._output_bytes)
         return step
 
     # ==== spec functions =======================================================================
@@ -1339,12 +1369,17 @@ class Interpreter:
             elif kind is Log:
                 assert isinstance(action, Log)
                 value = plain(self.dm.evaluate(action.expr)) if action.expr is not None else None
-                self._log_bytes += len(action.label or "") + len(
-                    json.dumps(value, default=str, ensure_ascii=False)
-                )
+                size = _json_bytes(action.label) + _json_bytes(value)
+                self._log_bytes += size
                 if self._log_bytes > self.budgets.log_bytes:
                     raise BudgetExceeded("log_bytes", self.budgets.log_bytes, self._log_bytes)
-                self._emit(fx.LOG, label=action.label, value=value)
+                if len(self.effects) >= self._effects_budget:
+                    raise BudgetExceeded("effects", self._effects_budget, len(self.effects) + 1)
+                self._count_output(size)  # (measured once for both budgets)
+                self.effects.append(_new_effect(
+                    fx.LOG, {"label": action.label, "value": value},
+                    self.n_macrostep, self.n_microstep, self.n_round,
+                ))
             elif kind is If:
                 assert isinstance(action, If)
                 for cond, branch in action.branches:

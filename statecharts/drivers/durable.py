@@ -202,6 +202,8 @@ def advance(
             result.halted = {"budget": "sends", "limit": send_budget, "used": send_budget + 1}
             break
         result.self_events += 1
+        # One output budget for the whole step: this call counts on from the earlier ones.
+        host = replace(host or interpreter.host, output_bytes_spent=step.output_bytes)
         step = interpreter.handle_event(result.state, pending.popleft(), host=host)
         result.state = step.state
         _collect(result, step.effects, pending)

@@ -35,7 +35,6 @@ the batch's others in one statement, before anything else runs in the transactio
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 import time
 import uuid
@@ -737,39 +736,13 @@ def step_clock() -> Any:
 
 
 def _over_host_budgets(outcome: Advance) -> dict[str, Any] | None:
-    """Budgets only the host can count: the delayed sends one step schedules, and the bytes
-    its effects would write (``OUTPUT_BYTES_BUDGET``)."""
+    """The budget only the host can count: the delayed sends one step schedules (the core
+    counts the others, ``output_bytes`` included, as the step runs)."""
     scheduled = sum(1 for i in outcome.outgoing if i.kind is InstructionKind.SCHEDULE)
     limit = statecharts_settings.DELAYED_SENDS_BUDGET
     if scheduled > limit:
         return {"budget": "delayed_sends", "limit": limit, "used": scheduled}
-    limit = statecharts_settings.OUTPUT_BYTES_BUDGET
-    written = output_bytes(outcome.effects, over=limit)
-    if written > limit:
-        return {"budget": "output_bytes", "limit": limit, "used": written}
     return None
-
-
-# Effects the history records by kind alone (the datamodel is in the position).
-_RECORDED_BY_KIND = frozenset({fx.EffectKind.DATAMODEL_CHANGE, fx.EffectKind.DATAMODEL_INIT})
-
-
-def output_bytes(effects: list[Effect], *, over: int | None = None) -> int:
-    """The bytes of UTF-8 JSON that what ``effects`` carry takes (a send's event data, which
-    its timer or outbox row holds too; a ``<log>``; an ``<invoke>``'s params; a ``done``'s
-    donedata): about what the step's history row holds beyond its position. Trace effects
-    and datamodel changes (recorded by kind alone) do not count. With ``over``, counting
-    stops once the total passes it."""
-    total = 0
-    for effect in effects:
-        kind = effect.kind
-        if kind.is_trace or kind in _RECORDED_BY_KIND:
-            continue
-        text = json.dumps(effect.data, default=str, ensure_ascii=False)
-        total += len(text) if text.isascii() else len(text.encode("utf-8", "replace"))
-        if over is not None and total > over:
-            break
-    return total
 
 
 def describe_budget(halted: dict[str, Any]) -> str:

@@ -235,6 +235,35 @@ def test_every_step_budget_rolls_the_step_back(
                                                                                Event(event)))
 
 
+def test_the_output_budget_stops_at_the_effect_that_passes_it() -> None:
+    """A hundred sends of 3 KB each against a 10 KB output budget: the step is rolled back at
+    the fourth send, before the fifth's value is built (counted as each effect is emitted,
+    not after the step has built all 300 KB)."""
+    chart = load_chart(f"""<scxml xmlns="{NS}" version="1.0" datamodel="ecmascript" initial="a">
+      <datamodel><data id="xs" expr="Array.from({{length: 100}}, (_, i) => i)"/>
+        <data id="built" expr="0"/></datamodel>
+      <state id="a"><transition event="go">
+        <foreach array="xs" item="i">
+          <assign location="built" expr="built + 1"/>
+          <send event="out" target="#_parent"><content expr="'y'.repeat(3000)"/></send>
+        </foreach>
+      </transition></state></scxml>""")
+    interpreter = Interpreter(chart, budgets=StepBudgets(output_bytes=10_000))
+    first = interpreter.initialize("s", parent_session_id="p")
+    step = interpreter.handle_event(first.state, Event("go"))
+    [exhausted] = effects(step)
+    assert (exhausted["kind"], exhausted["budget"], exhausted["limit"]) == (
+        "budget_exhausted", "output_bytes", 10_000
+    )
+    assert 10_000 < exhausted["used"] < 13_000  # the fourth send's bytes, not the 100th's
+    assert step.state is first.state
+    # The same step under a budget it fits in sends all hundred.
+    whole = Interpreter(chart, budgets=StepBudgets(output_bytes=400_000)).handle_event(
+        first.state, Event("go")
+    )
+    assert kinds(whole).count("send") == 100
+
+
 def test_the_time_budget_stops_at_the_first_check_after_the_deadline() -> None:
     """An injected step clock: each reading advances 0.1 s, so a 1 s budget trips on the
     reading after the tenth; the chart's eventless loop never settles on its own."""

@@ -13,7 +13,7 @@ from django.utils.module_loading import import_string
 from invocations import answers, tasks
 from invocations.handlers import Answer, HandlerInvocation
 from invocations.models import Invocation
-from statecharts import stepper
+from statecharts import stepper, validation
 from statecharts.core.position import decode
 from statecharts.models import Chart, Execution
 
@@ -40,6 +40,12 @@ PAYMENT = f"""<scxml {NS} initial="paying">
 
 calls: list[dict[str, Any]] = []
 failures = {"left": 0}
+hostile: dict[str, Any] = {"answer": None}
+
+
+def echo_hostile(amount: int) -> Any:
+    """A task whose return value came from outside (a provider's JSON, say)."""
+    return hostile["answer"]
 
 
 def charge(amount: int) -> dict[str, Any]:
@@ -64,7 +70,7 @@ class Silent:
 
 
 SETTINGS = {
-    "TASKS": {"charge": f"{__name__}.charge"},
+    "TASKS": {"charge": f"{__name__}.charge", "echo_hostile": f"{__name__}.echo_hostile"},
     "INVOKERS": {
         "task": "invocations.handlers.TaskInvoker",
         "silent": f"{__name__}.Silent",
@@ -187,3 +193,46 @@ def test_an_unregistered_invoke_type_is_error_execution() -> None:
     execution = start(chart)
     assert execution.configuration == ["failed"]
     assert not Invocation.objects.exists()
+
+
+CODE = "(function(){ globalThis.pwned = true; receipt = 'forged'; return 7 })()"
+DEEP: list[Any] = []
+for _ in range(5_000):
+    DEEP = [DEEP]
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ({"$sc": "function", "source": CODE}, "function"),
+        ({"total": float("nan")}, "finite"),
+        (DEEP, "deep"),
+        ({"x": object()}, "JSON"),
+        ({1, 2}, "JSON"),
+        ("y" * 2_000_000, "bytes"),
+    ],
+    ids=["code", "nan", "deep", "object", "set", "too big"],
+)
+def test_a_handler_answer_from_outside_passes_the_validator_or_fails_the_invocation(
+    value: Any, reason: str
+) -> None:
+    """A task's return value is data from outside: refused like at every other door (no code
+    run, nothing stored), the invocation failed at once (no retry changes the answer) and the
+    parent told with error.communication, instead of an exception left in the task."""
+    hostile["answer"] = value
+    execution = start(PAYMENT.replace('src="charge"', 'src="echo_hostile"'))
+    assert execution.configuration == ["failed"]
+    model = datamodel(execution)
+    assert model["receipt"] is None and "pwned" not in model
+    assert "answer was refused" in model["why"] and reason in model["why"]
+    invocation = Invocation.objects.get(parent=execution)
+    assert (invocation.status, invocation.attempts) == ("failed", 1)
+    assert not execution.history.filter(input__event__name="done.invoke.pay").exists()
+
+
+def test_a_handler_event_answer_may_not_take_a_reserved_name() -> None:
+    execution = start(PAYMENT.replace('type="task" src="charge"', 'type="silent"'))
+    invocation = Invocation.objects.get(parent=execution)
+    with pytest.raises(validation.InvalidInput, match="reserved"):
+        answers.answer(invocation, Answer.event("done.state.paying"), key="spoof")
+    assert execution.history.count() == 1  # the start only: nothing fed

@@ -125,6 +125,10 @@ def test_a_finished_execution_is_409_and_a_deleted_one_404(client: Client) -> No
         ("_scxmleventname=a&_scxmleventname=b", FORM, "2 times"),
         ("{not json", "application/json", "cannot be read"),
         ("<x/>", "application/xml", "not accepted"),
+        ("[" * 5000 + "]" * 5000, "application/json", "nested too deeply"),
+        ('{"x": NaN}', "application/json", "finite"),
+        ('{"$sc": "function", "source": "(function(){ return 1 })()"}', "application/json",
+         "function"),
     ],
 )
 def test_bad_input_is_400_with_reasons_and_nothing_is_applied(

@@ -119,6 +119,34 @@ def test_a_step_within_the_output_budget_is_applied() -> None:
     assert Timer.objects.filter(execution=execution).count() == 4
 
 
+def test_the_output_budget_bounds_the_self_sends_of_a_step_together() -> None:
+    """Each self-send the step drains is one call of the core carrying 0.8 MB, under the
+    2 MB budget alone; the step carries them together and is halted at the third."""
+    chart = f"""<scxml {NS} initial="a">
+      <datamodel><data id="n" expr="0"/></datamodel>
+      <state id="a">{NUDGE}
+        <transition event="go"><send event="more"/></transition>
+        <transition event="more" cond="n &lt; 5">
+          <assign location="n" expr="n + 1"/>
+          <send event="more"><param name="p" expr="'y'.repeat(800000)"/></send>
+        </transition>
+      </state>
+    </scxml>"""
+    execution = start(chart)
+    with pytest.raises(Halted, match="output_bytes budget"):
+        stepper.send(execution, "go", now=T0)
+    execution.refresh_from_db()
+    assert execution.status == "halted"
+    used = refused_budget(execution)["used"]
+    assert isinstance(used, int) and 2_000_000 < used < 2_500_000  # the third 0.8 MB send
+    with override_settings(STATECHARTS={"OUTPUT_BYTES_BUDGET": 6_000_000}):
+        execution = start(chart)
+        stepper.send(execution, "go", now=T0)
+    execution.refresh_from_db()
+    assert execution.status == "active"
+    assert not execution.history.filter(disposition="refused").exists()
+
+
 def test_donedata_over_the_output_budget_halts_instead_of_completing() -> None:
     chart = f"""<scxml {NS} initial="a">
       <state id="a"><transition event="go" target="f"/></state>
