@@ -145,8 +145,14 @@ def encode_utf8(text: str) -> bytes:
     except UnicodeEncodeError as exc:
         line, column = _where(text, exc.start)
         raise ChartError(
-            [Problem(line, column, f"U+{ord(text[exc.start]):04X} is not a character (a lone "
-                     "surrogate: was the document decoded from invalid UTF-8?)")]
+            [
+                Problem(
+                    line,
+                    column,
+                    f"U+{ord(text[exc.start]):04X} is not a character (a lone "
+                    "surrogate: was the document decoded from invalid UTF-8?)",
+                )
+            ]
         ) from None
 
 
@@ -159,8 +165,14 @@ def decode_utf8(data: bytes) -> str:
         good = data[: exc.start].decode("utf-8-sig")
         line, column = _where(good, len(good))
         raise ChartError(
-            [Problem(line, column, f"byte 0x{data[exc.start]:02X} is not valid UTF-8 "
-                     f"(a chart stored as text must be UTF-8)")]
+            [
+                Problem(
+                    line,
+                    column,
+                    f"byte 0x{data[exc.start]:02X} is not valid UTF-8 "
+                    f"(a chart stored as text must be UTF-8)",
+                )
+            ]
         ) from None
 
 

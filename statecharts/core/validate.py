@@ -302,9 +302,7 @@ class Validator:
                 else:
                     self._misplaced(child, child_facts[0], child_facts[1], name)
 
-    def _misplaced(
-        self, child: etree._Element, child_name: str, in_scxml: bool, name: str
-    ) -> None:
+    def _misplaced(self, child: etree._Element, child_name: str, in_scxml: bool, name: str) -> None:
         """The problem with ``child``, an element <name> does not allow: its subtree is not
         checked (the walk leaves it out)."""
         if not in_scxml:
@@ -347,9 +345,7 @@ class Validator:
             if attr not in allowed and not attr.startswith("{")
         ]
         line, column = self.document.position(element)
-        self.problems.extend(
-            map(Problem, repeat(line), repeat(column), unknown, repeat("warning"))
-        )
+        self.problems.extend(map(Problem, repeat(line), repeat(column), unknown, repeat("warning")))
 
     # -- per element checks ----------------------------------------------------------------
 
@@ -696,7 +692,8 @@ class Validator:
                 direct = direct_ids.get(parent) if parent is not None else set()
                 if direct is None and parent is not None:
                     direct = direct_ids[parent] = {
-                        c.get("id") for c in self.children(parent)
+                        c.get("id")
+                        for c in self.children(parent)
                         if c.get("id") and self.name(c) in STATE_LIKE
                     }
                 for t in self.children(element):
@@ -716,7 +713,8 @@ class Validator:
                             )
         if self._skipped_subtree:
             transitions: list[etree._Element] | Iterator[etree._Element] = (
-                element for element in self._structure(self.root)
+                element
+                for element in self._structure(self.root)
                 if facts[element][0] == "transition"
                 and self._name_of_parent(element) not in ("initial", "history")
             )
