@@ -165,7 +165,8 @@ class _Compiler:
                 kind = _HISTORY_DEEP if attributes.get("type") == "deep" else _HISTORY_SHALLOW
             else:
                 kind = _KINDS[name]
-            state_id = attributes.get("id") or f"__generated_{name}_{index}"
+            given_id = attributes.get("id")
+            state_id = given_id or f"__generated_{name}_{index}"
             node = UnreadStateNode(index, state_id, kind, parent, line, column, depth, structure)
             states.append(node)
             add_parent(parent)
@@ -195,7 +196,13 @@ class _Compiler:
             # invokes, <initial>, an initial attribute), in document order; a state holding
             # nothing else has only its default initial transition, made on first read (see
             # UnreadStateNode).
-            if other or index == 0 or (bool(kids) and "initial" in attributes):
+            # (lxml is asked for "initial" only when the state has an attribute besides its
+            # id: a read of lxml's mapping costs three times its length, see parse._attributes)
+            if (
+                other
+                or index == 0
+                or (kids and len(attributes) > (given_id is not None) and "initial" in attributes)
+            ):
                 to_fill.append((node, element, None))
             elif transitions:
                 # an atomic state (no children but history pseudo-states, if any) that holds
