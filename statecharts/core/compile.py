@@ -67,7 +67,9 @@ class _Compiler:
         self.structure = Structure([], [])  # shared by every StateNode of the chart
         self._events: dict[str, tuple[tuple[str, ...], ...]] = {}  # event attribute -> split
         # the states _fill compiles the rest of, in document order
-        self._to_fill: list[tuple[StateNode, etree._Element]] = []
+        # (with the <transition> children of an atomic state holding nothing else of SCXML's
+        # but history pseudo-states, the commonest: see _fill_transitions; None for others)
+        self._to_fill: list[tuple[StateNode, etree._Element, list[etree._Element] | None]] = []
         self.expressions: list[Expr] = []
         self.transitions: list[Transition] = []
         self.invokes: list[Invoke] = []
@@ -132,9 +134,12 @@ class _Compiler:
     def compile(self) -> tuple[list[StateNode], Block | None]:
         root = self.document.root
         self._number(root, -1, 0)
-        fill = self._fill
-        for node, element in self._to_fill:
-            fill(node, element)
+        fill, fill_transitions = self._fill, self._fill_transitions
+        for node, element, transitions in self._to_fill:
+            if transitions is None:
+                fill(node, element)
+            else:
+                fill_transitions(node, transitions)
         scripts = self.kids(root, "script")
         script = Block("script", tuple(self._action(s) for s in scripts)) if scripts else None
         return self.states, script
@@ -160,7 +165,8 @@ class _Compiler:
                 kind = _HISTORY_DEEP if attributes.get("type") == "deep" else _HISTORY_SHALLOW
             else:
                 kind = _KINDS[name]
-            state_id = attributes.get("id") or f"__generated_{name}_{index}"
+            given_id = attributes.get("id")
+            state_id = given_id or f"__generated_{name}_{index}"
             node = UnreadStateNode(index, state_id, kind, parent, line, column, depth, structure)
             states.append(node)
             add_parent(parent)
@@ -168,27 +174,41 @@ class _Compiler:
                 ids[state_id] = index
             if not below_all:  # a leaf (half the states or more): nothing below it
                 if index == 0:
-                    to_fill.append((node, element))
+                    to_fill.append((node, element, None))
                 add_stop(index + 1)
                 return index + 1
             add_stop(0)  # its subtree's end, once numbered
-            # The state children, and whether it holds anything else of SCXML's: one pass.
+            # The state children, its transitions, and whether it holds anything else of
+            # SCXML's: one pass.
             kids = []
+            transitions = []
             other = False
             for c in below_all:
                 child = facts[c]
                 if child[1]:  # an SCXML element
                     if child[0] in state_like:
                         kids.append(c)
+                    elif child[0] == "transition":
+                        transitions.append(c)
                     else:
                         other = True
             # _fill compiles what a state holds besides states (transitions, blocks, data,
             # invokes, <initial>, an initial attribute), in document order; a state holding
             # nothing else has only its default initial transition, made on first read (see
             # UnreadStateNode).
-            filled = other or index == 0 or (bool(kids) and "initial" in attributes)
-            if filled:
-                to_fill.append((node, element))
+            # (lxml is asked for "initial" only when the state has an attribute besides its
+            # id: a read of lxml's mapping costs three times its length, see parse._attributes)
+            if (
+                other
+                or index == 0
+                or (kids and len(attributes) > (given_id is not None) and "initial" in attributes)
+            ):
+                to_fill.append((node, element, None))
+            elif transitions:
+                # an atomic state (no children but history pseudo-states, if any) that holds
+                # transitions only: _fill_transitions
+                atomic = kind is _ATOMIC and all(facts[c][0] == "history" for c in kids)
+                to_fill.append((node, element, transitions if atomic else None))
             stop = index + 1
             if kids:
                 history = []
@@ -208,6 +228,12 @@ class _Compiler:
 
         number(element, len(states), parent, depth)
         number = None  # type: ignore[assignment]  # the closure's cycle, broken
+
+    def _fill_transitions(self, node: StateNode, transitions: list[etree._Element]) -> None:
+        """_fill for an atomic state that holds transitions and nothing else of SCXML's but
+        history pseudo-states (the commonest state): no grouping of its children."""
+        index, transition = node.index, self._transition
+        node.transitions = tuple([transition(t, index) for t in transitions])
 
     def _fill(self, node: StateNode, element: etree._Element) -> None:
         groups = self._groups(self._facts[element][2])

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
 
 from lxml import etree
 
@@ -37,9 +36,8 @@ _START_TAGS = re.compile(rb"<[^\s/>!?]")
 # - in_ns: whether it is in the root's namespace (in none, when the root is in none): an
 #   SCXML element, as far as the document is one;
 # - children: its element children, in document order (read only; () for a leaf);
-# - attributes: its attributes by name, as ``element.get`` reads them (read only): one call
-#   to lxml per element, where asking lxml for each attribute costs as much as a dict of
-#   them all and the loading passes ask for several, several times;
+# - attributes: its attributes by name, as ``element.get`` reads them (read only): lxml's
+#   mapping of them, each value read when asked (see _attributes);
 # - line, column: of its start tag, 1-based (see ParsedDocument.position).
 Facts = tuple[str, bool, Sequence[etree._Element], Mapping[str, str], int, int]
 
@@ -147,8 +145,14 @@ def encode_utf8(text: str) -> bytes:
     except UnicodeEncodeError as exc:
         line, column = _where(text, exc.start)
         raise ChartError(
-            [Problem(line, column, f"U+{ord(text[exc.start]):04X} is not a character (a lone "
-                     "surrogate: was the document decoded from invalid UTF-8?)")]
+            [
+                Problem(
+                    line,
+                    column,
+                    f"U+{ord(text[exc.start]):04X} is not a character (a lone "
+                    "surrogate: was the document decoded from invalid UTF-8?)",
+                )
+            ]
         ) from None
 
 
@@ -161,8 +165,14 @@ def decode_utf8(data: bytes) -> str:
         good = data[: exc.start].decode("utf-8-sig")
         line, column = _where(good, len(good))
         raise ChartError(
-            [Problem(line, column, f"byte 0x{data[exc.start]:02X} is not valid UTF-8 "
-                     f"(a chart stored as text must be UTF-8)")]
+            [
+                Problem(
+                    line,
+                    column,
+                    f"byte 0x{data[exc.start]:02X} is not valid UTF-8 "
+                    f"(a chart stored as text must be UTF-8)",
+                )
+            ]
         ) from None
 
 
@@ -245,57 +255,17 @@ def _depth(
     return depth
 
 
-# The attributes of an element that has none (shared, read only).
-_NO_ATTRIBUTES: Mapping[str, str] = MappingProxyType({})
-# Up to this many attributes, an element's are read by one call to lxml (items()); above,
-# their names only, and each value when it is asked for (_ManyAttributes): lxml's items()
-# and values() look each value up by its name from the first attribute (quadratic: 130k
-# attributes on one element took minutes), and the loading passes ask for a few values
-# only, those of the attributes SCXML defines.
-_FEW_ATTRIBUTES = 64
-# An attribute takes at least 5 bytes of its start tag (' a=""'): a start tag shorter than
-# this holds at most _FEW_ATTRIBUTES of them, whatever they are.
-_SHORT_START_TAG = 5 * _FEW_ATTRIBUTES
+def _attributes(element: etree._Element) -> Mapping[str, str]:
+    """``element``'s attributes by name, as ``element.get`` reads them: lxml's own mapping
+    of them (``element.attrib``), which reads a value from the tree when it is asked for,
+    in C, linear in the attributes whatever their number.
 
-
-class _ManyAttributes(Mapping[str, str]):
-    """The attributes of an element that has many: their names read once (linear), each
-    value read from lxml when asked for (what ``element.get`` reads)."""
-
-    __slots__ = ("_element", "_names")
-
-    def __init__(self, element: etree._Element) -> None:
-        self._element = element
-        # in document order; a list, not a set: the loading passes ask whether a few names
-        # are there (those SCXML defines), and the list takes a fraction of a set's memory
-        self._names = element.keys()
-
-    def __getitem__(self, name: str) -> str:
-        if name not in self._names:
-            raise KeyError(name)
-        value = self._element.get(name)
-        assert value is not None
-        return value
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._names
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names)
-
-    def __len__(self) -> int:
-        return len(self._names)
-
-
-def _many_attributes(element: etree._Element) -> Mapping[str, str]:
-    """``element``'s attributes by name, in document order, linear in their number."""
-    attributes = element.attrib
-    count = len(attributes)
-    if not count:
-        return _NO_ATTRIBUTES
-    if count <= _FEW_ATTRIBUTES:
-        return dict(attributes.items())
-    return _ManyAttributes(element)
+    Why not a dict of them all, read once: lxml makes a new string for each name of each
+    element, and the dicts and names were 13-18 MB of peak memory on a 2 MB document
+    (65k elements), where the loading passes ask each element for a few values; and
+    ``items()`` reads each value by its name from the first attribute (quadratic: an
+    element with 130k attributes took minutes)."""
+    return element.attrib  # type: ignore[return-value]
 
 
 def _outline(
@@ -303,8 +273,8 @@ def _outline(
 ) -> tuple[Outline, bool]:
     """The :class:`Outline` of the document ``data`` whose elements, in document order, are
     ``elements``, and whether they are all its nodes (no comment, processing instruction
-    or entity). One pass, three calls to lxml per element: its tag, its children and its
-    attributes (see _FEW_ATTRIBUTES).
+    or entity). One pass, four calls to lxml per element: its tag, its children, its line
+    and its attributes' mapping (see _attributes).
 
     Positions: each element's start tag as (line, column), 1-based; the column counts
     characters. Linear in the document whatever its shape: the start tags found in the text
@@ -335,9 +305,7 @@ def _outline(
     previous = 0  # offset of the previous tag (or of the line start), where counting resumes
     column = 1
     ascii = data.isascii()
-    ends = offsets[1:]
-    ends.append(len(data))
-    for element, offset, end in zip(elements, offsets, ends, strict=True):
+    for element, offset in zip(elements, offsets, strict=True):
         newlines = count(b"\n", previous, offset)
         if newlines:
             line += newlines
@@ -359,16 +327,11 @@ def _outline(
         known = classified.get(tag)
         if known is None:
             known = classified[tag] = _classify(tag, prefix, start)
-        if end - offset < _SHORT_START_TAG:
-            attributes = element.items()
-            found = dict(attributes) if attributes else _NO_ATTRIBUTES
-        else:
-            found = _many_attributes(element)
         facts[element] = (
             known[0],
             known[1],
             (element[:] or leaf) if sliced else _element_children(element),
-            found,
+            element.attrib,  # (see _attributes)
             line,
             column,
         )
@@ -393,7 +356,7 @@ def _outline_without_offsets(
             known[0],
             known[1],
             (element[:] or ()) if sliced else _element_children(element),
-            _many_attributes(element),
+            _attributes(element),
             element.sourceline or 0,
             1,
         )

@@ -284,12 +284,14 @@ class Validator:
             self._states.append(element)
         if not allowed_attrs.issuperset(attributes):
             self._unknown_attributes(element, name, attributes, allowed_attrs)
-        for attr in required:
-            if attr not in attributes:
-                self.error(element, f"<{name}> requires the attribute '{attr}'")
-        for a, b in exclusive:
-            if a in attributes and b in attributes:
-                self.error(element, f"<{name}> may not have both '{a}' and '{b}'")
+        if required:
+            for attr in required:
+                if attr not in attributes:
+                    self.error(element, f"<{name}> requires the attribute '{attr}'")
+        if exclusive:
+            for a, b in exclusive:
+                if a in attributes and b in attributes:
+                    self.error(element, f"<{name}> may not have both '{a}' and '{b}'")
         if check is not None:
             check(self, element, attributes, datamodel)
         if children and name not in _FREE_FORM:
@@ -300,9 +302,7 @@ class Validator:
                 else:
                     self._misplaced(child, child_facts[0], child_facts[1], name)
 
-    def _misplaced(
-        self, child: etree._Element, child_name: str, in_scxml: bool, name: str
-    ) -> None:
+    def _misplaced(self, child: etree._Element, child_name: str, in_scxml: bool, name: str) -> None:
         """The problem with ``child``, an element <name> does not allow: its subtree is not
         checked (the walk leaves it out)."""
         if not in_scxml:
@@ -345,9 +345,7 @@ class Validator:
             if attr not in allowed and not attr.startswith("{")
         ]
         line, column = self.document.position(element)
-        self.problems.extend(
-            map(Problem, repeat(line), repeat(column), unknown, repeat("warning"))
-        )
+        self.problems.extend(map(Problem, repeat(line), repeat(column), unknown, repeat("warning")))
 
     # -- per element checks ----------------------------------------------------------------
 
@@ -425,8 +423,10 @@ class Validator:
                     token.startswith(".") or ".." in token or "*" in token.rstrip("*").rstrip(".")
                 ):
                     self.error(element, f"'{token}' is not a valid event descriptor")
-        if attributes.get("cond") is not None and datamodel == "null":
-            self._null_cond(element, attributes.get("cond") or "")
+        if datamodel == "null":
+            cond = attributes.get("cond")
+            if cond is not None:
+                self._null_cond(element, cond)
 
     def _null_cond(self, element: etree._Element, cond: str) -> None:
         from statecharts.core.datamodel.null import parse_in_predicate
@@ -692,7 +692,8 @@ class Validator:
                 direct = direct_ids.get(parent) if parent is not None else set()
                 if direct is None and parent is not None:
                     direct = direct_ids[parent] = {
-                        c.get("id") for c in self.children(parent)
+                        c.get("id")
+                        for c in self.children(parent)
                         if c.get("id") and self.name(c) in STATE_LIKE
                     }
                 for t in self.children(element):
@@ -712,7 +713,8 @@ class Validator:
                             )
         if self._skipped_subtree:
             transitions: list[etree._Element] | Iterator[etree._Element] = (
-                element for element in self._structure(self.root)
+                element
+                for element in self._structure(self.root)
                 if facts[element][0] == "transition"
                 and self._name_of_parent(element) not in ("initial", "history")
             )
