@@ -251,9 +251,13 @@ class NarrowLock:
             loaded = self.charts.get(pk=chart_id)  # (the version it has now, maybe newer)
             values = [getattr(loaded, name) for name in self.chart_names]
             with self.lock:
-                if len(self.chart_rows) >= _CHART_CACHE_SIZE:
-                    self.chart_rows.clear()
-                self.chart_rows[(chart_id, getattr(loaded, _VERSION))] = values
+                rows = self.chart_rows
+                if len(rows) >= _CHART_CACHE_SIZE:
+                    # The oldest entry goes (dicts keep insertion order), not all of them: a
+                    # clear() here dropped the charts the same lock had just read, so a lock of
+                    # executions of two charts could read one of them twice.
+                    del rows[next(iter(rows))]
+                rows[(chart_id, getattr(loaded, _VERSION))] = values
         return Chart.from_db(self.alias, self.chart_names, values)
 
 

@@ -627,3 +627,33 @@ def test_lock_many_locks_exactly_the_given_executions_with_their_charts_in_one_s
         assert bytes(execution.position) == bytes(stored.position)
         assert execution.status == stored.status
     assert stepper.lock_many(set()) == {}
+
+
+@pytest.mark.postgres
+def test_a_full_chart_cache_evicts_its_oldest_entry_not_the_charts_a_lock_just_read() -> None:
+    """The per-connection cache of chart rows (postgres.NarrowLock) is bounded; when full it
+    drops its oldest entry. Clearing it all dropped the chart the same lock had just read, so
+    a lock of two charts' executions read one chart twice, depending on what earlier work had
+    left in the cache."""
+    from django.db import connection, connections, transaction
+    from django.test.utils import CaptureQueriesContext
+
+    from statecharts.stepper import postgres
+
+    order, pong = load(ORDER), load(PONG)
+    executions = [stepper.start(order if i % 2 else pong) for i in range(6)]
+    with transaction.atomic():
+        stepper.lock_many({executions[0].pk})  # (makes the connection's cache)
+    rows, _ = postgres._chart_rows[connections[stepper.database()]]
+    rows.clear()
+    for n in range(postgres._CHART_CACHE_SIZE - 1):  # one place left
+        rows[(-1 - n, "stale")] = []
+    with transaction.atomic(), CaptureQueriesContext(connection) as queries:
+        locked = stepper.lock_many({e.pk for e in executions})
+    lock = 'FROM "statecharts_execution"'
+    chart_reads = [q for q in queries.captured_queries if lock not in q["sql"]]
+    assert len(chart_reads) == 2  # each chart once, though the second read filled the cache
+    assert len(rows) == postgres._CHART_CACHE_SIZE
+    assert (-1, "stale") not in rows  # the oldest went
+    assert {e.chart_id for e in locked.values()} == {order.pk, pong.pk}
+    rows.clear()
