@@ -34,12 +34,31 @@ def database_from_url(url: str | None, *, default_sqlite: Path) -> dict[str, Any
             "HOST": parts.hostname or "",
             "PORT": str(parts.port or ""),
             "OPTIONS": options,
+            # Persistent connections (DJANGO_CONN_MAX_AGE seconds; 0, the default, closes
+            # each at the end of its request or task): a django-q2 worker otherwise connects
+            # again around every poll of its broker, a new server process each time
+            # (docs/deployment.md). Checked before reuse, so a server restart is survived.
+            "CONN_MAX_AGE": _conn_max_age(),
+            "CONN_HEALTH_CHECKS": True,
             # Lets two test runs share one server without fighting over test_<NAME>.
             "TEST": {"NAME": os.environ.get("DATABASE_TEST_NAME") or None},
         }
     raise DatabaseURLError(
         f"DATABASE_URL scheme {parts.scheme!r} is not supported (sqlite, postgres)"
     )
+
+
+def _conn_max_age() -> int | None:
+    text = os.environ.get("DJANGO_CONN_MAX_AGE", "").strip()
+    if not text:
+        return 0
+    if text.lower() == "none":
+        return None  # unlimited
+    if not text.isdigit():
+        raise DatabaseURLError(
+            f"DJANGO_CONN_MAX_AGE must be a number of seconds or 'none', not {text!r}"
+        )
+    return int(text)
 
 
 def _sqlite(name: str) -> dict[str, Any]:

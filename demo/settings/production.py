@@ -10,6 +10,8 @@ Configured by the environment (docs/deployment.md):
   default; start lower while trying HTTPS out), ``DJANGO_HSTS_PRELOAD=0`` to not ask for
   browsers' preload lists;
 - ``DJANGO_STATIC_ROOT``: where ``collectstatic`` writes (the web server serves it);
+- ``DJANGO_CONN_MAX_AGE``: how long a database connection is kept for the next request or
+  task, in seconds (60 here unless set; ``none``: for ever; 0: one per request or task);
 - ``DJANGO_NUM_PROXIES`` (read in ``demo.settings.base``): how many trusted proxies append to
   ``X-Forwarded-For`` in front of the site (default 0: the throttles count the connection's
   address and ignore the header, which a client could otherwise rotate to evade them).
@@ -34,6 +36,11 @@ if not ALLOWED_HOSTS:
         f"DJANGO_ALLOWED_HOSTS is not set ({__name__}): name the host names this site "
         "answers to, comma-separated (e.g. statecharts.example.com). See docs/deployment.md."
     )
+
+# Persistent database connections (checked before reuse): without them every request and every
+# django-q2 task connects again, and a worker's broker around every poll.
+if not os.environ.get("DJANGO_CONN_MAX_AGE", "").strip():
+    DATABASES["default"]["CONN_MAX_AGE"] = 60  # noqa: F405
 
 # HTTPS only: plain HTTP is redirected, cookies never travel without TLS, and browsers are
 # told to use HTTPS for the next DJANGO_HSTS_SECONDS.

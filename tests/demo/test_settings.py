@@ -111,6 +111,27 @@ def test_the_production_settings_refuse_to_start_without_a_key_or_hosts(tmp_path
     assert "DJANGO_ALLOWED_HOSTS is not set (demo.settings.production)" in no_hosts.stderr
 
 
+def test_the_production_settings_keep_database_connections_unless_told_not_to(
+    tmp_path: Path,
+) -> None:
+    show = [
+        "-c",
+        "import django; django.setup(); from django.conf import settings; "
+        "print(settings.DATABASES['default']['CONN_MAX_AGE'])",
+    ]
+    production = {
+        "DJANGO_SETTINGS_MODULE": "demo.settings.production",
+        "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+        "DJANGO_ALLOWED_HOSTS": "statecharts.example.com",
+        "DATABASE_URL": "postgres://u@db.example/app",  # (never connected to here)
+    }
+    kept = python(show, environment(tmp_path, **production))
+    assert kept.returncode == 0, kept.stderr
+    assert kept.stdout.strip() == "60"
+    closed = python(show, environment(tmp_path, **production, DJANGO_CONN_MAX_AGE="0"))
+    assert closed.stdout.strip() == "0", closed.stderr
+
+
 def test_the_wsgi_entry_point_serves_the_production_settings(tmp_path: Path) -> None:
     env = environment(
         tmp_path,

@@ -37,6 +37,22 @@ def test_database_url_postgres() -> None:
     assert db["OPTIONS"] == {"sslmode": "require"}
 
 
+def test_database_connections_persist_as_long_as_the_environment_says(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    url = "postgres://u@db.example/app"
+    monkeypatch.delenv("DJANGO_CONN_MAX_AGE", raising=False)
+    db = database_from_url(url, default_sqlite=Path("x.db"))
+    assert (db["CONN_MAX_AGE"], db["CONN_HEALTH_CHECKS"]) == (0, True)
+    for given, kept in [("60", 60), (" 0 ", 0), ("none", None), ("None", None)]:
+        monkeypatch.setenv("DJANGO_CONN_MAX_AGE", given)
+        assert database_from_url(url, default_sqlite=Path("x.db"))["CONN_MAX_AGE"] == kept
+    for wrong in ["-1", "1.5", "forever"]:
+        monkeypatch.setenv("DJANGO_CONN_MAX_AGE", wrong)
+        with pytest.raises(DatabaseURLError, match="DJANGO_CONN_MAX_AGE must be"):
+            database_from_url(url, default_sqlite=Path("x.db"))
+
+
 def test_database_url_default_is_sqlite_with_waiting_writers() -> None:
     db = database_from_url(None, default_sqlite=Path("/tmp/x.db"))
     assert db["ENGINE"] == "django.db.backends.sqlite3"
