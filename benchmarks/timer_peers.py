@@ -29,7 +29,10 @@ Usage (from the repository root, with ``pip install -e '.[test,bench]'``)::
     python benchmarks/timer_peers.py [--timers 10000] [--window 10] [--workers 4]
                                      [--systems ours,celery] [--modes rate,burst]
                                      [--redis-url redis://127.0.0.1:6379/13] [--pg-url URL]
-                                     [--json OUT]
+                                     [--json OUT] [--conn-max-age 60] [--setup-sql SQL]
+
+Our cluster runs with ``DJANGO_CONN_MAX_AGE`` 60 (the production settings' persistent
+connections) unless ``--conn-max-age`` says otherwise; it is printed with the results.
 """
 
 from __future__ import annotations
@@ -300,7 +303,8 @@ def render(command: str, result: dict[str, Any]) -> str:
         f"`{command}`",
         "",
         f"{result['timers']} items; load average before {result['load_before']},"
-        f" after {result['load_after']}.",
+        f" after {result['load_after']}; our cluster's CONN_MAX_AGE"
+        f" {result.get('conn_max_age', 0)}.",
         "",
         "| | rate: p50 | rate: p99 | rate: max | burst: drain | burst: per second"
         " | burst: CPU per item (workers + postgres) | burst: others' CPU |",
@@ -372,6 +376,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="run on the throwaway database after migrating, before any system (an "
         'experiment, e.g. "ALTER TABLE timers_timer SET (fillfactor = 50)"); repeatable',
     )
+    parser.add_argument(
+        "--conn-max-age",
+        default=os.environ.get("DJANGO_CONN_MAX_AGE") or "60",
+        help="ours: the cluster's DJANGO_CONN_MAX_AGE (default: the environment's, else 60, "
+        "what the production settings use; 0: a new connection per task and broker poll)",
+    )
     return parser.parse_args(None if argv is None else list(argv))
 
 
@@ -381,8 +391,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.sqlite_dir = None
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     windows = {"rate": args.window, "burst": 1e-6}  # burst: all due at once
+    os.environ["DJANGO_CONN_MAX_AGE"] = str(args.conn_max_age)  # (the cluster inherits it)
     result: dict[str, Any] = {
         "command": command,
+        "conn_max_age": args.conn_max_age,
         "timers": args.timers,
         "load_before": timer_firing.load_average(),
         "systems": {},
