@@ -546,19 +546,22 @@ class Interpreter:
         return index is not None and index in self.configuration
 
     def _emit(self, kind: str, **data: Any) -> None:
+        self._append(kind, data, _json_bytes(data) if kind in _CARRYING else 0)
+
+    def _append(self, kind: str, data: dict[str, Any], size: int) -> None:
+        """Emit one effect carrying ``size`` bytes, within the step's ``effects`` and
+        ``output_bytes`` budgets (counted as each effect is emitted: a step over them stops
+        before the next effect's values are built)."""
         effects = self.effects
         if len(effects) >= self._effects_budget:
             raise BudgetExceeded("effects", self._effects_budget, len(effects) + 1)
-        if kind in _CARRYING:
-            self._count_output(_json_bytes(data))
+        if size:
+            self._output_bytes += size
+            if self._output_bytes > self.budgets.output_bytes:
+                raise BudgetExceeded(
+                    "output_bytes", self.budgets.output_bytes, self._output_bytes
+                )
         effects.append(_new_effect(kind, data, self.n_macrostep, self.n_microstep, self.n_round))
-
-    def _count_output(self, size: int) -> None:
-        """Count ``size`` bytes against the step's ``output_bytes`` budget, as each effect is
-        emitted: a step over it stops before the next effect's values are built."""
-        self._output_bytes += size
-        if self._output_bytes > self.budgets.output_bytes:
-            raise BudgetExceeded("output_bytes", self.budgets.output_bytes, self._output_bytes)
 
     def _ids(self, indexes: Iterable[int]) -> list[str]:
         return [self.states[i].id for i in indexes]
@@ -1373,13 +1376,8 @@ class Interpreter:
                 self._log_bytes += size
                 if self._log_bytes > self.budgets.log_bytes:
                     raise BudgetExceeded("log_bytes", self.budgets.log_bytes, self._log_bytes)
-                if len(self.effects) >= self._effects_budget:
-                    raise BudgetExceeded("effects", self._effects_budget, len(self.effects) + 1)
-                self._count_output(size)  # (measured once for both budgets)
-                self.effects.append(_new_effect(
-                    fx.LOG, {"label": action.label, "value": value},
-                    self.n_macrostep, self.n_microstep, self.n_round,
-                ))
+                # (measured once, for both budgets)
+                self._append(fx.LOG, {"label": action.label, "value": value}, size)
             elif kind is If:
                 assert isinstance(action, If)
                 for cond, branch in action.branches:

@@ -12,6 +12,7 @@ from django.db import connection, transaction
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
+from tests.timers.plans import plan_of
 from timers import dispatch, firing
 from timers.models import Timer
 
@@ -97,16 +98,6 @@ def test_the_look_walks_the_due_index_too() -> None:
     walk = next(i for i, sql in enumerate(statements) if "enable_bitmapscan" in sql)
     select = next(i for i, sql in enumerate(statements) if "ORDER BY" in sql)
     assert walk < select
-
-
-def plan_of(sql: str, params: object = None) -> str:
-    """EXPLAIN, with sequential scans priced out (the test tables are tiny)."""
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SET LOCAL enable_seqscan = off")
-        cursor.execute("EXPLAIN " + sql, params)
-        text = "\n".join(row[0] for row in cursor.fetchall())
-        transaction.set_rollback(True)
-    return text
 
 
 @pytest.mark.postgres

@@ -13,10 +13,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.db import connection, transaction
+from django.db import connection
 
 from statecharts import stepper
 from statecharts.models import Chart, Execution
+from tests.timers.plans import plan_of
 from timers import pruning
 from timers.models import Timer
 
@@ -36,12 +37,7 @@ def indexes() -> dict[str, str]:
 def plan(queryset: object) -> str:
     """The plan of ``queryset`` with sequential scans priced out (the tables are tiny)."""
     sql, params = queryset.query.sql_with_params()  # type: ignore[attr-defined]
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SET LOCAL enable_seqscan = off")
-        cursor.execute("EXPLAIN " + sql, params)
-        text = "\n".join(row[0] for row in cursor.fetchall())
-        transaction.set_rollback(True)
-    return text
+    return plan_of(sql, params)
 
 
 def test_the_timer_table_has_exactly_the_indexes_its_queries_use() -> None:
