@@ -70,15 +70,19 @@ def _sqlite(name: str) -> dict[str, Any]:
         # when a reader tries to upgrade. See docs/durable-executions.md.
         "OPTIONS": {"transaction_mode": "IMMEDIATE", "timeout": 20},
         # A file, not the in-memory default: crash and concurrency tests step the test
-        # database from other processes and threads.
-        "TEST": {"NAME": _test_name(name)},
+        # database from other processes and threads. DATABASE_TEST_NAME (a file name, put
+        # beside the database) lets two runs in one checkout keep apart, as on PostgreSQL.
+        "TEST": {"NAME": _test_name(name, os.environ.get("DATABASE_TEST_NAME") or None)},
     }
 
 
-def _test_name(name: str) -> str:
+def _test_name(name: str, chosen: str | None = None) -> str:
     if name == ":memory:" or name.startswith("file:"):
         return name
     path = Path(name)
+    if chosen:
+        chosen_path = Path(chosen)
+        return str(path.with_name(chosen_path.name + ("" if chosen_path.suffix else ".sqlite3")))
     return str(path.with_name(f"test_{path.stem}{path.suffix or '.sqlite3'}"))
 
 

@@ -20,6 +20,9 @@ from typing import IO, Any
 import pytest
 from django.db import connection
 
+from statecharts.testing import statecharts  # noqa: F401  (the fixture, without installing)
+from tests.conformance import suite as w3c
+
 ROOT = Path(__file__).resolve().parents[1]
 WORKERS = ROOT / "tests" / "workers"
 
@@ -35,6 +38,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "postgres" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def w3c_suite() -> Path:
+    """The W3C suite's folder; the test skips without it, or fails when the run requires it
+    (tests/conformance/suite.py)."""
+    return w3c.require()
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    # Said once per run, whatever the number of tests that skipped for it (and with xdist,
+    # whichever worker skipped them: the reports reach this process).
+    skipped = terminalreporter.stats.get("skipped", [])
+    if not any(w3c.SKIP_REASON in str(getattr(report, "longrepr", "")) for report in skipped):
+        return
+    terminalreporter.section("W3C suite")
+    terminalreporter.write_line(str(w3c.lookup()))
 
 
 def test_database_env() -> dict[str, str]:

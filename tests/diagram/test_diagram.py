@@ -22,11 +22,12 @@ from typing import NamedTuple
 import pytest
 from lxml import etree
 
-from conformance.runner import find_suite, load_cases
+from conformance.runner import load_cases
 from statecharts.core import load_chart, load_chart_file
 from statecharts.core.model import Chart, Kind
 from statecharts.diagram import render_svg
 from statecharts.drivers.memory import MemoryDriver
+from tests.conformance import suite as w3c
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "docs" / "examples").glob("*.scxml"))
@@ -38,11 +39,11 @@ EPSILON = 0.05  # coordinates are printed rounded to 0.1
 
 def _w3c_documents() -> list[object]:
     """Every start document of the suite (through the conformance runner's own loader),
-    and the documents they load by URI."""
-    try:
-        suite = find_suite(str(ROOT.parent / "shared" / "w3c"))
-    except FileNotFoundError:
-        return [pytest.param(None, marks=pytest.mark.skip(reason="W3C suite not found"))]
+    and the documents they load by URI; without the suite one case that skips (or fails when
+    the run requires the suite: tests/conformance/suite.py)."""
+    suite = w3c.available()
+    if suite is None:
+        return [pytest.param(None, id="w3c-suite")]
     cases, _ = load_cases(suite)
     params = [pytest.param(case.path, id=case.test_id) for case in cases]
     for path in sorted((suite / "scxml").glob("test*sub*.scxml")):
@@ -207,7 +208,9 @@ def active_ids(root: etree._Element) -> set[str]:
 
 
 @pytest.mark.parametrize("path", _w3c_documents())
-def test_every_w3c_document_renders(path: Path) -> None:
+def test_every_w3c_document_renders(path: Path | None) -> None:
+    if path is None:
+        w3c.require()  # skips, or fails when the run requires the suite
     chart = MemoryDriver().load_file(path)
     # How fast: benchmarks/diagram_rendering.py, not a timed test.
     check_diagram(chart, render_svg(chart))

@@ -26,7 +26,7 @@ from django.test import override_settings
 
 from conformance.durable import GAP, FakeClock, select
 from conformance.durable import run_case as run_durably
-from conformance.runner import MAX_VIRTUAL_MS, Case, find_suite
+from conformance.runner import MAX_VIRTUAL_MS, Case
 from statecharts.core.interpreter import Step
 from statecharts.core.plan import Instruction
 from statecharts.drivers.memory import MemoryDriver, MemorySession
@@ -120,9 +120,10 @@ def is_grouping_of(steps: list[list[tuple[Any, ...]]], calls: list[list[tuple[An
 
 
 @pytest.mark.django_db(transaction=True)
-def test_both_drivers_plan_the_same_instructions_for_every_document_run_durably() -> None:
-    suite = find_suite(str(ROOT.parent / "shared" / "w3c"))
-    selection = select(suite)
+def test_both_drivers_plan_the_same_instructions_for_every_document_run_durably(
+    w3c_suite: Path,
+) -> None:
+    selection = select(w3c_suite)
     assert len(selection.cases) >= 181  # every automated document but the HTTP ones
     steps: Streams = defaultdict(list)
     places = Places()

@@ -59,6 +59,21 @@ def test_database_url_default_is_sqlite_with_waiting_writers() -> None:
     assert db["OPTIONS"]["transaction_mode"] == "IMMEDIATE"
 
 
+def test_the_test_database_name_keeps_two_runs_apart_on_sqlite_too(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("DATABASE_TEST_NAME", raising=False)
+    default = database_from_url(None, default_sqlite=Path("/tmp/app/db.sqlite3"))
+    assert default["TEST"]["NAME"] == "/tmp/app/test_db.sqlite3"
+    monkeypatch.setenv("DATABASE_TEST_NAME", "test_mine")
+    chosen = database_from_url(None, default_sqlite=Path("/tmp/app/db.sqlite3"))
+    assert chosen["TEST"]["NAME"] == "/tmp/app/test_mine.sqlite3"  # beside it, never elsewhere
+    monkeypatch.setenv("DATABASE_TEST_NAME", "../elsewhere/other.db")
+    assert database_from_url(None, default_sqlite=Path("/tmp/app/db.sqlite3"))["TEST"]["NAME"] == (
+        "/tmp/app/other.db"
+    )
+
+
 def test_database_url_unknown_scheme_is_refused() -> None:
     with pytest.raises(DatabaseURLError, match="mysql"):
         database_from_url("mysql://root@localhost/x", default_sqlite=Path("x.db"))
