@@ -15,3 +15,10 @@ ALLOWED_HOSTS = ["testserver", "localhost", "127.0.0.1"]
 # A task function for the invoke-handler test that runs a real django-q2 cluster (the
 # cluster reads these settings, so it cannot be given the task any other way).
 STATECHARTS = {"TASKS": {"double": "tests.invocations.task_functions.double"}}
+
+# Django's own advice for test suites ("Speeding up the tests"): the default PBKDF2 hasher
+# costs about a third of a second per password by design, and the suite creates a user with a
+# password in hundreds of tests. The subprocesses the tests start (workers, clusters) read
+# these settings too; the site's own settings (demo.settings.site, .production) keep Django's
+# hashers, and tests/demo checks those.
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
