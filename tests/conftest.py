@@ -21,12 +21,17 @@ import pytest
 from django.db import connection
 
 from statecharts.testing import statecharts  # noqa: F401  (the fixture, without installing)
+from tests import flush
 from tests.conformance import suite as w3c
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKERS = ROOT / "tests" / "workers"
 
 Spawn = Callable[..., "subprocess.Popen[str]"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    flush.install()  # the transactional tests' flush, made cheap (tests/flush.py)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
