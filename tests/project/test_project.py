@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -146,3 +147,19 @@ def test_the_declared_versions_are_the_tested_ones() -> None:
     assert "python3.13" in matrix and 'django==5.2"' in matrix
     changelog = (root / "CHANGELOG.md").read_text()
     assert "Python 3.11" in changelog and "Django 5.2" in changelog
+
+
+@pytest.mark.django_db
+def test_the_processes_a_test_starts_open_its_own_workers_database() -> None:
+    # With pytest-xdist each worker has its own test database (test_..._gw0, ...): a crash or
+    # cluster test's subprocess must open that one, never another worker's or the real one.
+    from tests.conftest import test_database_env
+
+    url = test_database_env()["DATABASE_URL"]
+    name = connection.settings_dict["NAME"]
+    assert database_from_url(url, default_sqlite=Path("unused"))["NAME"] == str(
+        Path(name).resolve() if connection.vendor == "sqlite" else name
+    )
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        assert name.endswith(f"_{worker}")
