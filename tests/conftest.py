@@ -34,7 +34,20 @@ def pytest_configure(config: pytest.Config) -> None:
     flush.install()  # the transactional tests' flush, made cheap (tests/flush.py)
 
 
+# The longest tests (a wheel installed into a new project, the W3C suite run durably, a
+# browser, the demo site's processes) start first: with pytest-xdist a worker that began one
+# of them as the others finished would hold the whole run for its length.
+LONGEST_FIRST = (
+    "tests/packaging/",
+    "tests/drivers/test_instruction_parity.py",
+    "tests/conformance/test_w3c_durable.py",
+    "tests/admin/test_admin_browser.py",
+    "tests/demo/test_demo_site.py",
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: not item.nodeid.startswith(LONGEST_FIRST))  # stable
     # Tests of row locking need PostgreSQL: SQLite ignores select_for_update. They are gated
     # on the vendor (and run in the PostgreSQL pass of scripts/test), never faked.
     if connection.vendor == "postgresql":
