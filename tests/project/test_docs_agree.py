@@ -104,3 +104,12 @@ def test_the_page_states_support_only_inside_the_declared_range(page: Path) -> N
 def test_a_sentence_outside_the_range_is_caught(sentence: str, wrong: list[str]) -> None:
     found = outside(sentence, SpecifierSet(">=5.2,<6.1"))
     assert [line.rsplit(" ", 1)[1] for line in found] == wrong
+
+
+def test_the_installation_page_counts_and_names_the_apps_the_wheel_holds() -> None:
+    find = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    apps = [name for name in find["packages"]["find"]["include"] if "." not in name]
+    opening = (ROOT / "docs" / "installation.md").read_text().split("\n\n")[1]
+    words = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
+    assert f"holds {words[len(apps)]} Django apps" in " ".join(opening.split())
+    assert [app for app in apps if f"`{app}`" not in opening] == []
