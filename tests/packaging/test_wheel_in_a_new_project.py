@@ -108,6 +108,31 @@ for name, url in {
     response = client.get(url, HTTP_ACCEPT="application/json" if name == "api_root" else "*/*")
     seen[name] = {"status": response.status_code, "body": response.content.decode()}
 seen["anonymous_schema"] = Client().get("/statecharts/api/schema/").status_code
+
+# The API documentation page (the installation page's optional recipe).
+from django.contrib.staticfiles import finders
+
+docs = client.get("/statecharts/api/docs/")
+seen["docs"] = {"status": docs.status_code, "body": docs.content.decode()}
+bundle = "drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js"
+seen["swagger_ui_file"] = bool(finders.find(bundle))
+# An anonymous visitor is sent to a login page that exists; an ordinary (not staff) user who
+# logs in there is brought back to the docs page.
+get_user_model().objects.create_user("reader", password="pw")
+visitor = Client()
+docs = visitor.get("/statecharts/api/docs/")
+login = docs.headers.get("Location") or "/no-redirect/"
+seen["anonymous_docs"] = {"status": docs.status_code, "location": login}
+seen["login_page"] = visitor.get(login).status_code
+after = visitor.post(login, {"username": "reader", "password": "pw"}, follow=True)
+seen["after_login"] = {
+    "status": after.status_code,
+    "chain": [url for url, _ in after.redirect_chain],
+    "body": after.content.decode(),
+}
+# The browsable API, anonymous: refused, with a link to a login page that exists.
+browsable = Client().get("/statecharts/api/executions/", HTTP_ACCEPT="text/html")
+seen["anonymous_browsable"] = {"status": browsable.status_code, "body": browsable.content.decode()}
 with open("pages.json", "w") as out:
     json.dump(seen, out)
 """
@@ -170,17 +195,28 @@ def build_wheel(work: Path) -> tuple[Path, str]:
     return wheel, output
 
 
-def install(wheel: Path, venv: Path) -> None:
-    """Into a fresh virtualenv, from the wheelhouse; the index only for what it lacks."""
+def documented_extras(text: str) -> str:
+    """The extras the installation page's ``pip install "django-statecharts[...]"`` lines
+    name (but ``postgres``: the host project's database is SQLite), as pip's ``[a,b]``."""
+    extras = re.findall(r'pip install "django-statecharts\[([\w,]+)\]"', text)
+    names = sorted({name for group in extras for name in group.split(",")} - {"postgres"})
+    assert names, "docs/installation.md installs no extra"
+    return f"[{','.join(names)}]"
+
+
+def install(wheel: Path, venv: Path, extras: str) -> None:
+    """The wheel with ``extras`` into a fresh virtualenv, from the wheelhouse; the index only
+    for what it lacks."""
     run([sys.executable, "-m", "venv", "--without-pip", venv], cwd=venv.parent)
     python = venv / "bin" / "python"
     pip = [sys.executable, "-m", "pip", "--python", python, "--disable-pip-version-check"]
-    offline = [*pip, "install", "--no-index", "--find-links", WHEELHOUSE, wheel]
+    wanted = f"{wheel}{extras}"
+    offline = [*pip, "install", "--no-index", "--find-links", WHEELHOUSE, wanted]
     try:
         run(offline, cwd=venv.parent, timeout=300)
     except AssertionError:
         WHEELHOUSE.mkdir(parents=True, exist_ok=True)
-        run([*pip, "download", "--dest", WHEELHOUSE, wheel], cwd=venv.parent, timeout=600)
+        run([*pip, "download", "--dest", WHEELHOUSE, wanted], cwd=venv.parent, timeout=600)
         (WHEELHOUSE / wheel.name).unlink(missing_ok=True)  # only dependencies are kept
         run(offline, cwd=venv.parent, timeout=300)
 
@@ -195,22 +231,28 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     work = tmp_path_factory.mktemp("packaging")
     wheel, build_output = build_wheel(work)
     venv = work / "venv"
-    install(wheel, venv)
+    docs = INSTALLATION.read_text()
+    install(wheel, venv, documented_extras(docs))
     bin_ = venv / "bin"
     env = host_environment()
 
     run([bin_ / "django-admin", "startproject", "hostsite"], cwd=work, env=env)
     project = work / "hostsite"
-    docs = INSTALLATION.read_text()
     settings = project / "hostsite" / "settings.py"
     settings.write_text(
         settings.read_text()
         + "\n"
         + python_block(docs, "# settings.py: django-statecharts")
         + '\nSTATECHARTS = {"CLOCK": "hostsite.clock.now"}\n'
+        + python_block(docs, "# settings.py: the API documentation page")
     )
     urls = project / "hostsite" / "urls.py"
-    urls.write_text(urls.read_text() + "\n" + python_block(docs, "# urls.py: django-statecharts"))
+    urls.write_text(
+        urls.read_text()
+        + "\n"
+        + python_block(docs, "# urls.py: django-statecharts")
+        + python_block(docs, "# urls.py: the API documentation page")
+    )
     (project / "hostsite" / "clock.py").write_text(CLOCK)
     (project / "reminder.scxml").write_text(CHART)
     (project / "pages.py").write_text(PAGES)
@@ -240,7 +282,7 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     }
 
 
-def test_the_wheel_holds_the_three_apps_with_their_files_and_nothing_else(
+def test_the_wheel_holds_the_four_apps_with_their_files_and_nothing_else(
     host: dict[str, Any],
 ) -> None:
     with zipfile.ZipFile(host["wheel"]) as wheel:
@@ -323,4 +365,28 @@ def test_the_api_schema_and_root_are_served(host: dict[str, Any]) -> None:
     assert pages["anonymous_schema"] in (401, 403)
     root = json.loads(pages["api_root"]["body"])
     assert root["schema"].endswith("/statecharts/api/schema/")
-    assert "docs" not in root  # this project serves no docs page
+    assert root["docs"] == "http://testserver/statecharts/api/docs/"  # the recipe's page
+
+
+def test_the_api_docs_page_recipe_works_as_written(host: dict[str, Any]) -> None:
+    pages = host["pages"]
+    assert pages["docs"]["status"] == 200
+    assert "swagger-ui" in pages["docs"]["body"]
+    # Swagger UI from the sidecar package, served by the site itself: nothing from a CDN.
+    assert "/static/drf_spectacular_sidecar/swagger-ui-dist/" in pages["docs"]["body"]
+    assert "cdn" not in pages["docs"]["body"].lower()
+    assert pages["swagger_ui_file"]
+    # Anonymous: redirected to a login page that exists, which brings an ordinary user back.
+    anonymous = pages["anonymous_docs"]
+    assert anonymous["status"] == 302
+    assert anonymous["location"] == "/api-auth/login/?next=/statecharts/api/docs/"
+    assert pages["login_page"] == 200
+    after = pages["after_login"]
+    assert after["chain"] == ["/statecharts/api/docs/"]
+    assert after["status"] == 200 and "swagger-ui" in after["body"]
+
+
+def test_the_anonymous_browsable_api_links_a_login_page(host: dict[str, Any]) -> None:
+    browsable = host["pages"]["anonymous_browsable"]
+    assert browsable["status"] in (401, 403)
+    assert "/api-auth/login/?next=/statecharts/api/executions/" in browsable["body"]
