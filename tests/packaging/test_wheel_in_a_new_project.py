@@ -53,17 +53,6 @@ DIAGRAM = re.compile(r'<svg[^>]*class="sc-diagram".*data-state="reminded"', re.D
 # What the wheel may hold at its top level: the four apps and the distribution's metadata.
 SHIPPED = {"statecharts", "timers", "invocations", "routes"}
 
-CHART = """<scxml xmlns="http://www.w3.org/2005/07/scxml" version="1.0" datamodel="ecmascript"
-       name="reminder" initial="waiting">
-  <state id="waiting">
-    <onentry><send id="remind" event="remind" delay="1h"/></onentry>
-    <transition event="remind" target="reminded"/>
-  </state>
-  <state id="reminded"><transition event="done" target="finished"/></state>
-  <final id="finished"/>
-</scxml>
-"""
-
 # The project's injected clock (STATECHARTS["CLOCK"]): real time, moved ahead on request, so
 # a timer an hour away is due without anyone waiting for it.
 CLOCK = """import os
@@ -96,8 +85,8 @@ setup_test_environment()
 admin = get_user_model().objects.create_superuser("admin", "admin@example.com", "pw")
 client = Client()
 client.force_login(admin)
-chart = Chart.objects.get(name="reminder")
-execution = Execution.objects.get(business_key="host-1")
+chart = Chart.objects.get(name="order")
+execution = Execution.objects.get(business_key="order-42")
 seen = {}
 for name, url in {
     "chart": f"/admin/statecharts/chart/{chart.pk}/change/",
@@ -136,6 +125,14 @@ seen["anonymous_browsable"] = {"status": browsable.status_code, "body": browsabl
 with open("pages.json", "w") as out:
     json.dump(seen, out)
 """
+
+
+def try_it_block(text: str) -> str:
+    """The installation page's "Try it" commands: the ```sh block that loads a chart."""
+    for block in re.findall(r"```sh\n(.*?)```", text, re.DOTALL):
+        if "statechart load" in block:
+            return block
+    raise AssertionError("docs/installation.md has no sh block that loads a chart")
 
 
 def python_block(text: str, first_line: str) -> str:
@@ -254,7 +251,6 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         + python_block(docs, "# urls.py: the API documentation page")
     )
     (project / "hostsite" / "clock.py").write_text(CLOCK)
-    (project / "reminder.scxml").write_text(CHART)
     (project / "pages.py").write_text(PAGES)
 
     python = bin_ / "python"
@@ -265,14 +261,22 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     outputs = {
         "check": manage("check", "--fail-level", "WARNING"),
         "migrate": manage("migrate", "--no-input"),
-        "load": manage("statechart", "load", "reminder.scxml"),
-        "start": manage("statechart", "start", "reminder", "--key", "host-1"),
+        # "Try it", run as written (its `python` is the new virtualenv's).
+        "try_it": run(
+            ["bash", "-euo", "pipefail", "-c", try_it_block(docs)],
+            cwd=project,
+            env={**env, "PATH": f"{bin_}{os.pathsep}{env.get('PATH', '')}"},
+        ),
+        "shown_started": manage("statechart", "show", "1", "--json"),
         "fire_now": manage("fire_timers", "--once"),
         "fire_later": manage("fire_timers", "--once", HOSTSITE_CLOCK_AHEAD_SECONDS="7200"),
         "show": manage("statechart", "show", "1", "--json"),
     }
     run([python, "pages.py"], cwd=project, env=env)
     pages = json.loads((project / "pages.json").read_text())
+    # The rest of "Try it": the payment completes the order.
+    outputs["paid"] = manage("statechart", "send", "1", "paid")
+    outputs["shown_paid"] = manage("statechart", "show", "1", "--json")
     return {
         "wheel": wheel,
         "build_output": build_output,
@@ -335,11 +339,16 @@ def test_a_new_project_migrates_loads_starts_and_fires_a_timer_on_its_own_clock(
     assert "no issues" in outputs["check"]
     assert "Applying statecharts.0001_initial" in outputs["migrate"]
     assert "Applying timers.0001_initial" in outputs["migrate"]
-    assert "reminder" in outputs["load"]
+    assert "execution: 1\n" in outputs["try_it"]  # what "Try it" says start prints
+    started = json.loads(outputs["shown_started"])
+    assert started["chart"]["name"] == "order" and started["business_key"] == "order-42"
+    assert started["configuration"] == ["awaiting_payment"], started
     assert outputs["fire_now"].strip() == "nothing due"  # an hour away on the real clock
     assert outputs["fire_later"].strip() == "1 fired"  # due on the project's clock, 2 h ahead
     shown = json.loads(outputs["show"])
     assert shown["configuration"] == ["reminded"], shown
+    paid = json.loads(outputs["shown_paid"])
+    assert paid["status"] == "completed" and paid["configuration"] == ["paid"], paid
 
 
 def test_the_admin_pages_render_with_the_projects_panels(host: dict[str, Any]) -> None:
