@@ -144,6 +144,21 @@ def test_every_declared_setting_has_its_default_written_in_some_table() -> None:
     assert not missing, f"declared, no table of docs/ gives the default: {', '.join(missing)}"
 
 
+def test_the_basic_http_routes_options_table_is_its_default_options() -> None:
+    """docs/basichttp.md's OPTIONS table (lower-case keys): the route's ``default_options``."""
+    from routes.basichttp import BasicHTTPRoute
+
+    lines = (DOCS / "basichttp.md").read_text().splitlines()
+    start = lines.index("| option | default | meaning |")
+    documented = {}
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        option, default, _ = split_row(line)
+        documented[option.strip("`")] = parse(re.findall(r"`([^`]*)`", default)[0])
+    assert documented == dict(BasicHTTPRoute.default_options)
+
+
 CONF_MODULES = sorted(path for app in APPS for path in (ROOT / app).glob("conf.py"))
 DOCSTRING_ENTRY = re.compile(r"^\s+\"[A-Z][A-Z0-9_]+\":")
 
