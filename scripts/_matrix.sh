@@ -1,7 +1,9 @@
-# Sourced by scripts/test (it uses its run_pytest and record): the compatibility pass, at the other end of what pyproject.toml
-# declares: the newest Python it lists (3.13) with the lowest Django it accepts (5.2.0), on
-# SQLite, over the Django-facing tests (the core's own tests do not depend on either).
-# The main passes already run the oldest Python (3.11) with the newest Django 5.2.x.
+# Sourced by scripts/test (it uses its run_pytest and record): the compatibility pass, at the
+# other ends of what pyproject.toml declares: the newest Python it lists (3.13) with the lowest
+# Django it accepts (5.2.0), and with the newest Django 6.0.x (6.0 needs Python 3.12 or newer,
+# so the main passes on 3.11 cannot run it); on SQLite, over the Django-facing tests (the
+# core's own tests do not depend on either). The main passes already run the oldest Python
+# (3.11) with the newest Django 5.2.x.
 # The interpreter: MATRIX_PYTHON, or a python3.13 found on this machine (pyenv's included).
 # Set STATECHARTS_MATRIX=0 to skip it.
 matrix_python() {
@@ -12,6 +14,36 @@ matrix_python() {
             echo "$candidate"; return
         fi
     done
+}
+
+# One leg: the interpreter, a label (for the messages), the Django requirement, the virtualenv.
+run_matrix_leg() {
+    local python="$1" label="$2" django="$3" venv="$4"
+    local stamp="$venv/.installed-from"
+    local want
+    want="$(sha256sum "$ROOT/pyproject.toml" | cut -c1-16) $django"
+    if [ ! -x "$venv/bin/python" ]; then
+        "$python" -m venv "$venv"
+    fi
+    if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+        echo "== compatibility pass: installing into $venv (Python 3.13, Django $label)"
+        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip \
+            >/dev/null
+        if ! "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+                -e "$ROOT[test]" "$django" >"$venv/.install.log" 2>&1; then
+            cat "$venv/.install.log" >&2
+            record "compatibility (3.13, $label)" "FAILED: could not install its environment"
+            FAILED=1
+            return
+        fi
+        echo "$want" >"$stamp"
+    fi
+    "$venv/bin/python" -c 'import django, sys; print("  python", sys.version.split()[0], "django", django.get_version())'
+    DATABASE_URL= DATABASE_TEST_NAME="${DATABASE_TEST_NAME:-}" \
+        run_pytest "compatibility (3.13, $label)" "$venv/bin/python" -q \
+        tests/stepper tests/timers tests/invocations tests/api tests/admin tests/commands \
+        tests/hostile tests/testing tests/project tests/architecture tests/attribution \
+        --deselect tests/admin/test_admin_browser.py
 }
 
 run_matrix() {
@@ -27,29 +59,6 @@ run_matrix() {
         record "compatibility" "NOT RUN: no Python 3.13 on this machine (set MATRIX_PYTHON)"
         return
     fi
-    local venv="$ROOT/.venv-matrix"
-    local stamp="$venv/.installed-from"
-    local want
-    want="$(sha256sum "$ROOT/pyproject.toml" | cut -c1-16) django==5.2"
-    if [ ! -x "$venv/bin/python" ]; then
-        "$python" -m venv "$venv"
-    fi
-    if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-        echo "== compatibility pass: installing into $venv (Python 3.13, Django 5.2.0)"
-        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip \
-            >/dev/null
-        if ! "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-                -e "$ROOT[test]" "django==5.2" >"$venv/.install.log" 2>&1; then
-            cat "$venv/.install.log" >&2
-            echo "the compatibility pass could not install its environment" >&2
-            exit 1
-        fi
-        echo "$want" >"$stamp"
-    fi
-    "$venv/bin/python" -c 'import django, sys; print("  python", sys.version.split()[0], "django", django.get_version())'
-    DATABASE_URL= DATABASE_TEST_NAME="${DATABASE_TEST_NAME:-}" \
-        run_pytest "compatibility (3.13, 5.2.0)" "$venv/bin/python" -q \
-        tests/stepper tests/timers tests/invocations tests/api tests/admin tests/commands \
-        tests/hostile tests/testing tests/project tests/architecture tests/attribution \
-        --deselect tests/admin/test_admin_browser.py
+    run_matrix_leg "$python" "5.2.0" "django==5.2" "$ROOT/.venv-matrix"
+    run_matrix_leg "$python" "6.0.x" "django>=6.0,<6.1" "$ROOT/.venv-matrix-django6.0"
 }

@@ -52,7 +52,11 @@ live in the one ``STATECHARTS`` dict. The ``statecharts`` app's own keys::
         "MIGRATION_TRANSFORMS": {},  # name -> dotted path of f(datamodel, context)
     }
 
-The ``timers`` app registers the ``TIMER_*`` keys (``timers/conf.py``, docs/timers.md).
+Other modules register their own keys: ``statecharts.validation``, ``.attribution``,
+``.codecs``, ``.authorization`` and ``.subjects``, and the ``timers`` (``timers/conf.py``),
+``invocations`` (``invocations/conf.py``) and ``routes`` (``routes/conf.py``) apps. The
+registered defaults are the one copy: tests/project/test_settings_documented.py checks that
+every settings table in docs/ and each app's ``conf.py`` docstring agree with them.
 """
 
 from __future__ import annotations

@@ -163,7 +163,11 @@ def run(options: dict[str, Any], say: Callable[[str], None], stream: Any) -> Non
             say(f"note: entered without running their <onentry> (executions): {said}")
         said = ", ".join(f"{data_id} ({n})" for data_id, n in sorted(not_set.items()))
         if said:
-            say(f"note: declared by the target but not in the datamodel (executions): {said}; "
-                "a --transform sets them")
-    if refused and not dry:
+            say(
+                f"note: declared by the target but not in the datamodel (executions): {said}; "
+                "a --transform sets them"
+            )
+    if refused:  # a dry run that would refuse says so in its exit status too
+        if dry:
+            raise CommandError(f"{len(refused)} execution(s) would not be migrated: see above")
         raise CommandError(f"{len(refused)} execution(s) were not migrated: see above")

@@ -841,13 +841,19 @@ def test_a_missing_renderer_is_a_501(
 
 
 def test_diagrams_with_the_real_renderer(api: APIClient, chart: Chart) -> None:
-    diagram = pytest.importorskip("statecharts.diagram")
-    if not hasattr(diagram, "render_svg"):
-        pytest.skip("statecharts.diagram has no render_svg yet")
+    """The API serves statecharts.diagram's own SVG (no skip: a rename must fail here), and
+    an execution's diagram highlights where it stands."""
     response = api.get(f"{API}/charts/{chart.pk}/diagram.svg")
     assert response.status_code == 200
-    assert b"<svg" in response.content and b"cart" in response.content
+    assert response["Content-Type"].startswith("image/svg+xml")
+    svg = response.content.decode()
+    assert re.search(r'<svg[^>]*class="sc-diagram"', svg), svg[:200]
+    for state in ("cart", "paying", "shipped"):
+        assert f'data-state="{state}"' in svg
+    assert not re.search(r'class="sc-state sc-\w+ active"', svg)  # a chart's: none highlighted
     pk = start(api, chart)["id"]
     response = api.get(f"{API}/executions/{pk}/diagram.svg")
     assert response.status_code == 200
-    assert b"<svg" in response.content
+    svg = response.content.decode()
+    assert re.search(r'class="sc-state sc-\w+ active" data-state="cart"', svg)
+    assert re.search(r'class="sc-state sc-\w+ inactive" data-state="paying"', svg)

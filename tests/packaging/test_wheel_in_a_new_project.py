@@ -53,17 +53,6 @@ DIAGRAM = re.compile(r'<svg[^>]*class="sc-diagram".*data-state="reminded"', re.D
 # What the wheel may hold at its top level: the four apps and the distribution's metadata.
 SHIPPED = {"statecharts", "timers", "invocations", "routes"}
 
-CHART = """<scxml xmlns="http://www.w3.org/2005/07/scxml" version="1.0" datamodel="ecmascript"
-       name="reminder" initial="waiting">
-  <state id="waiting">
-    <onentry><send id="remind" event="remind" delay="1h"/></onentry>
-    <transition event="remind" target="reminded"/>
-  </state>
-  <state id="reminded"><transition event="done" target="finished"/></state>
-  <final id="finished"/>
-</scxml>
-"""
-
 # The project's injected clock (STATECHARTS["CLOCK"]): real time, moved ahead on request, so
 # a timer an hour away is due without anyone waiting for it.
 CLOCK = """import os
@@ -96,8 +85,8 @@ setup_test_environment()
 admin = get_user_model().objects.create_superuser("admin", "admin@example.com", "pw")
 client = Client()
 client.force_login(admin)
-chart = Chart.objects.get(name="reminder")
-execution = Execution.objects.get(business_key="host-1")
+chart = Chart.objects.get(name="order")
+execution = Execution.objects.get(business_key="order-42")
 seen = {}
 for name, url in {
     "chart": f"/admin/statecharts/chart/{chart.pk}/change/",
@@ -108,9 +97,42 @@ for name, url in {
     response = client.get(url, HTTP_ACCEPT="application/json" if name == "api_root" else "*/*")
     seen[name] = {"status": response.status_code, "body": response.content.decode()}
 seen["anonymous_schema"] = Client().get("/statecharts/api/schema/").status_code
+
+# The API documentation page (the installation page's optional recipe).
+from django.contrib.staticfiles import finders
+
+docs = client.get("/statecharts/api/docs/")
+seen["docs"] = {"status": docs.status_code, "body": docs.content.decode()}
+bundle = "drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js"
+seen["swagger_ui_file"] = bool(finders.find(bundle))
+# An anonymous visitor is sent to a login page that exists; an ordinary (not staff) user who
+# logs in there is brought back to the docs page.
+get_user_model().objects.create_user("reader", password="pw")
+visitor = Client()
+docs = visitor.get("/statecharts/api/docs/")
+login = docs.headers.get("Location") or "/no-redirect/"
+seen["anonymous_docs"] = {"status": docs.status_code, "location": login}
+seen["login_page"] = visitor.get(login).status_code
+after = visitor.post(login, {"username": "reader", "password": "pw"}, follow=True)
+seen["after_login"] = {
+    "status": after.status_code,
+    "chain": [url for url, _ in after.redirect_chain],
+    "body": after.content.decode(),
+}
+# The browsable API, anonymous: refused, with a link to a login page that exists.
+browsable = Client().get("/statecharts/api/executions/", HTTP_ACCEPT="text/html")
+seen["anonymous_browsable"] = {"status": browsable.status_code, "body": browsable.content.decode()}
 with open("pages.json", "w") as out:
     json.dump(seen, out)
 """
+
+
+def try_it_block(text: str) -> str:
+    """The installation page's "Try it" commands: the ```sh block that loads a chart."""
+    for block in re.findall(r"```sh\n(.*?)```", text, re.DOTALL):
+        if "statechart load" in block:
+            return block
+    raise AssertionError("docs/installation.md has no sh block that loads a chart")
 
 
 def python_block(text: str, first_line: str) -> str:
@@ -170,17 +192,28 @@ def build_wheel(work: Path) -> tuple[Path, str]:
     return wheel, output
 
 
-def install(wheel: Path, venv: Path) -> None:
-    """Into a fresh virtualenv, from the wheelhouse; the index only for what it lacks."""
+def documented_extras(text: str) -> str:
+    """The extras the installation page's ``pip install "django-statecharts[...]"`` lines
+    name (but ``postgres``: the host project's database is SQLite), as pip's ``[a,b]``."""
+    extras = re.findall(r'pip install "django-statecharts\[([\w,]+)\]"', text)
+    names = sorted({name for group in extras for name in group.split(",")} - {"postgres"})
+    assert names, "docs/installation.md installs no extra"
+    return f"[{','.join(names)}]"
+
+
+def install(wheel: Path, venv: Path, extras: str) -> None:
+    """The wheel with ``extras`` into a fresh virtualenv, from the wheelhouse; the index only
+    for what it lacks."""
     run([sys.executable, "-m", "venv", "--without-pip", venv], cwd=venv.parent)
     python = venv / "bin" / "python"
     pip = [sys.executable, "-m", "pip", "--python", python, "--disable-pip-version-check"]
-    offline = [*pip, "install", "--no-index", "--find-links", WHEELHOUSE, wheel]
+    wanted = f"{wheel}{extras}"
+    offline = [*pip, "install", "--no-index", "--find-links", WHEELHOUSE, wanted]
     try:
         run(offline, cwd=venv.parent, timeout=300)
     except AssertionError:
         WHEELHOUSE.mkdir(parents=True, exist_ok=True)
-        run([*pip, "download", "--dest", WHEELHOUSE, wheel], cwd=venv.parent, timeout=600)
+        run([*pip, "download", "--dest", WHEELHOUSE, wanted], cwd=venv.parent, timeout=600)
         (WHEELHOUSE / wheel.name).unlink(missing_ok=True)  # only dependencies are kept
         run(offline, cwd=venv.parent, timeout=300)
 
@@ -195,24 +228,29 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     work = tmp_path_factory.mktemp("packaging")
     wheel, build_output = build_wheel(work)
     venv = work / "venv"
-    install(wheel, venv)
+    docs = INSTALLATION.read_text()
+    install(wheel, venv, documented_extras(docs))
     bin_ = venv / "bin"
     env = host_environment()
 
     run([bin_ / "django-admin", "startproject", "hostsite"], cwd=work, env=env)
     project = work / "hostsite"
-    docs = INSTALLATION.read_text()
     settings = project / "hostsite" / "settings.py"
     settings.write_text(
         settings.read_text()
         + "\n"
         + python_block(docs, "# settings.py: django-statecharts")
         + '\nSTATECHARTS = {"CLOCK": "hostsite.clock.now"}\n'
+        + python_block(docs, "# settings.py: the API documentation page")
     )
     urls = project / "hostsite" / "urls.py"
-    urls.write_text(urls.read_text() + "\n" + python_block(docs, "# urls.py: django-statecharts"))
+    urls.write_text(
+        urls.read_text()
+        + "\n"
+        + python_block(docs, "# urls.py: django-statecharts")
+        + python_block(docs, "# urls.py: the API documentation page")
+    )
     (project / "hostsite" / "clock.py").write_text(CLOCK)
-    (project / "reminder.scxml").write_text(CHART)
     (project / "pages.py").write_text(PAGES)
 
     python = bin_ / "python"
@@ -223,14 +261,22 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     outputs = {
         "check": manage("check", "--fail-level", "WARNING"),
         "migrate": manage("migrate", "--no-input"),
-        "load": manage("statechart", "load", "reminder.scxml"),
-        "start": manage("statechart", "start", "reminder", "--key", "host-1"),
+        # "Try it", run as written (its `python` is the new virtualenv's).
+        "try_it": run(
+            ["bash", "-euo", "pipefail", "-c", try_it_block(docs)],
+            cwd=project,
+            env={**env, "PATH": f"{bin_}{os.pathsep}{env.get('PATH', '')}"},
+        ),
+        "shown_started": manage("statechart", "show", "1", "--json"),
         "fire_now": manage("fire_timers", "--once"),
         "fire_later": manage("fire_timers", "--once", HOSTSITE_CLOCK_AHEAD_SECONDS="7200"),
         "show": manage("statechart", "show", "1", "--json"),
     }
     run([python, "pages.py"], cwd=project, env=env)
     pages = json.loads((project / "pages.json").read_text())
+    # The rest of "Try it": the payment completes the order.
+    outputs["paid"] = manage("statechart", "send", "1", "paid")
+    outputs["shown_paid"] = manage("statechart", "show", "1", "--json")
     return {
         "wheel": wheel,
         "build_output": build_output,
@@ -240,7 +286,7 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     }
 
 
-def test_the_wheel_holds_the_three_apps_with_their_files_and_nothing_else(
+def test_the_wheel_holds_the_four_apps_with_their_files_and_nothing_else(
     host: dict[str, Any],
 ) -> None:
     with zipfile.ZipFile(host["wheel"]) as wheel:
@@ -293,11 +339,16 @@ def test_a_new_project_migrates_loads_starts_and_fires_a_timer_on_its_own_clock(
     assert "no issues" in outputs["check"]
     assert "Applying statecharts.0001_initial" in outputs["migrate"]
     assert "Applying timers.0001_initial" in outputs["migrate"]
-    assert "reminder" in outputs["load"]
+    assert "execution: 1\n" in outputs["try_it"]  # what "Try it" says start prints
+    started = json.loads(outputs["shown_started"])
+    assert started["chart"]["name"] == "order" and started["business_key"] == "order-42"
+    assert started["configuration"] == ["awaiting_payment"], started
     assert outputs["fire_now"].strip() == "nothing due"  # an hour away on the real clock
     assert outputs["fire_later"].strip() == "1 fired"  # due on the project's clock, 2 h ahead
     shown = json.loads(outputs["show"])
     assert shown["configuration"] == ["reminded"], shown
+    paid = json.loads(outputs["shown_paid"])
+    assert paid["status"] == "completed" and paid["configuration"] == ["paid"], paid
 
 
 def test_the_admin_pages_render_with_the_projects_panels(host: dict[str, Any]) -> None:
@@ -323,4 +374,28 @@ def test_the_api_schema_and_root_are_served(host: dict[str, Any]) -> None:
     assert pages["anonymous_schema"] in (401, 403)
     root = json.loads(pages["api_root"]["body"])
     assert root["schema"].endswith("/statecharts/api/schema/")
-    assert "docs" not in root  # this project serves no docs page
+    assert root["docs"] == "http://testserver/statecharts/api/docs/"  # the recipe's page
+
+
+def test_the_api_docs_page_recipe_works_as_written(host: dict[str, Any]) -> None:
+    pages = host["pages"]
+    assert pages["docs"]["status"] == 200
+    assert "swagger-ui" in pages["docs"]["body"]
+    # Swagger UI from the sidecar package, served by the site itself: nothing from a CDN.
+    assert "/static/drf_spectacular_sidecar/swagger-ui-dist/" in pages["docs"]["body"]
+    assert "cdn" not in pages["docs"]["body"].lower()
+    assert pages["swagger_ui_file"]
+    # Anonymous: redirected to a login page that exists, which brings an ordinary user back.
+    anonymous = pages["anonymous_docs"]
+    assert anonymous["status"] == 302
+    assert anonymous["location"] == "/api-auth/login/?next=/statecharts/api/docs/"
+    assert pages["login_page"] == 200
+    after = pages["after_login"]
+    assert after["chain"] == ["/statecharts/api/docs/"]
+    assert after["status"] == 200 and "swagger-ui" in after["body"]
+
+
+def test_the_anonymous_browsable_api_links_a_login_page(host: dict[str, Any]) -> None:
+    browsable = host["pages"]["anonymous_browsable"]
+    assert browsable["status"] in (401, 403)
+    assert "/api-auth/login/?next=/statecharts/api/executions/" in browsable["body"]

@@ -128,7 +128,7 @@ def test_fire_timers_help_says_no_flag_means_once_and_shows_the_defaults() -> No
 
 def test_the_declared_versions_are_the_tested_ones() -> None:
     """pyproject's classifiers, Django range and CHANGELOG say what scripts/test runs: Python
-    3.11 (the main passes) to 3.13 (the compatibility pass), Django 5.2 only."""
+    3.11 (the main passes) to 3.13 (the compatibility pass), Django 5.2 and 6.0."""
     import re
     import tomllib
 
@@ -141,12 +141,13 @@ def test_the_declared_versions_are_the_tested_ones() -> None:
     assert pythons == ["3.11", "3.12", "3.13"]
     assert project["requires-python"] == ">=3.11"
     djangos = [c for c in classifiers if c.startswith("Framework :: Django ::")]
-    assert djangos == ["Framework :: Django :: 5.2"]
-    assert "django>=5.2,<6.0" in project["dependencies"]
+    assert djangos == ["Framework :: Django :: 5.2", "Framework :: Django :: 6.0"]
+    assert "django>=5.2,<6.1" in project["dependencies"]
     matrix = (root / "scripts" / "_matrix.sh").read_text()
-    assert "python3.13" in matrix and 'django==5.2"' in matrix
+    assert "python3.13" in matrix and '"django==5.2"' in matrix
+    assert '"django>=6.0,<6.1"' in matrix  # the Django 6.0 leg
     changelog = (root / "CHANGELOG.md").read_text()
-    assert "Python 3.11" in changelog and "Django 5.2" in changelog
+    assert "Python 3.11" in changelog and "`django>=5.2,<6.1`" in changelog
 
 
 @pytest.mark.django_db

@@ -13,3 +13,15 @@ def plan_of(sql: str, params: object = None) -> str:
         text = "\n".join(row[0] for row in cursor.fetchall())
         transaction.set_rollback(True)
     return text
+
+
+def query_plan(queryset: object) -> str:
+    """The plan of a queryset on either database: PostgreSQL's EXPLAIN (as ``plan_of``), or
+    SQLite's EXPLAIN QUERY PLAN (one line per step: ``SEARCH t USING INDEX i (...)``, and
+    ``USE TEMP B-TREE FOR ORDER BY`` when it has to sort)."""
+    sql, params = queryset.query.sql_with_params()  # type: ignore[attr-defined]
+    if connection.vendor == "postgresql":
+        return plan_of(sql, params)
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
+        return "\n".join(str(row[-1]) for row in cursor.fetchall())

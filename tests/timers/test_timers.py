@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
 from django.test import override_settings
 
 from statecharts import stepper
@@ -16,6 +17,7 @@ from statecharts.core.plan import plan_one
 from statecharts.core.position import decode
 from statecharts.models import Chart, Execution, OutboxMessage
 from statecharts.stepper import EffectContext
+from tests.timers.plans import query_plan
 from timers import firing
 from timers.models import Timer
 from timers.pruning import prune
@@ -321,12 +323,19 @@ def test_claims_are_disjoint_and_expire() -> None:
 
 
 def test_due_query_uses_the_partial_index_order() -> None:
+    """``Timer.objects.due`` reads the partial index on pending rows (``timers_timer_due``,
+    ``(due, id) WHERE status = 'pending'``) in its order: no sort, on either database."""
     for _ in range(3):
         start(NUDGE)
     Timer.objects.filter(pk=Timer.objects.first().pk).update(due=T0)  # type: ignore[union-attr]
     due = list(Timer.objects.due(T0 + 3 * DAY))
     assert due[0].due == T0 and len(due) == 3
     assert list(Timer.objects.due(T0 + DAY)) == due[:1]
+    plan = query_plan(Timer.objects.due(T0 + 3 * DAY))
+    if connection.vendor == "postgresql":
+        assert "Index Scan using timers_timer_due" in plan and "Sort" not in plan, plan
+    else:
+        assert "USING INDEX timers_timer_due" in plan and "TEMP B-TREE" not in plan, plan
 
 
 # ---- commands and pruning -----------------------------------------------------------------------

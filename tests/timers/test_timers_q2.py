@@ -39,7 +39,9 @@ from timers.models import Timer
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
-DEADLINE = 30.0  # seconds the cluster gets to fire a due timer (it takes well under one)
+# Seconds the cluster gets to fire a due timer, its own start included (about 1-1.5 s on a
+# shared 2-CPU machine): past it, wait_for fails the test with the cluster's log.
+DEADLINE = 30.0
 POLL = 0.1
 STOP_GRACE = 15.0  # seconds a SIGTERMed cluster gets to stop before it is SIGKILLed
 SWEEPER_SECONDS = 2.0  # the woken sweeper's life: the cluster stops right after it
@@ -532,7 +534,7 @@ def test_a_real_cluster_fires_a_due_timer(
             sweeper = dispatch.wake(seconds=SWEEPER_SECONDS)
         else:
             dispatch._enqueue(dispatch.DRAIN)
-        firing_took = wait_for(fired, cluster, log, "fired timer")
+        wait_for(fired, cluster, log, "fired timer")  # (within DEADLINE, or the test fails)
         wait_for(done, cluster, log, f"finished {via}")
         assert cluster.poll() is None, read(log)
     assert cluster.returncode == 0, "the cluster did not stop cleanly on SIGTERM"
@@ -544,7 +546,6 @@ def test_a_real_cluster_fires_a_due_timer(
     assert execution.configuration == ["awake"] and execution.steps == 2
     entry = execution.history.get(seq=2)
     assert entry.input["event"]["name"] == "ring"
-    assert firing_took < DEADLINE
     if via == "sweeper":
         # The sweeper ran in the cluster and was saved; it fired the one timer itself and
         # enqueued no drain (its result).

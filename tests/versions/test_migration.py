@@ -215,10 +215,25 @@ def test_the_command_migrates_with_a_summary_and_a_dry_run_changes_nothing(
     unbilled = statecharts.start(billed.chart)
     Chart.objects.load(V2, new_version=True)
     out = io.StringIO()
-    call_command("statechart", "migrate", "parcel", "--dry-run", stdout=out)
+    # A dry run that would refuse an execution fails (exit status 1), so a script can gate on it.
+    with pytest.raises(CommandError, match=r"1 execution\(s\) would not be migrated") as refused:
+        call_command("statechart", "migrate", "parcel", "--dry-run", stdout=out)
+    assert refused.value.returncode == 1
     text = out.getvalue()
     assert f"execution {billed.pk}: refused: the active state 'billed'" in text
     assert "dry run: 1 would migrate, 1 refused" in text
+    assert statecharts.refresh(unbilled).chart == billed.chart
+    # The same in JSON: the document, then the failure.
+    out = io.StringIO()
+    with pytest.raises(CommandError, match="would not be migrated"):
+        call_command("statechart", "migrate", "parcel", "--dry-run", "--json", stdout=out)
+    assert json.loads(out.getvalue())["counts"]["refused"] == 1
+    # A dry run that would refuse nothing succeeds.
+    out = io.StringIO()
+    call_command(
+        "statechart", "migrate", "parcel", "--map", "billed=invoiced", "--dry-run", stdout=out
+    )
+    assert "dry run: 2 would migrate, 0 refused" in out.getvalue()
     assert statecharts.refresh(unbilled).chart == billed.chart
     out = io.StringIO()
     call_command(
