@@ -22,7 +22,8 @@ like any other target.
   signer's token replayed here);
 - 404: the token is genuine but its execution no longer exists (deleted);
 - 405: not a POST;
-- 409: the execution finished (or cannot take inputs now: halted, needs migration/repair),
+- 409: the execution finished (or cannot take inputs now: halted, needs migration/repair,
+  a chart whose stored source no longer compiles: it is marked needs repair),
   or the idempotency key was used before for a different message; nothing is applied;
 - 413: the body is larger than ``max_body_bytes`` (it is not read);
 - 429: more than ``max_posts_per_minute`` posts to one execution this minute (the cache
@@ -58,7 +59,7 @@ from routes.basichttp import (
 from statecharts import stepper, validation
 from statecharts.conf import statecharts_settings
 from statecharts.core.events import EXTERNAL, Event
-from statecharts.exceptions import IdempotencyConflict, NeedsMigration
+from statecharts.exceptions import StepRefused
 from statecharts.models import Chart, Execution
 from statecharts.statuses import TABLE
 
@@ -176,8 +177,10 @@ class BasicHTTPInbound(View):
                 idempotency_key=f"basichttp:{key}" if key else None,
                 cause={"kind": "basichttp"},
             )
-        except (IdempotencyConflict, NeedsMigration) as exc:
-            return _answer(409, str(exc))
+        except StepRefused as exc:  # needs migration/repair (its chart no longer compiles:
+            # the step marks it), halted, or an idempotency key reused: recorded, never a 500
+            now = Execution.objects.filter(pk=execution.pk).values_list("status", flat=True)
+            return _answer(409, str(exc), status=next(iter(now), ""))
         except Execution.DoesNotExist:
             return _answer(404, "the execution no longer exists")
         if not result.applied:
