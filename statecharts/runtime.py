@@ -20,7 +20,7 @@ import hashlib
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,7 +29,7 @@ from statecharts.conf import statecharts_settings
 from statecharts.core import Interpreter, load_chart
 from statecharts.core.budget import StepBudgets
 from statecharts.core.datamodel import Limits
-from statecharts.core.errors import ChartError, Problem, ResolveError
+from statecharts.core.errors import ChartError, LoadCheck, Problem, ResolveError
 from statecharts.core.expressions import check_expressions
 from statecharts.core.model import Chart as CompiledChart
 from statecharts.core.parse import decode_utf8, encode_utf8, read_document
@@ -275,6 +275,20 @@ def refuse_relative_references(
         raise ChartError(problems)
 
 
+def refused_at_load(warnings: Iterable[Problem]) -> list[Problem]:
+    """The compiler's warnings as the load doors see them: those coded with a
+    :class:`~statecharts.core.errors.LoadCheck` are errors here. The compiler keeps them
+    warnings so that a source stored before a check was added still compiles and runs
+    (``compiled_chart`` never applies them); only loading and validating refuse."""
+    return [
+        dataclasses.replace(p, severity="error") if p.code in _LOAD_CHECKS else p
+        for p in warnings
+    ]
+
+
+_LOAD_CHECKS = frozenset(LoadCheck)
+
+
 def check_source(
     source: str,
     resources: Mapping[str, str] | None = None,
@@ -290,7 +304,10 @@ def check_source(
     compiled = compile_source(source, resources or None, folder)
     if not folder:
         refuse_relative_references(compiled, resources)
-    found = [*compiled.warnings, *load_problems(compiled, source, strict=strict)]
+    found = [
+        *refused_at_load(compiled.warnings),
+        *load_problems(compiled, source, strict=strict),
+    ]
     if any(p.severity == "error" for p in found):
         raise ChartError(found)
     return compiled, found
