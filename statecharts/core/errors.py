@@ -12,7 +12,6 @@ class LoadCheck(StrEnum):
     check_source``) refuse: tightening what loads must not break charts already stored."""
 
     VALUE_DEPTH = "value-depth"  # a literal body (JSON) nested past what a datamodel holds
-    REFERENCE_REFUSED = "reference-refused"  # a src the resolver refuses by its rules
     DELAY_SYNTAX = "delay-syntax"  # a delay that is not a CSS2 time (" 1s")
 
 

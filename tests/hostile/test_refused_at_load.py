@@ -9,6 +9,7 @@ stored before the check was added) still compiles and runs."""
 
 from __future__ import annotations
 
+import html
 import io
 import json
 from pathlib import Path
@@ -82,7 +83,8 @@ def refused_at_every_door(
     assert where in json.dumps(answer.json()) and says in json.dumps(answer.json())
     page = admin.post(reverse("admin:statecharts_chart_add"), {"source": source})
     assert page.status_code == 200
-    assert says in page.content.decode() and where in page.content.decode()
+    shown = html.unescape(page.content.decode())
+    assert says in shown and where in shown
     path = folder / "chart.scxml"
     path.write_text(source)
     for subcommand in ("load", "validate"):
@@ -145,5 +147,103 @@ def test_deep_json_in_content_and_assign_is_refused_too() -> None:
 def test_a_stored_chart_with_deep_json_still_runs_and_binding_it_is_error_execution() -> None:
     chart = stored_before(DEEP_DATA)
     assert compiled_chart(chart).warnings  # compiles: the check is the load doors' only
+    execution = stepper.start(chart)
+    assert execution.configuration == ["failed"]  # error.execution when <data x> was bound
+
+
+# ---- item 5: references the resolver's rules refuse -------------------------------------------
+
+
+def referencing(src: str, tag: str = "data") -> str:
+    element = (
+        f'<data id="x" src="{src}"/>'
+        if tag == "data"
+        else "<data id=\"x\"/>"
+    )
+    invoke = f'<invoke id="c" src="{src}"/>' if tag == "invoke" else ""
+    return f"""<scxml {NS} name="refs" initial="a">
+  <datamodel>
+    {element}</datamodel>
+  <state id="a">{invoke}<transition event="error.execution" target="failed"/></state>
+  <final id="failed"/>
+</scxml>"""
+
+
+@pytest.mark.parametrize(
+    ("src", "says"),
+    [
+        ("../secret.json", "it leaves the chart's folder"),
+        ("file:../secret.json", "it leaves the chart's folder"),
+        ("/etc/passwd", "only relative references inside the chart's folder are allowed"),
+        ("file:/etc/passwd", "only relative references inside the chart's folder are allowed"),
+        ("http://example.com/x.json", "only relative references inside the chart's folder"),
+        ("data:,1", "only relative references inside the chart's folder are allowed"),
+    ],
+)
+def test_a_data_src_the_resolver_refuses_is_refused_when_loaded_from_its_file(
+    tmp_path: Path, src: str, says: str
+) -> None:
+    (tmp_path / "secret.json").write_text('{"secret": 1}')
+    (tmp_path / "charts").mkdir()
+    path = tmp_path / "charts" / "chart.scxml"
+    path.write_text(referencing(src))
+    with pytest.raises(ChartError) as refused:
+        Chart.objects.load_file(path)
+    assert f"3:5: cannot resolve {src!r}: {says}" in str(refused.value)
+    for subcommand in ("load", "validate"):
+        with pytest.raises(CommandError, match=f"chart.scxml:3:5: cannot resolve .*{says}"):
+            command(subcommand, str(path))
+    assert Chart.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    ("src", "says"),
+    [
+        ("/etc/passwd", "only relative references inside the chart's folder are allowed"),
+        ("data:,1", "only relative references inside the chart's folder are allowed"),
+        ("../secret.json", "this chart has none (it was not loaded from a file)"),
+    ],
+)
+def test_a_data_src_is_refused_by_the_api_and_the_admin_with_the_reason(
+    api: APIClient, admin: Client, src: str, says: str
+) -> None:
+    source = referencing(src)
+    answer = api.post("/api/charts/", {"source": source}, format="json")
+    assert answer.status_code == 400, answer.content
+    assert says in json.dumps(answer.json()) and "3:5" in json.dumps(answer.json())
+    page = admin.post(reverse("admin:statecharts_chart_add"), {"source": source})
+    assert page.status_code == 200 and says in html.unescape(page.content.decode())
+    with pytest.raises(ChartError, match=says.replace("(", r"\(").replace(")", r"\)")):
+        Chart.objects.load(source)
+    assert Chart.objects.count() == 0
+
+
+@pytest.mark.parametrize("src", ["../child.scxml", "file:../child.scxml", "/etc/x.scxml"])
+def test_an_invoke_src_naming_a_file_outside_the_folder_is_refused(
+    tmp_path: Path, src: str
+) -> None:
+    (tmp_path / "child.scxml").write_text(f'<scxml {NS}><final id="f"/></scxml>')
+    (tmp_path / "charts").mkdir()
+    path = tmp_path / "charts" / "chart.scxml"
+    path.write_text(referencing(src, "invoke"))
+    with pytest.raises(ChartError, match=r"4:17: <invoke src=\.\.\.>: cannot resolve"):
+        Chart.objects.load_file(path)
+    with pytest.raises(CommandError, match="cannot resolve"):
+        command("validate", str(path))
+
+
+def test_a_missing_file_stays_a_warning_and_other_schemes_of_invoke_are_left_to_apps(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "chart.scxml"
+    path.write_text(referencing("missing.json"))
+    chart = Chart.objects.load_file(path)  # cannot be read now: error.execution when bound
+    assert [(p.line, p.column, p.severity) for p in chart.load_warnings] == [(3, 5, "warning")]
+    path.write_text(referencing("chart:payment", "invoke").replace('name="refs"', 'name="p"'))
+    assert Chart.objects.load_file(path).pk
+
+
+def test_a_stored_chart_with_a_refused_data_src_still_runs() -> None:
+    chart = stored_before(referencing("/etc/passwd"))
     execution = stepper.start(chart)
     assert execution.configuration == ["failed"]  # error.execution when <data x> was bound
