@@ -42,6 +42,7 @@ from statecharts.core.resolve import (
     names_a_file,
     refusal,
 )
+from statecharts.core.runnability import runnability_problems
 
 if TYPE_CHECKING:
     from statecharts.models import Chart
@@ -338,6 +339,11 @@ def check_source(
     ``folder``), and its code compiles (``EXPRESSION_SYNTAX``). Returns the compiled chart and
     every warning; raises ChartError listing every problem (and the warnings).
 
+    Warns of a chart the step time budget would refuse however it is used
+    (``statecharts.core.runnability``: too many ``<data>`` to start, too many transitions
+    one event selects at once); an error with ``strict=True`` (``statechart validate
+    --strict``), never with the ``EXPRESSION_SYNTAX`` setting alone.
+
     ``load_checks``: what only loading refuses (``refused_at_load``, ``refused_references``:
     checks added after charts were stored). Off for the child of an ``<invoke>``, which is
     part of a chart already stored: it fails where it runs, as before."""
@@ -351,6 +357,10 @@ def check_source(
         at = {(p.line, p.column) for p in refused}  # (the resolver's warning there says less)
         warnings = refused_at_load(p for p in warnings if (p.line, p.column) not in at)
     found = [*refused, *warnings, *load_problems(compiled, source, strict=strict)]
+    if load_checks:  # (an estimate: an error only when asked to be strict, --strict)
+        found += runnability_problems(
+            compiled, statecharts_settings.STEP_TIME_BUDGET_MS, strict=strict is True
+        )
     if any(p.severity == "error" for p in found):
         raise ChartError(found)
     return compiled, found
