@@ -16,7 +16,9 @@ through the outbox, in the child's own steps (docs/architecture.md, the scale-ou
 from __future__ import annotations
 
 from datetime import timedelta
+from functools import partial
 
+from django.db import transaction
 from django.db.models import Max
 
 from invocations.children import (
@@ -31,8 +33,10 @@ from invocations.conf import invocation_settings
 from invocations.models import OPEN_STATUSES, Invocation, InvocationStatus
 from invocations.tree import lineage
 from statecharts import codecs
+from statecharts.core import telemetry
 from statecharts.core.events import EXTERNAL, PLATFORM, Event, error_data
 from statecharts.core.plan import Instruction
+from statecharts.core.telemetry import TelemetryEvent
 from statecharts.models import OutboxMessage
 from statecharts.stepper import CANCELLED_BY_PARENT, Input, StepContext, database, step_locked
 
@@ -129,8 +133,36 @@ def deliver_child(context: StepContext, instruction: Instruction) -> None:
 
 
 def autoforward(context: StepContext, instruction: Instruction) -> None:
+    """Forward the event, unmodified (spec 6.4.2), to the invocation's child. A child that is
+    not running (it failed to start, or finished) does not get it, and the parent is told
+    nothing: SCXML 6.4 defines no error for it. The drop is an ``autoforward.dropped``
+    telemetry event. (A child still starting gets it once it is up.)"""
     data = instruction.data
-    _to_child(context, data["invoke_ordinal"], data["event"])  # unmodified (spec 6.4.2)
+    ordinal = data["invoke_ordinal"]
+    invocation = (
+        Invocation.objects.using(database())
+        .filter(parent=context.execution, ordinal=ordinal)
+        .only("status", "invokeid")
+        .first()
+    )
+    if invocation is not None and invocation.status not in OPEN_STATUSES:
+        if telemetry.listeners:
+            event = data["event"]
+            transaction.on_commit(
+                partial(
+                    telemetry.emit,
+                    TelemetryEvent.AUTOFORWARD_DROPPED,
+                    telemetry.Driver.DURABLE.value,
+                    context.execution.session_id,
+                    execution_id=context.execution.pk,
+                    invokeid=invocation.invokeid,
+                    event_name=event.get("name") if isinstance(event, dict) else None,
+                    reason=f"the invocation is {invocation.status}",
+                ),
+                using=database(),
+            )
+        return
+    _to_child(context, ordinal, data["event"])
 
 
 def finish(context: StepContext, instruction: Instruction) -> None:

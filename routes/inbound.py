@@ -19,10 +19,12 @@ no other place for it), else unset. It is what the sender says, not who it is: n
 decides anything by it, and a chart that answers to it goes through the outbound allow-list
 like any other target.
 - 403: the token is not one this site signed under this salt (forged, cut, or another
-  signer's token replayed here);
+  signer's token replayed here); or the event is one ``EVENT_PERMISSIONS`` protects (the
+  address is a capability for the execution, not a user: ``authorization.decide_capability``);
 - 404: the token is genuine but its execution no longer exists (deleted);
 - 405: not a POST;
-- 409: the execution finished (or cannot take inputs now: halted, needs migration/repair),
+- 409: the execution finished (or cannot take inputs now: halted, needs migration/repair,
+  a chart whose stored source no longer compiles: it is marked needs repair),
   or the idempotency key was used before for a different message; nothing is applied;
 - 413: the body is larger than ``max_body_bytes`` (it is not read);
 - 429: more than ``max_posts_per_minute`` posts to one execution this minute (the cache
@@ -55,10 +57,10 @@ from routes.basichttp import (
     BadInbound,
     decode_post,
 )
-from statecharts import stepper, validation
+from statecharts import authorization, stepper, validation
 from statecharts.conf import statecharts_settings
 from statecharts.core.events import EXTERNAL, Event
-from statecharts.exceptions import IdempotencyConflict, NeedsMigration
+from statecharts.exceptions import StepRefused
 from statecharts.models import Chart, Execution
 from statecharts.statuses import TABLE
 
@@ -67,6 +69,7 @@ from statecharts.statuses import TABLE
 SALT = "statecharts.routes.basichttp.inbound"
 MASK = "<token>"  # what _event.raw shows instead of the token (the receiver's own capability)
 IDEMPOTENCY_KEY_MAX = 200
+DOOR = "a Basic HTTP address"  # (what a refusal calls this door)
 
 
 def token_for(session_id: str) -> str:
@@ -131,7 +134,12 @@ class BasicHTTPInbound(View):
             return _answer(400, "bad Content-Length")
         if int(length) > self.max_body_bytes:
             return _answer(413, f"the body is larger than {self.max_body_bytes} bytes")
-        execution = Execution.objects.filter(session_id=session_id).only("pk", "status").first()
+        execution = (
+            Execution.objects.filter(session_id=session_id)
+            .select_related("chart")
+            .only("pk", "status", "chart__name")
+            .first()
+        )
         if execution is None:
             return _answer(404, "the execution no longer exists")
         if TABLE[execution.status].finished:
@@ -159,6 +167,12 @@ class BasicHTTPInbound(View):
         except validation.InvalidInput as exc:
             reasons = [str(problem) for problem in exc.problems]
             return _answer(400, "the message cannot be an event", reasons=reasons)
+        # The address is a capability for this execution, not a user: an event that
+        # EVENT_PERMISSIONS protects cannot come in here (docs/basichttp.md).
+        decision = authorization.decide_capability(execution, inbound.name, DOOR)
+        if not decision.allowed:
+            return _answer(403, "this event cannot be sent to a Basic HTTP address",
+                           reasons=list(decision.reasons))
         # _event.origin: the sender's own word (its SCXML-Origin header), recorded with the
         # input like the rest of the event; never used to decide anything here.
         event = Event(
@@ -176,8 +190,10 @@ class BasicHTTPInbound(View):
                 idempotency_key=f"basichttp:{key}" if key else None,
                 cause={"kind": "basichttp"},
             )
-        except (IdempotencyConflict, NeedsMigration) as exc:
-            return _answer(409, str(exc))
+        except StepRefused as exc:  # needs migration/repair (its chart no longer compiles:
+            # the step marks it), halted, or an idempotency key reused: recorded, never a 500
+            now = Execution.objects.filter(pk=execution.pk).values_list("status", flat=True)
+            return _answer(409, str(exc), status=next(iter(now), ""))
         except Execution.DoesNotExist:
             return _answer(404, "the execution no longer exists")
         if not result.applied:

@@ -34,6 +34,9 @@ admin always pass the request's user; ``statechart send --as-user NAME`` passes 
 What was decided is recorded with the input in the history (``input["sender"]``: the user's
 id and username, and the rule), so an audit and a replay see who sent each event.
 
+A door that names no user but holds a capability for one execution (the Basic HTTP
+address) is :func:`decide_capability`: the events no rule names, none that a rule names.
+
 The check reads the execution as it was before the step's lock is taken: a rule that depends
 on the execution's state may see one step old data (rules on the chart, the event, the user
 and the subject are exact).
@@ -336,6 +339,26 @@ def decide(user: Any, execution: Any, event: str, data: Any = None) -> Decision:
         lambda check: check(user, execution, event, data),
         event=event,
     )
+
+
+def decide_capability(execution: Any, event: str, door: str) -> Decision:
+    """Whether ``event`` may come in through ``door``, a door that names no user but holds a
+    capability for this one execution (the Basic HTTP address, ``routes.inbound``).
+
+    The capability stands for ``statecharts.change_execution`` on that execution, so an
+    event no rule names is allowed. An event an ``EVENT_PERMISSIONS`` rule names is refused:
+    the rule asks for a user's permissions (or a check about the user), and the door has no
+    user to ask. Send such an event through a door that has one (the API, the admin).
+    Never raises for a refusal."""
+    chart_name = execution.chart.name if execution.chart_id is not None else None
+    rule = rule_for(chart_name, event)
+    base = {"event": event, "rule": rule, "username": door, "action": Action.SEND}
+    if rule is None:
+        return Decision(True, **base)
+    return Decision(False, reasons=(
+        f"{event!r} is protected by {rule.label}, and {door} names no user whose "
+        f"permissions could allow it: send it through the API or the admin as a user who may",
+    ), **base)
 
 
 def require(user: Any, execution: Any, event: str, data: Any = None) -> Decision:

@@ -20,7 +20,7 @@ import hashlib
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,13 +29,20 @@ from statecharts.conf import statecharts_settings
 from statecharts.core import Interpreter, load_chart
 from statecharts.core.budget import StepBudgets
 from statecharts.core.datamodel import Limits
-from statecharts.core.errors import ChartError, Problem, ResolveError
+from statecharts.core.errors import ChartError, LoadCheck, Problem, ResolveError
 from statecharts.core.expressions import check_expressions
 from statecharts.core.model import Chart as CompiledChart
 from statecharts.core.parse import decode_utf8, encode_utf8, read_document
 from statecharts.core.position import ChartMismatchError
 from statecharts.core.references import references
-from statecharts.core.resolve import Resolver, default_resolver, is_relative_reference
+from statecharts.core.resolve import (
+    Resolver,
+    default_resolver,
+    is_relative_reference,
+    names_a_file,
+    refusal,
+)
+from statecharts.core.runnability import runnability_problems
 
 if TYPE_CHECKING:
     from statecharts.models import Chart
@@ -275,22 +282,85 @@ def refuse_relative_references(
         raise ChartError(problems)
 
 
+def refused_references(
+    compiled: CompiledChart, resources: Mapping[str, str] | None, folder: str
+) -> list[Problem]:
+    """The references no execution could ever read, with the reason the file resolver's
+    rules give (``statecharts.core.resolve.refusal``: an absolute path, one that leaves the
+    chart's folder, a scheme it does not read): a ``<data src>`` the compiler could not
+    resolve (a file that merely cannot be read now stays a warning: ``error.execution`` when
+    it is bound), and a static ``<invoke src>`` naming a file (other schemes, such as
+    ``chart:NAME``, are an app's to answer when it runs). ``<script src>`` is refused by the
+    compiler itself. Checked at load only (a stored chart keeps compiling)."""
+    carried = resources or {}
+    base = folder or None
+    found = []
+    for state in compiled.states:
+        for data in state.datas:
+            if data.src is None or data.has_body or data.src in carried:
+                continue
+            why = refusal(data.src, base)
+            if why is not None and (folder or not is_relative_reference(data.src)):
+                found.append(Problem(data.line, data.column or 1, why))
+    for ref in references(compiled):
+        if ref.tagname != "invoke" or ref.uri in carried or not names_a_file(ref.uri):
+            continue
+        why = refusal(ref.uri, base)
+        if why is not None and (folder or not is_relative_reference(ref.uri)):
+            found.append(Problem(ref.line, ref.column or 1, f"<invoke src=...>: {why}"))
+    return found
+
+
+def refused_at_load(warnings: Iterable[Problem]) -> list[Problem]:
+    """The compiler's warnings as the load doors see them: those coded with a
+    :class:`~statecharts.core.errors.LoadCheck` are errors here. The compiler keeps them
+    warnings so that a source stored before a check was added still compiles and runs
+    (``compiled_chart`` never applies them); only loading and validating refuse."""
+    return [
+        dataclasses.replace(p, severity="error") if p.code in _LOAD_CHECKS else p
+        for p in warnings
+    ]
+
+
+_LOAD_CHECKS = frozenset(LoadCheck)
+
+
 def check_source(
     source: str,
     resources: Mapping[str, str] | None = None,
     folder: str = "",
     *,
     strict: bool | None = None,
+    load_checks: bool = True,
 ) -> tuple[CompiledChart, list[Problem]]:
     """Everything loading ``source`` checks, for every door (``Chart.objects.load``, the
     admin's add-chart form, the API, ``statechart validate``/``load``): it compiles (with
     today's ``DEFAULT_DATAMODEL``), has no relative reference it could not resolve (without a
     ``folder``), and its code compiles (``EXPRESSION_SYNTAX``). Returns the compiled chart and
-    every warning; raises ChartError listing every problem (and the warnings)."""
+    every warning; raises ChartError listing every problem (and the warnings).
+
+    Warns of a chart the step time budget would refuse however it is used
+    (``statecharts.core.runnability``: too many ``<data>`` to start, too many transitions
+    one event selects at once); an error with ``strict=True`` (``statechart validate
+    --strict``), never with the ``EXPRESSION_SYNTAX`` setting alone.
+
+    ``load_checks``: what only loading refuses (``refused_at_load``, ``refused_references``:
+    checks added after charts were stored). Off for the child of an ``<invoke>``, which is
+    part of a chart already stored: it fails where it runs, as before."""
     compiled = compile_source(source, resources or None, folder)
     if not folder:
         refuse_relative_references(compiled, resources)
-    found = [*compiled.warnings, *load_problems(compiled, source, strict=strict)]
+    warnings: list[Problem] = list(compiled.warnings)
+    refused: list[Problem] = []
+    if load_checks:
+        refused = refused_references(compiled, resources, folder)
+        at = {(p.line, p.column) for p in refused}  # (the resolver's warning there says less)
+        warnings = refused_at_load(p for p in warnings if (p.line, p.column) not in at)
+    found = [*refused, *warnings, *load_problems(compiled, source, strict=strict)]
+    if load_checks:  # (an estimate: an error only when asked to be strict, --strict)
+        found += runnability_problems(
+            compiled, statecharts_settings.STEP_TIME_BUDGET_MS, strict=strict is True
+        )
     if any(p.severity == "error" for p in found):
         raise ChartError(found)
     return compiled, found

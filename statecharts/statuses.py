@@ -113,7 +113,8 @@ TABLE: dict[ExecutionStatus, StatusRules] = {
         StatusRules(
             ExecutionStatus.NEEDS_REPAIR,
             "its stored data cannot be stepped (a position or datamodel that cannot be read "
-            "back); failure_reason says why",
+            "back, or its chart's stored source that no longer compiles); failure_reason says "
+            "why",
             InputRule.REFUSE,
             TimerRule.SNOOZE,
             CancelRule.WITHOUT_CHART_CODE,

@@ -56,6 +56,7 @@ effect_performed = TelemetrySignal()
 effect_unroutable = TelemetrySignal()
 execution_finished = TelemetrySignal()
 execution_halted = TelemetrySignal()
+autoforward_dropped = TelemetrySignal()
 # The storage family (durable rows: the timers app, the stepper's outbox).
 timer_scheduled = TelemetrySignal()
 timer_cancelled = TelemetrySignal()
@@ -75,6 +76,7 @@ SIGNALS: dict[TelemetryEvent, Signal] = {
     TelemetryEvent.EFFECT_UNROUTABLE: effect_unroutable,
     TelemetryEvent.EXECUTION_FINISHED: execution_finished,
     TelemetryEvent.EXECUTION_HALTED: execution_halted,
+    TelemetryEvent.AUTOFORWARD_DROPPED: autoforward_dropped,
     TelemetryEvent.TIMER_SCHEDULED: timer_scheduled,
     TelemetryEvent.TIMER_CANCELLED: timer_cancelled,
     TelemetryEvent.TIMER_FIRED: timer_fired,

@@ -72,6 +72,14 @@ DEFAULTS: dict[str, Any] = {
 _BIGINT = re.compile(r"-?[0-9]+")
 _NUMBERS = frozenset({"NaN", "Infinity", "-Infinity"})
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+# A session id given to ``stepper.start(session_id=...)``: what the platform mints itself
+# (uuid4 hex; an invoked child's uuid5 hex) is in it. Letters, digits, "_" and "-" only, so
+# an id is safe in a URL path segment, a file name, a log line or a cache key ("../../x" and
+# "a/b" are not); 1 to 64 characters (the column).
+SESSION_ID_ALPHABET = "A-Z a-z 0-9 _ -"
+SESSION_ID_MAX_LENGTH = 64
+_SESSION_ID = re.compile(r"[A-Za-z0-9_-]+")
 _IDENTIFIER = re.compile(r"[A-Za-z_$][\w$]*", re.ASCII)
 # The largest integer a JavaScript number (a double) holds without becoming Infinity.
 _LARGEST_NUMBER = int(sys.float_info.max)
@@ -262,6 +270,20 @@ def text(
     if not value.isascii() and _SURROGATE.search(value):
         raise InvalidInput.at(where, "must not contain a lone UTF-16 surrogate")
     return value
+
+
+def session_id(value: Any, where: str = "session_id") -> str:
+    """A session id chosen by a caller: 1 to :data:`SESSION_ID_MAX_LENGTH` characters of
+    :data:`SESSION_ID_ALPHABET` (letters, digits, ``_``, ``-``)."""
+    checked = text(value, where, max_length=SESSION_ID_MAX_LENGTH, blank=False)
+    assert checked is not None
+    if not _SESSION_ID.fullmatch(checked):
+        raise InvalidInput.at(
+            where,
+            f"{checked!r} is not a session id: use only letters, digits, '_' and '-' "
+            f"(at most {SESSION_ID_MAX_LENGTH} characters)",
+        )
+    return checked
 
 
 def event_name(name: Any, where: str = "name", *, reserved: bool = False) -> str:

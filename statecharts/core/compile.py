@@ -7,11 +7,12 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from operator import attrgetter
 from pathlib import Path
+from typing import Any
 
 from lxml import etree
 
 from statecharts.core.delays import parse_delay
-from statecharts.core.errors import ChartError, Problem, ResolveError
+from statecharts.core.errors import ChartError, LoadCheck, Problem, ResolveError
 from statecharts.core.events import split_descriptor
 from statecharts.core.model import (
     NO_INITIAL_BODY,
@@ -36,6 +37,7 @@ from statecharts.core.model import (
     StateNode,
     Structure,
     Transition,
+    UnreadableValue,
     UnreadStateNode,
 )
 from statecharts.core.parse import (
@@ -343,13 +345,13 @@ class _Compiler:
             return Data(
                 element.get("id", ""),
                 None,
-                text_value(text),
+                self._literal(element, text_value(text)),
                 True,
                 src=src,
                 line=line,
                 column=column,
             )
-        has_body, body = body_value(element)
+        has_body, body = self._body(element)
         return Data(
             element.get("id", ""),
             self.expr(element, "expr"),
@@ -419,7 +421,7 @@ class _Compiler:
         if name == "assign":
             location = self.expr(element, "location")
             assert location is not None
-            has_body, body = body_value(element)
+            has_body, body = self._body(element)
             return Assign(index, line, location, self.expr(element, "expr"), body, has_body)
         if name == "script":
             src = element.get("src")
@@ -487,12 +489,26 @@ class _Compiler:
             for p in self.kids(element, "param")
         )
 
+    def _body(self, element: etree._Element) -> tuple[bool, Any]:
+        has_body, body = body_value(element)
+        return has_body, self._literal(element, body)
+
+    def _literal(self, element: etree._Element, value: Any) -> Any:
+        """A literal value; one no datamodel could hold is a warning here (a stored chart
+        still compiles; binding it is error.execution) that the load doors refuse."""
+        if isinstance(value, UnreadableValue):
+            line, column = self.pos(element)
+            self.problems.append(
+                Problem(line, column, value.reason, "warning", LoadCheck.VALUE_DEPTH)
+            )
+        return value
+
     def _content(self, element: etree._Element) -> Content | None:
         contents = self.kids(element, "content")
         if not contents:
             return None
         content = contents[0]
-        has_body, body = body_value(content)
+        has_body, body = self._body(content)
         return Content(self.expr(content, "expr"), body, has_body)
 
 

@@ -3,6 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
+
+
+class LoadCheck(StrEnum):
+    """The ``code`` of a problem the compiler reports as a warning, so that a stored source
+    still compiles, and that the load and validate doors (``statecharts.runtime.
+    check_source``) refuse: tightening what loads must not break charts already stored."""
+
+    VALUE_DEPTH = "value-depth"  # a literal body (JSON) nested past what a datamodel holds
+    DELAY_SYNTAX = "delay-syntax"  # a delay that is not a CSS2 time (" 1s")
 
 
 @dataclass(frozen=True, slots=True)

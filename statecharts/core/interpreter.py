@@ -19,7 +19,7 @@ from typing import Any
 from statecharts.core import effects as fx
 from statecharts.core.budget import DEFAULT_ROUND_BUDGET, BudgetExceeded, StepBudgets
 from statecharts.core.datamodel import Datamodel, Limits, create_datamodel, plain, tagged
-from statecharts.core.delays import delay_problem, parse_delay
+from statecharts.core.delays import parse_time, time_problem
 from statecharts.core.effects import Effect
 from statecharts.core.errors import DatamodelError, NotRunningError, SnapshotLimitError
 from statecharts.core.events import (
@@ -1457,9 +1457,9 @@ class Interpreter:
         )
         if action.delayexpr is not None:
             delay_text = self._string(action.delayexpr)
-            delay_ms = parse_delay(delay_text)
+            delay_ms = parse_time(delay_text)
             if delay_ms is None:
-                raise DatamodelError(f"<send> delayexpr: {delay_problem(delay_text)}")
+                raise DatamodelError(f"<send> delayexpr: {time_problem(delay_text)}")
         else:
             delay_ms = action.delay_ms or 0
         if action.content is not None:

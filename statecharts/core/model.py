@@ -177,6 +177,16 @@ class XmlValue:
 
 
 @dataclass(frozen=True, slots=True)
+class UnreadableValue:
+    """A literal body no datamodel could hold (JSON nested past the datamodel's depth bound,
+    or deeper than the JSON reader can go). Loading refuses it (a problem coded
+    ``value-depth``); a chart stored before that check still compiles, and binding or
+    sending the value is ``error.execution`` with ``reason``."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class Action:
     """Base of executable content. ``content_index`` numbers every element in the document."""
 

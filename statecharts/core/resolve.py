@@ -43,19 +43,36 @@ def is_relative_reference(uri: str) -> bool:
     return relative_path(uri) is not None
 
 
-def default_resolver(uri: str, base_path: str | None) -> str:
+def refusal(uri: str, base_path: str | None) -> str | None:
+    """Why the default resolver's rules refuse ``uri`` whatever the files hold (an absolute
+    path, one that leaves the chart's folder, another scheme), or None when it would read it
+    (it may still not exist). Reads no file: the load doors refuse what it refuses."""
     relative = relative_path(uri)
     if relative is None:
-        raise ResolveError(
+        return (
             f"cannot resolve {uri!r}: only relative references inside the chart's folder "
             f"are allowed (lib.js or file:lib.js)"
         )
     if base_path is None:
-        raise ResolveError(f"cannot resolve {uri!r}: the chart was not loaded from a folder")
+        return f"cannot resolve {uri!r}: the chart was not loaded from a folder"
     base = Path(base_path).resolve()
-    target = (base / relative).resolve()
-    if base not in target.parents:
-        raise ResolveError(f"cannot resolve {uri!r}: it leaves the chart's folder")
+    if base not in (base / relative).resolve().parents:
+        return f"cannot resolve {uri!r}: it leaves the chart's folder"
+    return None
+
+
+def names_a_file(uri: str) -> bool:
+    """Whether ``uri`` names a file (no scheme, or ``file:``), not a document another
+    scheme names (``chart:payment``, ``http:``: an app or a resolver of the host's)."""
+    return uri.startswith("file:") or not _SCHEME.match(uri)
+
+
+def default_resolver(uri: str, base_path: str | None) -> str:
+    refused = refusal(uri, base_path)
+    if refused is not None:
+        raise ResolveError(refused)
+    assert base_path is not None
+    target = (Path(base_path).resolve() / (relative_path(uri) or "")).resolve()
     try:
         return target.read_text(encoding="utf-8")
     except OSError as exc:

@@ -34,6 +34,10 @@ class TelemetryEvent(StrEnum):
     EFFECT_UNROUTABLE = "effect.unroutable"
     EXECUTION_FINISHED = "execution.finished"
     EXECUTION_HALTED = "execution.halted"
+    # An <invoke autoforward="true"> whose child is not running (it failed to start, or has
+    # finished): the event is not forwarded, and nothing tells the chart (SCXML 6.4 defines
+    # no error for it).
+    AUTOFORWARD_DROPPED = "autoforward.dropped"
     # The storage family (durable rows).
     TIMER_SCHEDULED = "timer.scheduled"
     TIMER_CANCELLED = "timer.cancelled"

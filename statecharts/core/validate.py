@@ -9,8 +9,8 @@ from operator import attrgetter
 
 from lxml import etree
 
-from statecharts.core.delays import delay_problem
-from statecharts.core.errors import Problem
+from statecharts.core.delays import delay_problem, delay_syntax_problem
+from statecharts.core.errors import LoadCheck, Problem
 from statecharts.core.host import SCXML_SEND_TYPES
 from statecharts.core.parse import SCXML_NS, ParsedDocument, namespace
 
@@ -452,6 +452,12 @@ class Validator:
         problem = delay_problem(delay) if delay is not None else None
         if problem is not None:
             self.error(element, problem)
+        elif delay is not None and (spaced := delay_syntax_problem(delay)) is not None:
+            # Refused at load only (a stored chart that has one reads it as it always did).
+            line, column = self.document.position(element)
+            self.problems.append(
+                Problem(line, column, spaced, "warning", LoadCheck.DELAY_SYNTAX)
+            )
         self._content_params(element, "send")
         self._namelist_with_content(element, "send")
 

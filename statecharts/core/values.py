@@ -12,8 +12,11 @@ from typing import Any
 
 from lxml import etree
 
-from statecharts.core.model import XmlValue
+from statecharts.core.datamodel.base import MAX_VALUE_DEPTH
+from statecharts.core.model import UnreadableValue, XmlValue
 from statecharts.core.parse import hardened_parser
+
+_BRACKETS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 
 
 def body_value(element: etree._Element) -> tuple[bool, Any]:
@@ -29,11 +32,22 @@ def body_value(element: etree._Element) -> tuple[bool, Any]:
 
 
 def text_value(text: str) -> Any:
+    """The value of a literal body's text (B.2). JSON nested too deep for a datamodel to
+    hold (or for the JSON reader) is an :class:`UnreadableValue`: refused at load, and
+    ``error.execution`` when a chart stored before that binds it."""
     stripped = text.strip()
     try:
-        return json.loads(stripped)
+        value = json.loads(stripped)
+    except RecursionError:
+        return UnreadableValue(_too_deep(json_depth(stripped)))
     except ValueError:
         pass
+    else:
+        if stripped.count("[") + stripped.count("{") >= MAX_VALUE_DEPTH:
+            depth = json_depth(stripped)
+            if depth >= MAX_VALUE_DEPTH:
+                return UnreadableValue(_too_deep(depth))
+        return value
     if stripped.startswith("<"):
         markup = re.sub(r"^<\?xml[^>]*\?>\s*", "", stripped)
         try:
@@ -41,6 +55,27 @@ def text_value(text: str) -> Any:
         except etree.XMLSyntaxError:
             pass
     return " ".join(stripped.split())
+
+
+def json_depth(text: str) -> int:
+    """How deep the brackets of JSON ``text`` nest (inside strings they do not count).
+    Iterative and linear: it measures what the JSON reader would recurse into."""
+    depth = deepest = 0
+    for match in _BRACKETS.finditer(text):
+        token = match.group()
+        if token == "[" or token == "{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif token == "]" or token == "}":
+            depth -= 1
+    return deepest
+
+
+def _too_deep(depth: int) -> str:
+    return (
+        f"this JSON nests {depth} levels deep; a datamodel value nests fewer than "
+        f"{MAX_VALUE_DEPTH} levels"
+    )
 
 
 def xml_tree(markup: str) -> dict[str, Any]:

@@ -555,6 +555,15 @@ class MemoryDriver:
         child = session.children.get(data["invokeid"])
         if child is not None and child.running:
             self._enqueue(child, Event.from_dict(data["event"]))
+        elif telemetry.listeners:  # not forwarded, and no error (SCXML 6.4 defines none)
+            telemetry.emit(
+                TelemetryEvent.AUTOFORWARD_DROPPED,
+                MEMORY,
+                session.session_id,
+                invokeid=data["invokeid"],
+                event_name=data["event"].get("name"),
+                reason="the child is not running" if child is not None else "no such child",
+            )
 
     def _finish(self, session: MemorySession, instruction: Instruction) -> None:
         data = instruction.data

@@ -79,7 +79,11 @@ class ChartManager(models.Manager["Chart"]):
         stored returns that chart whatever the name, version or flag.
         """
         text = _as_text(source)
-        compiled, warnings = check_source(text, resources, folder)
+        # The child of an <invoke> is part of a chart already stored: what only loading
+        # refuses (checks added since) is not applied to it.
+        compiled, warnings = check_source(
+            text, resources, folder, load_checks=origin != ChartOrigin.INVOKED
+        )
         if origin != ChartOrigin.INVOKED:
             for label, value in (("name", name or compiled.name or ""), ("version", version)):
                 limit = Chart._meta.get_field(label).max_length or 0

@@ -92,7 +92,7 @@ from statecharts.stepper.transaction import (
 
 # The columns the start writes text into.
 _BUSINESS_KEY = Execution._meta.get_field("business_key").max_length or 0
-_SESSION_ID = Execution._meta.get_field("session_id").max_length or 0
+assert Execution._meta.get_field("session_id").max_length == validation.SESSION_ID_MAX_LENGTH
 
 
 def start(
@@ -129,7 +129,9 @@ def start(
     Everything given here from outside is checked first (``statecharts.validation``): an
     :class:`~statecharts.validation.InvalidInput` (a ``ValueError``) names the bad path, and
     nothing is written. (A child's params, from its parent's own datamodel, are the
-    platform's, and keep their tags.)
+    platform's, and keep their tags.) A ``session_id`` given here is 1 to 64 letters,
+    digits, ``_`` and ``-`` (``validation.SESSION_ID_ALPHABET``); without one, a uuid4 hex
+    is minted.
 
     With ``outbox``, the ids of what it sent are appended there instead, for the caller to
     ``deliver`` when it is ready (e.g. after its own bookkeeping).
@@ -188,7 +190,8 @@ def start_result(
     if parent is None:
         validation.start_data(data)
     validation.text(business_key, "business_key", max_length=_BUSINESS_KEY, optional=True)
-    validation.text(session_id, "session_id", max_length=_SESSION_ID, optional=True, blank=False)
+    if session_id is not None:
+        validation.session_id(session_id)
     validation.json_object(metadata, "metadata")
     validation.json_object(caller_context, "caller_context")
     idempotency.check_key(idempotency_key)

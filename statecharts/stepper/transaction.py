@@ -50,6 +50,7 @@ from statecharts.conf import statecharts_settings
 from statecharts.core import effects as fx
 from statecharts.core.datamodel import check_tagged
 from statecharts.core.effects import Effect
+from statecharts.core.errors import StatechartError
 from statecharts.core.host import ROUTE_OK, Host, RouteAnswer
 from statecharts.core.model import Chart as CompiledChart
 from statecharts.core.plan import Instruction, InstructionKind
@@ -373,7 +374,7 @@ def step_locked(
     try:
         compiled = compiled_chart(execution.chart)
         position = _load_position(execution, compiled)
-    except PositionError as exc:
+    except StatechartError as exc:  # a damaged position, or a source that no longer compiles
         return _unsteppable(execution, step_input, now, exc, cause, caller_context)
     if cause is not None:
         reason = guard_input(execution, step_input, cause, position.state)
@@ -403,23 +404,41 @@ def _refusal(execution: Execution) -> StepRefused:
     return kind(f"execution {execution.session_id} {said}: {execution.failure_reason}")
 
 
-def _unsteppable(
-    execution: Execution,
-    step_input: Input,
-    now: datetime,
-    exc: PositionError,
-    cause: dict[str, Any] | None = None,
-    caller_context: dict[str, Any] | None = None,
-) -> tuple[StepResult, StepRefused]:
-    """The stored position cannot be stepped: a chart that no longer matches it needs
-    migration; anything else inside the stored data needs repair. Either way the input is
-    refused and recorded, and the status says so (visible to an operator), instead of the
-    same failure repeating on every input."""
+def unsteppable_reason(execution: Execution, exc: StatechartError) -> str:
+    """Why ``execution`` cannot be stepped, for its ``failure_reason``: its position cannot
+    be read back, or its chart's stored source no longer compiles (an upgrade that tightened
+    validation, a database edit: ``runtime.compiled_chart`` raised)."""
+    if isinstance(exc, PositionError):
+        return f"{type(exc).__name__}: {exc}"
+    return (
+        f"its chart {execution.chart_id} no longer compiles from its stored source "
+        f"({type(exc).__name__}: {exc}); repair the chart row, or cancel the execution"
+    )[:10_000]
+
+
+def _mark_unsteppable(execution: Execution, exc: StatechartError) -> None:
+    """The status an execution that cannot be stepped gets: a chart that no longer matches
+    its position needs migration; anything else (its stored data, its chart's source) needs
+    repair. ``failure_reason`` says why."""
     if isinstance(exc, ChartMismatchError):
         execution.status = ExecutionStatus.NEEDS_MIGRATION
     else:
         execution.status = ExecutionStatus.NEEDS_REPAIR
-    execution.failure_reason = f"{type(exc).__name__}: {exc}"
+    execution.failure_reason = unsteppable_reason(execution, exc)
+
+
+def _unsteppable(
+    execution: Execution,
+    step_input: Input,
+    now: datetime,
+    exc: StatechartError,
+    cause: dict[str, Any] | None = None,
+    caller_context: dict[str, Any] | None = None,
+) -> tuple[StepResult, StepRefused]:
+    """The stored position cannot be stepped (or its chart no longer compiles): see
+    ``_mark_unsteppable``. Either way the input is refused and recorded, and the status says
+    so (visible to an operator), instead of the same failure repeating on every input."""
+    _mark_unsteppable(execution, exc)
     result = _record_unapplied(
         execution,
         step_input,
@@ -456,9 +475,11 @@ def _cancel_locked(
         try:
             compiled = compiled_chart(execution.chart)
             found = (compiled, _load_position(execution, compiled))
-        except PositionError as exc:
+        except StatechartError as exc:  # (a source that no longer compiles, too)
             found = _position_by_its_chart(execution)
-            why = str(exc)
+            why = str(exc) if isinstance(exc, PositionError) else unsteppable_reason(
+                execution, exc
+            )
         if found is not None:
             compiled, position = found
             try:
@@ -484,7 +505,7 @@ def _position_by_its_chart(execution: Execution) -> tuple[CompiledChart, Positio
         try:
             compiled = compiled_chart(row)
             return compiled, decode(bytes(execution.position), chart=compiled, require_running=True)
-        except PositionError:
+        except StatechartError:  # (its source no longer compiles either)
             continue
     return None
 
@@ -564,7 +585,16 @@ def perform_delivery(
     performer = performer_for(kind)
     if performer is None or not kind.is_delivery:
         raise NoPerformer(f"nothing performs {kind.value} here ({instruction.reason or 'no app'})")
-    state = _load_position(execution, compiled_chart(execution.chart)).state
+    try:
+        state = _load_position(execution, compiled_chart(execution.chart)).state
+    except StatechartError as exc:
+        # As a step would find it: the status says so (the caller holds the delivery back).
+        _mark_unsteppable(execution, exc)
+        execution.updated = now
+        sql.update_row(execution, ("updated", "status", "failure_reason"))
+        refusal = _refusal(execution)
+        refusal.__cause__ = exc
+        raise refusal from exc
     performer(StepContext(execution, state, now, execution.steps, caller_context, outbox),
               instruction)
     return None

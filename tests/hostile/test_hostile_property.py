@@ -1,6 +1,9 @@
 """Property: generated hostile requests to every API endpoint, the Basic HTTP inbound view and
 the project's admin forms never get a 5xx (nor raise out of a view), and change no row outside
-their target.
+their target. The chart sources posted to the API and the admin's add form include charts
+refused at load only (deep JSON in a literal body, a refused ``src``, a spaced delay), and
+the world holds an execution whose chart's stored source no longer compiles (its inputs are
+409, never a 500).
 
 Every example runs in its own transaction (a savepoint rolled back at its end), so a database
 error in one example cannot leak into the next, and each starts from the same rows: two
@@ -35,6 +38,7 @@ from rest_framework.test import APIClient
 
 from routes import inbound
 from statecharts.models import AppliedMessage, Chart, Execution, HistoryEntry, OutboxMessage
+from statecharts.models.charts import source_hash
 from timers.models import Timer
 
 # (the demo site's URLs with the Basic HTTP inbound view mounted, as a host mounts it)
@@ -79,6 +83,45 @@ SOURCES = [
     "",
     "not xml at all \x00",
 ]
+
+# Refused at load only (issue 28): deep JSON in a literal body, a src the file rules refuse, a
+# delay with a space; generated below with the valid variants they sit next to.
+REFUSED_SRC = ["/etc/passwd", "../x.json", "file:../x.json", "file:/etc/passwd", "http://e/x",
+               "data:,1", "x.json"]
+SPACED_DELAYS = [" 1s", "1 s", "1s ", "1s", "1.5s", "d"]
+
+
+@st.composite
+def chart_sources(draw: st.DrawFn) -> str:
+    """A source a client may post: one of SOURCES, or a small chart holding deep JSON in a
+    <data>, <content> or <assign> body (plain or CDATA), a refused <data src> or <invoke
+    src>, or a delay with a space."""
+    kind = draw(st.sampled_from(["fixed", "deep", "src", "delay"]))
+    if kind == "fixed":
+        return draw(st.sampled_from(SOURCES))
+    if kind == "deep":
+        depth = draw(st.sampled_from([1, 99, 100, 1_000, 10_000]))
+        value = "[" * depth + "]" * depth
+        if draw(st.booleans()):
+            value = f"<![CDATA[{value}]]>"
+        body = draw(st.sampled_from([
+            f'<datamodel><data id="x">{value}</data></datamodel><state id="a"/>',
+            f'<state id="a"><onentry><send event="e"><content>{value}</content></send>'
+            "</onentry></state>",
+            f'<datamodel><data id="x"/></datamodel><state id="a"><onentry>'
+            f'<assign location="x">{value}</assign></onentry></state>',
+        ]))
+    elif kind == "src":
+        src = draw(st.sampled_from(REFUSED_SRC))
+        body = draw(st.sampled_from([
+            f'<datamodel><data id="x" src="{src}"/></datamodel><state id="a"/>',
+            f'<state id="a"><invoke src="{src}"/></state>',
+        ]))
+    else:
+        delay = draw(st.sampled_from(SPACED_DELAYS))
+        body = f'<state id="a"><onentry><send event="e" delay="{delay}"/></onentry></state>'
+    return f'<scxml {NS} initial="a">{body}</scxml>'
+
 
 # ---- hostile values ------------------------------------------------------------------------------
 
@@ -167,6 +210,11 @@ def world() -> World:
         Execution.objects.start(flat),
     ]
     executions[1].send("note", {"amount": 3})
+    # One whose chart's stored source no longer compiles (a database edit): inputs are 409.
+    broken_chart = Chart.objects.load(FLAT.replace('name="flat"', 'name="broken"'))
+    executions.append(Execution.objects.start(broken_chart))
+    broken = FLAT.replace('name="flat"', 'name="broken"').replace('target="b"', 'target="x"')
+    Chart.objects.filter(pk=broken_chart.pk).update(source=broken, content_hash=source_hash(broken))
     root = User.objects.create_superuser("root", password="pw")
     api = APIClient()  # raises what a view raises: a 500 fails the example with its traceback
     api.force_authenticate(root)
@@ -378,7 +426,9 @@ def test_hostile_api_writes_never_fail_and_touch_only_their_target(
     elif endpoint == "inbound":
         # The Basic HTTP inbound view: the execution's signed address, a hostile event name
         # in the query or the body, any body (JSON, form, text, junk), any SCXML-Origin.
-        execution = world.executions[0]
+        execution = data.draw(
+            st.sampled_from([world.executions[0], world.executions[-1]]), label="execution"
+        )
         query_name = data.draw(st.one_of(st.none(), names), label="query name")
         query = "" if query_name is None or _has_surrogate(query_name) else "?" + (
             urllib.parse.urlencode({"_scxmleventname": query_name})
@@ -404,7 +454,7 @@ def test_hostile_api_writes_never_fail_and_touch_only_their_target(
         in_own_transaction(world, lambda: post(world.api, url, payload, headers), target)
         return
     else:
-        fields = {"source": st.sampled_from(SOURCES), "name": texts, "version": texts}
+        fields = {"source": chart_sources(), "name": texts, "version": texts}
         payload = data.draw(body(fields), label="body")
         url, target = "/api/charts/", Target(loads_chart=True)
     in_own_transaction(world, lambda: post(world.api, url, payload), target)
@@ -466,7 +516,7 @@ def test_hostile_admin_forms_never_fail_and_touch_only_their_target(
         target = Target(starts_of=chart)
     else:
         url = "/admin/statecharts/chart/add/"
-        source = data.draw(st.sampled_from(SOURCES), label="source")
+        source = data.draw(chart_sources(), label="source")
         fields = {"source": source.replace("\x00", ""), "name": safe_name, "version": safe_name}
         target = Target(loads_chart=True)
     fields = {k: v for k, v in fields.items() if not _has_surrogate(v)}

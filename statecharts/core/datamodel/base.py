@@ -16,7 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from statecharts.core.model import Data, Expr, XmlValue
+from statecharts.core.errors import DatamodelError
+from statecharts.core.model import Data, Expr, UnreadableValue, XmlValue
 
 TAG = "$sc"
 UNDEFINED: dict[str, str] = {TAG: "undefined"}
@@ -40,9 +41,12 @@ class Limits:
 
 
 def tagged(value: Any) -> Any:
-    """Literal values from the document (XmlValue) into the tagged encoding."""
+    """Literal values from the document (XmlValue) into the tagged encoding. An
+    UnreadableValue (a body too deep to hold) is a DatamodelError: error.execution."""
     if isinstance(value, XmlValue):
         return {TAG: "xml", "v": value.markup, "tree": value.tree}
+    if isinstance(value, UnreadableValue):
+        raise DatamodelError(value.reason)
     return value
 
 
