@@ -198,7 +198,8 @@ class SendEventForm(forms.Form):
         then it stays a free name with the list as suggestions. The name is checked again
         when it is sent (the stepper and ``statecharts.authorization``)."""
         super().__init__(*args, **kwargs)
-        self.events = (*accepted, *(hint for hint in events if hint not in accepted))
+        listed = {hint.name for hint in accepted}  # (a set: a tuple made this quadratic)
+        self.events = (*accepted, *(hint for hint in events if hint.name not in listed))
         name = self.fields["name"].widget
         name.attrs.update({"list": self.EVENT_LIST_ID, "autocomplete": "off"})
         with_data = [hint for hint in accepted if hint.data_keys]
