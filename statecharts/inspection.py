@@ -141,7 +141,10 @@ def active_states(compiled: CompiledChart | Unreadable, atomic: Iterable[str]) -
         if index is None:
             continue
         indexes.add(index)
-        indexes.update(i for i in compiled.states[index].ancestors if i != 0)
+        for ancestor in compiled.states[index].ancestors:  # up to one already counted
+            if ancestor == 0 or ancestor in indexes:
+                break
+            indexes.add(ancestor)
     return tuple(compiled.states[i].id for i in sorted(indexes))
 
 
