@@ -11,7 +11,9 @@ are slow enough on their own) of the core's ``available_events`` (the first: it 
 the sandbox's one-time check of each guard's text, which the doors then find done) and,
 with ``--doors``, of the doors that show it: ``GET /api/executions/{id}/``, the list with
 ``?fields=available_events`` (a page holding that one execution), and the admin's change
-page, through Django's test client as a superuser (SQLite in a temporary folder).
+page, through Django's test client as a superuser (SQLite in a temporary folder); and, from
+one more detail request, how many of its events are ``truncated`` and how many guards were
+left unevaluated by the request's guard time (``unguarded``).
 
 Usage (from the repository root)::
 
@@ -108,7 +110,8 @@ def main() -> None:
     )
 
     print(f"{'shape':<18}{'events':>8}{'core s':>10}", end="")
-    print(f"{'detail s':>10}{'list s':>10}{'admin s':>10}" if args.doors else "")
+    doors = f"{'detail s':>10}{'list s':>10}{'admin s':>10}{'truncated':>10}{'unguarded':>10}"
+    print(doors if args.doors else "")
     for item in args.shapes.split(","):
         shape, size = item.split(":")
         n = int(size)
@@ -130,7 +133,12 @@ def main() -> None:
         page = timed(partial(client.get, f"/admin/statecharts/execution/{pk}/change/"))
         rows = client.get("/api/executions/", query).json()["results"]  # (what was listed)
         assert [row["id"] for row in rows] == [pk] and "available_events" in rows[0]
-        print(f"{detail:>10.3f}{listed:>10.3f}{page:>10.3f}", flush=True)
+        shown = client.get(f"/api/executions/{pk}/").json()["available_events"]
+        cut = sum(event["truncated"] for event in shown)
+        unevaluated = sum(
+            "ms in all" in option["reason"] for event in shown for option in event["transitions"]
+        )
+        print(f"{detail:>10.3f}{listed:>10.3f}{page:>10.3f}{cut:>10}{unevaluated:>10}", flush=True)
 
 
 if __name__ == "__main__":
