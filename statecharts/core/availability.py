@@ -51,6 +51,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
+from itertools import repeat
 
 from statecharts.core.datamodel import Datamodel, Limits, create_datamodel
 from statecharts.core.errors import DatamodelError, StatechartError
@@ -241,6 +242,10 @@ def _by_index(transition: Transition) -> int:
     return transition.index
 
 
+def _first(item: tuple[int, int]) -> int:
+    return item[0]
+
+
 class _Node:
     """A node of the trie of the descriptors the selection looks at: one per token prefix
     (``()`` is the root: the ``*`` descriptor). A node whose prefix is a descriptor of some
@@ -262,8 +267,9 @@ class _Node:
         "up",
     )
 
-    def __init__(self, parts: tuple[str, ...]) -> None:
-        self.parts = parts
+    def __init__(self, parts: tuple[str, ...] = ()) -> None:
+        self.parts = parts  # a name's descriptor (set on names only: copying each prefix
+        # of a descriptor of thousands of tokens was quadratic in it)
         self.children: dict[str, _Node] = {}
         self.transitions: list[Transition] = []  # document order; empty: not a name
         self.by_source: dict[int, list[Transition]] = {}
@@ -283,12 +289,13 @@ def _descriptor_trie(transitions: list[Transition]) -> tuple[_Node, list[_Node]]
         texts = (transition.event_text or "").split()
         for text, parts in zip(texts, transition.events, strict=True):
             node = root
-            for i, token in enumerate(parts):
+            for token in parts:
                 child = node.children.get(token)
                 if child is None:
-                    child = node.children[token] = _Node(parts[: i + 1])
+                    child = node.children[token] = _Node()
                 node = child
             if not node.transitions:
+                node.parts = parts
                 names.append(node)
             if not node.transitions or node.transitions[-1] is not transition:
                 # (not a descriptor written twice)
@@ -461,19 +468,18 @@ class _Selection:
             for s in _sources(node):
                 yield s, [by_source[s]]
             return
-        streams = [_sources(name) for name in names]
-        merged = heapq.merge(*streams, reverse=True)
+        # (each source tagged with its name, so that a state's lists are found without
+        # asking every name on the path)
+        streams = [zip(_sources(name), repeat(j)) for j, name in enumerate(names)]
         current = -1
         lists: list[list[Transition]] = []
-        for s in merged:
+        for s, j in heapq.merge(*streams, key=_first, reverse=True):
+            self.left -= 1
             if s != current:
                 if lists:
                     yield current, lists
                 current, lists = s, []
-            for name in names:  # (few: the names on the path)
-                found = name.by_source.get(s)
-                if found is not None and not any(f is found for f in lists):
-                    lists.append(found)
+            lists.append(names[j].by_source[s])
         if lists:
             yield current, lists
 
