@@ -9,11 +9,12 @@ events ``statecharts.authorization`` would refuse them. The API's execution deta
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from statecharts import authorization
-from statecharts.core.availability import Availability, AvailableEvent
+from statecharts.core.availability import Availability, AvailableEvent, GuardTime
 from statecharts.core.availability import available_events as core_available_events
 from statecharts.core.errors import StatechartError
 from statecharts.core.position import decode
@@ -21,19 +22,40 @@ from statecharts.models import Execution, ExecutionStatus
 from statecharts.runtime import limits
 from statecharts.validation import reserved_event_prefixes
 
-__all__ = ["Availability", "AvailableEvent", "Unavailable", "as_json", "available_events"]
+__all__ = [
+    "Availability",
+    "AvailableEvent",
+    "GuardTime",
+    "Unavailable",
+    "as_json",
+    "available_events",
+    "guard_time",
+]
 
 
 class Unavailable(StatechartError):
     """The execution's chart or position cannot be read: nothing can be said."""
 
 
+def guard_time() -> GuardTime:
+    """A wall-clock allowance for the guards of one request (``GUARDS_TIME_BUDGET_MS`` of
+    ``statecharts.core.availability``): a page showing several executions' events passes
+    the same one to each."""
+    return GuardTime(time.monotonic)
+
+
 def available_events(
-    execution: Execution, *, user: Any = None, include_reserved: bool = False
+    execution: Execution,
+    *,
+    user: Any = None,
+    include_reserved: bool = False,
+    guards: GuardTime | None = None,
 ) -> tuple[AvailableEvent, ...]:
     """The events that would enable a transition of ``execution`` now (document order).
 
-    Only an ``active`` execution has any. With ``user``, the events
+    Only an ``active`` execution has any. Linear in the chart's size: transitions lists past
+    the answer's work budget are cut short (``truncated``), and the guards get the time
+    ``guards`` has left (a new :func:`guard_time` when None). With ``user``, the events
     ``statecharts.authorization`` refuses them are left out (a wildcard entry stays: which
     names it takes is decided when one is sent); a user who may send no event at all
     (``statecharts.change_execution``) gets none. Raises :class:`Unavailable` when the chart
@@ -46,14 +68,18 @@ def available_events(
         state = decode(bytes(execution.position or b""), chart=compiled).state
     except (StatechartError, ValueError) as exc:
         raise Unavailable(f"execution {execution.pk}: {exc}") from None
+    if user is not None and not authorization.may_send_events(user):
+        return ()  # (before the work: a user who may send nothing is shown nothing)
     events = core_available_events(
-        compiled, state, limits=limits(), reserved=reserved_event_prefixes()
+        compiled,
+        state,
+        limits=limits(),
+        reserved=reserved_event_prefixes(),
+        guard_time=guards if guards is not None else guard_time(),
     )
     if not include_reserved:
         events = tuple(event for event in events if not event.reserved)
     if user is not None:
-        if not authorization.may_send_events(user):
-            return ()
         events = tuple(
             event
             for event in events
@@ -75,6 +101,7 @@ def as_json(event: AvailableEvent) -> dict[str, Any]:
         "availability": event.availability.value,
         "any_name": event.any_name,
         "family": event.family,
+        "truncated": event.truncated,
         "transitions": [
             {
                 "source": option.source,

@@ -198,7 +198,8 @@ class SendEventForm(forms.Form):
         then it stays a free name with the list as suggestions. The name is checked again
         when it is sent (the stepper and ``statecharts.authorization``)."""
         super().__init__(*args, **kwargs)
-        self.events = (*accepted, *(hint for hint in events if hint not in accepted))
+        listed = {hint.name for hint in accepted}  # (a set: a tuple made this quadratic)
+        self.events = (*accepted, *(hint for hint in events if hint.name not in listed))
         name = self.fields["name"].widget
         name.attrs.update({"list": self.EVENT_LIST_ID, "autocomplete": "off"})
         with_data = [hint for hint in accepted if hint.data_keys]
@@ -221,6 +222,10 @@ class SendEventForm(forms.Form):
             self.fields["name"].help_text = (
                 f"Available now: {names}; this execution also takes other names."
             )
+        if any(event.truncated for event in self.available):
+            self.fields["name"].help_text += (
+                f" {TRUNCATED_NOTE}" if self.fields["name"].help_text else TRUNCATED_NOTE
+            )
 
     def clean_name(self) -> str:
         name: str = self.cleaned_data["name"].strip()
@@ -234,9 +239,18 @@ class SendEventForm(forms.Form):
             raise forms.ValidationError(exc.problems[0].message) from None
 
 
+# Said on the send form when an event's transitions list was cut short (the answer's work
+# budget, statecharts.core.availability): its availability is exact, its reasons partial.
+TRUNCATED_NOTE = (
+    "Events marked 'cut short' have more transitions than one page reads: their "
+    "availability is exact, the reasons shown are those of the first transitions."
+)
+
+
 def _choice_label(event: AvailableEvent) -> str:
+    cut = "cut short" if event.truncated else ""
     if event.availability is Availability.ENABLED:
-        return event.name
-    reasons = {option.reason for option in event.transitions if option.reason}
-    why = f": {'; '.join(sorted(reasons))}" if reasons else ""
+        return f"{event.name} ({cut})" if cut else event.name
+    reasons = sorted({option.reason for option in event.transitions if option.reason})
+    why = f": {'; '.join([*reasons, cut] if cut else reasons)}" if reasons or cut else ""
     return f"{event.name} ({event.availability.value}{why})"

@@ -141,7 +141,10 @@ def active_states(compiled: CompiledChart | Unreadable, atomic: Iterable[str]) -
         if index is None:
             continue
         indexes.add(index)
-        indexes.update(i for i in compiled.states[index].ancestors if i != 0)
+        for ancestor in compiled.states[index].ancestors:  # up to one already counted
+            if ancestor == 0 or ancestor in indexes:
+                break
+            indexes.add(ancestor)
     return tuple(compiled.states[i].id for i in sorted(indexes))
 
 
@@ -634,11 +637,16 @@ _EVENT_DATA_KEY = re.compile(
 )
 _PLATFORM_PREFIXES = ("done.", "error.")
 _QUOTED = re.compile(r"'([^'\\]*)'")
+# The _event.data keys a hint lists at most: a placeholder, and each of a transition's
+# descriptors would repeat them all (a transition with thousands of descriptors and of keys
+# made the hints, and the admin's pages, quadratic in the chart).
+MAX_DATA_KEYS = 20
 
 
 @dataclass(frozen=True, slots=True)
 class EventHint:
-    """An event a transition of the chart accepts, and the ``_event.data`` keys it reads."""
+    """An event a transition of the chart accepts, and the ``_event.data`` keys it reads (the
+    first :data:`MAX_DATA_KEYS` of them)."""
 
     name: str
     data_keys: tuple[str, ...]
@@ -680,7 +688,10 @@ def chart_hints(compiled: CompiledChart) -> ChartHints:
             if not name or name == "*" or name.startswith(_PLATFORM_PREFIXES):
                 continue
             seen_keys, seen_states = found.setdefault(name, ({}, {}))
-            seen_keys.update(dict.fromkeys(keys))
+            for key in keys:  # (at most MAX_DATA_KEYS: each name would repeat them all)
+                if len(seen_keys) >= MAX_DATA_KEYS:
+                    break
+                seen_keys[key] = None
             seen_states[source] = None
     events = tuple(
         EventHint(name, tuple(keys), tuple(states)) for name, (keys, states) in found.items()

@@ -35,9 +35,18 @@ _EVENT = {
         "availability": {"type": "string", "enum": ["enabled", "conditional", "disabled"]},
         "any_name": {"type": "boolean"},
         "family": {"type": "boolean"},
+        "truncated": {
+            "type": "boolean",
+            "description": "The transitions list is cut short: the answer's work budget "
+            "ran out (the name and its availability are exact).",
+        },
         "transitions": {"type": "array", "items": _TRANSITION},
     },
 }
+
+
+# The serializer context key of the request's guard time (statecharts.availability).
+_GUARD_TIME = "statecharts.available_events.guard_time"
 
 
 @extend_schema_field({"type": "array", "items": _EVENT})
@@ -49,15 +58,22 @@ class AvailableEventsField(serializers.Field):  # type: ignore[type-arg]
             help_text="The events that would enable a transition now, for the requesting "
             "user (events they may not send are left out): 'enabled' (no guard, or a "
             "side-effect-free guard that holds now), 'conditional' (a guard that reads "
-            "_event or is not evaluated), 'disabled' (every guard is false now). "
+            "_event or is not evaluated), 'disabled' (every guard is false now). A "
+            "'truncated' event's transitions list is cut short by the read's work budget. "
             "docs/permissions-and-available-events.md.",
         )
 
     def to_representation(self, execution: Any) -> list[dict[str, Any]]:
         request = self.context.get("request")
         user = getattr(request, "user", None)
+        # One guard time allowance per request: the rows of a list page share it.
+        guards = self.context.get(_GUARD_TIME)
+        if guards is None:
+            guards = availability.guard_time()
+            if isinstance(self.context, dict):
+                self.context[_GUARD_TIME] = guards
         try:
-            events = availability.available_events(execution, user=user)
+            events = availability.available_events(execution, user=user, guards=guards)
         except availability.Unavailable:
             return []  # the detail's "unreadable" says why
         return [availability.as_json(event) for event in events]

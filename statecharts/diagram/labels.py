@@ -33,15 +33,21 @@ def place_labels(routes: list[Route], scene: Scene) -> list[Route]:
 def _place(number: int, r: Route, scene: Scene) -> Route:
     if r.edge is None or not r.edge.label:
         return r
+    if scene.crowded:
+        # A huge chart: the first spot, unscored. Scoring it would look at every label and
+        # arrow already near it, and on a chart whose arrows share a place (thousands of
+        # transitions between two states) that is all of them: quadratic in the arrows.
+        # (What the scoring below ends with on a crowded scene: the first spot of the label
+        # as written.)
+        lines = r.edge.label
+        spot = _spots(r, label_size(lines))[0]
+        scene.take(spot)
+        return replace(r, label=spot, label_lines=lines)
     related = scene.lineage(r.source, r.target)
     best: tuple[int, Rect, tuple[str, ...]] | None = None
     for lines in _wrappings(r.edge.label):
-        size = label_size(lines)
-        if r.edge.relation is Relation.SELF:
-            spots = _loop_spots(r.path, size)
-        else:
-            spots = _line_spots(r.path, size)
-        if scene.crowded:  # a huge chart: no more looking around
+        spots = _spots(r, label_size(lines))
+        if scene.crowded:  # (it became so while this label looked around)
             spots = spots[:1]
         for spot in spots:
             score = scene.covered(spot, number, related)
@@ -54,6 +60,13 @@ def _place(number: int, r: Route, scene: Scene) -> Route:
     assert best is not None
     scene.take(best[1])
     return replace(r, label=best[1], label_lines=best[2])
+
+
+def _spots(r: Route, size: tuple[float, float]) -> list[Rect]:
+    assert r.edge is not None
+    if r.edge.relation is Relation.SELF:
+        return _loop_spots(r.path, size)
+    return _line_spots(r.path, size)
 
 
 def _wrappings(lines: tuple[str, ...]) -> list[tuple[str, ...]]:

@@ -169,7 +169,7 @@ class _Layouter:
             self._side_room(node.index, rows),
         )
         y = top
-        row_of: dict[int, int] = {}
+        row_gaps = self._row_gaps(node.index, rows)
         for r, row in enumerate(rows):
             height = max(self.size[c][1] for c in row)
             x = PAD + (width - 2 * PAD - row_widths[r]) / 2
@@ -179,10 +179,9 @@ class _Layouter:
                 x += w + self.loop_room[c]
                 if i + 1 < len(row):
                     x += gaps.get(_pair(c, row[i + 1]), H_GAP)
-                row_of[c] = r
             y += height
             if r + 1 < len(rows):
-                y += self._row_gap(node.index, row_of, rows, r)
+                y += row_gaps[r]
         self.size[node.index] = (width, y + PAD)
         self._histories(node, width)
         if first is not None:
@@ -261,15 +260,17 @@ class _Layouter:
         width = sum(self.size[c][0] + self.loop_room[c] for c in row)
         return width + sum(gaps.get(_pair(a, b), H_GAP) for a, b in pairwise(row))
 
-    def _row_gap(self, parent: int, row_of: dict[int, int], rows: list[list[int]], r: int) -> float:
-        """Room between rows r and r+1: more when several labelled arrows cross it."""
-        below = set(rows[r + 1])
-        crossing = 0
+    def _row_gaps(self, parent: int, rows: list[list[int]]) -> list[float]:
+        """Room between each row and the next: more when several labelled arrows cross it
+        (an arrow joining the two rows). One pass over the arrows for all the gaps (a pass
+        per gap made a container of thousands of states quadratic)."""
+        row_of = {c: r for r, row in enumerate(rows) for c in row}
+        crossing = [0] * len(rows)
         for a, b, _width, _narrow in self.sibling_edges.get(parent, ()):
             ra, rb = row_of.get(a), row_of.get(b)
-            if (ra == r and b in below) or (rb == r and a in below):
-                crossing += 1
-        return V_GAP + 15 * max(0, min(crossing, 8) - 1)
+            if ra is not None and rb is not None and abs(ra - rb) == 1:
+                crossing[min(ra, rb)] += 1
+        return [V_GAP + 15 * max(0, min(count, 8) - 1) for count in crossing]
 
     def _parallel(self, node: StateNode) -> None:
         title_w, title_h = self._title(node)

@@ -19,6 +19,10 @@ LEAVES = ("atomic", "final", "history")
 # and its remaining arrows go straight, so rendering time stays bounded.
 BUDGET = 150_000
 LABEL_BUDGET = 150_000  # the same for finding places for labels
+# Cells the courses of arrows are filed in, for labels to avoid them: a long arrow passes
+# many cells, and a container of thousands of states has thousands of long arrows (their
+# length grows with the container: quadratic in all). Past it, arrows are not traced.
+TRACE_BUDGET = 300_000
 BORDER_CLEARANCE = 2.0  # how near a label may come to a container's border
 
 # What a course runs through, by kind: ("thing", n) for box n or title n of
@@ -89,7 +93,10 @@ class Scene:
     # -- labels ------------------------------------------------------------------------------
 
     def trace(self, number: int, path: Path) -> None:
-        """Record an arrow's course, so that labels prefer not to sit on it."""
+        """Record an arrow's course, so that labels prefer not to sit on it (not past
+        TRACE_BUDGET)."""
+        if self.arrows.filed > TRACE_BUDGET:
+            return
         for p, q in chords(path):
             self.arrows.add(p, q, number)
 

@@ -15,10 +15,12 @@ class _Cells:
         self.cell = cell
         self.cells: dict[Key, list[int]] = {}
         self.work = 0  # stored items looked at by queries: what a caller may budget
+        self.filed = 0  # cells items were filed in: what a caller may budget too
 
     def _file(self, number: int, keys: Iterator[Key]) -> None:
         for key in keys:
             self.cells.setdefault(key, []).append(number)
+            self.filed += 1
 
     def _in(self, keys: Iterator[Key]) -> Iterator[int]:
         for key in keys:
