@@ -15,7 +15,7 @@ import pytest
 
 from conformance.runner import REQUIRED_ENV, SuiteNotFound, find_suite, suite_required
 
-SKIP_REASON = "W3C suite not found: conformance test skipped (why: 'W3C suite' at the end)"
+SKIP_REASON = "W3C suite not found: conformance test skipped (the 'W3C suite' section says why)"
 
 
 @functools.cache
