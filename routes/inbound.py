@@ -19,8 +19,9 @@ no other place for it), else unset. It is what the sender says, not who it is: n
 decides anything by it, and a chart that answers to it goes through the outbound allow-list
 like any other target.
 - 403: the token is not one this site signed under this salt (forged, cut, or another
-  signer's token replayed here); or the event is one ``EVENT_PERMISSIONS`` protects (the
-  address is a capability for the execution, not a user: ``authorization.decide_capability``);
+  signer's token replayed here), or not the execution's current address (rotated); or the
+  event is one ``EVENT_PERMISSIONS`` protects (the address is a capability for the
+  execution, not a user: ``authorization.decide_capability``);
 - 404: the token is genuine but its execution no longer exists (deleted);
 - 405: not a POST;
 - 409: the execution finished (or cannot take inputs now: halted, needs migration/repair,
@@ -39,6 +40,7 @@ Mount it and give executions their address when starting them::
 
 from __future__ import annotations
 
+import secrets
 import uuid
 from typing import Any
 
@@ -72,30 +74,53 @@ IDEMPOTENCY_KEY_MAX = 200
 DOOR = "a Basic HTTP address"  # (what a refusal calls this door)
 
 
-def token_for(session_id: str) -> str:
-    """The capability token for an execution's session id: URL-safe, and the same every time
-    (no timestamp: the address lives as long as its execution)."""
-    return signing.Signer(salt=SALT).sign_object(session_id)
+def new_nonce() -> str:
+    """A fresh secret for an address (256 random bits, URL-safe)."""
+    return secrets.token_urlsafe(32)
 
 
-def session_of(token: str) -> str | None:
-    """The session id a token names, or None if this site did not sign it (under SALT)."""
+def token_for(session_id: str, nonce: str | None = None) -> str:
+    """The capability token for an execution's session id and address nonce: URL-safe, and
+    the same for the same nonce (no timestamp: the address lives until it is rotated).
+    Without a nonce: the token of an address minted before nonces existed."""
+    if nonce is None:
+        return signing.Signer(salt=SALT).sign_object(session_id)
+    return signing.Signer(salt=SALT).sign_object([session_id, nonce])
+
+
+def address_of(token: str) -> tuple[str, str | None] | None:
+    """The (session id, nonce) a token names (nonce None: an address minted before nonces
+    existed), or None if this site did not sign it (under SALT)."""
     try:
         value = signing.Signer(salt=SALT).unsign_object(token)
     except (signing.BadSignature, ValueError):
         return None
-    return value if isinstance(value, str) else None
+    if isinstance(value, str):
+        return value, None
+    if (
+        isinstance(value, list)
+        and len(value) == 2
+        and all(isinstance(part, str) for part in value)
+    ):
+        return value[0], value[1]
+    return None
 
 
-def location(base_url: str, session_id: str) -> str:
+def session_of(token: str) -> str | None:
+    """The session id a token names, or None if this site did not sign it (under SALT)."""
+    address = address_of(token)
+    return None if address is None else address[0]
+
+
+def location(base_url: str, session_id: str, nonce: str | None = None) -> str:
     """The Basic HTTP address of a session: ``base_url`` (where the view is mounted) and its
     token."""
-    return f"{base_url.rstrip('/')}/{token_for(session_id)}/"
+    return f"{base_url.rstrip('/')}/{token_for(session_id, nonce)}/"
 
 
-def io_processors(base_url: str, session_id: str) -> dict[str, str]:
+def io_processors(base_url: str, session_id: str, nonce: str | None = None) -> dict[str, str]:
     """The ``_ioprocessors`` entries of the processor: under its URI and its short name."""
-    where = location(base_url, session_id)
+    where = location(base_url, session_id, nonce)
     return {BASICHTTP_TYPE: where, BASICHTTP_SHORT: where}
 
 
@@ -103,14 +128,21 @@ def start(
     chart: Chart, *, base_url: str, session_id: str | None = None, **kwargs: Any
 ) -> Execution:
     """``stepper.start`` with the execution's Basic HTTP address in its ``_ioprocessors`` (the
-    address is part of the start input, so replay sees the same)."""
+    address is part of the start input, so replay sees the same), its secret nonce stored
+    (``routes.models.InboundAddress``)."""
+    from routes import addresses
+
     session_id = session_id or uuid.uuid4().hex
-    return stepper.start(
+    execution = stepper.start(
         chart,
         session_id=session_id,
-        io_processors=io_processors(base_url, session_id),
+        io_processors=io_processors(base_url, session_id, new_nonce()),
         **kwargs,
     )
+    # From the committed position, not the nonce minted above: a start that repeated an
+    # earlier one's idempotency key returns that execution, with its own address.
+    addresses.remember(execution)
+    return execution
 
 
 def _answer(code: int, detail: str, **extra: Any) -> JsonResponse:
@@ -126,9 +158,10 @@ class BasicHTTPInbound(View):
     max_posts_per_minute = 600
 
     def post(self, request: HttpRequest, token: str) -> HttpResponse:
-        session_id = session_of(token)
-        if session_id is None:
+        address = address_of(token)
+        if address is None:
             return _answer(403, "not a Basic HTTP address of this site")
+        session_id, nonce = address
         length = request.META.get("CONTENT_LENGTH") or "0"
         if not length.isdigit():
             return _answer(400, "bad Content-Length")
@@ -142,6 +175,8 @@ class BasicHTTPInbound(View):
         )
         if execution is None:
             return _answer(404, "the execution no longer exists")
+        if not _current(execution, nonce):
+            return _answer(403, "not the execution's current address (it was rotated)")
         if TABLE[execution.status].finished:
             return _answer(409, f"the execution is {execution.status}", status=execution.status)
         if self._over_rate(session_id):
@@ -213,13 +248,21 @@ class BasicHTTPInbound(View):
         return count > self.max_posts_per_minute
 
 
+def _current(execution: Execution, nonce: str | None) -> bool:
+    from routes import addresses
+
+    return addresses.is_current(execution, nonce)
+
+
 urlpatterns = [path("<str:token>/", BasicHTTPInbound.as_view(), name="basichttp-inbound")]
 
 __all__ = [
     "SALT",
     "BasicHTTPInbound",
+    "address_of",
     "io_processors",
     "location",
+    "new_nonce",
     "session_of",
     "start",
     "token_for",
