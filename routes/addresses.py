@@ -19,6 +19,7 @@ is trusted code and nothing is checked.
 from __future__ import annotations
 
 import hmac
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -263,3 +264,39 @@ def location_of(execution: Execution, base_url: str | None = None) -> str | None
         row = InboundAddress.objects.using(stepper.database()).get(execution_id=execution.pk)
         base_url = row.base_url
     return location(base_url, execution.session_id, nonce)
+
+
+# ---- what the displays show (routes.surface): never the address, only its story --------------
+
+
+@dataclass(frozen=True, slots=True)
+class AddressState:
+    """An execution's Basic HTTP address as displays show it: whether it has one, how often
+    it was rotated and when (the address and its nonce are never shown)."""
+
+    execution_id: int
+    has_address: bool
+    rotations: int = 0
+    rotated: datetime | None = None
+
+    def document(self) -> dict[str, Any]:
+        return {
+            "has_address": self.has_address,
+            "rotations": self.rotations,
+            "rotated": self.rotated.isoformat() if self.rotated else None,
+        }
+
+    def lines(self) -> list[str]:
+        if not self.has_address:
+            return []
+        when = f", last {self.rotated.isoformat()}" if self.rotated else ""
+        return [f"basichttp address: rotated {self.rotations} time(s){when} (never shown)"]
+
+
+def read_address(execution: Execution, now: datetime) -> AddressState:
+    row = InboundAddress.objects.using(stepper.database()).filter(execution=execution).first()
+    if row is not None:
+        return AddressState(execution.pk, True, row.rotations, row.rotated)
+    entries = _entries(execution.position) or {}
+    has = bool(entries.get(BASICHTTP_SHORT) or entries.get(BASICHTTP_TYPE))
+    return AddressState(execution.pk, has)
