@@ -27,8 +27,8 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
 from routes.basichttp import BASICHTTP_SHORT, BASICHTTP_TYPE
-from routes.inbound import address_of, io_processors, location, new_nonce
 from routes.models import InboundAddress
+from routes.tokens import address_of, io_processors, location, new_nonce
 from statecharts import attribution, stepper, validation
 from statecharts.conf import statecharts_settings
 from statecharts.core.errors import StatechartError

@@ -40,11 +40,9 @@ Mount it and give executions their address when starting them::
 
 from __future__ import annotations
 
-import secrets
 import uuid
 from typing import Any
 
-from django.core import signing
 from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import path
@@ -52,12 +50,21 @@ from django.utils.decorators import method_decorator
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 
+from routes import addresses
 from routes.basichttp import (
-    BASICHTTP_SHORT,
     BASICHTTP_TYPE,
     ORIGIN_HEADER,
     BadInbound,
     decode_post,
+)
+from routes.tokens import (
+    SALT,
+    address_of,
+    io_processors,
+    location,
+    new_nonce,
+    session_of,
+    token_for,
 )
 from statecharts import authorization, stepper, validation
 from statecharts.conf import statecharts_settings
@@ -66,62 +73,9 @@ from statecharts.exceptions import StepRefused
 from statecharts.models import Chart, Execution
 from statecharts.statuses import TABLE
 
-# Django's signing salt for these addresses: a token signed for any other purpose of the site
-# (a password reset, a session cookie) never verifies here, nor one of these anywhere else.
-SALT = "statecharts.routes.basichttp.inbound"
 MASK = "<token>"  # what _event.raw shows instead of the token (the receiver's own capability)
 IDEMPOTENCY_KEY_MAX = 200
 DOOR = "a Basic HTTP address"  # (what a refusal calls this door)
-
-
-def new_nonce() -> str:
-    """A fresh secret for an address (256 random bits, URL-safe)."""
-    return secrets.token_urlsafe(32)
-
-
-def token_for(session_id: str, nonce: str | None = None) -> str:
-    """The capability token for an execution's session id and address nonce: URL-safe, and
-    the same for the same nonce (no timestamp: the address lives until it is rotated).
-    Without a nonce: the token of an address minted before nonces existed."""
-    if nonce is None:
-        return signing.Signer(salt=SALT).sign_object(session_id)
-    return signing.Signer(salt=SALT).sign_object([session_id, nonce])
-
-
-def address_of(token: str) -> tuple[str, str | None] | None:
-    """The (session id, nonce) a token names (nonce None: an address minted before nonces
-    existed), or None if this site did not sign it (under SALT)."""
-    try:
-        value = signing.Signer(salt=SALT).unsign_object(token)
-    except (signing.BadSignature, ValueError):
-        return None
-    if isinstance(value, str):
-        return value, None
-    if (
-        isinstance(value, list)
-        and len(value) == 2
-        and all(isinstance(part, str) for part in value)
-    ):
-        return value[0], value[1]
-    return None
-
-
-def session_of(token: str) -> str | None:
-    """The session id a token names, or None if this site did not sign it (under SALT)."""
-    address = address_of(token)
-    return None if address is None else address[0]
-
-
-def location(base_url: str, session_id: str, nonce: str | None = None) -> str:
-    """The Basic HTTP address of a session: ``base_url`` (where the view is mounted) and its
-    token."""
-    return f"{base_url.rstrip('/')}/{token_for(session_id, nonce)}/"
-
-
-def io_processors(base_url: str, session_id: str, nonce: str | None = None) -> dict[str, str]:
-    """The ``_ioprocessors`` entries of the processor: under its URI and its short name."""
-    where = location(base_url, session_id, nonce)
-    return {BASICHTTP_TYPE: where, BASICHTTP_SHORT: where}
 
 
 def start(
@@ -130,8 +84,6 @@ def start(
     """``stepper.start`` with the execution's Basic HTTP address in its ``_ioprocessors`` (the
     address is part of the start input, so replay sees the same), its secret nonce stored
     (``routes.models.InboundAddress``)."""
-    from routes import addresses
-
     session_id = session_id or uuid.uuid4().hex
     execution = stepper.start(
         chart,
@@ -175,7 +127,7 @@ class BasicHTTPInbound(View):
         )
         if execution is None:
             return _answer(404, "the execution no longer exists")
-        if not _current(execution, nonce):
+        if not addresses.is_current(execution, nonce):
             return _answer(403, "not the execution's current address (it was rotated)")
         if TABLE[execution.status].finished:
             return _answer(409, f"the execution is {execution.status}", status=execution.status)
@@ -246,12 +198,6 @@ class BasicHTTPInbound(View):
             cache.set(key, 1, timeout=120)
             count = 1
         return count > self.max_posts_per_minute
-
-
-def _current(execution: Execution, nonce: str | None) -> bool:
-    from routes import addresses
-
-    return addresses.is_current(execution, nonce)
 
 
 urlpatterns = [path("<str:token>/", BasicHTTPInbound.as_view(), name="basichttp-inbound")]
