@@ -28,7 +28,7 @@ from django.db import transaction
 
 from routes.basichttp import BASICHTTP_SHORT, BASICHTTP_TYPE
 from routes.models import InboundAddress
-from routes.tokens import address_of, io_processors, location, new_nonce
+from routes.tokens import address_of, canonical, io_processors, location, new_nonce
 from statecharts import attribution, stepper, validation
 from statecharts.conf import statecharts_settings
 from statecharts.core.errors import StatechartError
@@ -179,7 +179,7 @@ def _readdress(
         else:
             raise NoAddress(f"execution {locked.pk} has no Basic HTTP address")
     nonce = new_nonce()
-    new = {**(entries or {}), **io_processors(base_url, locked.session_id, nonce)}
+    new = canonical({**(entries or {}), **io_processors(base_url, locked.session_id, nonce)})
     result, _ = stepper.step_locked(
         locked, Input.readdress(new, reason, sender), now, outbox, caller_context
     )

@@ -56,6 +56,15 @@ def location(base_url: str, session_id: str, nonce: str | None = None) -> str:
 
 
 def io_processors(base_url: str, session_id: str, nonce: str | None = None) -> dict[str, str]:
-    """The ``_ioprocessors`` entries of the processor: under its URI and its short name."""
+    """The ``_ioprocessors`` entries of the processor: under its URI and its short name (in
+    :func:`canonical` order)."""
     where = location(base_url, session_id, nonce)
-    return {BASICHTTP_TYPE: where, BASICHTTP_SHORT: where}
+    return canonical({BASICHTTP_TYPE: where, BASICHTTP_SHORT: where})
+
+
+def canonical(entries: dict[str, str]) -> dict[str, str]:
+    """``entries`` in the order PostgreSQL's ``jsonb`` keeps an object's keys (shorter first,
+    then by their UTF-8 bytes). The start and readdress inputs are recorded in a JSON column,
+    and replay feeds them back as read: the order the step saw must be the one replay reads,
+    or the position (which keeps ``_ioprocessors`` in order) would differ."""
+    return dict(sorted(entries.items(), key=lambda item: (len(item[0].encode()), item[0].encode())))
