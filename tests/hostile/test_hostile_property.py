@@ -36,7 +36,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
-from routes import addresses
+from routes import inbound
 from statecharts.models import AppliedMessage, Chart, Execution, HistoryEntry, OutboxMessage
 from statecharts.models.charts import source_hash
 from timers.models import Timer
@@ -433,7 +433,7 @@ def test_hostile_api_writes_never_fail_and_touch_only_their_target(
         query = "" if query_name is None or _has_surrogate(query_name) else "?" + (
             urllib.parse.urlencode({"_scxmleventname": query_name})
         )
-        url = addresses.location_of(execution, "/scxml/basichttp/") + query
+        url = inbound.location("/scxml/basichttp/", execution.session_id) + query
         payload = data.draw(
             st.one_of(
                 body({"_scxmleventname": names, "amount": json_values, "note": json_values}),
