@@ -183,19 +183,24 @@ def _readdress(
     result, _ = stepper.step_locked(
         locked, Input.readdress(new, reason, sender), now, outbox, caller_context
     )
-    if row is None:
-        InboundAddress.objects.using(database).create(
-            execution=locked,
-            nonce=nonce,
-            base_url=base_url,
-            created=now,
-            rotated=now,
-            rotations=1,
-        )
-    else:
-        row.nonce, row.base_url, row.rotated = nonce, base_url, now
-        row.rotations += 1
-        row.save(update_fields=["nonce", "base_url", "rotated", "rotations"])
+    # (update_or_create: a start's ``remember`` may insert the row between the read above and
+    # here; it holds the start's nonce, replaced all the same)
+    InboundAddress.objects.using(database).update_or_create(
+        execution=locked,
+        defaults={
+            "nonce": nonce,
+            "base_url": base_url,
+            "rotated": now,
+            "rotations": (row.rotations if row is not None else 0) + 1,
+        },
+        create_defaults={
+            "nonce": nonce,
+            "base_url": base_url,
+            "created": now,
+            "rotated": now,
+            "rotations": 1,
+        },
+    )
     return result
 
 
