@@ -56,20 +56,38 @@ def _hide_text(text: str, secrets: tuple[str, ...]) -> str:
 
 
 def _hide(value: Any, secrets: tuple[str, ...]) -> Any:
-    # Iterative over containers would be needed only for nesting deeper than the datamodel's
-    # own limit; the values come from decoded positions, which the core bounds.
+    """(Iterative: a datamodel may nest as deep as its engine lets it, deeper than Python's
+    recursion limit.)"""
     if isinstance(value, str):
         return _hide_text(value, secrets)
-    if isinstance(value, dict):
-        return {
-            _hide_text(k, secrets) if isinstance(k, str) else k: _hide(v, secrets)
-            for k, v in value.items()
-        }
-    if isinstance(value, list):
-        return [_hide(v, secrets) for v in value]
-    if isinstance(value, tuple):
-        return tuple(_hide(v, secrets) for v in value)
-    return value
+    if not isinstance(value, dict | list | tuple):
+        return value
+    root: list[Any] = [None]
+    # (a container to copy, the copy it goes into, and where in that copy)
+    stack: list[tuple[Any, Any, Any]] = [(value, root, 0)]
+    while stack:
+        source, parent, slot = stack.pop()
+        if isinstance(source, dict):
+            copy: Any = {}
+            for key, item in source.items():
+                shown_key = _hide_text(key, secrets) if isinstance(key, str) else key
+                copy[shown_key] = None
+                _push(stack, item, copy, shown_key, secrets)
+        else:
+            copy = [None] * len(source)
+            for index, item in enumerate(source):
+                _push(stack, item, copy, index, secrets)
+        parent[slot] = copy
+    return root[0]  # (a tuple comes back as a list, as JSON has it)
+
+
+def _push(stack: list[Any], item: Any, copy: Any, slot: Any, secrets: tuple[str, ...]) -> None:
+    if isinstance(item, str):
+        copy[slot] = _hide_text(item, secrets)
+    elif isinstance(item, dict | list | tuple):
+        stack.append((item, copy, slot))
+    else:
+        copy[slot] = item
 
 
 def shown_input(raw: Any) -> Any:
