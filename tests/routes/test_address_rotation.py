@@ -308,3 +308,27 @@ def test_the_admin_bulk_action_rotates_each_with_a_reason(admin_client: Client) 
     for execution in executions:
         assert current(execution) != before[execution.pk]
         assert InboundAddress.objects.get(execution=execution).rotations == 1
+
+
+def test_hiding_works_on_any_shape_and_on_a_recorded_position() -> None:
+    from statecharts.addresses import HIDDEN_ADDRESS, hide, secrets_of, shown_input
+
+    address = f"{BASE}{'t' * 40}/"
+    secrets = secrets_of({"basichttp": address})
+    assert secrets == (address, "t" * 40)  # the address, and its token on its own
+    deep: list[Any] = []
+    innermost = deep
+    for _ in range(5_000):  # deeper than Python's recursion limit
+        innermost.append([])
+        innermost = innermost[0]
+    innermost.append(f"see {address}")
+    hidden = hide({"k": deep, address: 1, "token": "t" * 40, "n": 2}, secrets)
+    assert address not in hidden and hidden["n"] == 2
+    assert hidden[HIDDEN_ADDRESS] == 1 and hidden["token"] == HIDDEN_ADDRESS
+    found = hidden["k"]
+    for _ in range(5_000):
+        found = found[0]
+    assert found == [f"see {HIDDEN_ADDRESS}"]
+    position = json.dumps({"state": {"io_processors": {"basichttp": address}}})
+    shown = shown_input({"kind": "migrate", "position": position})
+    assert address not in shown["position"] and HIDDEN_ADDRESS in shown["position"]
