@@ -1,15 +1,35 @@
-"""The delivery ledger in the admin: read-only (machine-owned rows), "in doubt" shown."""
+"""The delivery ledger in the admin: read-only (machine-owned rows), "in doubt" shown; the
+Basic HTTP addresses (their rotations, never the address), rotated one at a time from an
+execution's page or in bulk from their list (``routes.rotate_address``)."""
 
 from __future__ import annotations
 
-from django.contrib import admin
-from django.urls import reverse
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
+from django.views.decorators.http import require_POST
 
+from routes import addresses
 from routes.conf import route_settings
-from routes.models import DeliveryStatus, RouteDelivery
-from statecharts.admin import ReadOnlyAdmin
+from routes.models import DeliveryStatus, InboundAddress, RouteDelivery
+from statecharts import validation
+from statecharts.admin import (
+    MAX_BULK_ROWS,
+    ConfirmRow,
+    ReadOnlyAdmin,
+    caller_context,
+    confirm_action,
+    confirmed,
+    report_form_errors,
+    too_many,
+)
+from statecharts.models import Execution
 
 
 @admin.register(RouteDelivery)
@@ -36,3 +56,125 @@ class RouteDeliveryAdmin(ReadOnlyAdmin):
         ):
             return format_html("<strong>{}</strong>", "in doubt")
         return str(delivery.status)
+
+
+class RotateForm(forms.Form):
+    reason = forms.CharField(
+        max_length=addresses.REASON_MAX_LENGTH,
+        label="Reason",
+        help_text="Recorded in each execution's history with your name (e.g. the incident).",
+    )
+
+    def clean_reason(self) -> str:
+        reason = self.cleaned_data["reason"]
+        try:
+            validation.text(reason, "reason", max_length=addresses.REASON_MAX_LENGTH, blank=False)
+        except validation.InvalidInput as exc:
+            raise forms.ValidationError(str(exc)) from None
+        return str(reason)
+
+
+@admin.register(InboundAddress)
+class InboundAddressAdmin(ReadOnlyAdmin):
+    """Executions' Basic HTTP addresses: when each was made and rotated, never the address or
+    its nonce. Rotating needs ``routes.rotate_address``."""
+
+    list_display = ["execution_link", "base_url", "created", "rotated", "rotations"]
+    fields = ["execution_link", "base_url", "created", "rotated", "rotations"]
+    readonly_fields = fields
+    search_fields = ["=execution__id", "execution__session_id"]
+    ordering = ["-created"]
+    actions = ["rotate_selected"]
+
+    @admin.display(description="execution", ordering="execution_id")
+    def execution_link(self, address: InboundAddress) -> SafeString:
+        url = reverse("admin:statecharts_execution_change", args=[address.execution_id])
+        return format_html('<a href="{}">{}</a>', url, address.execution_id)
+
+    def has_rotate_permission(self, request: HttpRequest) -> bool:
+        return addresses.may_rotate(request.user)
+
+    @admin.action(description="Rotate the selected addresses", permissions=["rotate"])
+    def rotate_selected(
+        self, request: HttpRequest, queryset: QuerySet[InboundAddress]
+    ) -> HttpResponse | None:
+        ids = list(
+            queryset.order_by("pk").values_list("execution_id", flat=True)[: MAX_BULK_ROWS + 1]
+        )
+        if too_many(self, request, ids):
+            return None
+        form = RotateForm(request.POST if confirmed(request) else None)
+        if not confirmed(request) or not form.is_valid():
+            if confirmed(request):
+                report_form_errors(request, form)
+            rows = [
+                ConfirmRow(f"execution {e.pk}", e.status)
+                for e in Execution.objects.filter(pk__in=ids).order_by("pk")
+            ]
+            return confirm_action(
+                self,
+                request,
+                action="rotate_selected",
+                title="Rotate Basic HTTP addresses",
+                summary=f"Give {len(ids)} execution(s) a new Basic HTTP address?",
+                rows=rows,
+                pks=ids,
+                button="Rotate",
+                form=form,
+                warning="Every earlier address of theirs answers 403 from now on: whoever "
+                "posts to one must be given the new one (the chart reads it in _ioprocessors).",
+            )
+        try:
+            done, skipped = addresses.rotate_many(
+                list(Execution.objects.filter(pk__in=ids).order_by("pk")),
+                reason=form.cleaned_data["reason"],
+                user=request.user,
+                caller_context=caller_context(request),
+            )
+        except validation.InvalidInput as exc:  # (a bad caller-context header)
+            self.message_user(request, f"Not rotated: {exc}", messages.ERROR)
+            return None
+        self.message_user(request, f"Rotated {len(done)} address(es).", messages.SUCCESS)
+        for execution, why in skipped:
+            self.message_user(request, f"Execution {execution.pk}: {why}", messages.WARNING)
+        return None
+
+    def get_urls(self) -> list[URLPattern]:
+        view = self.admin_site.admin_view
+        urls = [
+            path(
+                "rotate/<int:execution_id>/",
+                view(require_POST(self.rotate_view)),
+                name="routes_inboundaddress_rotate",
+            )
+        ]
+        return urls + super().get_urls()
+
+    def rotate_view(self, request: HttpRequest, execution_id: int) -> HttpResponse:
+        """One execution's rotation, from the panel on its page."""
+        if not addresses.may_rotate(request.user):
+            raise PermissionDenied
+        execution = get_object_or_404(Execution, pk=execution_id)
+        back = HttpResponseRedirect(
+            reverse("admin:statecharts_execution_change", args=[execution_id])
+        )
+        form = RotateForm(request.POST)
+        if not form.is_valid():
+            report_form_errors(request, form)
+            return back
+        try:
+            result = addresses.rotate(
+                execution,
+                reason=form.cleaned_data["reason"],
+                user=request.user,
+                caller_context=caller_context(request),
+            )
+        except (addresses.NoAddress, validation.InvalidInput) as exc:
+            messages.error(request, f"Not rotated: {exc}")
+            return back
+        messages.success(
+            request,
+            f"Rotated: every earlier address answers 403 now (step {result.entry.seq}: "
+            f"{result.disposition}).",
+        )
+        return back

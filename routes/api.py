@@ -3,7 +3,11 @@
 - ``/api/route-deliveries/`` and ``/api/route-deliveries/{id}/``: the delivery ledger,
   read-only, filtered by ``execution``, ``route`` and ``status``;
 - ``route_deliveries`` in the execution detail: its newest deliveries, from the same
-  read-model section as the admin's panel.
+  read-model section as the admin's panel;
+- ``/api/basichttp-addresses/`` and ``/api/basichttp-addresses/{execution id}/``: when each
+  execution's Basic HTTP address was made and rotated (never the address), and
+  ``POST /api/basichttp-addresses/{execution id}/rotate/`` (``{"reason": ...}``) to rotate it
+  (``routes.rotate_address``; ``routes.addresses``).
 """
 
 from __future__ import annotations
@@ -11,15 +15,27 @@ from __future__ import annotations
 from typing import Any
 
 import django_filters
-from drf_spectacular.utils import extend_schema, extend_schema_field, extend_schema_view
+from drf_spectacular.utils import (
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+    extend_schema_view,
+)
 from rest_framework import mixins, serializers
+from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
 
+from routes.addresses import REASON_MAX_LENGTH, NoAddress, RotationNotPermitted, rotate
 from routes.conf import route_settings
-from routes.models import DeliveryStatus, RouteDelivery
+from routes.models import DeliveryStatus, InboundAddress, RouteDelivery
+from statecharts import attribution, validation
 from statecharts.api.filters import IntegerFilter
 from statecharts.api.serializers import NAMESPACE, execution_view
 from statecharts.api.views import APIViewSet
 from statecharts.inspection import Unreadable
+from statecharts.models import Execution
 
 
 class RouteDeliverySerializer(serializers.ModelSerializer[RouteDelivery]):
@@ -90,3 +106,111 @@ class RouteDeliveriesField(serializers.Field):  # type: ignore[type-arg]
             return []
         rows = [row.delivery for row in section.deliveries]
         return list(RouteDeliverySerializer(rows, many=True, context=self.context).data)
+
+
+# ---- Basic HTTP addresses (routes.addresses): their rotations, and rotating one ------------
+
+
+class InboundAddressSerializer(serializers.ModelSerializer[InboundAddress]):
+    """An execution's Basic HTTP address as the API shows it: never the address or its
+    nonce, only when it was made and rotated."""
+
+    execution = serializers.IntegerField(source="execution_id", read_only=True)
+
+    class Meta:
+        model = InboundAddress
+        fields = ["execution", "base_url", "created", "rotated", "rotations"]
+        read_only_fields = fields
+
+
+class RotateRequestSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    reason = serializers.CharField(
+        max_length=REASON_MAX_LENGTH,
+        allow_blank=False,
+        trim_whitespace=False,
+        help_text="Why (recorded in the execution's history with the user).",
+    )
+
+    def validate_reason(self, value: str) -> str:
+        try:
+            validation.text(value, "reason", max_length=REASON_MAX_LENGTH, blank=False)
+        except validation.InvalidInput as exc:
+            raise serializers.ValidationError(str(exc.problems[0].message)) from None
+        return value
+
+
+class RotationSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    execution = serializers.IntegerField()
+    seq = serializers.IntegerField(help_text="The history entry that records the rotation.")
+    disposition = serializers.CharField(
+        help_text="applied; discarded or refused when the execution cannot take inputs (its "
+        "earlier addresses are revoked all the same)."
+    )
+    rotations = serializers.IntegerField()
+
+
+_BIGINT = 2**63 - 1
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List Basic HTTP addresses (their rotations, never the address)"),
+    retrieve=extend_schema(summary="An execution's Basic HTTP address (its rotations)"),
+)
+class InboundAddressViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, APIViewSet):
+    """Executions' Basic HTTP addresses (docs/basichttp.md): when each was made and rotated,
+    never the address. ``POST {execution id}/rotate/`` gives the execution a new address and
+    revokes every earlier one (``routes.rotate_address``)."""
+
+    queryset = InboundAddress.objects.order_by("-created")
+    serializer_class = InboundAddressSerializer
+    lookup_value_regex = "[0-9]+"
+    action_permissions = {"rotate": ["routes.rotate_address"]}
+
+    @extend_schema(
+        summary="Rotate an execution's Basic HTTP address",
+        request=RotateRequestSerializer,
+        responses={
+            200: RotationSerializer,
+            400: OpenApiResponse(description="No reason, or a bad one."),
+            403: OpenApiResponse(description="Without routes.rotate_address."),
+            404: OpenApiResponse(description="No such execution."),
+            409: OpenApiResponse(description="The execution has no Basic HTTP address."),
+        },
+    )
+    @action(detail=True, methods=["post"], filter_backends=[])
+    def rotate(self, request: Request, pk: str | None = None) -> Response:
+        number = int(pk or 0)
+        execution = Execution.objects.filter(pk=number).first() if number <= _BIGINT else None
+        if execution is None:
+            raise NotFound("no such execution")
+        body = RotateRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            context = attribution.from_request(request, attribution.Door.API)
+            result = rotate(
+                execution,
+                reason=body.validated_data["reason"],
+                user=request.user,
+                caller_context=context,
+            )
+        except RotationNotPermitted as exc:
+            raise PermissionDenied(str(exc)) from None
+        except validation.InvalidInput as exc:
+            raise ValidationError({"detail": [str(exc)]}) from None
+        except NoAddress as exc:
+            return Response({"detail": str(exc)}, status=409)
+        rotations = (
+            InboundAddress.objects.filter(execution_id=execution.pk)
+            .values_list("rotations", flat=True)
+            .first()
+        )
+        return Response(
+            RotationSerializer(
+                {
+                    "execution": execution.pk,
+                    "seq": result.entry.seq,
+                    "disposition": result.disposition,
+                    "rotations": rotations or 0,
+                }
+            ).data
+        )

@@ -40,6 +40,11 @@ class RoutesConfig(AppConfig):
 
         pruning.register()
 
+        # The Basic HTTP address does not travel with an export: an import mints a new one.
+        from routes import addresses
+
+        addresses.register()
+
 
 def _on_settings(setting: str, **kwargs: object) -> None:
     if setting in ("STATECHARTS", "INSTALLED_APPS"):

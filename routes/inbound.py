@@ -19,8 +19,9 @@ no other place for it), else unset. It is what the sender says, not who it is: n
 decides anything by it, and a chart that answers to it goes through the outbound allow-list
 like any other target.
 - 403: the token is not one this site signed under this salt (forged, cut, or another
-  signer's token replayed here); or the event is one ``EVENT_PERMISSIONS`` protects (the
-  address is a capability for the execution, not a user: ``authorization.decide_capability``);
+  signer's token replayed here), or not the execution's current address (rotated); or the
+  event is one ``EVENT_PERMISSIONS`` protects (the address is a capability for the
+  execution, not a user: ``authorization.decide_capability``);
 - 404: the token is genuine but its execution no longer exists (deleted);
 - 405: not a POST;
 - 409: the execution finished (or cannot take inputs now: halted, needs migration/repair,
@@ -42,7 +43,6 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from django.core import signing
 from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import path
@@ -50,12 +50,21 @@ from django.utils.decorators import method_decorator
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 
+from routes import addresses
 from routes.basichttp import (
-    BASICHTTP_SHORT,
     BASICHTTP_TYPE,
     ORIGIN_HEADER,
     BadInbound,
     decode_post,
+)
+from routes.tokens import (
+    SALT,
+    address_of,
+    io_processors,
+    location,
+    new_nonce,
+    session_of,
+    token_for,
 )
 from statecharts import authorization, stepper, validation
 from statecharts.conf import statecharts_settings
@@ -64,53 +73,28 @@ from statecharts.exceptions import StepRefused
 from statecharts.models import Chart, Execution
 from statecharts.statuses import TABLE
 
-# Django's signing salt for these addresses: a token signed for any other purpose of the site
-# (a password reset, a session cookie) never verifies here, nor one of these anywhere else.
-SALT = "statecharts.routes.basichttp.inbound"
 MASK = "<token>"  # what _event.raw shows instead of the token (the receiver's own capability)
 IDEMPOTENCY_KEY_MAX = 200
 DOOR = "a Basic HTTP address"  # (what a refusal calls this door)
-
-
-def token_for(session_id: str) -> str:
-    """The capability token for an execution's session id: URL-safe, and the same every time
-    (no timestamp: the address lives as long as its execution)."""
-    return signing.Signer(salt=SALT).sign_object(session_id)
-
-
-def session_of(token: str) -> str | None:
-    """The session id a token names, or None if this site did not sign it (under SALT)."""
-    try:
-        value = signing.Signer(salt=SALT).unsign_object(token)
-    except (signing.BadSignature, ValueError):
-        return None
-    return value if isinstance(value, str) else None
-
-
-def location(base_url: str, session_id: str) -> str:
-    """The Basic HTTP address of a session: ``base_url`` (where the view is mounted) and its
-    token."""
-    return f"{base_url.rstrip('/')}/{token_for(session_id)}/"
-
-
-def io_processors(base_url: str, session_id: str) -> dict[str, str]:
-    """The ``_ioprocessors`` entries of the processor: under its URI and its short name."""
-    where = location(base_url, session_id)
-    return {BASICHTTP_TYPE: where, BASICHTTP_SHORT: where}
 
 
 def start(
     chart: Chart, *, base_url: str, session_id: str | None = None, **kwargs: Any
 ) -> Execution:
     """``stepper.start`` with the execution's Basic HTTP address in its ``_ioprocessors`` (the
-    address is part of the start input, so replay sees the same)."""
+    address is part of the start input, so replay sees the same), its secret nonce stored
+    (``routes.models.InboundAddress``)."""
     session_id = session_id or uuid.uuid4().hex
-    return stepper.start(
+    execution = stepper.start(
         chart,
         session_id=session_id,
-        io_processors=io_processors(base_url, session_id),
+        io_processors=io_processors(base_url, session_id, new_nonce()),
         **kwargs,
     )
+    # From the committed position, not the nonce minted above: a start that repeated an
+    # earlier one's idempotency key returns that execution, with its own address.
+    addresses.remember(execution)
+    return execution
 
 
 def _answer(code: int, detail: str, **extra: Any) -> JsonResponse:
@@ -126,9 +110,10 @@ class BasicHTTPInbound(View):
     max_posts_per_minute = 600
 
     def post(self, request: HttpRequest, token: str) -> HttpResponse:
-        session_id = session_of(token)
-        if session_id is None:
+        address = address_of(token)
+        if address is None:
             return _answer(403, "not a Basic HTTP address of this site")
+        session_id, nonce = address
         length = request.META.get("CONTENT_LENGTH") or "0"
         if not length.isdigit():
             return _answer(400, "bad Content-Length")
@@ -142,6 +127,8 @@ class BasicHTTPInbound(View):
         )
         if execution is None:
             return _answer(404, "the execution no longer exists")
+        if not addresses.is_current(execution, nonce):
+            return _answer(403, "not the execution's current address (it was rotated)")
         if TABLE[execution.status].finished:
             return _answer(409, f"the execution is {execution.status}", status=execution.status)
         if self._over_rate(session_id):
@@ -218,8 +205,10 @@ urlpatterns = [path("<str:token>/", BasicHTTPInbound.as_view(), name="basichttp-
 __all__ = [
     "SALT",
     "BasicHTTPInbound",
+    "address_of",
     "io_processors",
     "location",
+    "new_nonce",
     "session_of",
     "start",
     "token_for",

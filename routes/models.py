@@ -71,3 +71,38 @@ class RouteDelivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.route} {self.event_name} -> {self.target} ({self.status})"
+
+
+class InboundAddress(models.Model):
+    """The secret of an execution's Basic HTTP address (``routes.inbound``): the address's
+    token is signed over the session id *and* this nonce, so replacing the nonce (rotating)
+    revokes every earlier address of the execution. One row per execution that has an
+    address minted since rotation exists; an execution started before has none, and its
+    older address (the session id alone) works until it is first rotated.
+
+    Kept here rather than as a column of ``statecharts.Execution``: ``statecharts`` knows
+    nothing of routes (the Basic HTTP processor is this app's), the row goes with the
+    execution (deleted with it), and the permission to rotate is this model's."""
+
+    execution = models.OneToOneField(
+        "statecharts.Execution",
+        on_delete=models.CASCADE,
+        primary_key=True,
+        related_name="basichttp_address",
+    )
+    nonce = models.CharField(max_length=64, help_text="The secret the address is signed over.")
+    base_url = PortableTextField(help_text="Where the inbound view is mounted (not secret).")
+    created = models.DateTimeField()
+    rotated = models.DateTimeField(null=True, blank=True, help_text="Its last rotation.")
+    rotations = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        default_permissions = ("view",)
+        permissions = [
+            ("rotate_address", "Can rotate the Basic HTTP address of executions"),
+        ]
+        verbose_name = "Basic HTTP address"
+        verbose_name_plural = "Basic HTTP addresses"
+
+    def __str__(self) -> str:
+        return f"Basic HTTP address of execution {self.execution_id}"

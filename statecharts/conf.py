@@ -30,7 +30,8 @@ live in the one ``STATECHARTS`` dict. The ``statecharts`` app's own keys::
         "STEP_CLOCK": "time.monotonic",  # what the time budget reads (tests inject one)
         "TIME_LIMIT_MS": 500,       # per ECMAScript evaluation
         "MEMORY_LIMIT_BYTES": 64 * 1024 * 1024,
-        "OUTBOX_BATCH": 1_000,      # cross-execution deliveries done right after one step
+        "OUTBOX_BATCH": 1_000,      # cross-execution deliveries per sweeper run
+        "INLINE_DELIVERIES": 20,    # ... done right after one step; the rest: the sweeper
         "OUTBOX_SWEEP_AGE_SECONDS": 5,  # the sweeper delivers messages left pending this long
         # PostgreSQL: a step's statements run as server-side prepared statements. False for
         # poolers that cannot keep them (PgBouncer < 1.21, transaction mode without
@@ -95,6 +96,11 @@ DEFAULTS: dict[str, Any] = {
     "TIME_LIMIT_MS": 500,
     "MEMORY_LIMIT_BYTES": 64 * 1024 * 1024,
     "OUTBOX_BATCH": 1_000,
+    # Outbox messages the process that ran a step delivers right after it (and what those
+    # deliveries send in turn): more stay pending for the sweeper, so a caller never waits
+    # for a long chain (a ping-pong between two executions). Order per (sender, target) is
+    # kept (statecharts.stepper.delivery).
+    "INLINE_DELIVERIES": 20,
     "OUTBOX_SWEEP_AGE_SECONDS": 5,
     # PostgreSQL (psycopg 3): the stepper's own per-step statements (the lock, the UPDATE and
     # INSERT) run as server-side prepared statements. False behind a pooler that cannot keep

@@ -29,7 +29,9 @@ from django.core.paginator import Paginator
 from django.db import transaction
 from django.db.models import QuerySet
 
-from statecharts import attribution, codecs
+from statecharts import addresses, attribution, codecs
+from statecharts.addresses import HIDDEN_ADDRESS as HIDDEN_ADDRESS  # (re-exported)
+from statecharts.addresses import shown_input
 from statecharts.conf import statecharts_settings
 from statecharts.core.datamodel import plain
 from statecharts.core.errors import StatechartError
@@ -156,7 +158,8 @@ def datamodel_of(execution: Execution) -> dict[str, Any] | Unreadable:
         return Unreadable(f"personal data erased at {execution.erased.isoformat()}")
     try:
         state = decode(bytes(execution.position or b"")).state
-        values = plain(state.datamodel)
+        # A chart may have copied its I/O processor addresses (capabilities) into its data.
+        values = addresses.hide(plain(state.datamodel), addresses.secrets_of(state.io_processors))
     except StatechartError as exc:  # PositionError and its kinds: refused, with the reason
         return Unreadable(f"the position cannot be read: {exc}")
     except (KeyError, ValueError, TypeError, AttributeError, RecursionError) as exc:  # malformed
@@ -597,19 +600,6 @@ def _contributed(render: Any, value: Any, name: str) -> Any:
 
 def _when(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
-
-
-# What every view of an execution shows instead of an Event I/O processor's address (a start
-# input's ``io_processors``): such an address is a capability (Basic HTTP's is a signed URL
-# that lets its holder post events into the execution), kept for replay, never displayed.
-HIDDEN_ADDRESS = "(hidden: an Event I/O processor address is a capability)"
-
-
-def shown_input(raw: Any) -> Any:
-    """A history entry's input as views show it: the I/O processor addresses hidden."""
-    if isinstance(raw, dict) and isinstance(raw.get("io_processors"), dict):
-        return {**raw, "io_processors": dict.fromkeys(raw["io_processors"], HIDDEN_ADDRESS)}
-    return raw
 
 
 def _history_document(row: HistoryRow) -> dict[str, Any]:

@@ -31,6 +31,13 @@ Guarantees:
   ``statecharts.validation`` (lengths against their columns, no NUL, metadata bounded as the
   API bounds it), and a part that cannot be read or stored (a value its column cannot hold)
   is an :class:`ImportRefused` too, never a database error or a ``RecursionError``;
+- **no capability travels**: the Event I/O processor addresses a host gave the execution
+  (``_ioprocessors`` entries such as the Basic HTTP address: whoever holds one can post events
+  into it) are left out of the position, and hidden by value wherever the chart copied them
+  into its data (``statecharts.addresses``), redacted or not; an import never carries one
+  either (a document from an older release may: it is dropped). The app that owns an address
+  mints a new one from its part (the routes app's ``basichttp`` part: a new secret, recorded
+  as a ``readdress`` input after the import's entry);
 - an import is one transaction: the execution row, one ``imported`` history entry holding
   the position (replay starts from it), and every part's rows.
 """
@@ -48,9 +55,9 @@ from django.apps import apps
 from django.db import DataError, transaction
 from django.utils.dateparse import parse_datetime
 
-from statecharts import stepper, validation
+from statecharts import addresses, stepper, validation
 from statecharts.conf import statecharts_settings
-from statecharts.core.position import PositionError, decode, encode
+from statecharts.core.position import Position, PositionError, decode, encode
 from statecharts.drivers.durable import status_of
 from statecharts.models import Chart, Execution, HistoryEntry
 from statecharts.models.history import Disposition
@@ -120,10 +127,13 @@ def export_execution(execution: Execution, *, redact: bool = False) -> dict[str,
             f"execution {execution.pk} has running invocations (children): exporting them "
             "with it is not supported yet"
         )
+    datamodel = addresses.hide(state.datamodel, addresses.secrets_of(state.io_processors))
     if redact:
-        state = state.evolve(
-            datamodel_json=json.dumps(redact_value(state.datamodel), separators=(",", ":"))
-        )
+        datamodel = redact_value(datamodel)
+    state = state.evolve(
+        datamodel_json=json.dumps(datamodel, separators=(",", ":"), ensure_ascii=False),
+        io_processors=None,  # capabilities: the owning app mints new ones at import
+    )
     blob = encode(state, position.chart)
     return {
         "format": FORMAT,
@@ -181,6 +191,10 @@ def import_execution(document: Any, *, now: datetime | None = None) -> Execution
         position = decode(blob, chart=compiled, require_running=True)
     except PositionError as exc:
         raise ImportRefused(f"{type(exc).__name__}: {exc}") from None
+    if position.state.io_processors:  # (an older release's export: no address travels)
+        position = Position(position.chart, position.state.evolve(io_processors=None))
+        blob = encode(position.state, position.chart)
+        text = blob.decode("utf-8")
     fields = _field(document, "execution")
     session_id = fields.get("session_id") if isinstance(fields, dict) else None
     if session_id != position.state.session_id:

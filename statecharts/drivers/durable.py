@@ -29,7 +29,11 @@ START = "start"
 EVENT = "event"  # an external event (from a caller, another execution, a timer, a child)
 INTERNAL = "internal"  # an event for the internal queue (delayed #_internal, platform errors)
 CANCEL = "cancel"
-INPUT_KINDS = frozenset({START, EVENT, INTERNAL, CANCEL})
+# The host replaces its entries of _ioprocessors (an operator rotated a capability address,
+# an import minted a new one): no chart code runs; recorded like any input, so replay sees the
+# same _ioprocessors at every step.
+READDRESS = "readdress"
+INPUT_KINDS = frozenset({START, EVENT, INTERNAL, CANCEL, READDRESS})
 
 DEFAULT_SEND_BUDGET = 1_000
 
@@ -49,7 +53,8 @@ class Input:
     event: Event | None = None
     data: dict[str, Any] | None = None  # start: overrides of top-level <data>
     session_id: str | None = None  # start: the _sessionid the chart sees
-    io_processors: dict[str, str] | None = None  # start: host entries of _ioprocessors
+    # start, readdress: host entries of _ioprocessors (type -> location)
+    io_processors: dict[str, str] | None = None
     parent_session_id: str | None = None  # start of an invoked child: its parent
     invokeid: str | None = None  # start of an invoked child: the id its parent knows it by
     # cancel: why. "cancelled_by_parent" becomes the outcome; anything else is the caller's
@@ -67,6 +72,8 @@ class Input:
             raise ValueError(f"a {self.kind!r} input needs an event")
         if self.kind == START and not self.session_id:
             raise ValueError("a start input needs a session id")
+        if self.kind == READDRESS and not isinstance(self.io_processors, dict):
+            raise ValueError("a readdress input needs the new io_processors")
 
     @classmethod
     def start(
@@ -101,6 +108,17 @@ class Input:
     def cancel(cls, reason: str | None = None, sender: dict[str, Any] | None = None) -> Input:
         return cls(CANCEL, reason=reason, sender=sender)
 
+    @classmethod
+    def readdress(
+        cls,
+        io_processors: dict[str, str],
+        reason: str | None = None,
+        sender: dict[str, Any] | None = None,
+    ) -> Input:
+        """The host's entries of ``_ioprocessors`` from now on (all of them: an entry left
+        out is removed), with who did it and why."""
+        return cls(READDRESS, io_processors=dict(io_processors), reason=reason, sender=sender)
+
     def to_dict(self) -> dict[str, Any]:
         raw: dict[str, Any] = {"kind": self.kind}
         if self.event is not None:
@@ -113,6 +131,8 @@ class Input:
             if self.parent_session_id is not None:
                 raw["parent_session_id"] = self.parent_session_id
                 raw["invokeid"] = self.invokeid
+        if self.kind == READDRESS:
+            raw["io_processors"] = dict(self.io_processors or {})
         if self.reason is not None:
             raw["reason"] = self.reason
         if self.sender is not None:
@@ -187,6 +207,10 @@ def advance(
         elif step_input.kind == INTERNAL:
             assert step_input.event is not None
             step = interpreter.deliver_internal(state, step_input.event, host=host)
+        elif step_input.kind == READDRESS:
+            # Data only: the next step's _ioprocessors has the new entries (a new State object,
+            # so the interpreter rebuilds its datamodel's system variables from it).
+            return Advance(state.evolve(io_processors=dict(step_input.io_processors or {}) or None))
         else:
             # The outcome says how it was cancelled (from outside, or by its invoking parent);
             # any other reason is the caller's words, kept with the input in the history.

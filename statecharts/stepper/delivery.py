@@ -17,6 +17,15 @@ A crash between 1 and 2 leaves M pending with T's record of it: the next deliver
 record (1 applies nothing) and does 2. Re-delivery is therefore harmless, and the lock order
 is one execution per transaction: there is nothing to deadlock on.
 
+**Inline, then the workers.** The process that ran a step delivers what it sent right after
+the commit (``deliver``), and what those deliveries send in turn, but at most
+``INLINE_DELIVERIES`` messages: a ping-pong between two executions would otherwise keep the
+caller of the first send waiting while it runs (1,000 deliveries: seconds). The rest stay
+pending for the sweeper (``deliver_pending``, ``OUTBOX_BATCH`` a run). Per (sender, target)
+order is kept: an inline delivery leaves its message pending too when an earlier message of
+the same sender to the same target is still pending (deferred, or waiting), so it never
+overtakes it; the sweeper delivers them in id order.
+
 Messages of other kinds (``OutboxMessage.kind``) are delivered by the handler an app
 registered for the kind (``register_message_kind``), with the same guarantees to keep: it is
 called again after a crash until it says the message is handled, so it must be idempotent
@@ -75,21 +84,28 @@ def register_message_kind(kind: str, handler: MessageHandler) -> None:
 def deliver(message_ids: Iterable[int], *, limit: int | None = None) -> int:
     """Deliver outbox messages (and those their deliveries write), each in its own step.
 
-    Returns how many were delivered. Stops after ``limit`` (default OUTBOX_BATCH) deliveries;
-    the rest stay pending for ``deliver_pending``.
+    Returns how many were delivered. Without ``limit`` this is the inline delivery after a
+    step: it takes at most ``INLINE_DELIVERIES`` messages (delivered or not), and leaves a
+    message pending when an earlier one of the same sender to the same target still is (the
+    module docstring); the rest stay pending for ``deliver_pending``. With ``limit`` (the
+    sweeper's ``OUTBOX_BATCH``) it stops after that many deliveries.
     """
-    limit = statecharts_settings.OUTBOX_BATCH if limit is None else limit
+    inline = limit is None
+    limit = statecharts_settings.INLINE_DELIVERIES if inline else limit
     queue = deque(message_ids)
-    delivered = 0
+    delivered = taken = 0
     token = _this_call.set({})
     try:
-        while queue and delivered < limit:
+        while queue and delivered < limit and (not inline or taken < limit):
             more: list[int] = []
-            if deliver_one(queue.popleft(), more):
+            taken += 1
+            if deliver_one(queue.popleft(), more, in_order=inline):
                 delivered += 1
             queue.extend(more)
     finally:
         _this_call.reset(token)
+    if queue and inline:  # (they are pending rows: the sweeper delivers them)
+        log.debug("%d outbox message(s) left for the sweeper after %d inline", len(queue), taken)
     return delivered
 
 
@@ -118,11 +134,15 @@ def deliver_pending(
     return deliver(ids, limit=limit)
 
 
-def deliver_one(message_id: int, more: list[int], *, tell_sender: bool = True) -> bool:
+def deliver_one(
+    message_id: int, more: list[int], *, tell_sender: bool = True, in_order: bool = False
+) -> bool:
     """Deliver one message (see the module docstring); True if its target applied it now.
 
     ``tell_sender=False`` (an operator's retry) marks a message that still cannot be
-    delivered undeliverable again without telling the sender a second time.
+    delivered undeliverable again without telling the sender a second time. ``in_order``
+    (inline deliveries): a message with an earlier one of the same sender to the same target
+    still pending is left pending, for the sweeper to deliver after it.
     """
     database = sql.database()
     message = (
@@ -134,6 +154,8 @@ def deliver_one(message_id: int, more: list[int], *, tell_sender: bool = True) -
         return False
     if message.kind != EVENT:
         return _deliver_other_kind(message, more)
+    if in_order and _behind_an_earlier_one(message):
+        return False  # it would overtake a deferred message: the sweeper delivers both
     target_session_id = message.target_session_id
     sender_id, send_id = message.sender_id, message.send_id
     try:
@@ -215,6 +237,20 @@ def _delivered(message: OutboxMessage, event_name: str | None = None) -> None:
             event_name=event_name,
             lateness_s=lateness,
         )
+
+
+def _behind_an_earlier_one(message: OutboxMessage) -> bool:
+    """Whether an earlier message of the same sender to the same target is still pending."""
+    return (
+        OutboxMessage.objects.using(sql.database())
+        .pending()
+        .filter(
+            sender_id=message.sender_id,
+            target_session_id=message.target_session_id,
+            pk__lt=message.pk,
+        )
+        .exists()
+    )
 
 
 def _waiting_for_its_target(message: OutboxMessage) -> bool:

@@ -745,6 +745,9 @@ EXPECTED_PATHS = {
     "/api/invocations/{id}/",
     "/api/route-deliveries/",
     "/api/route-deliveries/{id}/",
+    "/api/basichttp-addresses/",
+    "/api/basichttp-addresses/{execution}/",
+    "/api/basichttp-addresses/{execution}/rotate/",
     "/api/schema/",
 }
 

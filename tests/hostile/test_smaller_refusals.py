@@ -8,7 +8,7 @@ import pytest
 from django.conf import settings
 from django.test import Client, override_settings
 
-from routes import inbound
+from routes import addresses, inbound
 from statecharts import stepper
 from statecharts.core import load_chart
 from statecharts.core.errors import ChartError, LoadCheck
@@ -118,7 +118,7 @@ def test_an_event_event_permissions_protects_cannot_come_in_through_a_basic_http
     rules = {**settings.STATECHARTS, "EVENT_PERMISSIONS": {"loan": {"approve": "loans.approve"}}}
     with override_settings(STATECHARTS=rules):
         execution = inbound.start(Chart.objects.load(PROTECTED), base_url="http://testserver/")
-        address = inbound.location("/scxml/basichttp/", execution.session_id)
+        address = addresses.location_of(execution, "/scxml/basichttp/")
         refused = client.post(address, "_scxmleventname=approve", content_type=FORM)
         assert refused.status_code == 403, refused.content
         assert "EVENT_PERMISSIONS['loan']['approve']" in refused.json()["reasons"][0]

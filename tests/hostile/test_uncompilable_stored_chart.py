@@ -13,7 +13,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from rest_framework.test import APIClient
 
-from routes import inbound
+from routes import addresses, inbound
 from statecharts import stepper
 from statecharts.exceptions import NeedsRepair
 from statecharts.models import Chart, Execution, HistoryEntry
@@ -111,7 +111,7 @@ def test_the_api_cancels_it_as_its_first_input(api: APIClient) -> None:
 
 def test_the_basic_http_inbound_view_answers_409(client: Client) -> None:
     execution = broken_execution()
-    address = inbound.location("/scxml/basichttp/", execution.session_id)
+    address = addresses.location_of(execution, "/scxml/basichttp/")
     answer = client.post(address, "_scxmleventname=go", content_type=FORM)
     assert answer.status_code == 409, answer.content
     assert answer.json()["status"] == ExecutionStatus.NEEDS_REPAIR

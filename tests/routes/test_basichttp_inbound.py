@@ -12,7 +12,7 @@ import pytest
 from django.core import signing
 from django.test import Client
 
-from routes import inbound
+from routes import addresses, inbound
 from routes.basichttp import BASICHTTP_SHORT, BASICHTTP_TYPE
 from statecharts import stepper
 from statecharts.core.datamodel import plain
@@ -45,7 +45,7 @@ def started() -> Execution:
 
 
 def url(execution: Execution) -> str:
-    return inbound.location("/scxml/basichttp/", execution.session_id)
+    return addresses.location_of(execution, "/scxml/basichttp/")
 
 
 def data(execution: Execution) -> dict[str, Any]:
@@ -54,9 +54,16 @@ def data(execution: Execution) -> dict[str, Any]:
     return found
 
 
+def token_of(execution: Execution) -> str:
+    """The token of the execution's current address (its last path segment)."""
+    where = addresses.location_of(execution)
+    assert where is not None
+    return where.rstrip("/").rsplit("/", 1)[1]
+
+
 def test_a_post_becomes_an_external_event_with_data_and_raw(client: Client) -> None:
     execution = started()
-    assert data(execution)["mine"] == inbound.location(BASE, execution.session_id)
+    assert data(execution)["mine"] == addresses.location_of(execution, BASE)
     answer = client.post(url(execution), "_scxmleventname=paid&amount=12", content_type=FORM)
     assert answer.status_code == 204
     seen = data(execution)
@@ -75,12 +82,15 @@ def test_the_address_is_in_ioprocessors_under_the_uri_and_the_short_name() -> No
     assert where[BASICHTTP_TYPE] == where[BASICHTTP_SHORT] == inbound.location(BASE, "abc")
     assert inbound.session_of(where[BASICHTTP_SHORT].rstrip("/").rsplit("/", 1)[1]) == "abc"
     assert inbound.token_for("abc") == inbound.token_for("abc")  # no clock in it
+    assert inbound.token_for("abc", "n1") == inbound.token_for("abc", "n1")
+    assert inbound.address_of(inbound.token_for("abc", "n1")) == ("abc", "n1")
+    assert inbound.token_for("abc", "n2") != inbound.token_for("abc", "n1")
 
 
 def test_a_forged_or_foreign_token_is_403_and_nothing_is_applied(client: Client) -> None:
     execution = started()
     before = HistoryEntry.objects.count()
-    genuine = inbound.token_for(execution.session_id)
+    genuine = token_of(execution)
     forged = [
         genuine[:-2] + ("AA" if not genuine.endswith("AA") else "BB"),  # a bad signature
         signing.Signer(salt="another.purpose").sign_object(execution.session_id),  # replayed
@@ -224,7 +234,7 @@ def test_an_in_memory_chart_posts_into_a_durable_execution_over_real_http(
     ]
     assert "\r\n\r\na%20b" in data(receiver)["raw"]
     # A forged address on the same server: the POST is refused, the sender told.
-    forged = address.replace(inbound.token_for(receiver.session_id), "forged")
+    forged = address.replace(token_of(receiver), "forged")
     session.send("go", {"to": forged})
     assert session.datamodel["errors"] == ["error.communication", "error.communication"]
     assert len(data(receiver)["got"]) == 2
@@ -236,7 +246,7 @@ def test_the_address_is_kept_for_replay_and_hidden_in_every_view() -> None:
 
     quiet = f'<scxml {NS}><state id="a"><transition event="x"/></state></scxml>'
     execution = inbound.start(Chart.objects.load(quiet), base_url=BASE)
-    token = inbound.token_for(execution.session_id)
+    token = token_of(execution)
     entry = HistoryEntry.objects.get(execution=execution, seq=1)
     assert token in entry.input["io_processors"][BASICHTTP_SHORT]  # recorded: replay sees it
     document = json.dumps(inspect(execution).document(history=True))
@@ -250,7 +260,7 @@ def test_the_admin_hides_the_address_too(admin_client: Client) -> None:
 
     quiet = f'<scxml {NS}><state id="a"><transition event="x"/></state></scxml>'
     execution = inbound.start(Chart.objects.load(quiet), base_url=BASE)
-    token = inbound.token_for(execution.session_id)
+    token = token_of(execution)
     entry = HistoryEntry.objects.get(execution=execution, seq=1)
     pages = [
         reverse("admin:statecharts_historyentry_change", args=[entry.pk]),

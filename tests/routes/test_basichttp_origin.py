@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.test import Client, override_settings
 
-from routes import inbound
+from routes import addresses, inbound
 from routes.basichttp import (
     BASICHTTP_TYPE,
     BASICHTTP_TYPES,
@@ -56,7 +56,7 @@ def started(source: str = CHART) -> Execution:
 
 
 def address(execution: Execution) -> str:
-    return inbound.location("/scxml/basichttp/", execution.session_id)
+    return addresses.location_of(execution, "/scxml/basichttp/")
 
 
 def datamodel(execution: Execution) -> dict[str, Any]:
@@ -122,7 +122,7 @@ def test_the_origin_grants_nothing(client: Client) -> None:
     execution = started()
     # Naming the execution's own address (its capability) as the origin opens no door: a
     # post with a forged token is still a 403, and nothing is applied.
-    own = inbound.location(BASE, execution.session_id)
+    own = addresses.location_of(execution, BASE)
     forged = f"/scxml/basichttp/{execution.session_id}/"
     answer = client.post(forged, "_scxmleventname=x", content_type=FORM,
                          headers={ORIGIN_HEADER: own})
