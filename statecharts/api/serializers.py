@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from enum import StrEnum
 from typing import Any
 
@@ -15,8 +14,8 @@ from statecharts import extensions, subjects, validation
 from statecharts.api.availability import AvailableEventsField, SubjectInput
 from statecharts.api.fields import InputJSONField, JSONValueField, json_safe
 from statecharts.api.filters import LARGEST_ID
-from statecharts.api.validators import validate_event_name
 from statecharts.core.errors import ChartError, StatechartError
+from statecharts.exceptions import InvalidInput
 from statecharts.inspection import ExecutionView, Unreadable, inspect, shown_input
 from statecharts.lookups import LookupProblem, find_chart
 from statecharts.models import Chart, Execution, ExecutionStatus, HistoryEntry
@@ -110,7 +109,7 @@ class ChartCreateSerializer(serializers.Serializer[Chart]):
         name = attrs.get("name") or compile_source(attrs["source"]).name or ""
         try:
             validation.text(name, "name", max_length=CHART_NAME_LENGTH)
-        except validation.InvalidInput as exc:
+        except InvalidInput as exc:
             message = exc.problems[0].message
             raise serializers.ValidationError({"name": [f"the chart's name {message}."]}) from None
         if not Chart.objects.filter(content_hash=source_hash(attrs["source"])).exists():
@@ -299,7 +298,7 @@ class ChartReferenceField(serializers.PrimaryKeyRelatedField):  # type: ignore[t
             try:
                 # Looked up in text columns: it must be text they could hold.
                 validation.text(data, "chart", max_length=CHART_NAME_LENGTH)
-            except validation.InvalidInput as exc:
+            except InvalidInput as exc:
                 raise serializers.ValidationError(exc.problems[0].message) from None
             try:
                 return find_chart(data.strip())
@@ -316,7 +315,6 @@ class ExecutionCreateSerializer(serializers.Serializer[Execution]):
         "numbers; refused when that is not one chart) or NAME@VERSION.",
     )
     data = InputJSONField(
-        check=validation.start_data,
         required=False,
         allow_null=True,
         default=None,
@@ -331,7 +329,6 @@ class ExecutionCreateSerializer(serializers.Serializer[Execution]):
         help_text="Unique among the executions of one chart (409 if in use).",
     )
     metadata = InputJSONField(
-        check=functools.partial(validation.json_object, optional=False),
         required=False,
         default=dict,
         initial=dict,
@@ -350,31 +347,17 @@ class ExecutionCreateSerializer(serializers.Serializer[Execution]):
             return None
         try:
             return subjects.resolve(value["type"], value["id"])
-        except validation.InvalidInput as exc:
+        except InvalidInput as exc:
             raise serializers.ValidationError([p.message for p in exc.problems]) from None
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         chart: Chart = attrs["chart"]
         try:
-            compiled = chart.compiled()
+            chart.compiled()
         except StatechartError as exc:
             raise serializers.ValidationError(
                 {"chart": [f"chart {chart.pk} cannot be started: {exc}"]}
             ) from None
-        data = attrs.get("data")
-        if data:
-            declared = [data_item.id for data_item in compiled.root.datas]
-            unknown = validation.undeclared_data_ids(data, declared)
-            if unknown:
-                known = ", ".join(declared) if declared else "none"
-                raise serializers.ValidationError(
-                    {
-                        "data": [
-                            f"not a top-level <data> id of chart {chart.pk}: {', '.join(unknown)} "
-                            f"(declared: {known})."
-                        ]
-                    }
-                )
         return attrs
 
 
@@ -382,12 +365,10 @@ class EventSerializer(serializers.Serializer[Any]):
     name = serializers.CharField(
         max_length=validation.EVENT_NAME_MAX_LENGTH,
         trim_whitespace=False,
-        validators=[validate_event_name],
         help_text="The event name: non-empty, no whitespace (e.g. 'order.paid'); names under "
         "a reserved prefix (error.*, done.*) are the platform's own and refused.",
     )
     data = InputJSONField(
-        check=validation.chart_value,
         required=False,
         allow_null=True,
         default=None,
