@@ -27,6 +27,7 @@ refusal                        reason                API  inbound
 ``StartRefused``               start_refused         409  409
 ``StepRefused`` (any other)    refused               409  409
 (input discarded: finished)    finished              409  409
+any other ``StatechartError``  unusable              409  409
 ``Execution.DoesNotExist``     not_found             404  404
 =============================  ====================  ===  =======
 
@@ -43,6 +44,7 @@ from dataclasses import dataclass, field
 from django.core.exceptions import ObjectDoesNotExist
 
 from statecharts.authorization import NotPermitted
+from statecharts.core.errors import StatechartError
 from statecharts.exceptions import (
     BusinessKeyInUse,
     Halted,
@@ -81,6 +83,7 @@ TABLE: tuple[Row, ...] = (
     Row(StartRefused, "start_refused", 409, 409, "the chart could not start"),
     Row(StepRefused, "refused", 409, 409, "the execution refused the input"),
     Row(None, "finished", 409, 409, "the execution has finished: the input was discarded"),
+    Row(StatechartError, "unusable", 409, 409, "the chart or the execution cannot be used"),
     Row(ObjectDoesNotExist, "not_found", 404, 404, "the execution no longer exists"),
 )  # fmt: skip
 BY_REASON = {row.reason: row for row in TABLE}
