@@ -12,14 +12,14 @@ from rest_framework import serializers
 
 from statecharts import validation
 from statecharts.api.filters import LARGEST_ID
-from statecharts.api.serializers import ChartReferenceField
+from statecharts.api.serializers import ChartReferenceField, StrictInput
 from statecharts.chart_migration import MigrationPlan, PlanError, Verdict, dry_run, migrate
 from statecharts.models import Chart, Execution
 
 MAX_EXECUTIONS = 500
 
 
-class MigrationRequestSerializer(serializers.Serializer[Any]):
+class MigrationRequestSerializer(StrictInput, serializers.Serializer[Any]):
     chart = ChartReferenceField(
         queryset=Chart.objects.all(),
         help_text="The target: a chart id, a chart name (its latest version) or NAME@VERSION.",

@@ -15,7 +15,7 @@ from statecharts.api.availability import AvailableEventsField, SubjectInput
 from statecharts.api.fields import InputJSONField, JSONValueField, json_safe
 from statecharts.api.filters import LARGEST_ID
 from statecharts.core.errors import ChartError, StatechartError
-from statecharts.exceptions import InvalidInput
+from statecharts.exceptions import InvalidInput, printable
 from statecharts.inspection import ExecutionView, Unreadable, inspect, shown_input
 from statecharts.lookups import LookupProblem, find_chart
 from statecharts.models import Chart, Execution, ExecutionStatus, HistoryEntry
@@ -33,6 +33,30 @@ def _view(name: str) -> str:
 
 
 # ---- charts ------------------------------------------------------------------------------------
+
+
+# Top-level fields a request may carry besides its serializer's: Django's CSRF token, which
+# a browser's form post (the browsable API's) adds.
+IGNORED_FIELDS = frozenset({"csrfmiddlewaretoken"})
+
+
+class StrictInput(serializers.Serializer[Any]):
+    """A request body whose top-level fields must all be known: a typo (``busines_key``)
+    is a 400 naming it, never a request applied without the field it meant to give."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if hasattr(data, "keys"):
+            known = set(self.fields) | IGNORED_FIELDS
+            unknown = sorted(str(name) for name in data if name not in known)
+            if unknown:
+                takes = ", ".join(sorted(self.fields))
+                raise serializers.ValidationError(
+                    {
+                        printable(name[:80]): [f"not a field of this request (fields: {takes})"]
+                        for name in unknown[:20]
+                    }
+                )
+        return super().to_internal_value(data)
 
 
 class ChartSerializer(serializers.ModelSerializer[Chart]):
@@ -67,7 +91,7 @@ class ChartDetailSerializer(ChartSerializer):
         return [str(problem) for problem in warnings]
 
 
-class ChartCreateSerializer(serializers.Serializer[Chart]):
+class ChartCreateSerializer(StrictInput, serializers.Serializer[Chart]):
     """Load an SCXML document. Loading a source already stored returns that chart."""
 
     source = serializers.CharField(
@@ -308,7 +332,7 @@ class ChartReferenceField(serializers.PrimaryKeyRelatedField):  # type: ignore[t
         return chart
 
 
-class ExecutionCreateSerializer(serializers.Serializer[Execution]):
+class ExecutionCreateSerializer(StrictInput, serializers.Serializer[Execution]):
     chart = ChartReferenceField(
         queryset=Chart.objects.all(),
         help_text="A chart id, a chart name (its latest version, compared as dotted "
@@ -361,7 +385,7 @@ class ExecutionCreateSerializer(serializers.Serializer[Execution]):
         return attrs
 
 
-class EventSerializer(serializers.Serializer[Any]):
+class EventSerializer(StrictInput, serializers.Serializer[Any]):
     name = serializers.CharField(
         max_length=validation.EVENT_NAME_MAX_LENGTH,
         trim_whitespace=False,

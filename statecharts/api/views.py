@@ -16,7 +16,7 @@ from drf_spectacular.utils import (
 )
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import APIException, ErrorDetail, NotFound, ValidationError
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
@@ -35,7 +35,7 @@ from statecharts.api.permissions import CHANGE, VIEW, ModelPermissions
 from statecharts.api.renderers import SVGRenderer
 from statecharts.core.errors import StatechartError
 from statecharts.core.model import Chart as CompiledChart
-from statecharts.exceptions import InvalidInput, NeedsMigration, StepRefused
+from statecharts.exceptions import InvalidInput, NeedsMigration, StepRefused, printable
 from statecharts.inspection import history_entries, inspect
 from statecharts.models import Chart, Execution, ExecutionStatus
 from statecharts.models.charts import source_hash
@@ -118,6 +118,13 @@ class APIViewSet(viewsets.GenericViewSet):  # type: ignore[type-arg]
             action = (getattr(self, "action_map", None) or {}).get(method.lower(), action)
         return self.serializer_classes.get(action or "", self.serializer_class)
 
+    def handle_exception(self, exc: Exception) -> Response:
+        # An error's detail may quote the request (a field's name, a dict key): made
+        # printable before it is rendered (a lone surrogate cannot be UTF-8: never a 500).
+        if isinstance(exc, APIException):
+            exc.detail = _printable(exc.detail)
+        return super().handle_exception(exc)
+
     def finalize_response(self, request: Request, response: Any, *args: Any, **kwargs: Any) -> Any:
         # An error from a view that renders SVG (a 404, a 403, a 406 for an Accept it cannot
         # meet) is still a DRF error body: render it as JSON, not as a broken image.
@@ -127,6 +134,20 @@ class APIViewSet(viewsets.GenericViewSet):  # type: ignore[type-arg]
             request.accepted_renderer = JSONRenderer()
             request.accepted_media_type = JSONRenderer.media_type
         return super().finalize_response(request, response, *args, **kwargs)
+
+
+def _printable(detail: Any) -> Any:
+    """An error detail (strings, lists and dicts of them) with every string and key printable
+    (``statecharts.exceptions.printable``); DRF's ``ErrorDetail`` codes kept."""
+    if isinstance(detail, dict):
+        return {printable(str(key)): _printable(value) for key, value in detail.items()}
+    if isinstance(detail, list):
+        return [_printable(item) for item in detail]
+    if isinstance(detail, ErrorDetail):
+        return ErrorDetail(printable(str(detail)), code=detail.code)
+    if isinstance(detail, str):
+        return printable(detail)
+    return detail
 
 
 def _render_svg(
