@@ -157,7 +157,8 @@ class BasicHTTPInbound(View):
         if execution is None:
             return _answer(404, "the execution no longer exists")
         if TABLE[execution.status].finished:
-            return _answer(409, f"the execution is {execution.status}", status=execution.status)
+            finished = refusals.discarded(f"the execution is {execution.status}", execution.status)
+            return _refused(finished, execution.pk)
         if self._over_rate(session_id):
             return _answer(429, f"more than {self.max_posts_per_minute} posts this minute")
         body = request.read(self.max_body_bytes + 1)

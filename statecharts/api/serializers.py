@@ -5,10 +5,12 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
+from django.core.validators import ProhibitNullCharactersValidator
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.exceptions import PermissionDenied
+from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
 from statecharts import extensions, subjects, validation
 from statecharts.api.availability import AvailableEventsField, SubjectInput
@@ -38,6 +40,20 @@ def _view(name: str) -> str:
 # Top-level fields a request may carry besides its serializer's: Django's CSRF token, which
 # a browser's form post (the browsable API's) adds.
 IGNORED_FIELDS = frozenset({"csrfmiddlewaretoken"})
+
+
+class GateText(serializers.CharField):
+    """Text the stepper's gate checks (an event name, a business key): DRF's own NUL and
+    surrogate validators are left out, so that every door refuses them in the gate's words."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.validators = [
+            validator for validator in self.validators
+            if not isinstance(
+                validator, ProhibitNullCharactersValidator | ProhibitSurrogateCharactersValidator
+            )
+        ]  # fmt: skip
 
 
 class StrictInput(serializers.Serializer[Any]):
@@ -345,7 +361,7 @@ class ExecutionCreateSerializer(StrictInput, serializers.Serializer[Execution]):
         help_text="Initial values of the chart's top-level data elements, by id (a JSON "
         "object of data ids to values, in the tagged encoding: docs/admin-and-api.md).",
     )
-    business_key = serializers.CharField(
+    business_key = GateText(
         max_length=200,
         required=False,
         allow_null=True,
@@ -386,7 +402,7 @@ class ExecutionCreateSerializer(StrictInput, serializers.Serializer[Execution]):
 
 
 class EventSerializer(StrictInput, serializers.Serializer[Any]):
-    name = serializers.CharField(
+    name = GateText(
         max_length=validation.EVENT_NAME_MAX_LENGTH,
         trim_whitespace=False,
         help_text="The event name: non-empty, no whitespace (e.g. 'order.paid'); names under "
