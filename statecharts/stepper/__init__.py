@@ -7,6 +7,8 @@ the core's public names)::
     start(chart, *, data, business_key, metadata, session_id, now, caller_context,
           idempotency_key, subject, tracing, user)              # -> Execution
     start_result(chart, ...)                                    # the same -> StepResult
+    submit(request)                                             # a request -> StepResult
+    start_internal(request, *, io_processors, parent, invokeid, invoke_ordinal, outbox)
     trace(execution, on=True)                                   # keep its trace effects
     send(execution, name, data=None, *, now, caller_context, idempotency_key, user, **fields)
     cancel(execution, *, now, caller_context, reason, idempotency_key, user)
@@ -29,10 +31,16 @@ the core's public names)::
     registered_types()                                          # this step's snapshot
 
 ``StepResult`` (execution, history entry, effects, instructions), ``StepContext`` (what a
-performer gets), ``Input``, ``NoPerformer`` and the refusals (``StepRefused``,
-``NeedsMigration``, ``BusinessKeyInUse``) come with it.
+performer gets), ``Input``, ``NoPerformer``, the requests (``StartRequest``,
+``EventRequest``, ``CancelRequest``, ``AnswerRequest``, ``JSONText``: ``requests``) and the
+refusals (``InvalidInput``, ``StepRefused``, ``NeedsMigration``, ``BusinessKeyInUse``; what
+each door answers for each: ``statecharts.refusals``) come with it.
 
-Concerns, one module each: ``transaction`` (one step, one transaction), ``performing``
+``start``, ``start_result``, ``send`` and ``cancel`` build a request and submit it; what
+comes from outside is checked in one place, the ``gate``, before anything is written.
+
+Concerns, one module each: ``requests`` and ``gate`` (what outside data asks, checked
+once), ``transaction`` (one step, one transaction), ``performing``
 (instructions and their performers), ``delivery`` (the outbox, exactly once), ``sweeper``
 (django-q2 glue for crash leftovers), ``sql`` (the hand-compiled statements of the hot path).
 The compiled-chart cache is ``statecharts.runtime`` (models use it too).
