@@ -33,15 +33,6 @@ class DiagramUnavailable(APIException):
     default_code = "diagram_unavailable"
 
 
-class IdempotencyKeyReused(APIException):
-    """The ``Idempotency-Key`` was used before for a request with other content (422): a key
-    names one request; nothing was applied."""
-
-    status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
-    default_detail = _("This Idempotency-Key was used for a different request.")
-    default_code = "idempotency_key_reused"
-
-
 class Refused(APIException):
     """A refusal from the stepper, answered as the refusal table says (``statecharts.refusals``:
     its ``api`` status; the body has ``detail`` and ``reason``, and ``status`` when the

@@ -131,11 +131,17 @@ def event(request: EventRequest) -> tuple[Event, Any, Any]:
     history records (or None)."""
     try:  # the hot path: every check at once; the slow one lists every problem
         validation.event_name(request.name)
-        data = _chart_value(request.data, "data")
+        data = request.data
+        if type(data) is JSONText:
+            data = validation.parse_json(data.text, "data")
+        validation.chart_value(data, "data")
         if request.fields:
             validation.event_fields(request.fields)
-        context = _json_object(request.caller_context, "caller_context")
-        idempotency.check_key(request.idempotency_key)
+        context = request.caller_context
+        if context is not None:
+            context = _json_object(context, "caller_context")
+        if request.idempotency_key is not None:
+            idempotency.check_key(request.idempotency_key)
     except InvalidInput:
         problems = _Problems()
         problems.check(validation.event_name, request.name)

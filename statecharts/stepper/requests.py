@@ -16,7 +16,9 @@ given as :class:`JSONText`: the gate reads it strictly (no ``NaN``, never a
 Who and why: ``user`` (checked by ``statecharts.authorization``: a user who may not is
 refused with ``NotPermitted``, nothing written; the history records who), ``caller_context``
 (opaque JSON saying who or what asked, ``statecharts.attribution``), ``reason`` (a cancel's),
-``cause`` (what caused an input). Without a user the caller is trusted code (no permission
+``cause`` (what caused an input). A request is a value: build a new one rather than change
+one handed over (they are not frozen only because a frozen dataclass costs three times as
+much to build, on every event). Without a user the caller is trusted code (no permission
 check), except an event request with a ``capability`` (a door that holds an address, not a
 user: an event ``EVENT_PERMISSIONS`` protects cannot come in through it).
 """
@@ -39,7 +41,7 @@ class JSONText:
     text: str | bytes
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class StartRequest:
     """Start an execution of ``chart`` and run it to its first stable configuration.
 
@@ -65,7 +67,7 @@ class StartRequest:
     declared_only: bool = False
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class EventRequest:
     """Feed one external event named ``name`` (never a reserved name: ``error.*``,
     ``done.*``) with ``data`` (a chart value) to ``execution``.
@@ -89,7 +91,7 @@ class EventRequest:
     now: datetime | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class CancelRequest:
     """Stop ``execution`` from outside: its onexit handlers run, then it is ``cancelled``.
     ``reason``: why, in the caller's words (recorded with the input)."""
@@ -102,7 +104,7 @@ class CancelRequest:
     now: datetime | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class AnswerRequest:
     """An invoke handler's (or a route's) answer to ``execution``, applied once per ``key``.
 
