@@ -1,6 +1,11 @@
-"""Hostile input through every door: the API, the admin's forms, ``manage.py statechart`` and
-the Python API each answer with a clear error (400, a form error, one-line CommandError, an
-InvalidInput naming the path), never a 500 or a traceback, and nothing is written."""
+"""Hostile input through every door: the API, the admin's forms, ``manage.py statechart``, the
+Basic HTTP inbound view and the Python API each answer with a clear error (400, a form error,
+one-line CommandError, an InvalidInput naming the path), never a 500 or a traceback, and
+nothing is written.
+
+The door table (the end of this file) lists every door and runs one table of bad inputs and
+one table of refusals through each, checking each answer against the refusal table
+(``statecharts.refusals``): the same reason at every door, the status of its column."""
 
 from __future__ import annotations
 
