@@ -845,3 +845,21 @@ def test_every_start_door_refuses_each_bad_input_alike(
         assert answer.status == 400
     assert words in answer.words, answer
     assert Execution.objects.count() == 1
+
+
+def test_the_refusals_live_beside_each_other_and_the_old_paths_still_import() -> None:
+    import statecharts.exceptions
+    import statecharts.stepper.transaction
+    import statecharts.validation
+
+    assert statecharts.validation.InvalidInput is statecharts.exceptions.InvalidInput
+    assert stepper.InvalidInput is statecharts.exceptions.InvalidInput
+    assert (statecharts.stepper.transaction.BusinessKeyInUse
+            is stepper.BusinessKeyInUse is statecharts.exceptions.BusinessKeyInUse)
+
+
+@pytest.mark.parametrize("internal", ["io_processors", "parent", "invokeid", "outbox"])
+def test_the_public_start_has_no_internal_keywords(chart: Chart, internal: str) -> None:
+    with pytest.raises(TypeError, match=internal):
+        stepper.start(chart, **{internal: None})
+    assert not Execution.objects.exists()
