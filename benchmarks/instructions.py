@@ -13,7 +13,10 @@ the cost of one unit (interpreter, QuickJS and Python together):
   the interpreter, the planner and the driver's performers), as core_throughput.py runs it;
 - ``restored (b)``: one event on chart (b) with the engine rebuilt from the state (two
   sessions stepped alternately);
-- ``new engine``: ``EcmascriptDatamodel()`` plus its system variables, none given back.
+- ``new engine``: ``EcmascriptDatamodel()`` plus its system variables, none given back;
+- ``durable (send)``: one ``statecharts.stepper.send`` of an external event (the door's checks,
+  the durable step, its history row) on a two-state null-datamodel chart, SQLite in memory
+  (``demo.settings.test``, migrated during the setup).
 
 With ``--baseline REV`` the same runs on that git revision (``git archive`` into a temporary
 directory, first on ``PYTHONPATH``). Needs valgrind (``apt-get install valgrind``); each
@@ -67,6 +70,24 @@ elif case == "restored (b)":
     events = [Event(name) for name in ["produce", "tick", "done", "tick", "audit", "stats"]]
     for i in range(60 + n):
         states[i % 2] = interpreter.handle_event(states[i % 2], events[(i // 2) % 6]).state
+elif case == "durable (send)":
+    import os
+    os.environ.update(DJANGO_SETTINGS_MODULE="demo.settings.test", DJANGO_DEBUG="0",
+                      DATABASE_URL="sqlite:///:memory:")
+    import django
+    from django.core.management import call_command
+    django.setup()
+    call_command("migrate", verbosity=0, interactive=False)
+    from statecharts import stepper
+    from statecharts.models import Chart
+    chart = Chart.objects.load(
+        '<scxml xmlns="http://www.w3.org/2005/07/scxml" version="1.0" datamodel="null" '
+        'name="bench_toggle" initial="off">'
+        '<state id="off"><transition event="toggle" target="on"/></state>'
+        '<state id="on"><transition event="toggle" target="off"/></state></scxml>')
+    execution = stepper.start(chart, caller_context={"source": "bench"})
+    for i in range(20 + n):
+        stepper.send(execution, "toggle", {"i": i}, caller_context={"source": "bench"})
 else:
     from statecharts.core.datamodel.ecmascript import EcmascriptDatamodel
     kept = []
@@ -83,6 +104,7 @@ CASES = {
     "driver (b)": 3000,
     "restored (b)": 300,
     "new engine": 30,
+    "durable (send)": 1000,
 }
 
 
@@ -90,7 +112,9 @@ def count(root: Path, case: str, n: int) -> int:
     done = subprocess.run(
         ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
          sys.executable, "-c", CHILD, str(HERE / "charts"), case, str(n)],
-        cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
+        # A fixed hash seed: the order of sets and dicts of strings (and so the work done
+        # walking them) is the same in every run.
+        cwd=root, env={**os.environ, "PYTHONPATH": str(root), "PYTHONHASHSEED": "0"},
         capture_output=True, text=True, check=True,
     )
     found = re.search(r"Collected : (\d+)", done.stderr)

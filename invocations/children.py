@@ -113,16 +113,18 @@ def deliver_start(message: OutboxMessage, more: list[int]) -> bool:
             return True
         data = params if isinstance(params, dict) else None
         try:
-            child = stepper.start(
-                chart,
-                data=data,
-                session_id=session_id,
+            child = stepper.start_internal(
+                stepper.StartRequest(
+                    chart=chart,
+                    data=data,
+                    session_id=session_id,
+                    caller_context=invocation.caller_context,
+                ),
                 parent=parent,
                 invokeid=invocation.invokeid,
                 invoke_ordinal=invocation.ordinal,
-                caller_context=invocation.caller_context,
                 outbox=more,  # delivered after the bookkeeping below, by the caller's loop
-            )
+            ).execution
         except IntegrityError:  # started meanwhile by another delivery of this message
             child = Execution.objects.using(database).get(session_id=session_id)
         except stepper.StepRefused as exc:  # e.g. it ran away while starting

@@ -18,7 +18,8 @@ from invocations.answers import answer
 from invocations.conf import invocation_settings
 from invocations.handlers import Answer, HandlerInvocation, handler_for
 from invocations.models import OPEN_STATUSES, Invocation, InvocationStatus
-from statecharts import codecs, validation
+from statecharts import codecs, refusals
+from statecharts.exceptions import InvalidInput
 from statecharts.stepper import ensure_every_minute
 from statecharts.work import WorkSource
 
@@ -98,10 +99,13 @@ def run(invocation_id: int, *, now: datetime | None = None) -> str:
             return "failed"
         try:
             answer(invocation, reply, key="start")
-        except validation.InvalidInput as exc:
+        except InvalidInput as exc:
             # Data from outside that the platform cannot take (code-carrying tags, NaN, too
             # deep or too big, not JSON): a fact about the answer, which no retry changes.
-            fail(invocation, f"the handler's answer was refused: {exc}")
+            # Recorded as the refusal table words it (statecharts.refusals).
+            refused = refusals.refusal(exc)
+            assert refused is not None
+            fail(invocation, refused.message("the handler's answer was refused"))
             return "failed"
     return "started"
 

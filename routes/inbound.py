@@ -66,10 +66,9 @@ from routes.tokens import (
     session_of,
     token_for,
 )
-from statecharts import authorization, stepper, validation
+from statecharts import refusals, stepper
 from statecharts.conf import statecharts_settings
-from statecharts.core.events import EXTERNAL, Event
-from statecharts.exceptions import StepRefused
+from statecharts.exceptions import printable
 from statecharts.models import Chart, Execution
 from statecharts.statuses import TABLE
 
@@ -85,12 +84,10 @@ def start(
     address is part of the start input, so replay sees the same), its secret nonce stored
     (``routes.models.InboundAddress``)."""
     session_id = session_id or uuid.uuid4().hex
-    execution = stepper.start(
-        chart,
-        session_id=session_id,
-        io_processors=io_processors(base_url, session_id, new_nonce()),
-        **kwargs,
-    )
+    request = stepper.StartRequest(chart=chart, session_id=session_id, **kwargs)
+    execution = stepper.start_internal(
+        request, io_processors=io_processors(base_url, session_id, new_nonce())
+    ).execution
     # From the committed position, not the nonce minted above: a start that repeated an
     # earlier one's idempotency key returns that execution, with its own address.
     addresses.remember(execution)
@@ -99,6 +96,23 @@ def start(
 
 def _answer(code: int, detail: str, **extra: Any) -> JsonResponse:
     return JsonResponse({"detail": detail, **extra}, status=code)
+
+
+def _refused(refused: refusals.Refusal, pk: int) -> JsonResponse:
+    """A refusal as this door answers it (``statecharts.refusals``: its ``inbound`` status)."""
+    row = refused.row
+    if row.reason == "invalid_input":
+        return _answer(row.inbound, "the message cannot be an event", reason=row.reason,
+                       reasons=refused.lines())
+    if row.reason == "not_permitted":
+        return _answer(row.inbound, "this event cannot be sent to a Basic HTTP address",
+                       reason=row.reason, reasons=refused.lines())
+    status = refused.status
+    if not status:  # the execution's status now (a refusal may have changed it)
+        now = Execution.objects.filter(pk=pk).values_list("status", flat=True)
+        status = next(iter(now), "")
+    body = {**refused.body(), "status": status}
+    return JsonResponse(body, status=row.inbound)
 
 
 @method_decorator(csrf_exempt, name="dispatch")  # posted by other systems, never by a form
@@ -130,7 +144,8 @@ class BasicHTTPInbound(View):
         if not addresses.is_current(execution, nonce):
             return _answer(403, "not the execution's current address (it was rotated)")
         if TABLE[execution.status].finished:
-            return _answer(409, f"the execution is {execution.status}", status=execution.status)
+            finished = refusals.discarded(f"the execution is {execution.status}", execution.status)
+            return _refused(finished, execution.pk)
         if self._over_rate(session_id):
             return _answer(429, f"more than {self.max_posts_per_minute} posts this minute")
         body = request.read(self.max_body_bytes + 1)
@@ -142,50 +157,42 @@ class BasicHTTPInbound(View):
                 query=request.META.get("QUERY_STRING", ""),
                 content_type=request.META.get("CONTENT_TYPE"),
                 body=body,
-                reserved=validation.reserved_event_prefixes(),
+                reserved=(),  # the stepper's gate refuses reserved names, as at every door
                 origin=request.headers.get(ORIGIN_HEADER),
             )
-            validation.event_name(inbound.name)
-            data = validation.chart_value(inbound.data)
-            key = request.headers.get("Idempotency-Key")
-            validation.text(key, "Idempotency-Key", max_length=IDEMPOTENCY_KEY_MAX, optional=True)
         except BadInbound as exc:
-            return _answer(400, "the message cannot be an event", reasons=exc.reasons)
-        except validation.InvalidInput as exc:
-            reasons = [str(problem) for problem in exc.problems]
-            return _answer(400, "the message cannot be an event", reasons=reasons)
+            return _answer(400, "the message cannot be an event", reason="invalid_input",
+                           reasons=[printable(reason) for reason in exc.reasons])
+        key = request.headers.get("Idempotency-Key")
         # The address is a capability for this execution, not a user: an event that
-        # EVENT_PERMISSIONS protects cannot come in here (docs/basichttp.md).
-        decision = authorization.decide_capability(execution, inbound.name, DOOR)
-        if not decision.allowed:
-            return _answer(403, "this event cannot be sent to a Basic HTTP address",
-                           reasons=list(decision.reasons))
-        # _event.origin: the sender's own word (its SCXML-Origin header), recorded with the
-        # input like the rest of the event; never used to decide anything here.
-        event = Event(
-            inbound.name,
-            EXTERNAL,
-            data,
-            origin=inbound.origin,
-            origintype=BASICHTTP_TYPE,
+        # EVENT_PERMISSIONS protects cannot come in here (docs/basichttp.md). _event.origin:
+        # the sender's own word (its SCXML-Origin header), recorded with the input like the
+        # rest of the event; never used to decide anything here.
+        fields = {"origintype": BASICHTTP_TYPE}
+        if inbound.origin is not None:
+            fields["origin"] = inbound.origin
+        event = stepper.EventRequest(
+            execution=execution,
+            name=inbound.name,
+            data=inbound.data,
+            fields=fields,
             raw=inbound.raw,
+            idempotency_key=f"basichttp:{key}" if key else None,
+            capability=DOOR,
+            cause={"kind": "basichttp"},
         )
         try:
-            result = stepper.feed(
-                execution.pk,
-                stepper.Input.external(event),
-                idempotency_key=f"basichttp:{key}" if key else None,
-                cause={"kind": "basichttp"},
-            )
-        except StepRefused as exc:  # needs migration/repair (its chart no longer compiles:
-            # the step marks it), halted, or an idempotency key reused: recorded, never a 500
-            now = Execution.objects.filter(pk=execution.pk).values_list("status", flat=True)
-            return _answer(409, str(exc), status=next(iter(now), ""))
-        except Execution.DoesNotExist:
-            return _answer(404, "the execution no longer exists")
+            result = stepper.submit(event)
+        except Exception as exc:  # the refusal table says what each refusal answers
+            refused = refusals.refusal(exc)
+            if refused is None:
+                raise
+            return _refused(refused, execution.pk)
         if not result.applied:
             now = result.execution.status
-            return _answer(409, f"the input was {result.disposition}", status=now)
+            return _refused(
+                refusals.discarded(f"the input was {result.disposition}", now), execution.pk
+            )
         return HttpResponse(status=204)
 
     def _over_rate(self, session_id: str) -> bool:

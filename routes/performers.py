@@ -18,9 +18,9 @@ from routes.base import RouteAnswer, RouteMessage, RouteVerdict
 from routes.delivering import KIND, outbox_payload
 from routes.queue import TimerEntry, configured_queue
 from statecharts.core.plan import Instruction
+from statecharts.exceptions import InvalidInput
 from statecharts.models import Execution, OutboxMessage
 from statecharts.stepper import StepContext, database
-from statecharts.validation import InvalidInput
 
 
 def check_route(

@@ -2,40 +2,39 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from django import forms
+from django.core.validators import ProhibitNullCharactersValidator
 from django.utils.html import escape
 
 from statecharts import idempotency, validation
 from statecharts.availability import AvailableEvent, accepts_free_names
 from statecharts.core import ChartError
 from statecharts.core.availability import Availability
+from statecharts.exceptions import InvalidInput
 from statecharts.inspection import ChartHints, EventHint
 from statecharts.models import Chart, Execution
+from statecharts.stepper import requests
 
 BUSINESS_KEY_LENGTH = Execution._meta.get_field("business_key").max_length or 0
 
 
-def refused(error: validation.InvalidInput) -> forms.ValidationError:
-    """A form error listing every problem ``statecharts.validation`` found, with its path."""
+def refused(error: InvalidInput) -> forms.ValidationError:
+    """A form error listing every problem of a refusal, each with its path."""
     return forms.ValidationError([str(problem) for problem in error.problems])
 
 
 class JSONText(forms.CharField):
-    """A textarea holding JSON; empty means None. The text is read strictly and the value
-    checked by ``check(value, where)`` (``statecharts.validation``): deep nesting, ``NaN``
-    or a code-carrying tag is a form error, never a server error. The page sets its
-    placeholder from the chart (``statecharts.inspection.chart_hints``)."""
+    """A textarea holding JSON; empty means None. The text is handed to the stepper as it is
+    (:class:`statecharts.stepper.JSONText`): its gate reads it strictly and checks it (deep
+    nesting, ``NaN`` or a code-carrying tag is refused, never a server error). The page sets
+    its placeholder from the chart (``statecharts.inspection.chart_hints``)."""
 
     widget = forms.Textarea(attrs={"rows": 3, "cols": 60})
 
-    def __init__(
-        self, *, check: Callable[[Any, str], Any], where: str = "data", **kwargs: Any
-    ) -> None:
-        self.check = check
-        self.where = where
+    def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("required", False)
         super().__init__(**kwargs)
 
@@ -43,10 +42,7 @@ class JSONText(forms.CharField):
         text = super().clean(value)
         if not text or not text.strip():
             return None
-        try:
-            return self.check(validation.parse_json(text, self.where), self.where)
-        except validation.InvalidInput as exc:
-            raise refused(exc) from None
+        return requests.JSONText(text)
 
 
 class ChartUploadForm(forms.ModelForm):
@@ -120,11 +116,19 @@ class IdempotencyToken(forms.CharField):
         super().__init__(**kwargs)
 
     def clean(self, value: Any) -> str | None:
-        text = super().clean(value) or None
-        try:
-            return idempotency.check_key(text, "idempotency_token")
-        except validation.InvalidInput as exc:
-            raise forms.ValidationError(exc.problems[0].message) from None
+        return super().clean(value) or None  # checked by the stepper's gate
+
+
+class GateText(forms.CharField):
+    """Text the stepper's gate checks (an event name, a business key): Django's own NUL
+    validator is left out, so that every door refuses it in the gate's words."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.validators = [
+            validator for validator in self.validators
+            if not isinstance(validator, ProhibitNullCharactersValidator)
+        ]  # fmt: skip
 
 
 class CancelForm(forms.Form):
@@ -134,8 +138,8 @@ class CancelForm(forms.Form):
 
 
 class StartExecutionForm(forms.Form):
-    data = JSONText(check=validation.start_data, label="Initial data (JSON object, optional)")
-    business_key = forms.CharField(required=False, max_length=BUSINESS_KEY_LENGTH)
+    data = JSONText(label="Initial data (JSON object, optional)")
+    business_key = GateText(required=False, max_length=BUSINESS_KEY_LENGTH)
     idempotency_token = IdempotencyToken()
 
     def __init__(self, *args: Any, hints: ChartHints | None = None, **kwargs: Any) -> None:
@@ -150,31 +154,14 @@ class StartExecutionForm(forms.Form):
         elif hints is not None:
             self.fields["data"].help_text = "This chart declares no top-level data."
 
-    def clean_data(self) -> dict[str, Any] | None:
-        data: dict[str, Any] | None = self.cleaned_data["data"]
-        if data and self.hints is not None:
-            unknown = validation.undeclared_data_ids(data, self.hints.data_ids)
-            if unknown:
-                known = ", ".join(self.hints.data_ids) or "none"
-                raise forms.ValidationError(
-                    f"not a top-level <data> id of this chart: {', '.join(unknown)} "
-                    f"(declared: {known})"
-                )
-        return data
-
     def clean_business_key(self) -> str | None:
-        key = self.cleaned_data["business_key"] or None
-        try:
-            return validation.text(
-                key, "business_key", max_length=BUSINESS_KEY_LENGTH, optional=True
-            )
-        except validation.InvalidInput as exc:
-            raise forms.ValidationError(exc.problems[0].message) from None
+        key: str | None = self.cleaned_data["business_key"] or None
+        return key  # checked by the stepper's gate, with the data's ids (declared_only)
 
 
 class SendEventForm(forms.Form):
-    name = forms.CharField(max_length=validation.EVENT_NAME_MAX_LENGTH, label="Event name")
-    data = JSONText(check=validation.chart_value, label="Event data (JSON, optional)")
+    name = GateText(max_length=validation.EVENT_NAME_MAX_LENGTH, label="Event name")
+    data = JSONText(label="Event data (JSON, optional)")
     idempotency_token = IdempotencyToken()
 
     EVENT_LIST_ID = "statecharts-events"
@@ -233,10 +220,7 @@ class SendEventForm(forms.Form):
             raise forms.ValidationError("give the event's name (e.g. order.paid)")
         if not name or any(c.isspace() for c in name):
             raise forms.ValidationError("an event name is one word, e.g. order.paid")
-        try:
-            return validation.event_name(name)  # control characters, reserved names
-        except validation.InvalidInput as exc:
-            raise forms.ValidationError(exc.problems[0].message) from None
+        return name  # control characters, reserved names: the stepper's gate
 
 
 # Said on the send form when an event's transitions list was cut short (the answer's work

@@ -23,7 +23,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from statecharts.conf import register_settings, statecharts_settings
-from statecharts.validation import InvalidInput
+from statecharts.exceptions import InvalidInput
 
 DEFAULTS: dict[str, Any] = {
     # Models ("app_label.model") whose objects the API and the command may name as subjects.

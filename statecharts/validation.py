@@ -29,8 +29,9 @@ The rules (docs/durable-executions.md, "Data from outside"):
   events (``RESERVED_EVENT_PREFIXES``: ``error`` and ``done`` by default, each with every name
   under it: ``error.execution``, ``done.state.s``).
 
-A refusal is an :class:`InvalidInput`: a ``ValueError`` (and a ``StatechartError``) whose
-``problems`` name each bad path (``data.items[2]``) and why. Nothing has been written then.
+A refusal is a :class:`statecharts.exceptions.InvalidInput` (importable from here too): a
+``ValueError`` (and a ``StatechartError``) whose ``problems`` name each bad path
+(``data.items[2]``) and why. Nothing has been written then.
 """
 
 from __future__ import annotations
@@ -40,14 +41,14 @@ import math
 import re
 import sys
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from django.core.checks import CheckMessage, Error
 
 from statecharts.conf import register_settings, statecharts_settings
-from statecharts.core.errors import StatechartError
+from statecharts.exceptions import InputProblem, InvalidInput
 
 TAG = "$sc"
 # The tags a value from outside may carry (each describes data; none carries code).
@@ -88,44 +89,8 @@ _LARGEST_NUMBER = int(sys.float_info.max)
 # ---- errors ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class InputProblem:
-    """One thing wrong with a value from outside: where (``data.items[2]``) and why."""
-
-    path: str
-    message: str
-
-    @property
-    def field(self) -> str:
-        """The top-level name the path starts with (``data`` for ``data.items[2]``)."""
-        return re.split(r"[.\[]", self.path, maxsplit=1)[0]
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.message}"
-
-
-class InvalidInput(StatechartError, ValueError):
-    """Data from outside was refused before anything was written.
-
-    A ``ValueError`` (what Python callers expect of a bad argument) and a ``StatechartError``
-    (what the doors already turn into a clear message). ``problems`` lists every problem found
-    (at most :data:`MAX_PROBLEMS`), each naming its path.
-    """
-
-    def __init__(self, problems: Sequence[InputProblem]) -> None:
-        self.problems = tuple(problems)
-        super().__init__("; ".join(str(problem) for problem in self.problems))
-
-    @classmethod
-    def at(cls, path: str, message: str) -> InvalidInput:
-        return cls([InputProblem(path, message)])
-
-    def by_field(self) -> dict[str, list[str]]:
-        """The problems grouped by top-level field, as a form or an API answer lists them."""
-        fields: dict[str, list[str]] = {}
-        for problem in self.problems:
-            fields.setdefault(problem.field, []).append(str(problem))
-        return fields
+# ``InvalidInput`` and ``InputProblem`` live in ``statecharts.exceptions`` (beside the
+# ``StepRefused`` family, the one refusal table's rows); imported here, their old path.
 
 
 # ---- settings --------------------------------------------------------------------------------

@@ -1,10 +1,16 @@
-"""API errors beyond DRF's own: a conflict with the execution's state, a missing renderer."""
+"""API errors beyond DRF's own: a conflict with the execution's state, a missing renderer, and
+the API's column of the refusal table (``statecharts.refusals``): :func:`refused`."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.utils.translation import gettext_lazy as _
 from rest_framework import status
-from rest_framework.exceptions import APIException
+from rest_framework.exceptions import APIException, ValidationError
+
+from statecharts import refusals
+from statecharts.refusals import Refusal
 
 
 class Conflict(APIException):
@@ -27,10 +33,39 @@ class DiagramUnavailable(APIException):
     default_code = "diagram_unavailable"
 
 
-class IdempotencyKeyReused(APIException):
-    """The ``Idempotency-Key`` was used before for a request with other content (422): a key
-    names one request; nothing was applied."""
+class Refused(APIException):
+    """A refusal from the stepper, answered as the refusal table says (``statecharts.refusals``:
+    its ``api`` status; the body has ``detail`` and ``reason``, and ``status`` when the
+    execution's is known)."""
 
-    status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
-    default_detail = _("This Idempotency-Key was used for a different request.")
-    default_code = "idempotency_key_reused"
+    def __init__(self, refused: Refusal, **extra: Any) -> None:
+        self.status_code = refused.row.api
+        super().__init__({**refused.body(), **extra}, code=refused.reason)
+
+
+# Fields a request names otherwise than the stepper's request does (a header).
+API_NAMES = {"idempotency_key": "Idempotency-Key"}
+
+
+def refused(error: BaseException, *, status: str = "", **extra: Any) -> APIException | None:
+    """The API's answer to a refusal (None: not one the table names, let it through). Input
+    refused is a 400 by field (the request's names: ``API_NAMES``); the rest, the row's
+    status with the body DRF clients already read (403: ``detail`` and ``reasons``; 409 for a
+    business key: ``{"business_key": [...]}``; 422 for an Idempotency-Key reused)."""
+    refusal = refusals.refusal(error, status=status)
+    if refusal is None:
+        return None
+    reason = refusal.reason
+    if reason == "invalid_input":
+        fields: dict[str, list[str]] = {}
+        for problem in refusal.problems:
+            name = API_NAMES.get(problem.field, problem.field)
+            text = str(problem)
+            if name != problem.field:
+                text = name + text[len(problem.field) :]
+            fields.setdefault(name, []).append(text)
+        return ValidationError(fields)
+    if reason == "business_key_in_use":
+        conflict = Conflict({"business_key": [refusal.detail], "reason": reason})
+        return conflict
+    return Refused(refusal, **extra)

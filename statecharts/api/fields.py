@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from statecharts import validation
 from statecharts.inspection import json_safe
+from statecharts.stepper.requests import JSONText
 
 __all__ = ["InputJSONField", "JSONValueField", "json_safe"]
 
@@ -23,23 +22,13 @@ class JSONValueField(serializers.JSONField):
         return json_safe(super().to_representation(value))
 
 
-Check = Callable[[Any, str], Any]
-
-
 class InputJSONField(serializers.JSONField):
-    """A JSON value from a request, checked by ``statecharts.validation`` (``check(value,
-    field_name)``): from a JSON body as parsed, from a form field as JSON text read strictly
-    (deep nesting, ``NaN``: a 400, never a ``RecursionError``)."""
-
-    def __init__(self, *, check: Check, **kwargs: Any) -> None:
-        self.check = check
-        super().__init__(**kwargs)
+    """A JSON value from a request, handed to the stepper as it came: from a JSON body as
+    parsed, from a form field as :class:`~statecharts.stepper.JSONText` (the stepper's gate
+    reads it strictly and checks it: deep nesting, ``NaN``, a code-carrying tag is a 400
+    naming this field, never a ``RecursionError``)."""
 
     def to_internal_value(self, data: Any) -> Any:
-        where = self.field_name or "data"
-        try:
-            if self.binary or getattr(data, "is_json_string", False):
-                data = validation.parse_json(data, where)
-            return self.check(data, where)
-        except validation.InvalidInput as exc:
-            raise serializers.ValidationError([str(problem) for problem in exc.problems]) from None
+        if self.binary or getattr(data, "is_json_string", False):
+            return JSONText(data)
+        return data

@@ -10,16 +10,15 @@ from typing import Any
 
 from rest_framework import serializers
 
-from statecharts import validation
 from statecharts.api.filters import LARGEST_ID
-from statecharts.api.serializers import ChartReferenceField
+from statecharts.api.serializers import ChartReferenceField, StrictInput
 from statecharts.chart_migration import MigrationPlan, PlanError, Verdict, dry_run, migrate
 from statecharts.models import Chart, Execution
 
 MAX_EXECUTIONS = 500
 
 
-class MigrationRequestSerializer(serializers.Serializer[Any]):
+class MigrationRequestSerializer(StrictInput, serializers.Serializer[Any]):
     chart = ChartReferenceField(
         queryset=Chart.objects.all(),
         help_text="The target: a chart id, a chart name (its latest version) or NAME@VERSION.",
@@ -50,14 +49,6 @@ class MigrationRequestSerializer(serializers.Serializer[Any]):
         default=False,
         help_text="Say per execution whether it maps; change nothing.",
     )
-
-    def validate_renames(self, renames: dict[str, str]) -> dict[str, str]:
-        for old in renames:
-            try:
-                validation.text(old, "renames", max_length=200)
-            except validation.InvalidInput as exc:
-                raise serializers.ValidationError(str(exc.problems[0])) from None
-        return renames
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         try:

@@ -16,7 +16,7 @@ from drf_spectacular.utils import (
 )
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import APIException, ErrorDetail, NotFound, ValidationError
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
@@ -24,26 +24,22 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.serializers import BaseSerializer
 
-from statecharts import attribution, idempotency, stepper
+from statecharts import attribution, refusals, stepper
 from statecharts.api import filters, serializers
-from statecharts.api.availability import EventForbidden
-from statecharts.api.exceptions import Conflict, DiagramUnavailable, IdempotencyKeyReused
+from statecharts.api.exceptions import Conflict, DiagramUnavailable, Refused, refused
 from statecharts.api.migration import MigrationRequestSerializer
 from statecharts.api.migration import run as run_migration
 from statecharts.api.pagination import PageNumberPagination
 from statecharts.api.parsers import JSONParser
 from statecharts.api.permissions import CHANGE, VIEW, ModelPermissions
 from statecharts.api.renderers import SVGRenderer
-from statecharts.api.validators import refusal
-from statecharts.authorization import EventNotPermitted, NotPermitted
 from statecharts.core.errors import StatechartError
 from statecharts.core.model import Chart as CompiledChart
-from statecharts.exceptions import IdempotencyConflict, NeedsMigration, StepRefused
+from statecharts.exceptions import InvalidInput, NeedsMigration, StepRefused, printable
 from statecharts.inspection import history_entries, inspect
 from statecharts.models import Chart, Execution, ExecutionStatus
 from statecharts.models.charts import source_hash
 from statecharts.models.history import Disposition
-from statecharts.validation import InvalidInput
 
 ERRORS = {
     400: OpenApiResponse(description="Invalid input: the reasons, by field."),
@@ -122,6 +118,13 @@ class APIViewSet(viewsets.GenericViewSet):  # type: ignore[type-arg]
             action = (getattr(self, "action_map", None) or {}).get(method.lower(), action)
         return self.serializer_classes.get(action or "", self.serializer_class)
 
+    def handle_exception(self, exc: Exception) -> Response:
+        # An error's detail may quote the request (a field's name, a dict key): made
+        # printable before it is rendered (a lone surrogate cannot be UTF-8: never a 500).
+        if isinstance(exc, APIException):
+            exc.detail = _printable(exc.detail)
+        return super().handle_exception(exc)
+
     def finalize_response(self, request: Request, response: Any, *args: Any, **kwargs: Any) -> Any:
         # An error from a view that renders SVG (a 404, a 403, a 406 for an Accept it cannot
         # meet) is still a DRF error body: render it as JSON, not as a broken image.
@@ -131,6 +134,20 @@ class APIViewSet(viewsets.GenericViewSet):  # type: ignore[type-arg]
             request.accepted_renderer = JSONRenderer()
             request.accepted_media_type = JSONRenderer.media_type
         return super().finalize_response(request, response, *args, **kwargs)
+
+
+def _printable(detail: Any) -> Any:
+    """An error detail (strings, lists and dicts of them) with every string and key printable
+    (``statecharts.exceptions.printable``); DRF's ``ErrorDetail`` codes kept."""
+    if isinstance(detail, dict):
+        return {printable(str(key)): _printable(value) for key, value in detail.items()}
+    if isinstance(detail, list):
+        return [_printable(item) for item in detail]
+    if isinstance(detail, ErrorDetail):
+        return ErrorDetail(printable(str(detail)), code=detail.code)
+    if isinstance(detail, str):
+        return printable(detail)
+    return detail
 
 
 def _render_svg(
@@ -150,15 +167,19 @@ def _render_svg(
 
 def _caller(request: Request) -> tuple[dict[str, Any], str | None]:
     """The request's caller context (``statecharts.attribution``) and its Idempotency-Key
-    (``statecharts.idempotency``); a 400 naming the header when either is bad."""
+    (checked by the stepper's gate with the rest of the request); a 400 naming the header
+    when the caller context is bad."""
     try:
         context = attribution.from_request(request, attribution.Door.API)
-        key = idempotency.check_key(
-            request.headers.get(IDEMPOTENCY_KEY_HEADER), IDEMPOTENCY_KEY_HEADER
-        )
     except InvalidInput as exc:
-        raise refusal(exc) from None
-    return context, key
+        raise _refused(exc) from None
+    return context, request.headers.get(IDEMPOTENCY_KEY_HEADER)
+
+
+def _refused(error: BaseException, **extra: Any) -> Exception:
+    """The API's answer to a refusal (the refusal table's ``api`` column), or ``error``."""
+    answer = refused(error, **extra)
+    return error if answer is None else answer
 
 
 def _compiled(chart: Chart) -> CompiledChart:
@@ -346,25 +367,21 @@ class ExecutionViewSet(
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         attrs = serializer.validated_data
+        start = stepper.StartRequest(
+            chart=attrs["chart"],
+            data=attrs.get("data"),
+            business_key=attrs.get("business_key"),
+            metadata=attrs.get("metadata") or {},
+            caller_context=context,
+            idempotency_key=key,
+            subject=attrs.get("subject"),
+            user=request.user,
+            declared_only=True,
+        )
         try:
-            result = stepper.start_result(
-                attrs["chart"],
-                data=attrs.get("data"),
-                business_key=attrs.get("business_key"),
-                metadata=attrs.get("metadata") or {},
-                caller_context=context,
-                idempotency_key=key,
-                subject=attrs.get("subject"),
-                user=request.user,
-            )
-        except NotPermitted as exc:
-            raise EventForbidden(exc) from None
-        except stepper.BusinessKeyInUse as exc:
-            raise Conflict({"business_key": [str(exc)]}) from None
-        except IdempotencyConflict as exc:
-            raise IdempotencyKeyReused(str(exc)) from None
-        except InvalidInput as exc:  # the serializer checked it; the stepper checks again
-            raise refusal(exc) from None
+            result = stepper.submit(start)
+        except Exception as exc:  # the refusal table says what each refusal answers
+            raise _refused(exc) from None
         execution = result.execution
         body = serializers.ExecutionDetailSerializer(
             execution, context=self.get_serializer_context()
@@ -398,21 +415,15 @@ class ExecutionViewSet(
         context, key = _caller(request)
         event = serializers.EventSerializer(data=request.data)
         event.is_valid(raise_exception=True)
-        name, data = event.validated_data["name"], event.validated_data["data"]
-        try:
-            return self._step(
-                request,
-                lambda: stepper.send(
-                    execution,
-                    name,
-                    data,
-                    user=request.user,
-                    caller_context=context,
-                    idempotency_key=key,
-                ),
-            )
-        except EventNotPermitted as exc:
-            raise EventForbidden(exc) from None
+        send = stepper.EventRequest(
+            execution=execution,
+            name=event.validated_data["name"],
+            data=event.validated_data["data"],
+            user=request.user,
+            caller_context=context,
+            idempotency_key=key,
+        )
+        return self._step(request, send)
 
     @extend_schema(
         summary="Cancel an execution (its onexit handlers run)",
@@ -431,15 +442,10 @@ class ExecutionViewSet(
     def cancel(self, request: Request, pk: str | None = None) -> Response:
         execution = self.get_object()
         context, key = _caller(request)
-        try:
-            return self._step(
-                request,
-                lambda: stepper.cancel(
-                    execution, caller_context=context, idempotency_key=key, user=request.user
-                ),
-            )
-        except NotPermitted as exc:
-            raise EventForbidden(exc) from None
+        cancel = stepper.CancelRequest(
+            execution=execution, caller_context=context, idempotency_key=key, user=request.user
+        )
+        return self._step(request, cancel)
 
     @extend_schema(
         summary="Migrate executions to another version of their chart (or a dry run)",
@@ -476,22 +482,20 @@ class ExecutionViewSet(
         svg = _render_svg(_compiled(execution.chart), view.active_states, view.invoking_states)
         return Response(svg, content_type=SVGRenderer.media_type)
 
-    def _step(self, request: Request, step: Callable[[], stepper.StepResult]) -> Response:
+    def _step(self, request: Request, step: stepper.Request) -> Response:
         try:
-            result = step()
-        except InvalidInput as exc:
-            raise refusal(exc) from None
-        except IdempotencyConflict as exc:
-            raise IdempotencyKeyReused(str(exc)) from None
-        except NeedsMigration as exc:
-            refused = {"detail": str(exc), "disposition": Disposition.REFUSED}
-            raise Conflict({**refused, "status": ExecutionStatus.NEEDS_MIGRATION}) from None
-        except StepRefused as exc:  # halted, needs repair: recorded as refused, never a 500
-            now = Execution.objects.filter(pk=self.kwargs.get("pk")).values_list("status")
-            refused = {"detail": str(exc), "disposition": Disposition.REFUSED}
-            raise Conflict({**refused, "status": next(iter(now), ("",))[0]}) from None
+            result = stepper.submit(step)
+        except StepRefused as exc:  # recorded as refused, never a 500; the status it has now
+            if isinstance(exc, NeedsMigration):
+                now = ExecutionStatus.NEEDS_MIGRATION
+            else:
+                rows = Execution.objects.filter(pk=self.kwargs.get("pk")).values_list("status")
+                now = next(iter(rows), ("",))[0]
+            raise _refused(exc, status=now, disposition=Disposition.REFUSED) from None
         except Execution.DoesNotExist:  # deleted since get_object()
             raise NotFound() from None
+        except Exception as exc:  # the refusal table says what each refusal answers
+            raise _refused(exc) from None
         execution = result.execution
         if result.repeated and result.disposition == Disposition.REFUSED:
             # A replay answers as the first request was answered: a refusal, again.
@@ -504,14 +508,12 @@ class ExecutionViewSet(
                 }
             )
         if result.disposition == Disposition.DISCARDED:
-            raise Conflict(
-                {
-                    "detail": f"execution {execution.pk} is {execution.status}: "
-                    f"the input was discarded (history entry {result.entry.seq}).",
-                    "disposition": result.disposition,
-                    "status": execution.status,
-                }
+            finished = refusals.discarded(
+                f"execution {execution.pk} is {execution.status}: "
+                f"the input was discarded (history entry {result.entry.seq}).",
+                execution.status,
             )
+            raise Refused(finished, disposition=result.disposition)
         body = serializers.StepResultSerializer(
             {
                 "execution": execution.pk,

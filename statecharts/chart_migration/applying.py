@@ -41,13 +41,14 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils.module_loading import import_string
 
-from statecharts import stepper
+from statecharts import stepper, validation
 from statecharts.chart_migration.mapping import Mapped, Unmappable, map_state
 from statecharts.conf import statecharts_settings
 from statecharts.core.datamodel import check_tagged
 from statecharts.core.model import Chart as CompiledChart
 from statecharts.core.position import ChartIdentity, PositionError, decode, encode
 from statecharts.core.state import State
+from statecharts.exceptions import InvalidInput
 from statecharts.models import Chart, Execution, HistoryEntry
 from statecharts.models.charts import ChartOrigin
 from statecharts.models.history import Disposition
@@ -166,6 +167,10 @@ class MigrationPlan:
         for old_id, new_id in renames.items():
             if not isinstance(old_id, str) or not isinstance(new_id, str) or not old_id:
                 raise PlanError(f"a rename maps a state id to a state id, not {old_id!r}")
+            try:  # (recorded with the migration's history entry: it must be text a row holds)
+                validation.text(old_id, "renames", max_length=200)
+            except InvalidInput as exc:
+                raise PlanError(str(exc.problems[0])) from None
             if new_id not in compiled.ids:
                 raise PlanError(
                     f"{old_id!r} is renamed to {new_id!r}, which {target} does not have"

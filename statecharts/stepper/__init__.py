@@ -7,6 +7,8 @@ the core's public names)::
     start(chart, *, data, business_key, metadata, session_id, now, caller_context,
           idempotency_key, subject, tracing, user)              # -> Execution
     start_result(chart, ...)                                    # the same -> StepResult
+    submit(request)                                             # a request -> StepResult
+    start_internal(request, *, io_processors, parent, invokeid, invoke_ordinal, outbox)
     trace(execution, on=True)                                   # keep its trace effects
     send(execution, name, data=None, *, now, caller_context, idempotency_key, user, **fields)
     cancel(execution, *, now, caller_context, reason, idempotency_key, user)
@@ -29,10 +31,16 @@ the core's public names)::
     registered_types()                                          # this step's snapshot
 
 ``StepResult`` (execution, history entry, effects, instructions), ``StepContext`` (what a
-performer gets), ``Input``, ``NoPerformer`` and the refusals (``StepRefused``,
-``NeedsMigration``, ``BusinessKeyInUse``) come with it.
+performer gets), ``Input``, ``NoPerformer``, the requests (``StartRequest``,
+``EventRequest``, ``CancelRequest``, ``AnswerRequest``, ``JSONText``: ``requests``) and the
+refusals (``InvalidInput``, ``StepRefused``, ``NeedsMigration``, ``BusinessKeyInUse``; what
+each door answers for each: ``statecharts.refusals``) come with it.
 
-Concerns, one module each: ``transaction`` (one step, one transaction), ``performing``
+``start``, ``start_result``, ``send`` and ``cancel`` build a request and submit it; what
+comes from outside is checked in one place, the ``gate``, before anything is written.
+
+Concerns, one module each: ``requests`` and ``gate`` (what outside data asks, checked
+once), ``transaction`` (one step, one transaction), ``performing``
 (instructions and their performers), ``delivery`` (the outbox, exactly once), ``sweeper``
 (django-q2 glue for crash leftovers), ``sql`` (the hand-compiled statements of the hot path).
 The compiled-chart cache is ``statecharts.runtime`` (models use it too).
@@ -49,11 +57,17 @@ from typing import Any
 
 from django.db import transaction as db_transaction  # (`transaction` is a submodule here)
 
-from statecharts import attribution, authorization, idempotency, subjects, validation
-from statecharts.core.events import EXTERNAL, Event
+from statecharts.core.events import Event
 from statecharts.drivers.durable import CANCELLED_BY_PARENT, EVENT, Input
-from statecharts.exceptions import IdempotencyConflict, NeedsMigration, StepRefused
+from statecharts.exceptions import (
+    BusinessKeyInUse,
+    IdempotencyConflict,
+    InvalidInput,
+    NeedsMigration,
+    StepRefused,
+)
 from statecharts.models import Chart, Execution
+from statecharts.stepper import gate
 from statecharts.stepper.delivery import (
     MessageHandler,
     deliver,
@@ -67,7 +81,6 @@ from statecharts.stepper.performing import (
     NoPerformer,
     Performer,
     StepContext,
-    check_start,
     register_input_guard,
     register_invoke_types,
     register_performer,
@@ -77,10 +90,17 @@ from statecharts.stepper.performing import (
     register_start_check,
     registered_types,
 )
+from statecharts.stepper.requests import (
+    AnswerRequest,
+    CancelRequest,
+    EventRequest,
+    JSONText,
+    Request,
+    StartRequest,
+)
 from statecharts.stepper.sql import batched_writes, database
 from statecharts.stepper.sweeper import ensure_every_minute, ensure_scheduled
 from statecharts.stepper.transaction import (
-    BusinessKeyInUse,
     StepResult,
     feed_step,
     lock,
@@ -89,10 +109,6 @@ from statecharts.stepper.transaction import (
     start_step,
     step_locked,
 )
-
-# The columns the start writes text into.
-_BUSINESS_KEY = Execution._meta.get_field("business_key").max_length or 0
-assert Execution._meta.get_field("session_id").max_length == validation.SESSION_ID_MAX_LENGTH
 
 
 def start(
@@ -104,20 +120,15 @@ def start(
     session_id: str | None = None,
     now: datetime | None = None,
     caller_context: dict[str, Any] | None = None,
-    io_processors: dict[str, str] | None = None,
-    parent: Execution | None = None,
-    invokeid: str | None = None,
-    invoke_ordinal: int | None = None,
-    outbox: list[int] | None = None,
     subject: Any = None,
     idempotency_key: str | None = None,
     tracing: bool = False,
     user: Any = None,
 ) -> Execution:
     """Create an execution of ``chart`` and run it to its first stable configuration (one
-    transaction), then deliver what it sent to other executions. ``tracing`` keeps the
-    core's trace effects of its steps in its history (see ``trace``). (``parent``, ``invokeid``
-    and ``invoke_ordinal`` are for the invocations app starting an ``<invoke>``'s child.)
+    transaction), then deliver what it sent to other executions: a :class:`StartRequest`
+    built from the keywords, given to :func:`submit`. ``tracing`` keeps the core's trace
+    effects of its steps in its history (see ``trace``).
 
     ``caller_context``: opaque JSON saying who or what started it (``statecharts.attribution``),
     stored with the start's history entry and carried on what the step schedules and sends.
@@ -126,15 +137,11 @@ def start(
     execution the first one started (the same key with other data raises
     ``IdempotencyConflict``). :func:`start_result` says which it was.
 
-    Everything given here from outside is checked first (``statecharts.validation``): an
-    :class:`~statecharts.validation.InvalidInput` (a ``ValueError``) names the bad path, and
-    nothing is written. (A child's params, from its parent's own datamodel, are the
-    platform's, and keep their tags.) A ``session_id`` given here is 1 to 64 letters,
-    digits, ``_`` and ``-`` (``validation.SESSION_ID_ALPHABET``); without one, a uuid4 hex
-    is minted.
-
-    With ``outbox``, the ids of what it sent are appended there instead, for the caller to
-    ``deliver`` when it is ready (e.g. after its own bookkeeping).
+    Everything given here from outside is checked first, by the stepper's gate
+    (``statecharts.stepper.gate``, the rules of ``statecharts.validation``): an
+    :class:`~statecharts.exceptions.InvalidInput` (a ``ValueError``) names the bad path, and
+    nothing is written. A ``session_id`` given here is 1 to 64 letters, digits, ``_`` and
+    ``-`` (``validation.SESSION_ID_ALPHABET``); without one, a uuid4 hex is minted.
 
     ``subject``: the model instance the execution is about (``Execution.subject``; a saved
     object, checked by ``statecharts.subjects``).
@@ -151,11 +158,6 @@ def start(
         session_id=session_id,
         now=now,
         caller_context=caller_context,
-        io_processors=io_processors,
-        parent=parent,
-        invokeid=invokeid,
-        invoke_ordinal=invoke_ordinal,
-        outbox=outbox,
         subject=subject,
         idempotency_key=idempotency_key,
         tracing=tracing,
@@ -172,11 +174,6 @@ def start_result(
     session_id: str | None = None,
     now: datetime | None = None,
     caller_context: dict[str, Any] | None = None,
-    io_processors: dict[str, str] | None = None,
-    parent: Execution | None = None,
-    invokeid: str | None = None,
-    invoke_ordinal: int | None = None,
-    outbox: list[int] | None = None,
     subject: Any = None,
     idempotency_key: str | None = None,
     tracing: bool = False,
@@ -185,39 +182,91 @@ def start_result(
     """:func:`start`, returning the step's result: the execution, its first history entry,
     and ``repeated`` when the idempotency key repeated an earlier start's (nothing was
     started; ``execution`` is the one the earlier start created)."""
-    if subject is not None:
-        subjects.check_subject(subject)
-    if parent is None:
-        validation.start_data(data)
-    validation.text(business_key, "business_key", max_length=_BUSINESS_KEY, optional=True)
-    if session_id is not None:
-        validation.session_id(session_id)
-    validation.json_object(metadata, "metadata")
-    validation.json_object(caller_context, "caller_context")
-    idempotency.check_key(idempotency_key)
-    check_start(chart, metadata)  # the apps' own checks (e.g. the routes app's overrides)
-    starter = None
-    if user is not None:
-        starter = authorization.require_start(user, chart, data, subject).record()
-        caller_context = attribution.with_user(caller_context, user)
-    deliver_now = outbox is None
-    outbox = [] if outbox is None else outbox
-    result = start_step(
-        chart,
-        outbox,
+    request = StartRequest(
+        chart=chart,
         data=data,
         business_key=business_key,
         metadata=metadata,
         session_id=session_id,
-        now=now,
+        subject=subject,
         caller_context=caller_context,
+        idempotency_key=idempotency_key,
+        user=user,
+        now=now,
+        tracing=tracing,
+    )
+    return _start(request)
+
+
+def submit(request: Request) -> StepResult:
+    """Apply one request from outside (``statecharts.stepper.requests``): the gate checks it
+    (``InvalidInput``, nothing written), asks whether its user may (``NotPermitted``) and
+    records who; then one step, in one transaction, and what it sent is delivered. What the
+    execution refuses raises one of the ``StepRefused`` family (``statecharts.refusals``)."""
+    if isinstance(request, EventRequest):
+        return _send(request)
+    if isinstance(request, StartRequest):
+        return _start(request)
+    if isinstance(request, CancelRequest):
+        return _cancel(request)
+    if isinstance(request, AnswerRequest):
+        return _answer(request)
+    raise TypeError(f"not a request: {request!r}")
+
+
+def start_internal(
+    request: StartRequest,
+    *,
+    io_processors: dict[str, str] | None = None,
+    parent: Execution | None = None,
+    invokeid: str | None = None,
+    invoke_ordinal: int | None = None,
+    outbox: list[int] | None = None,
+) -> StepResult:
+    """The platform's own start (not a public API): :func:`submit` of a start with what only
+    the apps give. ``io_processors``: the execution's ``_ioprocessors`` entries (the routes
+    app's Basic HTTP address); ``parent``, ``invokeid`` and ``invoke_ordinal`` start an
+    ``<invoke>``'s child (the invocations app; its params, from the parent's own datamodel,
+    are the platform's and keep their tags). With ``outbox``, the ids of what it sent are
+    appended there instead, for the caller to ``deliver`` when it is ready."""
+    return _start(
+        request,
         io_processors=io_processors,
         parent=parent,
         invokeid=invokeid,
         invoke_ordinal=invoke_ordinal,
-        subject=subject,
-        idempotency_key=idempotency_key,
-        tracing=tracing,
+        outbox=outbox,
+    )
+
+
+def _start(
+    request: StartRequest,
+    *,
+    io_processors: dict[str, str] | None = None,
+    parent: Execution | None = None,
+    invokeid: str | None = None,
+    invoke_ordinal: int | None = None,
+    outbox: list[int] | None = None,
+) -> StepResult:
+    checked, starter = gate.start(request, trusted_data=parent is not None)
+    deliver_now = outbox is None
+    outbox = [] if outbox is None else outbox
+    result = start_step(
+        checked.chart,
+        outbox,
+        data=checked.data,
+        business_key=checked.business_key,
+        metadata=checked.metadata,
+        session_id=checked.session_id,
+        now=checked.now,
+        caller_context=checked.caller_context,
+        io_processors=io_processors,
+        parent=parent,
+        invokeid=invokeid,
+        invoke_ordinal=invoke_ordinal,
+        subject=checked.subject,
+        idempotency_key=checked.idempotency_key,
+        tracing=checked.tracing,
         sender=starter,
     )
     if deliver_now:
@@ -269,30 +318,30 @@ def send(
     records who sent it. Without it the caller is trusted code and nothing is checked. The
     user is recorded in the caller context too (``"user"``), unless it already names one.
     """
-    validation.event_name(name)
-    validation.chart_value(data)
-    validation.event_fields(fields)
-    validation.json_object(caller_context, "caller_context")
-    idempotency.check_key(idempotency_key)
-    caller_context = attribution.with_user(caller_context, user)
-    sender = None
-    if user is not None:
-        sender = authorization.require(user, _with_chart(execution), name, data).record()
-    event = Event(name, EXTERNAL, data, **fields)
-    return feed(
-        execution,
-        Input(EVENT, event=event, sender=sender),
-        now=now,
-        caller_context=caller_context,
-        idempotency_key=idempotency_key,
+    return _send(
+        EventRequest(
+            execution=execution,
+            name=name,
+            data=data,
+            fields=fields,
+            caller_context=caller_context,
+            idempotency_key=idempotency_key,
+            user=user,
+            now=now,
+        )
     )
 
 
-def _with_chart(execution: Execution | int) -> Execution:
-    """The execution a permission check reads (before the step's lock), its chart loaded."""
-    if isinstance(execution, Execution):
-        return execution
-    return Execution.objects.select_related("chart").get(pk=execution)
+def _send(request: EventRequest) -> StepResult:
+    event, context, sender = gate.event(request)
+    return feed(
+        request.execution,
+        Input(EVENT, event=event, sender=sender),
+        now=request.now,
+        caller_context=context,
+        idempotency_key=request.idempotency_key,
+        cause=request.cause,
+    )
 
 
 def cancel(
@@ -315,18 +364,26 @@ def cancel(
     ``CancelNotPermitted``, a ``PermissionDenied``, and nothing is written) and the history
     records who cancelled it. Without it the caller is trusted code and nothing is checked
     (the check reads the execution before the step's lock, as a send's does)."""
-    validation.json_object(caller_context, "caller_context")
-    idempotency.check_key(idempotency_key)
-    canceller = None
-    if user is not None:
-        canceller = authorization.require_cancel(user, _with_chart(execution), reason).record()
-        caller_context = attribution.with_user(caller_context, user)
+    return _cancel(
+        CancelRequest(
+            execution=execution,
+            reason=reason,
+            caller_context=caller_context,
+            idempotency_key=idempotency_key,
+            user=user,
+            now=now,
+        )
+    )
+
+
+def _cancel(request: CancelRequest) -> StepResult:
+    context, canceller = gate.cancel(request)
     return feed(
-        execution,
-        Input.cancel(reason, sender=canceller),
-        now=now,
-        caller_context=caller_context,
-        idempotency_key=idempotency_key,
+        request.execution,
+        Input.cancel(request.reason, sender=canceller),
+        now=request.now,
+        caller_context=context,
+        idempotency_key=request.idempotency_key,
     )
 
 
@@ -386,16 +443,34 @@ def answer(
     )
 
 
+def _answer(request: AnswerRequest) -> StepResult:
+    return answer(
+        request.execution,
+        gate.answer(request),
+        key=request.key,
+        cause=request.cause,
+        caller_context=request.caller_context,
+        now=request.now,
+    )
+
+
 __all__ = [
     "CANCELLED_BY_PARENT",
+    "AnswerRequest",
     "BusinessKeyInUse",
+    "CancelRequest",
     "EffectContext",
+    "EventRequest",
     "IdempotencyConflict",
     "Input",
+    "InvalidInput",
+    "JSONText",
     "MessageHandler",
     "NeedsMigration",
     "NoPerformer",
     "Performer",
+    "Request",
+    "StartRequest",
     "StepContext",
     "StepRefused",
     "StepResult",
@@ -423,8 +498,10 @@ __all__ = [
     "retry_message",
     "send",
     "start",
+    "start_internal",
     "start_result",
     "step_locked",
+    "submit",
     "this_call",
     "trace",
 ]

@@ -66,6 +66,7 @@ from statecharts.core.position import (
 from statecharts.core.state import State
 from statecharts.drivers.durable import CANCEL, START, Advance, Input, advance, status_of
 from statecharts.exceptions import (
+    BusinessKeyInUse,
     Halted,
     IdempotencyConflict,
     NeedsMigration,
@@ -105,10 +106,6 @@ fault_hook: Callable[[str], None] | None = None
 def phase(name: str) -> None:
     if fault_hook is not None:
         fault_hook(name)
-
-
-class BusinessKeyInUse(StepRefused):
-    """Another execution of this chart already has this business key."""
 
 
 @dataclass(frozen=True, slots=True)

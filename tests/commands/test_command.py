@@ -253,8 +253,8 @@ def test_start_refuses_a_business_key_in_use(chart: Chart) -> None:
 
 def test_start_refuses_bad_json(chart: Chart) -> None:
     assert fails("start", "light", "--data", "{level: 7}").startswith("--data is not valid JSON:")
-    assert fails("start", "light", "--data", "[7]") == (
-        "--data must be a JSON object, not list: [7]"
+    assert fails("start", "light", "--data", "[7]") == (  # (the stepper's gate's words)
+        "--data is refused: data: must be a JSON object of data ids to initial values"
     )
     assert not Execution.objects.exists()
 

@@ -1,6 +1,11 @@
-"""Hostile input through every door: the API, the admin's forms, ``manage.py statechart`` and
-the Python API each answer with a clear error (400, a form error, one-line CommandError, an
-InvalidInput naming the path), never a 500 or a traceback, and nothing is written."""
+"""Hostile input through every door: the API, the admin's forms, ``manage.py statechart``, the
+Basic HTTP inbound view and the Python API each answer with a clear error (400, a form error,
+one-line CommandError, an InvalidInput naming the path), never a 500 or a traceback, and
+nothing is written.
+
+The door table (the end of this file) lists every door and runs one table of bad inputs and
+one table of refusals through each, checking each answer against the refusal table
+(``statecharts.refusals``): the same reason at every door, the status of its column."""
 
 from __future__ import annotations
 
@@ -352,3 +357,509 @@ def test_chart_bytes_that_are_not_utf8_are_a_chart_error_with_line_and_column() 
     assert (problem.line, problem.column) == (2, 17)
     assert "byte 0xE9 is not valid UTF-8" in problem.message
     assert not Chart.objects.exists()
+
+
+# ---- the door table ---------------------------------------------------------------------------
+#
+# Every door data from outside comes in through, listed: each bad input and each refusal is run
+# through every door that takes it, and each door answers it as the refusal table says
+# (statecharts.refusals): the same reason, the status of its column, never a 500, and nothing
+# applied. A door that is not listed here fails test_every_door_is_listed.
+
+# Doors that feed an event into an execution (each runs every bad event input and refusal).
+EVENT_DOORS = ("api", "admin", "command", "inbound", "python")
+# Doors that start an execution (each runs every bad start input).
+START_DOORS = ("api", "admin", "command", "python")
+
+# The API's writes: (URL name, method) -> what it is.
+API_WRITES = {
+    ("execution-list", "post"): "start: START_DOORS['api']",
+    ("execution-send", "post"): "event: EVENT_DOORS['api']",
+    ("execution-cancel", "post"): "cancel: a CancelRequest through the gate (no body)",
+    ("execution-migrate", "post"): "chart migration: no data into an execution "
+    "(test_an_api_error_never_echoes_what_it_cannot_print, test_unknown_fields_are_a_400)",
+    ("chart-list", "post"): "chart load: a document, checked by the core "
+    "(test_a_chart_named_longer_than_its_column_is_refused_at_every_door)",
+}
+# The admin's own views and actions of the project's models.
+ADMIN_VIEWS = {
+    "statecharts_chart_start": "start: START_DOORS['admin']",
+    "statecharts_execution_send": "event: EVENT_DOORS['admin']",
+    "statecharts_execution_cancel": "cancel: a CancelRequest through the gate",
+}
+ADMIN_ACTIONS = {
+    "statecharts.Execution": {"cancel_selected", "migrate_selected", "erase_selected",
+                              "trace_selected", "untrace_selected"},
+    "statecharts.OutboxMessage": {"retry_selected"},
+    "timers.Timer": {"retry_selected"},
+}  # (a selection of rows: no data from outside; cancel_selected submits CancelRequests)
+COMMANDS = {
+    "statechart start": "start: START_DOORS['command']",
+    "statechart send": "event: EVENT_DOORS['command']",
+    "statechart cancel": "cancel: a CancelRequest through the gate",
+    "statechart import": "a document: statecharts.transfer (tests/versions/test_transfer_door.py)",
+    **{
+        f"statechart {name}": "no data into an execution"
+        for name in ["deliver", "diagram", "erase", "export", "health", "load", "migrate",
+                     "prune", "reencrypt", "replay", "show", "validate"]
+    },
+    "fire_timers": "no data from outside",
+    "prune_timers": "no data from outside",
+    "setup_timers": "no data from outside",
+}
+INBOUND_VIEWS = {"basichttp-inbound": "event: EVENT_DOORS['inbound']"}
+
+
+def _patterns(patterns: Any) -> Any:
+    from django.urls import URLResolver
+
+    for pattern in patterns:
+        if isinstance(pattern, URLResolver):
+            yield from _patterns(pattern.url_patterns)
+        else:
+            yield pattern
+
+
+def test_every_door_is_listed() -> None:
+    import argparse
+
+    from django.contrib import admin as django_admin
+    from django.core.management import get_commands
+
+    import routes.inbound
+    from statecharts.api import urls as api_urls
+    from statecharts.management.commands.statechart import Command
+
+    writes = set()
+    for pattern in _patterns(api_urls.urlpatterns):
+        for method in getattr(pattern.callback, "actions", None) or {}:
+            if method in ("post", "put", "patch", "delete"):
+                writes.add((pattern.name, method))
+    assert writes == set(API_WRITES), "a new API write: list it in API_WRITES and its tables"
+    project = {"statecharts", "timers", "routes", "invocations"}
+    standard = ("_changelist", "_add", "_history", "_delete", "_change")
+    views, actions = set(), {}
+    for model, model_admin in django_admin.site._registry.items():
+        if model._meta.app_label not in project:
+            continue
+        views |= {
+            url.name for url in model_admin.get_urls()
+            if url.name and not url.name.endswith(standard)
+        }  # fmt: skip
+        if model_admin.actions:
+            actions[model._meta.label] = {getattr(a, "__name__", a) for a in model_admin.actions}
+    assert views == set(ADMIN_VIEWS), "a new admin view: list it in ADMIN_VIEWS"
+    assert actions == ADMIN_ACTIONS, "a new admin action: list it in ADMIN_ACTIONS"
+    parser = Command().create_parser("manage.py", "statechart")
+    [subcommands] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    commands = {f"statechart {name}" for name in subcommands.choices}
+    commands |= {name for name, app in get_commands().items() if app in project - {"statecharts"}}
+    assert commands == set(COMMANDS), "a new command: list it in COMMANDS"
+    inbound = {p.name for p in _patterns(routes.inbound.urlpatterns) if p.name}
+    assert inbound == set(INBOUND_VIEWS)
+
+
+# A bad input: the event (name, data) each door is given, the words the gate refuses it with,
+# and the doors it does not apply to (and why).
+BAD_EVENTS = {
+    "reserved name": ("error.execution", None, "reserved for the platform's own events"),
+    "reserved prefix": ("done.state.review", None, "reserved for the platform's own events"),
+    "NUL in the name": ("no\x00te", None, "NUL character"),
+    "lone surrogate": ("note", {"t": "\ud800"}, "lone UTF-16 surrogate"),
+    "deep JSON": ("note", deep_value(100), "more than 64 levels"),
+    "tagged code": ("note", CODE, "the tag 'function' is not accepted here"),
+    "oversized": ("note", {"t": "x" * 3000}, "is larger than 2000 bytes"),
+}
+# (the inbound view reads the name itself first: its own words, the same reason and status)
+INBOUND_WORDS = {"NUL in the name": "is not an event name"}
+LIMITS = {"INPUT_MAX_BYTES": 2000}
+
+
+def _api_event(api: APIClient, execution: Execution, name: str, data: Any, **headers: Any) -> Any:
+    body = json.dumps({"name": name, "data": data}, ensure_ascii=True)  # (\ud800 as an escape)
+    return api.generic("POST", f"/api/executions/{execution.pk}/send/", body,
+                       content_type="application/json", headers=headers)
+
+
+def _inbound_event(client: Client, execution: Execution, name: str, data: Any,
+                   **headers: Any) -> Any:
+    from urllib.parse import quote
+
+    import routes.inbound
+
+    address = routes.inbound.location("/scxml/basichttp/", execution.session_id)
+    query = f"?_scxmleventname={quote(name, safe='')}"
+    body = json.dumps(data, ensure_ascii=True) if data is not None else ""
+    with override_urls("tests.routes.urls"):
+        return Client().post(address + query, body, content_type="application/json",
+                             headers=headers)
+
+
+def override_urls(urlconf: str) -> Any:
+    from django.test import override_settings
+
+    return override_settings(ROOT_URLCONF=urlconf)
+
+
+class DoorAnswer:
+    """What one door answered: the refusal's reason, its HTTP status (None for a door that
+    has none) and its words."""
+
+    def __init__(self, reason: str, status: int | None, words: str) -> None:
+        self.reason, self.status, self.words = reason, status, words
+
+    def __repr__(self) -> str:
+        return f"DoorAnswer({self.reason!r}, {self.status!r}, {self.words[:200]!r})"
+
+
+def _http(response: Any) -> DoorAnswer:
+    assert response.status_code < 500, response.content[:500]
+    body = response.json()
+    words = json.dumps(body, ensure_ascii=False)
+    if response.status_code == 400:
+        return DoorAnswer(body.get("reason", "invalid_input"), 400, words)
+    return DoorAnswer(body.get("reason", ""), response.status_code, words)
+
+
+def _refusal_of(error: BaseException) -> DoorAnswer:
+    from statecharts import refusals
+
+    row = refusals.row_of(error)
+    assert row is not None, error
+    return DoorAnswer(row.reason, None, str(error))
+
+
+def send_through(door: str, execution: Execution, name: str, data: Any, *, user: Any = None,
+                 key: str | None = None) -> DoorAnswer:
+    """One event through one door, as the door's own client gives it."""
+    user = user or User.objects.get(username="root")
+    if door == "api":
+        api = APIClient()
+        api.force_authenticate(user)
+        headers = {"Idempotency-Key": key} if key else {}
+        return _http(_api_event(api, execution, name, data, **headers))
+    if door == "inbound":
+        headers = {"Idempotency-Key": key} if key else {}
+        return _http(_inbound_event(Client(), execution, name, data, **headers))
+    if door == "admin":
+        client = Client()
+        client.force_login(user)
+        url = reverse("admin:statecharts_execution_send", args=[execution.pk])
+        body = {"name": name, "data": "" if data is None else json.dumps(data)}
+        if key:
+            body["idempotency_token"] = key
+        response = client.post(url, body, follow=True)
+        assert response.status_code == 200
+        words = admin_messages(response)
+        reason = _admin_reason(words)
+        return DoorAnswer(reason, None, words)
+    if door == "command":
+        args = ["send", str(execution.pk), name]
+        if data is not None:
+            args += ["--data", json.dumps(data)]
+        if key:
+            args += ["--idempotency-key", key]
+        if user.username != "root":
+            args += ["--as-user", user.username]
+        try:
+            output = run(*args)
+        except CommandError as exc:
+            message = str(exc)
+            assert "\n" not in message
+            return DoorAnswer(_admin_reason(message), None, message)
+        # A finished execution discards the input: recorded, said in a note, not an error.
+        assert "note: the input was not applied" in output, output
+        return DoorAnswer("finished", None, output)
+    assert door == "python"
+    try:
+        result = stepper.send(execution, name, data, idempotency_key=key,
+                              user=None if user.username == "root" else user)
+    except Exception as exc:
+        return _refusal_of(exc)
+    # A finished execution discards the input: a result saying so, not an exception.
+    assert result.disposition == "discarded", result
+    return DoorAnswer("finished", None, f"execution {result.execution.status}")
+
+
+def _admin_reason(words: str) -> str:
+    """The reason a door without a reason field (the admin, a command) words, found in the
+    table's order by what each refusal says."""
+    said = {
+        "not_permitted": ("Not sent:", "not permitted:"),
+        "idempotency_conflict": ("idempotency key",),
+        "halted": ("is halted",),
+        "needs_migration": ("needs migration",),
+        "needs_repair": ("needs repair",),
+        "finished": ("discarded",),
+    }
+    for reason, marks in said.items():
+        if any(mark in words for mark in marks):
+            return reason
+    return "invalid_input"
+
+
+@pytest.fixture
+def door_loan(settings: Any) -> Execution:
+    settings.STATECHARTS = {
+        **getattr(settings, "STATECHARTS", {}),
+        **LIMITS,
+        "EVENT_PERMISSIONS": {"loan": {"approve": "auth.approve_loan"}},
+    }
+    User.objects.create_superuser("root", password="pw")
+    import routes.inbound
+
+    chart = Chart.objects.load(LOAN)
+    return routes.inbound.start(chart, base_url="http://testserver/scxml/basichttp/")
+
+
+@pytest.mark.parametrize("case", sorted(BAD_EVENTS))
+@pytest.mark.parametrize("door", EVENT_DOORS)
+def test_every_event_door_refuses_each_bad_input_alike(
+    door: str, case: str, door_loan: Execution
+) -> None:
+    from statecharts import refusals
+
+    name, data, words = BAD_EVENTS[case]
+    answer = send_through(door, door_loan, name, data)
+    row = refusals.BY_REASON["invalid_input"]
+    assert answer.reason == "invalid_input", answer
+    if door in ("api", "inbound"):
+        assert answer.status == getattr(row, door if door == "inbound" else "api"), answer
+    expected = INBOUND_WORDS.get(case, words) if door == "inbound" else words
+    assert expected in answer.words, answer
+    door_loan.refresh_from_db()
+    assert (door_loan.steps, door_loan.status) == (1, "active")
+    assert approved(door_loan) is False
+
+
+def test_unknown_fields_are_refused_where_a_door_has_fields(door_loan: Execution) -> None:
+    api = APIClient()
+    api.force_authenticate(User.objects.get(username="root"))
+    sent = api.post(f"/api/executions/{door_loan.pk}/send/",
+                    {"name": "note", "dta": 1}, format="json")
+    assert sent.status_code == 400 and "dta" in sent.json()
+    started = api.post("/api/executions/", {"chart": door_loan.chart_id, "busines_key": "k"},
+                       format="json")
+    assert started.status_code == 400 and "busines_key" in started.json()
+    migrate = api.post("/api/executions/migrate/", {"chart": door_loan.chart_id, "dry": True},
+                       format="json")
+    assert migrate.status_code == 400 and "dry" in migrate.json()
+    # a browser's form post carries Django's CSRF token: not an unknown field
+    form = api.post(f"/api/executions/{door_loan.pk}/send/",
+                    {"name": "note", "csrfmiddlewaretoken": "x"})
+    assert form.status_code == 200, form.content
+    with pytest.raises(InvalidInput, match="colour: not an event field"):
+        stepper.send(door_loan, "note", colour="red")
+    assert Execution.objects.count() == 1
+
+
+def test_an_api_error_never_echoes_what_it_cannot_print(door_loan: Execution) -> None:
+    api = APIClient()
+    api.force_authenticate(User.objects.get(username="root"))
+    for renames in ['{"\\ud800": [1]}', '{"\\ud800": null}', '{"a\\ud800": "b"}']:
+        body = f'{{"chart": {door_loan.chart_id}, "renames": {renames}}}'
+        response = api.generic("POST", "/api/executions/migrate/", body,
+                               content_type="application/json")
+        assert response.status_code == 400, response.content
+        assert "\\ud800" in response.content.decode() or "surrogate" in response.content.decode()
+    odd = api.generic("POST", "/api/executions/", f'{{"chart": {door_loan.chart_id}, '
+                      '"\\ud800": 1}', content_type="application/json")
+    assert odd.status_code == 400 and "\\ud800" in odd.json()
+
+
+# A refusal: how to bring it about (given the execution), the words every door says, and the
+# door's own idempotency key for the conflict case.
+def _halt(execution: Execution) -> None:
+    Execution.objects.filter(pk=execution.pk).update(status="halted", failure_reason="budget")
+
+
+def _needs_migration(execution: Execution) -> None:
+    Execution.objects.filter(pk=execution.pk).update(status="needs_migration")
+
+
+def _needs_repair(execution: Execution) -> None:
+    Execution.objects.filter(pk=execution.pk).update(status="needs_repair")
+
+
+def _finish(execution: Execution) -> None:
+    stepper.send(execution, "note", 1)
+    Execution.objects.filter(pk=execution.pk).update(status="completed")
+
+
+REFUSALS = {
+    "halted": (_halt, "is halted"),
+    "needs_migration": (_needs_migration, "needs migration"),
+    "needs_repair": (_needs_repair, "needs repair"),
+    "finished": (_finish, "completed"),
+}
+
+
+@pytest.mark.parametrize("reason", sorted(REFUSALS))
+@pytest.mark.parametrize("door", EVENT_DOORS)
+def test_every_event_door_answers_each_refusal_as_the_table_says(
+    door: str, reason: str, door_loan: Execution
+) -> None:
+    from statecharts import refusals
+
+    bring_about, words = REFUSALS[reason]
+    bring_about(door_loan)
+    door_loan.refresh_from_db()
+    before = door_loan.status
+    answer = send_through(door, door_loan, "note", {"n": 1})
+    row = refusals.BY_REASON[reason]
+    assert answer.reason == reason, answer
+    if door in ("api", "inbound"):
+        assert answer.status == (row.inbound if door == "inbound" else row.api), answer
+    assert words in answer.words, answer
+    door_loan.refresh_from_db()
+    assert door_loan.status == before
+
+
+@pytest.mark.parametrize("door", EVENT_DOORS)
+def test_every_event_door_answers_a_reused_idempotency_key_as_the_table_says(
+    door: str, door_loan: Execution
+) -> None:
+    from statecharts import refusals
+
+    first = f"door-{door}-1"
+    _apply_through(door, door_loan, first)  # applied; the same key with other data conflicts
+    answer = send_through(door, door_loan, "note", {"n": 2}, key=first)
+    row = refusals.BY_REASON["idempotency_conflict"]
+    assert answer.reason == "idempotency_conflict", answer
+    if door in ("api", "inbound"):
+        assert answer.status == (row.inbound if door == "inbound" else row.api), answer
+    door_loan.refresh_from_db()
+    assert door_loan.steps == 2
+
+
+def _apply_through(door: str, execution: Execution, key: str) -> None:
+    root = User.objects.get(username="root")
+    if door == "api":
+        api = APIClient()
+        api.force_authenticate(root)
+        assert _api_event(api, execution, "note", {"n": 1}, **{"Idempotency-Key": key}
+                          ).status_code == 200
+    elif door == "inbound":
+        response = _inbound_event(Client(), execution, "note", {"n": 1},
+                                  **{"Idempotency-Key": key})
+        assert response.status_code == 204, response.content
+    elif door == "admin":
+        client = Client()
+        client.force_login(root)
+        url = reverse("admin:statecharts_execution_send", args=[execution.pk])
+        client.post(url, {"name": "note", "data": '{"n": 1}', "idempotency_token": key})
+    elif door == "command":
+        run("send", str(execution.pk), "note", "--data", '{"n": 1}', "--idempotency-key", key)
+    else:
+        stepper.send(execution, "note", {"n": 1}, idempotency_key=key)
+
+
+@pytest.mark.parametrize("door", EVENT_DOORS)
+def test_every_event_door_answers_a_protected_event_as_the_table_says(
+    door: str, door_loan: Execution
+) -> None:
+    from statecharts import refusals
+
+    clerk = User.objects.create_user("clerk", password="pw", is_staff=True)
+    from django.contrib.auth.models import Permission
+
+    clerk.user_permissions.add(*Permission.objects.filter(
+        content_type__app_label="statecharts",
+        codename__in=["view_execution", "change_execution", "view_chart"],
+    ))
+    clerk = User.objects.get(pk=clerk.pk)
+    answer = send_through(door, door_loan, "approve", None, user=clerk)
+    row = refusals.BY_REASON["not_permitted"]
+    assert answer.reason == "not_permitted", answer
+    if door in ("api", "inbound"):
+        assert answer.status == (row.inbound if door == "inbound" else row.api), answer
+    assert "approve" in answer.words, answer
+    door_loan.refresh_from_db()
+    assert door_loan.steps == 1
+
+
+# Bad start inputs: (data, business key, the words).
+BAD_STARTS = {
+    "tagged code": ({"note": CODE}, None, "the tag 'function' is not accepted here"),
+    "lone surrogate": ({"note": "\ud800"}, None, "lone UTF-16 surrogate"),
+    "deep JSON": ({"note": deep_value(100)}, None, "more than 64 levels"),
+    "oversized": ({"note": "x" * 3000}, None, "is larger than 2000 bytes"),
+    "NUL in the business key": (None, "k\x00", "NUL character"),
+    "surrogate in the business key": (None, "k\ud800", "lone UTF-16 surrogate"),
+}
+
+
+CANNOT_BE_SENT = {
+    ("admin", "surrogate in the business key"): "a form post is UTF-8 text: a lone surrogate "
+    "cannot be encoded in it (JSON's \\ud800 escape can: the 'lone surrogate' case)",
+}
+
+
+def start_through(door: str, chart: Chart, data: Any, key: str | None) -> DoorAnswer:
+    root = User.objects.get(username="root")
+    if door == "api":
+        api = APIClient()
+        api.force_authenticate(root)
+        body = json.dumps({"chart": chart.pk, "data": data, "business_key": key},
+                          ensure_ascii=True)
+        return _http(api.generic("POST", "/api/executions/", body,
+                                 content_type="application/json"))
+    if door == "admin":
+        client = Client()
+        client.force_login(root)
+        url = reverse("admin:statecharts_chart_start", args=[chart.pk])
+        body = {"data": "" if data is None else json.dumps(data), "business_key": key or ""}
+        response = client.post(url, body, follow=True)
+        assert response.status_code == 200
+        words = admin_messages(response)
+        return DoorAnswer(_admin_reason(words), None, words)
+    if door == "command":
+        args = ["start", str(chart.pk)]
+        if data is not None:
+            args += ["--data", json.dumps(data)]
+        if key is not None:
+            args += ["--key", key]
+        try:
+            run(*args)
+        except CommandError as exc:
+            return DoorAnswer(_admin_reason(str(exc)), None, str(exc))
+        raise AssertionError("the command started it")
+    try:
+        stepper.start(chart, data=data, business_key=key)
+    except Exception as exc:
+        return _refusal_of(exc)
+    raise AssertionError("stepper.start started it")
+
+
+@pytest.mark.parametrize("case", sorted(BAD_STARTS))
+@pytest.mark.parametrize("door", START_DOORS)
+def test_every_start_door_refuses_each_bad_input_alike(
+    door: str, case: str, door_loan: Execution
+) -> None:
+    data, key, words = BAD_STARTS[case]
+    if (door, case) in CANNOT_BE_SENT:
+        pytest.skip(CANNOT_BE_SENT[door, case])
+    answer = start_through(door, door_loan.chart, data, key)
+    assert answer.reason == "invalid_input", answer
+    if door == "api":
+        assert answer.status == 400
+    assert words in answer.words, answer
+    assert Execution.objects.count() == 1
+
+
+def test_the_refusals_live_beside_each_other_and_the_old_paths_still_import() -> None:
+    import statecharts.exceptions
+    import statecharts.stepper.transaction
+    import statecharts.validation
+
+    assert statecharts.validation.InvalidInput is statecharts.exceptions.InvalidInput
+    assert stepper.InvalidInput is statecharts.exceptions.InvalidInput
+    assert (statecharts.stepper.transaction.BusinessKeyInUse
+            is stepper.BusinessKeyInUse is statecharts.exceptions.BusinessKeyInUse)
+
+
+@pytest.mark.parametrize("internal", ["io_processors", "parent", "invokeid", "outbox"])
+def test_the_public_start_has_no_internal_keywords(chart: Chart, internal: str) -> None:
+    with pytest.raises(TypeError, match=internal):
+        stepper.start(chart, **{internal: None})
+    assert not Execution.objects.exists()

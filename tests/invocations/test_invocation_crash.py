@@ -99,7 +99,9 @@ def test_killed_while_starting_a_child_or_delivering_its_answer(
     spawn: Spawn, phase: str, occurrence: int
 ) -> None:
     # The parent's step commits; its process "dies" before delivering the child's start.
-    parent = stepper.start(Chart.objects.load(parent_of(QUICK_CHILD)), outbox=[])
+    parent = stepper.start_internal(
+        stepper.StartRequest(chart=Chart.objects.load(parent_of(QUICK_CHILD))), outbox=[]
+    ).execution
     assert kill_at(spawn, phase, occurrence, "__deliver_pending__")
 
     stepper.deliver_pending()  # the sweeper, after the crash

@@ -68,18 +68,18 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from statecharts import (
     attribution,
     health,
-    idempotency,
     lookups,
     reencryption,
+    refusals,
     retention,
     stepper,
     subjects,
     validation,
 )
-from statecharts.authorization import NotPermitted
 from statecharts.availability import Unavailable, as_json, available_events
 from statecharts.core import ChartError, Problem, StatechartError
 from statecharts.core.parse import decode_utf8, read_document
+from statecharts.exceptions import InvalidInput
 from statecharts.inspection import Unreadable, inspect, json_text
 from statecharts.lookups import version_key as version_key  # (re-exported)
 from statecharts.management import migrating, transferring
@@ -112,27 +112,23 @@ def find_chart(ref: str) -> Chart:
         raise CommandError(str(exc)) from None
 
 
-def parse_json(text: str | None, *, option: str = "--data", require_object: bool = False) -> Any:
-    """The JSON value ``text`` holds (None when the option was not given), read strictly and
-    checked as a value given to a chart (``statecharts.validation``): start data when
-    ``require_object``, event data otherwise. A refusal is one line naming the option."""
-    if text is None:
-        return None
-    try:
-        value = validation.parse_json(text, "data")
-    except validation.InvalidInput as exc:
-        reason = exc.problems[0].message
-        if reason.startswith("not valid JSON: "):
-            raise CommandError(f"{option} is not valid JSON: {reason[16:]}") from None
-        raise CommandError(f"{option} is refused: {reason}") from None
-    if require_object and not isinstance(value, dict):
-        shown = text if len(text) <= 80 else text[:80] + "..."
-        raise CommandError(f"{option} must be a JSON object, not {type(value).__name__}: {shown}")
-    check = validation.start_data if require_object else validation.chart_value
-    try:
-        return check(value, "data")
-    except validation.InvalidInput as exc:
-        raise refused(option, exc) from None
+def data_text(text: str | None) -> Any:
+    """``--data`` as the stepper's gate takes it (None when the option was not given): it
+    reads the text strictly and checks the value; a refusal is one line naming the option
+    (:func:`refused`)."""
+    return None if text is None else stepper.JSONText(text)
+
+
+# The options a request's fields come from, as a refusal names them.
+OPTIONS = {
+    "data": "--data",
+    "name": "EVENT",
+    "business_key": "--key",
+    "caller_context": "--caller-context",
+    "idempotency_key": "--idempotency-key",
+    "subject": "--subject",
+    "metadata": "--metadata",
+}
 
 
 def caller_options(options: dict[str, Any], *, user: Any = None) -> dict[str, Any]:
@@ -140,13 +136,9 @@ def caller_options(options: dict[str, Any], *, user: Any = None) -> dict[str, An
     ``CommandError`` naming the option when one is refused)."""
     try:
         context = attribution.for_command(options.get("caller_context"), user=user)
-    except validation.InvalidInput as exc:
+    except InvalidInput as exc:
         raise refused("--caller-context", exc) from None
-    try:
-        key = idempotency.check_key(options.get("idempotency_key"), "--idempotency-key")
-    except validation.InvalidInput as exc:
-        raise refused("--idempotency-key", exc) from None
-    return {"caller_context": context, "idempotency_key": key}
+    return {"caller_context": context, "idempotency_key": options.get("idempotency_key")}
 
 
 def add_caller_options(parser: argparse.ArgumentParser) -> None:
@@ -162,9 +154,27 @@ def add_caller_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def refused(option: str, error: validation.InvalidInput) -> CommandError:
+def refused(option: str, error: InvalidInput) -> CommandError:
     """One line: the option and every problem, each with its path."""
     return CommandError(f"{option} is refused: {'; '.join(map(str, error.problems))}")
+
+
+def step_refused(error: BaseException) -> CommandError:
+    """A refusal as a command answers it (``statecharts.refusals``): one line; input refused
+    names the option each problem came from (``OPTIONS``). Re-raises what no row names."""
+    refusal = refusals.refusal(error)
+    if refusal is None:
+        raise error
+    if refusal.problems:
+        first = refusal.problems[0]
+        option = OPTIONS.get(first.field, first.field)
+        if first.message.startswith("not valid JSON: "):
+            return CommandError(f"{option} is not valid JSON: {first.message[16:]}")
+        shown = "; ".join(str(problem) for problem in refusal.problems)
+        return CommandError(f"{option} is refused: {shown}")
+    if refusal.reason == "not_permitted":
+        return CommandError(f"not permitted: {refusal.detail}")
+    return CommandError(refusal.detail)
 
 
 def problem_lines(path: str, problems: Iterable[Problem], warnings: Iterable[Problem]) -> list[str]:
@@ -232,20 +242,17 @@ def load_chart(
 
 
 def event_name(value: str) -> str:
+    """EVENT as given (control characters, reserved names: the stepper's gate refuses)."""
     if not value or any(ch.isspace() for ch in value):
         raise CommandError(f"{value!r} is not an event name (it must be non-empty, no spaces)")
-    try:
-        return validation.event_name(value, "EVENT")  # control characters, reserved names
-    except validation.InvalidInput as exc:
-        reason = exc.problems[0].message
-        raise CommandError(f"{value[:80]!r} is not an event name to send: {reason}") from None
+    return value
 
 
 def chart_label(value: str, option: str, max_length: int) -> str:
     """A chart's --name or --version: it must fit its column."""
     try:
         validation.text(value, option, max_length=max_length)
-    except validation.InvalidInput as exc:
+    except InvalidInput as exc:
         raise CommandError(f"{option} {exc.problems[0].message}") from None
     return value
 
@@ -555,25 +562,24 @@ class Command(BaseCommand):
     # ---- executions ----
 
     def start(self, options: dict[str, Any]) -> None:
-        data = parse_json(options["data"], require_object=True)
+        data = data_text(options["data"])
         caller = caller_options(options)
         chart = find_chart(options["chart"])
         subject = None
         if options.get("subject"):
             try:
                 subject = subjects.resolve(*subjects.parse_reference(options["subject"]))
-            except validation.InvalidInput as exc:
+            except InvalidInput as exc:
                 raise CommandError(f"--subject: {exc}") from None
         user = user_named(options["as_user"]) if options.get("as_user") else None
+        request = stepper.StartRequest(
+            chart=chart, data=data, business_key=options["key"], subject=subject, user=user,
+            **caller,
+        )
         try:
-            result = stepper.start_result(
-                chart, data=data, business_key=options["key"], subject=subject, user=user,
-                **caller,
-            )
-        except NotPermitted as exc:
-            raise CommandError(f"not permitted: {exc}") from None
-        except StatechartError as exc:  # BusinessKeyInUse, a chart the core now refuses, ...
-            raise CommandError(str(exc)) from exc
+            result = stepper.submit(request)
+        except Exception as exc:  # the refusal table says what each refusal answers
+            raise step_refused(exc) from None
         execution = result.execution
         if result.repeated:
             self.say("note: this idempotency key started it before; nothing was started")
@@ -584,28 +590,28 @@ class Command(BaseCommand):
 
     def send(self, options: dict[str, Any]) -> None:
         name = event_name(options["event"])
-        data = parse_json(options["data"])
+        data = data_text(options["data"])
         caller = caller_options(options)
         execution = find_execution(options["execution"])
         user = user_named(options["as_user"]) if options.get("as_user") else None
+        request = stepper.EventRequest(
+            execution=execution, name=name, data=data, user=user, **caller
+        )
         try:
-            result = stepper.send(execution, name, data, user=user, **caller)
-        except NotPermitted as exc:
-            raise CommandError(f"not permitted: {exc}") from None
-        except StatechartError as exc:  # NeedsMigration: the refusal is in the history
-            raise CommandError(str(exc)) from exc
+            result = stepper.submit(request)
+        except Exception as exc:  # the refusal table (NeedsMigration: recorded in the history)
+            raise step_refused(exc) from None
         self._result(result)
 
     def cancel(self, options: dict[str, Any]) -> None:
         caller = caller_options(options)
         execution = find_execution(options["execution"])
         user = user_named(options["as_user"]) if options.get("as_user") else None
+        request = stepper.CancelRequest(execution=execution, user=user, **caller)
         try:
-            result = stepper.cancel(execution, user=user, **caller)
-        except NotPermitted as exc:
-            raise CommandError(f"not permitted: {exc}") from None
-        except StatechartError as exc:
-            raise CommandError(str(exc)) from exc
+            result = stepper.submit(request)
+        except Exception as exc:  # the refusal table says what each refusal answers
+            raise step_refused(exc) from None
         self._result(result)
 
     def _result(self, result: stepper.StepResult) -> None:
@@ -846,7 +852,7 @@ class Command(BaseCommand):
         reason = options["reason"]
         try:
             validation.text(reason, "--reason", max_length=1000)
-        except validation.InvalidInput as exc:
+        except InvalidInput as exc:
             raise CommandError(f"--reason {exc.problems[0].message}") from None
         if key is not None:
             chart = find_chart(options["chart"]) if options["chart"] is not None else None
