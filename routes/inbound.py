@@ -101,10 +101,10 @@ def _answer(code: int, detail: str, **extra: Any) -> JsonResponse:
 def _refused(refused: refusals.Refusal, pk: int) -> JsonResponse:
     """A refusal as this door answers it (``statecharts.refusals``: its ``inbound`` status)."""
     row = refused.row
-    if row.reason == "invalid_input":
+    if row.reason is refusals.Reason.INVALID_INPUT:
         return _answer(row.inbound, "the message cannot be an event", reason=row.reason,
                        reasons=refused.lines())
-    if row.reason == "not_permitted":
+    if row.reason is refusals.Reason.NOT_PERMITTED:
         return _answer(row.inbound, "this event cannot be sent to a Basic HTTP address",
                        reason=row.reason, reasons=refused.lines())
     status = refused.status

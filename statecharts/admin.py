@@ -88,7 +88,8 @@ def report_refusal(request: HttpRequest, error: BaseException, doing: str) -> No
         for problems in refused.by_field().values():
             messages.error(request, "; ".join(problems))
         return
-    messages.error(request, refused.message(doing if refused.reason == "not_permitted" else None))
+    not_permitted = refused.reason is refusals.Reason.NOT_PERMITTED
+    messages.error(request, refused.message(doing if not_permitted else None))
 
 
 def report_form_errors(request: HttpRequest, form: Form) -> None:
@@ -683,7 +684,8 @@ class ExecutionAdmin(ReadOnlyAdmin):
                 refused = refusals.refusal(exc)
                 if refused is None:
                     raise
-                if refused.reason == "not_permitted":  # CANCEL_PERMISSIONS: left as it is
+                # CANCEL_PERMISSIONS: left as it is
+                if refused.reason is refusals.Reason.NOT_PERMITTED:
                     outcomes["not permitted"] += 1
                     doing = "not cancelled"
                 else:

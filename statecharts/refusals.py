@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from django.core.exceptions import ObjectDoesNotExist
 
@@ -59,12 +60,29 @@ from statecharts.exceptions import (
 )
 
 
+class Reason(StrEnum):
+    """The one word a refusal is known by at every door (a ``str``: bodies carry it as is)."""
+
+    INVALID_INPUT = "invalid_input"
+    NOT_PERMITTED = "not_permitted"
+    BUSINESS_KEY_IN_USE = "business_key_in_use"
+    IDEMPOTENCY_CONFLICT = "idempotency_conflict"
+    NEEDS_MIGRATION = "needs_migration"
+    NEEDS_REPAIR = "needs_repair"
+    HALTED = "halted"
+    START_REFUSED = "start_refused"
+    REFUSED = "refused"
+    FINISHED = "finished"
+    UNUSABLE = "unusable"
+    NOT_FOUND = "not_found"
+
+
 @dataclass(frozen=True, slots=True)
 class Row:
     """One refusal and its answer at each door (module doc)."""
 
     error: type[BaseException] | None  # None: not an exception (an input discarded)
-    reason: str
+    reason: Reason
     api: int
     inbound: int
     meaning: str
@@ -72,19 +90,19 @@ class Row:
 
 # Subclasses before the classes they extend: the first row an exception is an instance of wins.
 TABLE: tuple[Row, ...] = (
-    Row(InvalidInput, "invalid_input", 400, 400, "data from outside was refused"),
-    Row(NotPermitted, "not_permitted", 403, 403, "the caller may not do this"),
-    Row(BusinessKeyInUse, "business_key_in_use", 409, 409, "the business key is in use"),
-    Row(IdempotencyConflict, "idempotency_conflict", 422, 409,
+    Row(InvalidInput, Reason.INVALID_INPUT, 400, 400, "data from outside was refused"),
+    Row(NotPermitted, Reason.NOT_PERMITTED, 403, 403, "the caller may not do this"),
+    Row(BusinessKeyInUse, Reason.BUSINESS_KEY_IN_USE, 409, 409, "the business key is in use"),
+    Row(IdempotencyConflict, Reason.IDEMPOTENCY_CONFLICT, 422, 409,
         "the idempotency key was used for another request"),
-    Row(NeedsMigration, "needs_migration", 409, 409, "the execution needs migration"),
-    Row(NeedsRepair, "needs_repair", 409, 409, "the execution needs repair"),
-    Row(Halted, "halted", 409, 409, "the execution is halted"),
-    Row(StartRefused, "start_refused", 409, 409, "the chart could not start"),
-    Row(StepRefused, "refused", 409, 409, "the execution refused the input"),
-    Row(None, "finished", 409, 409, "the execution has finished: the input was discarded"),
-    Row(StatechartError, "unusable", 409, 409, "the chart or the execution cannot be used"),
-    Row(ObjectDoesNotExist, "not_found", 404, 404, "the execution no longer exists"),
+    Row(NeedsMigration, Reason.NEEDS_MIGRATION, 409, 409, "the execution needs migration"),
+    Row(NeedsRepair, Reason.NEEDS_REPAIR, 409, 409, "the execution needs repair"),
+    Row(Halted, Reason.HALTED, 409, 409, "the execution is halted"),
+    Row(StartRefused, Reason.START_REFUSED, 409, 409, "the chart could not start"),
+    Row(StepRefused, Reason.REFUSED, 409, 409, "the execution refused the input"),
+    Row(None, Reason.FINISHED, 409, 409, "the execution has finished: the input was discarded"),
+    Row(StatechartError, Reason.UNUSABLE, 409, 409, "the chart or the execution cannot be used"),
+    Row(ObjectDoesNotExist, Reason.NOT_FOUND, 404, 404, "the execution no longer exists"),
 )  # fmt: skip
 BY_REASON = {row.reason: row for row in TABLE}
 REASONS = tuple(BY_REASON)
@@ -104,7 +122,7 @@ class Refusal:
     extra: dict[str, object] = field(default_factory=dict)
 
     @property
-    def reason(self) -> str:
+    def reason(self) -> Reason:
         return self.row.reason
 
     def by_field(self) -> dict[str, list[str]]:
@@ -162,7 +180,17 @@ def refusal(error: BaseException, *, status: str = "") -> Refusal | None:
 
 def discarded(detail: str, status: str) -> Refusal:
     """An input a finished execution discarded (recorded in its history; not an exception)."""
-    return Refusal(BY_REASON["finished"], printable(detail), status=status)
+    return Refusal(BY_REASON[Reason.FINISHED], printable(detail), status=status)
 
 
-__all__ = ["BY_REASON", "REASONS", "TABLE", "Refusal", "Row", "discarded", "refusal", "row_of"]
+__all__ = [
+    "BY_REASON",
+    "REASONS",
+    "TABLE",
+    "Reason",
+    "Refusal",
+    "Row",
+    "discarded",
+    "refusal",
+    "row_of",
+]

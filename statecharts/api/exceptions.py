@@ -56,7 +56,7 @@ def refused(error: BaseException, *, status: str = "", **extra: Any) -> APIExcep
     if refusal is None:
         return None
     reason = refusal.reason
-    if reason == "invalid_input":
+    if reason is refusals.Reason.INVALID_INPUT:
         fields: dict[str, list[str]] = {}
         for problem in refusal.problems:
             name = API_NAMES.get(problem.field, problem.field)
@@ -65,7 +65,7 @@ def refused(error: BaseException, *, status: str = "", **extra: Any) -> APIExcep
                 text = name + text[len(problem.field) :]
             fields.setdefault(name, []).append(text)
         return ValidationError(fields)
-    if reason == "business_key_in_use":
+    if reason is refusals.Reason.BUSINESS_KEY_IN_USE:
         conflict = Conflict({"business_key": [refusal.detail], "reason": reason})
         return conflict
     return Refused(refusal, **extra)

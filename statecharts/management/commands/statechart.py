@@ -172,7 +172,7 @@ def step_refused(error: BaseException) -> CommandError:
             return CommandError(f"{option} is not valid JSON: {first.message[16:]}")
         shown = "; ".join(str(problem) for problem in refusal.problems)
         return CommandError(f"{option} is refused: {shown}")
-    if refusal.reason == "not_permitted":
+    if refusal.reason is refusals.Reason.NOT_PERMITTED:
         return CommandError(f"not permitted: {refusal.detail}")
     return CommandError(refusal.detail)
 
