@@ -380,18 +380,23 @@ API_WRITES = {
     "(test_an_api_error_never_echoes_what_it_cannot_print, test_unknown_fields_are_a_400)",
     ("chart-list", "post"): "chart load: a document, checked by the core "
     "(test_a_chart_named_longer_than_its_column_is_refused_at_every_door)",
+    ("basichttp-address-rotate", "post"): "address rotation: a reason, no data into an "
+    "execution (tests/routes/test_address_rotation.py: a bad reason is a 400)",
 }
 # The admin's own views and actions of the project's models.
 ADMIN_VIEWS = {
     "statecharts_chart_start": "start: START_DOORS['admin']",
     "statecharts_execution_send": "event: EVENT_DOORS['admin']",
     "statecharts_execution_cancel": "cancel: a CancelRequest through the gate",
+    "routes_inboundaddress_rotate": "address rotation: a reason (tests/routes/"
+    "test_address_rotation.py)",
 }
 ADMIN_ACTIONS = {
     "statecharts.Execution": {"cancel_selected", "migrate_selected", "erase_selected",
                               "trace_selected", "untrace_selected"},
     "statecharts.OutboxMessage": {"retry_selected"},
     "timers.Timer": {"retry_selected"},
+    "routes.InboundAddress": {"rotate_selected"},
 }  # (a selection of rows: no data from outside; cancel_selected submits CancelRequests)
 COMMANDS = {
     "statechart start": "start: START_DOORS['command']",
@@ -406,6 +411,7 @@ COMMANDS = {
     "fire_timers": "no data from outside",
     "prune_timers": "no data from outside",
     "setup_timers": "no data from outside",
+    "rotate_address": "address rotation: a reason (tests/routes/test_address_rotation.py)",
 }
 INBOUND_VIEWS = {"basichttp-inbound": "event: EVENT_DOORS['inbound']"}
 
@@ -485,9 +491,10 @@ def _inbound_event(client: Client, execution: Execution, name: str, data: Any,
                    **headers: Any) -> Any:
     from urllib.parse import quote
 
-    import routes.inbound
+    from routes import addresses
 
-    address = routes.inbound.location("/scxml/basichttp/", execution.session_id)
+    address = addresses.location_of(execution, "/scxml/basichttp/")
+    assert address is not None
     query = f"?_scxmleventname={quote(name, safe='')}"
     body = json.dumps(data, ensure_ascii=True) if data is not None else ""
     with override_urls("tests.routes.urls"):

@@ -129,7 +129,8 @@ def test_rotating_revokes_the_old_address_and_the_chart_reads_the_new_one(
 def test_an_address_from_before_nonces_works_until_the_first_rotation(client: Client) -> None:
     chart = Chart.objects.load(CHART)
     legacy = inbound.io_processors(BASE, "legacy1")  # the session id alone, as before
-    execution = stepper.start(chart, session_id="legacy1", io_processors=legacy)
+    start = stepper.StartRequest(chart=chart, session_id="legacy1")
+    execution = stepper.start_internal(start, io_processors=legacy).execution
     old = legacy["basichttp"]
     assert post(client, old) == 204
     addresses.rotate(execution, reason="move to a revocable address")
