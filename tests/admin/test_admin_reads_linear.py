@@ -5,8 +5,6 @@ doubles."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
@@ -17,20 +15,16 @@ from statecharts.forms import TRUNCATED_NOTE
 from statecharts.models import Chart, Execution
 from tests.core.test_availability_scaling import (
     CALLS_PER_TRANSITION,
+    DOOR_SHAPES,
+    DOOR_SIZES,
     counting,
-    descriptors,
-    guarded,
     prefix,
 )
 
 pytestmark = pytest.mark.django_db
 
-SHAPES: dict[str, Callable[[int], str]] = {
-    "guarded": guarded,
-    "descriptors": descriptors,
-    "prefix": prefix,
-}
-SIZES = (200, 400, 800)
+SHAPES = DOOR_SHAPES
+SIZES = DOOR_SIZES
 # Calls of the page whatever the chart (Django, the admin, the diagram's fixed budgets), for
 # the cap that stops a quadratic page before it runs long.
 FIXED = 3_000_000

@@ -6,7 +6,6 @@ timed: the calls ``sys.setprofile`` sees in the whole request, as the chart doub
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -17,20 +16,16 @@ from statecharts import stepper
 from statecharts.models import Chart, Execution
 from tests.core.test_availability_scaling import (
     CALLS_PER_TRANSITION,
+    DOOR_SHAPES,
+    DOOR_SIZES,
     counting,
-    descriptors,
-    guarded,
     prefix,
 )
 
 pytestmark = pytest.mark.django_db
 
-SHAPES: dict[str, Callable[[int], str]] = {
-    "guarded": guarded,
-    "descriptors": descriptors,
-    "prefix": prefix,
-}
-SIZES = (200, 400, 800)
+SHAPES = DOOR_SHAPES
+SIZES = DOOR_SIZES
 # Calls of a request whatever the chart (Django, DRF, the row's queries), for the cap that
 # stops a quadratic request before it runs long.
 FIXED = 400_000

@@ -77,6 +77,15 @@ def prefix(n: int, descriptor: str = "a") -> str:
     )
 
 
+# The shapes and sizes the door tests (tests/api, tests/admin) request whole pages for.
+DOOR_SHAPES: dict[str, Callable[[int], str]] = {
+    "guarded": guarded,
+    "descriptors": descriptors,
+    "prefix": prefix,
+}
+DOOR_SIZES = (200, 400, 800)
+
+
 def prefix_enabled(n: int) -> str:
     """n/2 names under a prefix, each enabled, then n/2 false guards on the prefix: each
     name's list stops at its own transition (linear lists; the prefix is looked at once)."""

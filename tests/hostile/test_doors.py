@@ -71,19 +71,6 @@ def loan(chart: Chart) -> Execution:
     return Execution.objects.start(chart, business_key="loan-1")
 
 
-@pytest.fixture
-def api() -> APIClient:
-    client = APIClient()
-    client.force_authenticate(User.objects.create_superuser("root", password="pw"))
-    return client
-
-
-@pytest.fixture
-def admin(client: Client) -> Client:
-    client.force_login(User.objects.create_superuser("admin", password="pw"))
-    return client
-
-
 def approved(execution: Execution) -> Any:
     execution.refresh_from_db()
     values = datamodel_of(execution)

@@ -17,7 +17,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
 from django.core import mail
 from django.test import override_settings
 from rest_framework.test import APIClient
@@ -35,13 +34,6 @@ pytestmark = pytest.mark.django_db
 NS = 'xmlns="http://www.w3.org/2005/07/scxml" version="1.0" datamodel="ecmascript"'
 NUL_KEY = "x\u0000"
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-def api() -> APIClient:
-    client = APIClient()
-    client.force_authenticate(User.objects.create_superuser("root", password="pw"))
-    return client
 
 
 def load(body: str, name: str) -> Chart:

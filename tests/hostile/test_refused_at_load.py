@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
@@ -49,19 +48,6 @@ DEEP_DATA = f"""<scxml {NS} name="deep" initial="a">
   <final id="failed"/>
 </scxml>"""
 DEEP_WHERE = "3:1"
-
-
-@pytest.fixture
-def api() -> APIClient:
-    client = APIClient()
-    client.force_authenticate(User.objects.create_superuser("root", password="pw"))
-    return client
-
-
-@pytest.fixture
-def admin(client: Client) -> Client:
-    client.force_login(User.objects.create_superuser("admin", password="pw"))
-    return client
 
 
 def command(*args: str) -> str:

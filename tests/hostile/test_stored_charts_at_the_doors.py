@@ -39,13 +39,6 @@ DELAYS = f"""<scxml {NS} name="delays" datamodel="ecmascript" initial="waiting">
 </scxml>"""
 
 
-@pytest.fixture
-def api() -> APIClient:
-    client = APIClient()
-    client.force_authenticate(User.objects.create_superuser("root", password="pw"))
-    return client
-
-
 def test_a_stored_chart_whose_send_id_overflows_its_column_cannot_be_started(
     api: APIClient, client: Client
 ) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth.models import User
 from django.test import Client
 from rest_framework.test import APIClient
 
@@ -58,13 +57,6 @@ def assert_needs_repair(execution: Execution, *, recorded: bool = True) -> None:
     last = HistoryEntry.objects.filter(execution=execution).order_by("-seq").first()
     assert last is not None
     assert last.disposition == (Disposition.REFUSED if recorded else Disposition.APPLIED)
-
-
-@pytest.fixture
-def api() -> APIClient:
-    client = APIClient()
-    client.force_authenticate(User.objects.create_superuser("root", password="pw"))
-    return client
 
 
 def test_the_stepper_refuses_and_marks_it_needs_repair_then_cancels_it() -> None:

@@ -281,6 +281,8 @@ def test_bad_rotation_requests_get_clear_answers_never_a_500(client: Client) -> 
     assert api.post(url, {"reason": ""}, format="json").status_code == 400
     assert api.post(url, {"reason": "a\x00b"}, format="json").status_code == 400
     assert api.post(url, {"reason": "x" * 1001}, format="json").status_code == 400
+    typo = api.post(url, {"reason": "leaked", "reasn": "x"}, format="json")  # unknown field
+    assert typo.status_code == 400 and "reasn" in typo.json()
     for missing in ("999999", "99999999999999999999999"):
         answer = api.post(f"/api/basichttp-addresses/{missing}/rotate/", {"reason": "x"})
         assert answer.status_code == 404
