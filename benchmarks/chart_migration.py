@@ -9,7 +9,7 @@ history, pending timer) with their own session ids (in the row and in the positi
 business keys, inserted in bulk, so the setup takes seconds instead of 30,000 steps. Then a
 second version is loaded (one state renamed, one region added) and, timed:
 
-1. the dry run of the plan over every execution (``statecharts.chart_migration.dry_run``:
+1. the dry run of the plan over every execution (``statecharts.operations.chart_migration.dry_run``:
    decode, map, encode, check; nothing written);
 2. the migration itself (``migrate``: per execution, one transaction that locks the row,
    maps its position, updates the row and inserts one history entry).
@@ -161,8 +161,8 @@ def timed(label: str, work: Any) -> tuple[float, float, Any]:
 
 
 def run(count: int, steps: int) -> dict[str, Any]:
-    from statecharts.chart_migration import MigrationPlan, Verdict, dry_run, migrate
     from statecharts.models import Chart, Execution, HistoryEntry
+    from statecharts.operations.chart_migration import MigrationPlan, Verdict, dry_run, migrate
     from timers.models import Timer
 
     log(f"populating {count} executions")

@@ -57,8 +57,9 @@ def run(args: argparse.Namespace) -> int:
     from django.core.management import call_command
     from django.test import override_settings
 
-    from statecharts import reencryption, stepper
+    from statecharts import stepper
     from statecharts.models import Chart
+    from statecharts.operations import reencryption
 
     a, b = Fernet.generate_key().decode(), Fernet.generate_key().decode()
 
@@ -70,8 +71,8 @@ def run(args: argparse.Namespace) -> int:
                     "record": {"ROUTE": "tests.routes.recording.Recorder", "TYPES": ["record"]}
                 },
                 "PAYLOAD_CODECS": {
-                    "json": "statecharts.codecs.JSONCodec",
-                    "encrypted": "statecharts.codecs.EncryptingCodec",
+                    "json": "statecharts.policies.codecs.JSONCodec",
+                    "encrypted": "statecharts.policies.codecs.EncryptingCodec",
                 },
                 "PAYLOAD_CODEC": "encrypted",
                 "PAYLOAD_KEYS": [{"id": kid, "key": key} for kid, key in pairs],

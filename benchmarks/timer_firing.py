@@ -1077,8 +1077,8 @@ def run_codecs(args: argparse.Namespace) -> dict[str, Any]:
 
     keys = [{"id": "bench", "key": Fernet.generate_key().decode()}]
     codecs = {
-        "json": "statecharts.codecs.JSONCodec",
-        "encrypted": "statecharts.codecs.EncryptingCodec",
+        "json": "statecharts.policies.codecs.JSONCodec",
+        "encrypted": "statecharts.policies.codecs.EncryptingCodec",
     }
     chart = Chart.objects.load(PAYLOAD_CHART)
     n = args.profile_timers
@@ -1107,7 +1107,7 @@ def run_codecs(args: argparse.Namespace) -> dict[str, Any]:
     for name in ("json", "encrypted"):
         settings = {"PAYLOAD_CODECS": codecs, "PAYLOAD_CODEC": name, "PAYLOAD_KEYS": keys}
         with override_settings(STATECHARTS=settings):
-            from statecharts import codecs as payload_codecs
+            from statecharts.policies import codecs as payload_codecs
 
             codec = payload_codecs.resolve(name)
             rounds = 5_000

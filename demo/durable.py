@@ -43,7 +43,7 @@ def run(path: Path, *, remind_after: str = "2s") -> int:
 
     from statecharts.core import ChartError
     from statecharts.models import Chart, Execution
-    from statecharts.replay import replay
+    from statecharts.operations.replay import replay
 
     try:
         # The demo's own example: an edited file is its next version.

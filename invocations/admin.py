@@ -27,7 +27,7 @@ class InvocationAdmin(ReadOnlyAdmin):
     search_fields = ["invokeid", "=parent__id", "parent__session_id"]
     ordering = ["-id"]
 
-    # The params decoded with the row's payload codec (statecharts.codecs), not as stored.
+    # The params decoded with the row's payload codec (statecharts.policies.codecs), not as stored.
     exclude = ["params"]
     readonly_fields = ["shown_params_value"]
 

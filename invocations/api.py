@@ -19,7 +19,7 @@ from statecharts.api.fields import JSONValueField
 from statecharts.api.filters import IntegerFilter
 from statecharts.api.serializers import NAMESPACE, execution_view
 from statecharts.api.views import APIViewSet
-from statecharts.inspection import Unreadable
+from statecharts.operations.inspection import Unreadable
 
 
 class InvocationSerializer(serializers.ModelSerializer[Invocation]):

@@ -53,17 +53,17 @@ class InvocationsConfig(AppConfig):
 
         surface.register()
 
-        # Settled rows pruned, rows of erased executions erased (statecharts.retention).
+        # Settled rows pruned, rows of erased executions erased (statecharts.operations.retention).
         from invocations import pruning
 
         pruning.register()
 
-        # The rows `statechart reencrypt` rewrites (statecharts.reencryption).
+        # The rows `statechart reencrypt` rewrites (statecharts.operations.reencryption).
         from invocations import payloads
 
         payloads.register()
 
-        # This app's figures in `statechart health` (statecharts.health).
+        # This app's figures in `statechart health` (statecharts.operations.health).
         from invocations import health
 
         health.register()

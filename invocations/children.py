@@ -24,11 +24,12 @@ from django.db import IntegrityError, transaction
 from invocations.conf import invocation_settings
 from invocations.models import Invocation, InvocationStatus
 from invocations.tree import lineage
-from statecharts import codecs, stepper
+from statecharts import stepper
 from statecharts.core.errors import ChartError, ResolveError, StatechartError
 from statecharts.core.events import PLATFORM, Event, error_data
 from statecharts.models import Chart, Execution, OutboxMessage
 from statecharts.models.outbox import OutboxStatus
+from statecharts.policies import codecs
 from statecharts.statuses import TERMINAL_STATUSES
 from statecharts.stepper import CANCELLED_BY_PARENT, this_call
 
@@ -359,8 +360,8 @@ def _allow_run_time_chart(what: str, invocation: Invocation) -> None:
 
 def _named_chart(ref: str) -> Chart:
     """``chart:NAME`` (its latest version) or ``chart:NAME@VERSION``: the one rule of
-    ``statecharts.lookups.find_chart``, as ``statechart start`` and the API apply it."""
-    from statecharts.lookups import LookupProblem, find_chart
+    ``statecharts.policies.lookups.find_chart``, as ``statechart start`` and the API apply it."""
+    from statecharts.policies.lookups import LookupProblem, find_chart
 
     try:
         return find_chart(ref)

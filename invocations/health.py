@@ -1,4 +1,5 @@
-"""The invocations app's health figures (``statecharts.health``), registered from ``ready()``:
+"""The invocations app's health figures (``statecharts.operations.health``), registered from
+``ready()``:
 
 - ``invocations.open_handlers``: invocations of invoke handlers (not SCXML children) still
   open (for reading);
@@ -14,7 +15,7 @@ from datetime import datetime
 
 from invocations.models import Invocation
 from invocations.tasks import SCHEDULE_NAME
-from statecharts import health
+from statecharts.operations import health
 
 
 def measure(now: datetime) -> list[health.Figure]:

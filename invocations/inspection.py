@@ -1,4 +1,4 @@
-"""The invocations section of an execution's read model (see ``statecharts.inspection``).
+"""The invocations section of an execution's read model (see ``statecharts.operations.inspection``).
 
 Shown by every door: the admin's invocations panel (with links to the child and back to the
 parent), the API's ``invocations`` field, ``statechart show``. It also says which states have

@@ -14,8 +14,8 @@ from typing import Any
 from django.db import models
 from django.utils.functional import cached_property
 
-from statecharts import codecs
 from statecharts.models.fields import PortableJSONField, PortableTextField
+from statecharts.policies import codecs
 
 
 class InvocationStatus(models.TextChoices):
@@ -120,7 +120,7 @@ class Invocation(models.Model):
 
     def decoded_params(self) -> Any:
         """The params as they were given, decoded with the row's payload codec
-        (``statecharts.codecs``): raises ``CodecUnavailable`` (the codec or key is not
+        (``statecharts.policies.codecs``): raises ``CodecUnavailable`` (the codec or key is not
         deployed here) or ``CorruptPayload`` (they can never be read)."""
         return codecs.decode_value(self.params, self.codec)
 

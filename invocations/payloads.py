@@ -1,5 +1,5 @@
 """The invocations app's rows that the payload codec writes (their params), registered for
-``statechart reencrypt`` (``statecharts.reencryption``)."""
+``statechart reencrypt`` (``statecharts.operations.reencryption``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from django.db.models import Q
 
 from invocations.models import Invocation
-from statecharts import reencryption
+from statecharts.operations import reencryption
 
 
 def _params(values: dict[str, Any], convert: Callable[[Any], Any]) -> dict[str, Any]:

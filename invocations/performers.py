@@ -32,12 +32,12 @@ from invocations.children import (
 from invocations.conf import invocation_settings
 from invocations.models import OPEN_STATUSES, Invocation, InvocationStatus
 from invocations.tree import lineage
-from statecharts import codecs
 from statecharts.core import telemetry
 from statecharts.core.events import EXTERNAL, PLATFORM, Event, error_data
 from statecharts.core.plan import Instruction
 from statecharts.core.telemetry import TelemetryEvent
 from statecharts.models import OutboxMessage
+from statecharts.policies import codecs
 from statecharts.stepper import CANCELLED_BY_PARENT, Input, StepContext, database, step_locked
 
 
@@ -47,7 +47,7 @@ def start_invocation(context: StepContext, instruction: Instruction) -> None:
     content = data.get("content")
     scxml = (data.get("type") or "scxml") == "scxml"
     timeout = timedelta(seconds=invocation_settings.INVOKE_HANDLER_TIMEOUT_SECONDS)
-    # The params are event data: written by the payload codec (statecharts.codecs).
+    # The params are event data: written by the payload codec (statecharts.policies.codecs).
     params, codec = codecs.encode_value(data.get("data"))
     invocation = Invocation.objects.using(database()).create(
         parent=context.execution,

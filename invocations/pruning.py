@@ -1,4 +1,4 @@
-"""The invocations app's rows for retention and erasure (``statecharts.retention``).
+"""The invocations app's rows for retention and erasure (``statecharts.operations.retention``).
 
 An invocation row is its parent's. Settled rows (done, failed, cancelled) of parents that can
 no longer step are pruned ``INVOKE_RETENTION_DAYS`` after they settled (their ``updated``
@@ -15,7 +15,8 @@ from datetime import datetime
 from django.db.models import Q
 
 from invocations.models import OPEN_STATUSES, Invocation
-from statecharts import retention, stepper
+from statecharts import stepper
+from statecharts.operations import retention
 
 STAGE = "invocations"
 

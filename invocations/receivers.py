@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from invocations.models import Invocation, InvocationStatus
-from statecharts import codecs
 from statecharts.core.state import State
 from statecharts.models import Execution, HistoryEntry
+from statecharts.policies import codecs
 from statecharts.stepper import database
 
 
@@ -25,7 +25,7 @@ def note_answers(
     event = (entry.input or {}).get("event") or {}
     name = event.get("name") or ""
     if name.startswith("error.communication.invoke."):
-        try:  # the event's data as the payload codec wrote it (statecharts.codecs)
+        try:  # the event's data as the payload codec wrote it (statecharts.policies.codecs)
             data = codecs.decode_event(event, entry.codec).get("data")
         except (codecs.CodecUnavailable, codecs.CorruptPayload):
             data = None

@@ -18,8 +18,8 @@ from invocations.answers import answer
 from invocations.conf import invocation_settings
 from invocations.handlers import Answer, HandlerInvocation, handler_for
 from invocations.models import OPEN_STATUSES, Invocation, InvocationStatus
-from statecharts import codecs, refusals
 from statecharts.exceptions import InvalidInput
+from statecharts.policies import codecs, refusals
 from statecharts.stepper import ensure_every_minute
 from statecharts.work import WorkSource
 
@@ -68,7 +68,7 @@ def run(invocation_id: int, *, now: datetime | None = None) -> str:
         # try again later without spending an attempt.
         _retry_later(invocation, now, spend=False, error="no handler registered here")
         return "snoozed"
-    try:  # the params as the payload codec wrote them (statecharts.codecs)
+    try:  # the params as the payload codec wrote them (statecharts.policies.codecs)
         params = invocation.decoded_params()
     except codecs.CodecUnavailable as exc:  # a fact about this deployment, like the above
         _retry_later(invocation, now, spend=False, error=f"{exc}: snoozed")
@@ -102,7 +102,7 @@ def run(invocation_id: int, *, now: datetime | None = None) -> str:
         except InvalidInput as exc:
             # Data from outside that the platform cannot take (code-carrying tags, NaN, too
             # deep or too big, not JSON): a fact about the answer, which no retry changes.
-            # Recorded as the refusal table words it (statecharts.refusals).
+            # Recorded as the refusal table words it (statecharts.policies.refusals).
             refused = refusals.refusal(exc)
             assert refused is not None
             fail(invocation, refused.message("the handler's answer was refused"))

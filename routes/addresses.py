@@ -29,13 +29,14 @@ from django.db import transaction
 from routes.basichttp import BASICHTTP_SHORT, BASICHTTP_TYPE
 from routes.models import InboundAddress
 from routes.tokens import address_of, canonical, io_processors, location, new_nonce
-from statecharts import attribution, stepper, validation
+from statecharts import stepper
 from statecharts.conf import statecharts_settings
 from statecharts.core.errors import StatechartError
 from statecharts.core.position import decode
 from statecharts.models import Execution
+from statecharts.operations.transfer import Part, register_part
+from statecharts.policies import attribution, validation
 from statecharts.stepper import Input, StepResult
-from statecharts.transfer import Part, register_part
 
 PERMISSION = "routes.rotate_address"
 REASON_MAX_LENGTH = 1_000
@@ -223,7 +224,7 @@ def rotate_many(
     return done, skipped
 
 
-# ---- export and import (statecharts.transfer) --------------------------------------------------
+# ---- export and import (statecharts.operations.transfer) --
 
 
 def export_address(execution: Execution, redact: bool) -> dict[str, Any] | None:
@@ -257,7 +258,7 @@ def register() -> None:
 def location_of(execution: Execution, base_url: str | None = None) -> str | None:
     """The execution's current Basic HTTP address (under ``base_url`` when given: where the
     view is mounted as a client sees it), for host code handing it to a peer; None when it
-    has none. Views never show it (``statecharts.addresses``)."""
+    has none. Views never show it (``statecharts.policies.addresses``)."""
     nonce = remember(execution)
     if nonce is None:  # never rotated, minted before nonces (or none at all)
         entries = _entries(execution.position) or {}

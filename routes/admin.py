@@ -18,7 +18,6 @@ from django.views.decorators.http import require_POST
 from routes import addresses
 from routes.conf import route_settings
 from routes.models import DeliveryStatus, InboundAddress, RouteDelivery
-from statecharts import validation
 from statecharts.admin import (
     MAX_BULK_ROWS,
     ConfirmRow,
@@ -30,6 +29,7 @@ from statecharts.admin import (
     too_many,
 )
 from statecharts.models import Execution
+from statecharts.policies import validation
 
 
 @admin.register(RouteDelivery)

@@ -30,12 +30,12 @@ from rest_framework.response import Response
 from routes.addresses import REASON_MAX_LENGTH, NoAddress, RotationNotPermitted, rotate
 from routes.conf import route_settings
 from routes.models import DeliveryStatus, InboundAddress, RouteDelivery
-from statecharts import attribution, validation
 from statecharts.api.filters import IntegerFilter
 from statecharts.api.serializers import NAMESPACE, StrictInput, execution_view
 from statecharts.api.views import APIViewSet
-from statecharts.inspection import Unreadable
 from statecharts.models import Execution
+from statecharts.operations.inspection import Unreadable
+from statecharts.policies import attribution, validation
 
 
 class RouteDeliverySerializer(serializers.ModelSerializer[RouteDelivery]):

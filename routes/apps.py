@@ -35,7 +35,8 @@ class RoutesConfig(AppConfig):
 
         surface.register()
 
-        # Settled ledger rows pruned, rows of erased executions erased (statecharts.retention).
+        # Settled ledger rows pruned, rows of erased executions erased
+        # (statecharts.operations.retention).
         from routes import pruning
 
         pruning.register()

@@ -52,7 +52,7 @@ METHOD_EVENT = "HTTP.POST"
 # address, so it is known only when the sender says it. Never a credential: anyone can write
 # any value there, so a receiver never decides who may do what by it.
 ORIGIN_HEADER = "SCXML-Origin"
-ORIGIN_MAX_LENGTH = 2048  # (statecharts.validation.EVENT_FIELD_MAX_LENGTH)
+ORIGIN_MAX_LENGTH = 2048  # (statecharts.policies.validation.EVENT_FIELD_MAX_LENGTH)
 ORIGIN_SCHEMES = ("http", "https")
 
 # The route's options (settings OPTIONS; none of them may be overridden by a scope: an

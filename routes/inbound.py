@@ -66,10 +66,11 @@ from routes.tokens import (
     session_of,
     token_for,
 )
-from statecharts import refusals, stepper
+from statecharts import stepper
 from statecharts.conf import statecharts_settings
 from statecharts.exceptions import printable
 from statecharts.models import Chart, Execution
+from statecharts.policies import refusals
 from statecharts.statuses import TABLE
 
 MASK = "<token>"  # what _event.raw shows instead of the token (the receiver's own capability)
@@ -99,7 +100,8 @@ def _answer(code: int, detail: str, **extra: Any) -> JsonResponse:
 
 
 def _refused(refused: refusals.Refusal, pk: int) -> JsonResponse:
-    """A refusal as this door answers it (``statecharts.refusals``: its ``inbound`` status)."""
+    """A refusal as this door answers it (``statecharts.policies.refusals``: its ``inbound``
+    status)."""
     row = refused.row
     if row.reason is refusals.Reason.INVALID_INPUT:
         return _answer(row.inbound, "the message cannot be an event", reason=row.reason,

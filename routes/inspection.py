@@ -1,4 +1,4 @@
-"""The routes section of an execution's read model (see ``statecharts.inspection``): its
+"""The routes section of an execution's read model (see ``statecharts.operations.inspection``): its
 route deliveries (the ledger: every fate, "in doubt" included) and its delayed route sends
 still waiting (the route timer queue's rows, when the ``timers`` app keeps them).
 

@@ -1,4 +1,4 @@
-"""The routes app's rows for retention and erasure (``statecharts.retention``).
+"""The routes app's rows for retention and erasure (``statecharts.operations.retention``).
 
 A ledger row is its sender's. Settled rows (delivered, failed, discarded, cancelled) of
 executions that can no longer step are pruned ``ROUTE_RETENTION_DAYS`` after they settled; a
@@ -14,7 +14,8 @@ from datetime import datetime
 from django.db.models import Q
 
 from routes.models import DeliveryStatus, RouteDelivery
-from statecharts import retention, stepper
+from statecharts import stepper
+from statecharts.operations import retention
 
 STAGE = "route_deliveries"
 

@@ -4,7 +4,7 @@ through the stepper), and the machine-owned rows (history, outbox) read-only.
 
 No model form ever changes an execution: sending an event, cancelling and starting go through
 ``statecharts.stepper``, exactly like the API and the management command. What an execution
-page shows is the read model (``statecharts.inspection``), the one the API and
+page shows is the read model (``statecharts.operations.inspection``), the one the API and
 ``statechart show`` display; other apps add panels to it through ``statecharts.extensions``
 (the timers app adds its timers panel), so this module imports none of them.
 """
@@ -32,14 +32,22 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_POST
 
-from statecharts import attribution, authorization, extensions, refusals, retention, stepper
-from statecharts.availability import AvailableEvent, Unavailable, available_events
-from statecharts.chart_migration import MigrationPlan, PlanError, Verdict, dry_run, migrate
-from statecharts.chart_migration.applying import registered_transforms
+from statecharts import extensions, stepper
 from statecharts.core import StatechartError
 from statecharts.core.model import Chart as CompiledChart
 from statecharts.forms import CancelForm, ChartUploadForm, SendEventForm, StartExecutionForm
-from statecharts.inspection import (
+from statecharts.models import Chart, Execution, HistoryEntry, OutboxMessage
+from statecharts.models.outbox import OutboxStatus
+from statecharts.operations import retention
+from statecharts.operations.chart_migration import (
+    MigrationPlan,
+    PlanError,
+    Verdict,
+    dry_run,
+    migrate,
+)
+from statecharts.operations.chart_migration.applying import registered_transforms
+from statecharts.operations.inspection import (
     Unreadable,
     chart_hints,
     compiled_chart_of,
@@ -50,9 +58,9 @@ from statecharts.inspection import (
     title_of,
     where,
 )
-from statecharts.lookups import version_key
-from statecharts.models import Chart, Execution, HistoryEntry, OutboxMessage
-from statecharts.models.outbox import OutboxStatus
+from statecharts.policies import attribution, authorization, refusals
+from statecharts.policies.availability import AvailableEvent, Unavailable, available_events
+from statecharts.policies.lookups import version_key
 from statecharts.runtime import stored_warnings
 from statecharts.subjects_admin import subject_link
 
@@ -71,14 +79,14 @@ def diagram(
 
 
 def caller_context(request: HttpRequest) -> dict[str, Any]:
-    """Who acts in the admin (``statecharts.attribution``): the user, the request's id and
+    """Who acts in the admin (``statecharts.policies.attribution``): the user, the request's id and
     trace context, and an X-Caller-Context header if a proxy sends one. Raises
     ``InvalidInput`` for a bad header (reported as a message; nothing is applied)."""
     return attribution.from_request(request, attribution.Door.ADMIN)
 
 
 def report_refusal(request: HttpRequest, error: BaseException, doing: str) -> None:
-    """A refusal as the admin answers it (``statecharts.refusals``): the form's errors, one
+    """A refusal as the admin answers it (``statecharts.policies.refusals``): the form's errors, one
     message per field, each problem with its path; or one line (``"Not sent: ..."`` when the
     user may not). Re-raises what no row names (a bug: a 500, logged)."""
     refused = refusals.refusal(error)
@@ -178,7 +186,8 @@ class EraseForm(forms.Form):
 
 
 class MigrateForm(forms.Form):
-    """The admin's migration of selected executions (statecharts.chart_migration): a target
+    """The admin's migration of selected executions (statecharts.operations.chart_migration): a
+    target
     version of their chart, renames, a registered transform; a preview (dry run) until
     "Preview only" is unchecked."""
 
@@ -807,7 +816,7 @@ class ExecutionAdmin(ReadOnlyAdmin):
         hints = None if isinstance(view.compiled, Unreadable) else chart_hints(view.compiled)
         events = hints.events if hints is not None else ()
         accepted = hints.accepted_in(view.active_states) if hints is not None else ()
-        try:  # what this user can send now (statecharts.availability)
+        try:  # what this user can send now (statecharts.policies.availability)
             available: tuple[AvailableEvent, ...] | None = available_events(
                 execution, user=request.user
             )

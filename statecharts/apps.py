@@ -9,11 +9,13 @@ class StatechartsConfig(AppConfig):
 
     def ready(self) -> None:
         from statecharts import (
-            attribution,  # noqa: F401  (registers the CALLER_CONTEXT_* settings)
             checks,  # noqa: F401  (registers the system checks)
             stepper,
         )
         from statecharts.models.executions import install_stepper
+        from statecharts.policies import (
+            attribution,  # noqa: F401  (registers the CALLER_CONTEXT_* settings)
+        )
         from statecharts.stepper.sweeper import ensure_schedule_after_migrate
 
         # Execution.objects.start / execution.send / .cancel are a facade over the stepper;
@@ -30,7 +32,7 @@ class StatechartsConfig(AppConfig):
         telemetry.install()
         if statecharts_settings.OPENTELEMETRY:
             try:
-                from statecharts import telemetry_otel
+                from statecharts.telemetry import otel as telemetry_otel
             except ImportError as exc:
                 from django.core.exceptions import ImproperlyConfigured
 
@@ -46,7 +48,7 @@ class StatechartsConfig(AppConfig):
 
         # Retention and erasure of this app's rows (the other apps register theirs), and
         # the hourly prune's django-q2 schedule.
-        from statecharts import (
+        from statecharts.operations import (
             health,  # noqa: F401  (registers this app's health figures)
             retention,
         )
@@ -54,19 +56,19 @@ class StatechartsConfig(AppConfig):
         post_migrate.connect(
             retention.ensure_schedule_after_migrate,
             sender=self,
-            dispatch_uid="statecharts.retention",
+            dispatch_uid="statecharts.operations.retention",
         )
 
         # The rows `statechart reencrypt` rewrites (the other apps register theirs).
-        from statecharts import reencryption
+        from statecharts.operations import reencryption
 
         reencryption.register_own()
 
         # Per-event permissions and subjects (their settings and checks), and the API's
         # available_events and subject fields of an execution.
-        from statecharts import authorization, subjects  # noqa: F401
-        from statecharts.availability import available_events
         from statecharts.models.executions import install_available_events
+        from statecharts.policies import authorization, subjects  # noqa: F401
+        from statecharts.policies.availability import available_events
 
         install_available_events(available_events)  # execution.available_events()
         from statecharts.api.availability import register as register_availability_fields

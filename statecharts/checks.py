@@ -10,9 +10,9 @@ from django.core.checks import CheckMessage, Error, Warning, register
 from django.db import router
 from django.utils.module_loading import import_string
 
-from statecharts import codecs  # noqa: F401  (registers the PAYLOAD_* settings and their check)
 from statecharts.conf import all_defaults, registered_groups
 from statecharts.core.plan import InstructionKind
+from statecharts.policies import codecs  # noqa: F401  (registers the PAYLOAD_* settings and their check)
 from statecharts.stepper.performing import LEGACY_EFFECT_KINDS
 
 # Apps whose rows take part in a step's transaction: they must live in one database.
@@ -211,7 +211,8 @@ def check_one_database(app_configs: Any = None, **kwargs: Any) -> list[CheckMess
 
 
 def _check_transforms(transforms: Any) -> list[CheckMessage]:
-    """MIGRATION_TRANSFORMS: names -> importable callables (statecharts.chart_migration)."""
+    """MIGRATION_TRANSFORMS: names -> importable callables
+    (statecharts.operations.chart_migration)."""
     if not isinstance(transforms, dict):
         return [Error("STATECHARTS['MIGRATION_TRANSFORMS'] must be a dict.", id="statecharts.E008")]
     problems: list[CheckMessage] = []

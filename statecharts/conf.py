@@ -39,21 +39,22 @@ live in the one ``STATECHARTS`` dict. The ``statecharts`` app's own keys::
         "PREPARED_STATEMENTS": True,
         "PERFORMERS": {},           # instruction kind -> dotted path (statecharts.stepper)
         "EFFECT_HANDLERS": {},      # deprecated alias of PERFORMERS, by effect kind
-        # Retention (statecharts.retention, docs/operations.md): days; None keeps forever.
+        # Retention (statecharts.operations.retention, docs/operations.md): days; None keeps
+        # forever.
         "EXECUTION_RETENTION_DAYS": None,  # finished executions, with all their rows
         "HISTORY_RETENTION_DAYS": None,    # the history of finished executions
         "OUTBOX_RETENTION_DAYS": 30,       # delivered/undeliverable messages, finished senders
         "PRUNE_BATCH": 500,         # rows (about) per pruning transaction
         "PRUNE_TASK_SECONDS": 300,  # how long the hourly django-q2 prune may run
         "PRUNE_SCHEDULED": True,    # False: the hourly task prunes nothing
-        # Health (statecharts.health): figure -> {"warning": n, "critical": n} overrides.
+        # Health (statecharts.operations.health): figure -> {"warning": n, "critical": n} overrides.
         "HEALTH_THRESHOLDS": {},
         "OPENTELEMETRY": False,     # spans and metrics through OpenTelemetry (docs/telemetry.md)
         # Migration (docs/versions-and-migration.md): transforms a plan may name.
         "MIGRATION_TRANSFORMS": {},  # name -> dotted path of f(datamodel, context)
     }
 
-Other modules register their own keys: ``statecharts.validation``, ``.attribution``,
+Other modules register their own keys: ``statecharts.policies.validation``, ``.attribution``,
 ``.codecs``, ``.authorization`` and ``.subjects``, and the ``timers`` (``timers/conf.py``),
 ``invocations`` (``invocations/conf.py``) and ``routes`` (``routes/conf.py``) apps. The
 registered defaults are the one copy: tests/project/test_settings_documented.py checks that
@@ -112,7 +113,8 @@ DEFAULTS: dict[str, Any] = {
     "PERFORMERS": {},
     # Deprecated (a system check warns): the same by effect kind, with the old signature.
     "EFFECT_HANDLERS": {},
-    # Retention (statecharts.retention): how many days rows are kept; None keeps them forever.
+    # Retention (statecharts.operations.retention): how many days rows are kept; None keeps them
+    # forever.
     # Nothing of an execution that may still step is ever pruned, nor an unsettled row.
     "EXECUTION_RETENTION_DAYS": None,
     "HISTORY_RETENTION_DAYS": None,
@@ -120,12 +122,14 @@ DEFAULTS: dict[str, Any] = {
     "PRUNE_BATCH": 500,
     "PRUNE_TASK_SECONDS": 300,
     "PRUNE_SCHEDULED": True,
-    # Health (statecharts.health): thresholds by figure name, overriding the apps' defaults.
+    # Health (statecharts.operations.health): thresholds by figure name, overriding the apps'
+    # defaults.
     "HEALTH_THRESHOLDS": {},
     # Telemetry (docs/telemetry.md): True sends spans and metrics through the OpenTelemetry
-    # API (statecharts.telemetry_otel; needs the `opentelemetry` extra). Read at start-up.
+    # API (statecharts.telemetry.otel; needs the `opentelemetry` extra). Read at start-up.
     "OPENTELEMETRY": False,
-    # Chart migration (statecharts.chart_migration): datamodel transforms a plan may name,
+    # Chart migration (statecharts.operations.chart_migration): datamodel transforms a plan may
+    # name,
     # name -> dotted path (or callable) of f(datamodel, context) -> datamodel.
     "MIGRATION_TRANSFORMS": {},
 }

@@ -2,7 +2,7 @@
 
 The refusals a door can meet: :class:`InvalidInput` (data from outside refused before anything
 is written) and the :class:`StepRefused` family (the execution's state refuses the input).
-``statecharts.refusals`` maps each to every door's error format (HTTP status and body, a
+``statecharts.policies.refusals`` maps each to every door's error format (HTTP status and body, a
 form error, a one-line ``CommandError``, a handler's recorded answer).
 """
 

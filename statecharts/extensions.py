@@ -17,7 +17,8 @@ the way ``django.contrib`` apps register their models with the admin::
 
 Four kinds of contribution, each read by one part of ``statecharts``:
 
-- :class:`Section`: a part of an execution's read model (``statecharts.inspection``), read
+- :class:`Section`: a part of an execution's read model (``statecharts.operations.inspection``),
+read
   once per display and shown by every door: the admin's panels, the API, ``statechart show``.
 - :class:`Panel`: a panel of the admin's execution page, drawing one section with a template.
 - :class:`ExecutionField`: a field of the API's execution detail.
@@ -163,7 +164,7 @@ RESERVED_SECTION_NAMES = frozenset(
 class Registry(Generic[C]):
     """Contributions of one kind, by name, in registration order (the module docstring's
     guarantees: a name is owned by the first app registering it; only installed apps' count).
-    Other apps' registries of named things use it too (``statecharts.reencryption``)."""
+    Other apps' registries of named things use it too (``statecharts.operations.reencryption``)."""
 
     def __init__(self, kind: str, reserved: frozenset[str] = frozenset()) -> None:
         self.kind = kind

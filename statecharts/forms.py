@@ -9,13 +9,13 @@ from django import forms
 from django.core.validators import ProhibitNullCharactersValidator
 from django.utils.html import escape
 
-from statecharts import idempotency, validation
-from statecharts.availability import AvailableEvent, accepts_free_names
 from statecharts.core import ChartError
 from statecharts.core.availability import Availability
 from statecharts.exceptions import InvalidInput
-from statecharts.inspection import ChartHints, EventHint
 from statecharts.models import Chart, Execution
+from statecharts.operations.inspection import ChartHints, EventHint
+from statecharts.policies import idempotency, validation
+from statecharts.policies.availability import AvailableEvent, accepts_free_names
 from statecharts.stepper import requests
 
 BUSINESS_KEY_LENGTH = Execution._meta.get_field("business_key").max_length or 0
@@ -30,7 +30,7 @@ class JSONText(forms.CharField):
     """A textarea holding JSON; empty means None. The text is handed to the stepper as it is
     (:class:`statecharts.stepper.JSONText`): its gate reads it strictly and checks it (deep
     nesting, ``NaN`` or a code-carrying tag is refused, never a server error). The page sets
-    its placeholder from the chart (``statecharts.inspection.chart_hints``)."""
+    its placeholder from the chart (``statecharts.operations.inspection.chart_hints``)."""
 
     widget = forms.Textarea(attrs={"rows": 3, "cols": 60})
 
@@ -104,7 +104,7 @@ class ChartUploadForm(forms.ModelForm):
 
 class IdempotencyToken(forms.CharField):
     """A hidden field holding a key issued when the form is rendered
-    (``statecharts.idempotency.issue_token``): posting the same rendered form twice (a
+    (``statecharts.policies.idempotency.issue_token``): posting the same rendered form twice (a
     double click, a re-post after a lost response) applies its input once. Empty (a form
     posted without one) means no key."""
 
@@ -179,11 +179,11 @@ class SendEventForm(forms.Form):
         placeholder shows the ``_event.data`` keys an accepted event's transitions read
         (the page's script switches it to the picked event's).
 
-        ``available``: what this user can send now (``statecharts.availability``): the name
+        ``available``: what this user can send now (``statecharts.policies.availability``): the name
         becomes a pick list of them, each marked enabled, conditional or disabled, unless the
         active states take names the list cannot show (a ``*`` or ``order.*`` descriptor):
         then it stays a free name with the list as suggestions. The name is checked again
-        when it is sent (the stepper and ``statecharts.authorization``)."""
+        when it is sent (the stepper and ``statecharts.policies.authorization``)."""
         super().__init__(*args, **kwargs)
         listed = {hint.name for hint in accepted}  # (a set: a tuple made this quadratic)
         self.events = (*accepted, *(hint for hint in events if hint.name not in listed))

@@ -55,7 +55,8 @@ class CancelRule(StrEnum):
 
 class OperatorAction(StrEnum):
     CANCEL = "cancel"
-    MIGRATE = "migrate"  # move it to a chart version it maps onto (statecharts.chart_migration)
+    # move it to a chart version it maps onto (statecharts.operations.chart_migration)
+    MIGRATE = "migrate"
     RETRY = "retry"  # step it again once what was wrong is repaired
 
 

@@ -147,7 +147,7 @@ class Workbench:
         return execution
 
     def inspect(self, execution: Any) -> Any:
-        from statecharts.inspection import inspect
+        from statecharts.operations.inspection import inspect
 
         return inspect(self.refresh(execution), now=self.now)
 

@@ -10,7 +10,8 @@ the next whole number after the latest (``"1.4"`` -> ``"2"``).
 
 **Latest** is the highest version of a name, versions compared as dotted numbers (``"1.10"``
 is after ``"1.9"``; a non-numeric part sorts after the numbers). Every door uses it
-(``statecharts.lookups.find_chart``: ``statechart start NAME``, the API's start, the admin's
+(``statecharts.policies.lookups.find_chart``: ``statechart start NAME``, the API's start, the
+admin's
 "other versions" list, the ``migrate`` command's default target).
 
 This module imports no models: the model layer and the lookups both use it.

@@ -38,22 +38,23 @@ class TimersConfig(AppConfig):
 
         surface.register()
 
-        # Settled timers pruned, timers of erased executions erased (statecharts.retention).
+        # Settled timers pruned, timers of erased executions erased
+        # (statecharts.operations.retention).
         from timers import pruning
 
         pruning.register()
 
-        # The rows `statechart reencrypt` rewrites (statecharts.reencryption).
+        # The rows `statechart reencrypt` rewrites (statecharts.operations.reencryption).
         from timers import payloads
 
         payloads.register()
 
-        # Pending timers travel with an exported execution (statecharts.transfer).
+        # Pending timers travel with an exported execution (statecharts.operations.transfer).
         from timers import transfer
 
         transfer.register()
 
-        # This app's figures in `statechart health` (statecharts.health).
+        # This app's figures in `statechart health` (statecharts.operations.health).
         from timers import health
 
         health.register()

@@ -29,10 +29,11 @@ from django.apps import apps
 from django.db import connections, transaction
 from django.db.models import F
 
-from statecharts import codecs, stepper
+from statecharts import stepper
 from statecharts.core.plan import Instruction, InstructionKind, delivery
 from statecharts.core.telemetry import TelemetryEvent
 from statecharts.models import Execution
+from statecharts.policies import codecs
 from statecharts.statuses import TimerRule, rules
 from statecharts.work import WorkSource
 from timers import leases, observing

@@ -1,4 +1,4 @@
-"""The timers app's health figures (``statecharts.health``), registered from ``ready()``:
+"""The timers app's health figures (``statecharts.operations.health``), registered from ``ready()``:
 
 - ``timers.pending``, ``timers.due``: pending timers, and those due now (the backlog);
 - ``timers.oldest_overdue_seconds``: how late the most overdue pending timer is (warning at
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from statecharts import health, retention
+from statecharts.operations import health, retention
 from timers.dispatch import SCHEDULE_NAME
 from timers.models import Timer, TimerStatus
 

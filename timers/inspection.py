@@ -1,4 +1,4 @@
-"""The timers section of an execution's read model (see ``statecharts.inspection``).
+"""The timers section of an execution's read model (see ``statecharts.operations.inspection``).
 
 One read, shown by every door: the admin's timers panel, the API's ``pending_timers`` and
 ``statechart show``. Times are relative to the read model's ``now`` (the injected clock), so
@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from statecharts.inspection import HISTORY_PAGE_SIZE
 from statecharts.models import HistoryEntry
 from statecharts.models.history import Disposition
+from statecharts.operations.inspection import HISTORY_PAGE_SIZE
 from timers.models import Timer, TimerStatus
 
 PAST_LIMIT = 100  # settled timers shown, most recently due first

@@ -13,8 +13,8 @@ from django.db import models
 from django.db.models import Q, Value
 from django.db.models.functions import Concat
 
-from statecharts import codecs
 from statecharts.models.fields import PortableJSONField, PortableTextField, nul_matches_nothing
+from statecharts.policies import codecs
 
 
 class TimerStatus(models.TextChoices):
@@ -121,7 +121,7 @@ class Timer(models.Model):
     )
     # The design documents' Cancel effect, as the row keeps it: the step that cancelled it
     # (seq), the <cancel>'s ordinal, content index and owner block, and that step's caller
-    # context (statecharts.attribution). Row data, never a key.
+    # context (statecharts.policies.attribution). Row data, never a key.
     cancelled_by = PortableJSONField(
         null=True,
         blank=True,
@@ -241,7 +241,7 @@ class RouteTimer(models.Model):
 
     def decoded_message(self) -> dict[str, Any]:
         """The send as it was scheduled, its data decoded with the row's payload codec
-        (``statecharts.codecs``): raises ``CodecUnavailable`` (the codec or key is not
+        (``statecharts.policies.codecs``): raises ``CodecUnavailable`` (the codec or key is not
         deployed here) or ``CorruptPayload`` (it can never be read)."""
         stored = self.message if isinstance(self.message, dict) else {}
         return {**stored, "data": codecs.decode_value(stored.get("data"), self.codec)}
@@ -249,7 +249,7 @@ class RouteTimer(models.Model):
 
 def encode_route_message(message: dict[str, Any]) -> tuple[dict[str, Any], str]:
     """A route send as its row stores it: its ``data`` as the payload codec writes it
-    (``statecharts.codecs``), the rest (route, type, target, name, ids) in clear, as the
+    (``statecharts.policies.codecs``), the rest (route, type, target, name, ids) in clear, as the
     routes app's delivery ledger keeps them; and the codec's name."""
     data, codec = codecs.encode_value(message.get("data"))
     return {**message, "data": data}, codec

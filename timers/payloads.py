@@ -1,12 +1,13 @@
 """The timers app's rows that the payload codec writes, registered for ``statechart
-reencrypt`` (``statecharts.reencryption``): timer events and delayed route sends."""
+reencrypt`` (``statecharts.operations.reencryption``): timer events and delayed route sends."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from statecharts import codecs, reencryption
+from statecharts.operations import reencryption
+from statecharts.policies import codecs
 from timers.models import RouteTimer, Timer
 
 

@@ -1,4 +1,4 @@
-"""The timers app's rows for retention and erasure (``statecharts.retention``).
+"""The timers app's rows for retention and erasure (``statecharts.operations.retention``).
 
 Settled timer rows (fired, cancelled, discarded, failed) are pruned ``TIMER_RETENTION_DAYS``
 after they settled, and only those of executions that can no longer step: the
@@ -15,8 +15,9 @@ from datetime import datetime, timedelta
 
 from django.db.models import Q
 
-from statecharts import retention, stepper
-from statecharts import retention as _retention  # (prune's argument is named retention)
+from statecharts import stepper
+from statecharts.operations import retention
+from statecharts.operations import retention as _retention  # (prune's argument is named retention)
 from timers.conf import timer_settings
 from timers.models import TERMINAL_TIMER_STATUSES, RouteTimer, Timer, TimerStatus
 

@@ -12,7 +12,7 @@ transaction, with one lock order (the executions, in ascending id order, then th
 2. **The route**: a name not registered here (any more) is a fact about this deployment, not
    about the row: the row is snoozed with a visible reason, no attempt spent (and
    ``manage.py check --database default`` warns, ``timers.W001``).
-   The send's data is decoded with the row's payload codec (``statecharts.codecs``): a
+   The send's data is decoded with the row's payload codec (``statecharts.policies.codecs``): a
    codec or key not deployed here snoozes the row the same way; a payload that can never be
    decoded deletes it undelivered, ``discarded`` with reason ``undecodable: ...``.
 3. **Take and decide in one write**: the chunk's rows are deleted (one ``DELETE``) and their
@@ -42,9 +42,10 @@ from routes.base import RouteMessage
 from routes.delivering import Claimed, perform_many
 from routes.models import DeliveryStatus
 from routes.queue import TimerEntry, configured_queue
-from statecharts import codecs, stepper
+from statecharts import stepper
 from statecharts.core.plan import Instruction
 from statecharts.models import Execution
+from statecharts.policies import codecs
 from statecharts.statuses import TimerRule, rules
 from timers.conf import timer_settings
 from timers.models import RouteTimer, encode_route_message

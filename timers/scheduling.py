@@ -11,10 +11,10 @@ from typing import Any
 
 from django.apps import apps
 
-from statecharts import codecs
 from statecharts.core.plan import Instruction
 from statecharts.core.telemetry import TelemetryEvent
 from statecharts.models import Execution
+from statecharts.policies import codecs
 from statecharts.stepper import StepContext, database
 from timers import observing
 from timers.conf import timer_settings
@@ -28,7 +28,7 @@ def schedule(context: StepContext, instruction: Instruction) -> None:
     makes its delivery of them again (``statecharts.core.plan.delivery``). It also keeps what
     firing it needs to know later, whatever the settings are by then: the delivery's name
     (``TIMER_DELIVERY``), the payload codec that wrote its event's data (``PAYLOAD_CODEC``,
-    ``statecharts.codecs``), the per-fire timeout (``TIMER_FIRE_TIMEOUT_SECONDS``) and the
+    ``statecharts.policies.codecs``), the per-fire timeout (``TIMER_FIRE_TIMEOUT_SECONDS``) and the
     history seq of this step (``scheduled_in``: the fired step's cause points back to it)."""
     effect = instruction.effect
     assert effect is not None and instruction.target is not None

@@ -1,4 +1,4 @@
-"""The timers app's part of an exported execution (``statecharts.transfer``): its pending
+"""The timers app's part of an exported execution (``statecharts.operations.transfer``): its pending
 timers, written again for the imported execution with the same due times, send ids and
 ordinals (so a ``<cancel>`` finds them and the (execution, ordinal) key stays unique), in the
 import's transaction."""
@@ -10,10 +10,10 @@ from typing import Any
 
 from django.utils.dateparse import parse_datetime
 
-from statecharts import codecs, validation
 from statecharts.models import Execution
+from statecharts.operations.transfer import Part, redact_value, register_part
+from statecharts.policies import codecs, validation
 from statecharts.stepper import database
-from statecharts.transfer import Part, redact_value, register_part
 from timers.models import RouteTimer, Timer, TimerStatus, encode_route_message
 
 _FIELDS = ("send_id", "ordinal", "event", "target", "macrostep", "microstep", "round",
@@ -29,7 +29,8 @@ def export_timers(execution: Execution, redact: bool) -> list[dict[str, Any]]:
     exported = []
     for timer in rows:
         item = {name: getattr(timer, name) for name in _FIELDS}
-        # The document carries event data decoded (statecharts.codecs): it is read by another
+        # The document carries event data decoded (statecharts.policies.codecs): it is read by
+        # another
         # deployment, with its own codec and keys. A codec or key not here is an error.
         item["event"] = codecs.decode_event(timer.event, timer.codec)
         item["due"] = timer.due.isoformat()
@@ -46,7 +47,7 @@ def export_timers(execution: Execution, redact: bool) -> list[dict[str, Any]]:
 
 def _text(model: type[Timer] | type[RouteTimer], name: str, value: Any) -> str:
     """A text column's value from the document: checked like any text from outside
-    (``statecharts.validation.text``: fits the column, no NUL); an ``InvalidInput`` is a
+    (``statecharts.policies.validation.text``: fits the column, no NUL); an ``InvalidInput`` is a
     ``ValueError``, which the import reports as the part's problem."""
     length = model._meta.get_field(name).max_length or 0
     checked = validation.text("" if value is None else str(value), name, max_length=length)

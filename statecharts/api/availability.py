@@ -1,5 +1,6 @@
 """The execution detail's ``available_events`` and ``subject`` fields, and the 403 of a send
-``statecharts.authorization`` refuses. Registered as execution fields by the app's ``ready()``
+``statecharts.policies.authorization`` refuses. Registered as execution fields by the app's
+``ready()``
 (``statecharts.extensions``), like the fields other apps contribute."""
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.exceptions import APIException
 
-from statecharts import availability, extensions, subjects
-from statecharts.authorization import NotPermitted
+from statecharts import extensions
+from statecharts.policies import availability, subjects
+from statecharts.policies.authorization import NotPermitted
 
 _TRANSITION = {
     "type": "object",
@@ -45,7 +47,7 @@ _EVENT = {
 }
 
 
-# The serializer context key of the request's guard time (statecharts.availability).
+# The serializer context key of the request's guard time (statecharts.policies.availability).
 _GUARD_TIME = "statecharts.available_events.guard_time"
 
 
@@ -112,7 +114,7 @@ class SubjectInput(serializers.Serializer[Any]):
 
 class EventForbidden(APIException):
     """403 with the reasons: this user may not send this event (or start this chart, or
-    cancel this execution: any ``statecharts.authorization.NotPermitted``)."""
+    cancel this execution: any ``statecharts.policies.authorization.NotPermitted``)."""
 
     status_code = status.HTTP_403_FORBIDDEN
     default_code = "permission_denied"

@@ -1,5 +1,5 @@
 """API errors beyond DRF's own: a conflict with the execution's state, a missing renderer, and
-the API's column of the refusal table (``statecharts.refusals``): :func:`refused`."""
+the API's column of the refusal table (``statecharts.policies.refusals``): :func:`refused`."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from django.utils.translation import gettext_lazy as _
 from rest_framework import status
 from rest_framework.exceptions import APIException, ValidationError
 
-from statecharts import refusals
-from statecharts.refusals import Refusal
+from statecharts.policies import refusals
+from statecharts.policies.refusals import Refusal
 
 
 class Conflict(APIException):
@@ -34,7 +34,8 @@ class DiagramUnavailable(APIException):
 
 
 class Refused(APIException):
-    """A refusal from the stepper, answered as the refusal table says (``statecharts.refusals``:
+    """A refusal from the stepper, answered as the refusal table says
+    (``statecharts.policies.refusals``:
     its ``api`` status; the body has ``detail`` and ``reason``, and ``status`` when the
     execution's is known)."""
 

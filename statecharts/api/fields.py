@@ -8,7 +8,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from statecharts.inspection import json_safe
+from statecharts.operations.inspection import json_safe
 from statecharts.stepper.requests import JSONText
 
 __all__ = ["InputJSONField", "JSONValueField", "json_safe"]

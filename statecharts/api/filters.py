@@ -15,9 +15,9 @@ from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import ValidationError
 from drf_spectacular.utils import extend_schema_field
 
-from statecharts import subjects
 from statecharts.models import Chart, Execution, ExecutionStatus
 from statecharts.models.executions import ExecutionQuerySet
+from statecharts.policies import subjects
 
 # Ids are 64-bit signed integers on every database: a number outside that range is refused
 # (a 400 naming the parameter), not sent to the database (SQLite raises OverflowError).

@@ -1,5 +1,6 @@
 """The API's door to chart migration (``POST /api/executions/migrate/``): the request's
-serializer and the run (``statecharts.chart_migration``). Each execution is migrated in its
+serializer and the run (``statecharts.operations.chart_migration``). Each execution is migrated in
+its
 own transaction, as the ``statechart migrate`` command does; a request takes at most
 ``MAX_EXECUTIONS`` executions (larger runs: the command, or several requests)."""
 
@@ -12,8 +13,14 @@ from rest_framework import serializers
 
 from statecharts.api.filters import LARGEST_ID
 from statecharts.api.serializers import ChartReferenceField, StrictInput
-from statecharts.chart_migration import MigrationPlan, PlanError, Verdict, dry_run, migrate
 from statecharts.models import Chart, Execution
+from statecharts.operations.chart_migration import (
+    MigrationPlan,
+    PlanError,
+    Verdict,
+    dry_run,
+    migrate,
+)
 
 MAX_EXECUTIONS = 500
 

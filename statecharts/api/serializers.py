@@ -12,17 +12,18 @@ from rest_framework import serializers
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
-from statecharts import extensions, subjects, validation
+from statecharts import extensions
 from statecharts.api.availability import AvailableEventsField, SubjectInput
 from statecharts.api.fields import InputJSONField, JSONValueField, json_safe
 from statecharts.api.filters import LARGEST_ID
 from statecharts.core.errors import ChartError, StatechartError
 from statecharts.exceptions import InvalidInput, printable
-from statecharts.inspection import ExecutionView, Unreadable, inspect, shown_input
-from statecharts.lookups import LookupProblem, find_chart
 from statecharts.models import Chart, Execution, ExecutionStatus, HistoryEntry
 from statecharts.models.charts import source_hash
 from statecharts.models.history import Disposition
+from statecharts.operations.inspection import ExecutionView, Unreadable, inspect, shown_input
+from statecharts.policies import subjects, validation
+from statecharts.policies.lookups import LookupProblem, find_chart
 from statecharts.runtime import check_source, compile_source, stored_warnings
 from statecharts.versions import NoNextVersion, VersionError, VersionTaken
 
@@ -247,7 +248,8 @@ def execution_view(field: serializers.Field, execution: Execution) -> ExecutionV
 
 
 class ExecutionDetailSerializer(ExecutionSerializer):
-    """An execution as the read model (``statecharts.inspection``) shows it, plus the fields
+    """An execution as the read model (``statecharts.operations.inspection``) shows it, plus the
+    fields
     installed apps contribute (``pending_timers`` from the timers app)."""
 
     active_states = serializers.SerializerMethodField(
@@ -319,7 +321,7 @@ class ExecutionDetailSerializer(ExecutionSerializer):
 )
 class ChartReferenceField(serializers.PrimaryKeyRelatedField):  # type: ignore[type-arg]
     """A chart by id (a JSON integer) or by id or name (a string), the rule of
-    ``statecharts.lookups.find_chart``: a name means its latest version.
+    ``statecharts.policies.lookups.find_chart``: a name means its latest version.
 
     A JSON number with a fraction or an exponent (``1.5``, ``1.0``, ``1e400``) is not an id:
     it is refused (400) rather than rounded to another chart's id or overflowing the

@@ -11,16 +11,17 @@ accepted, each checked so that a malformed one is a 400 instead of an error insi
 
 Tags that carry code or references (``function``, ``regexp``, ``xml``, ``ref``, ``map``,
 ``set``) are refused: over HTTP they would let a caller put code into an execution. Depth,
-size, keys, numbers, surrogates and reserved event names: see ``statecharts.validation``.
+size, keys, numbers, surrogates and reserved event names: see ``statecharts.policies.validation``.
 
 The API does not check these itself: its views build the stepper's requests
 (``statecharts.stepper.requests``), the stepper's gate checks them, and the refusal table
-(``statecharts.refusals``, the API's column in ``statecharts.api.exceptions.refused``) makes
+(``statecharts.policies.refusals``, the API's column in ``statecharts.api.exceptions.refused``)
+makes
 a refusal a 400 by field.
 """
 
 from __future__ import annotations
 
-from statecharts.validation import ACCEPTED_TAGS, TAG
+from statecharts.policies.validation import ACCEPTED_TAGS, TAG
 
 __all__ = ["ACCEPTED_TAGS", "TAG"]

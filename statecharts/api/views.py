@@ -24,7 +24,7 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.serializers import BaseSerializer
 
-from statecharts import attribution, refusals, stepper
+from statecharts import stepper
 from statecharts.api import filters, serializers
 from statecharts.api.exceptions import Conflict, DiagramUnavailable, Refused, refused
 from statecharts.api.migration import MigrationRequestSerializer
@@ -36,10 +36,11 @@ from statecharts.api.renderers import SVGRenderer
 from statecharts.core.errors import StatechartError
 from statecharts.core.model import Chart as CompiledChart
 from statecharts.exceptions import InvalidInput, NeedsMigration, StepRefused, printable
-from statecharts.inspection import history_entries, inspect
 from statecharts.models import Chart, Execution, ExecutionStatus
 from statecharts.models.charts import source_hash
 from statecharts.models.history import Disposition
+from statecharts.operations.inspection import history_entries, inspect
+from statecharts.policies import attribution, refusals
 
 ERRORS = {
     400: OpenApiResponse(description="Invalid input: the reasons, by field."),
@@ -59,7 +60,8 @@ IDEMPOTENT = {
 # name); a replayed answer carries IDEMPOTENT_REPLAYED: true.
 IDEMPOTENCY_KEY_HEADER = "Idempotency-Key"
 IDEMPOTENT_REPLAYED = "Idempotent-Replayed"
-# The headers every input takes (statecharts.attribution, statecharts.idempotency).
+# The headers every input takes (statecharts.policies.attribution,
+# statecharts.policies.idempotency).
 INPUT_HEADERS = [
     OpenApiParameter(
         IDEMPOTENCY_KEY_HEADER,
@@ -166,7 +168,7 @@ def _render_svg(
 
 
 def _caller(request: Request) -> tuple[dict[str, Any], str | None]:
-    """The request's caller context (``statecharts.attribution``) and its Idempotency-Key
+    """The request's caller context (``statecharts.policies.attribution``) and its Idempotency-Key
     (checked by the stepper's gate with the rest of the request); a 400 naming the header
     when the caller context is bad."""
     try:

@@ -8,7 +8,7 @@ memory and a step taken durably are the same kind of thing, so they are the same
 
 This module is pure (no Django, no clock): drivers and apps call :func:`emit`; listeners
 (:func:`subscribe`) turn events into Django signals and log records
-(``statecharts.telemetry``), OpenTelemetry spans and metrics (``statecharts.telemetry_otel``)
+(``statecharts.telemetry``), OpenTelemetry spans and metrics (``statecharts.telemetry.otel``)
 or anything else. With no listener, :func:`emit` returns at once, and the drivers skip
 building an event's attributes (they test :data:`listeners` first): telemetry nobody listens
 to costs a truth test per step (docs/performance.md).

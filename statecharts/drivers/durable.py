@@ -60,7 +60,8 @@ class Input:
     # cancel: why. "cancelled_by_parent" becomes the outcome; anything else is the caller's
     # words (recorded with the input), and the outcome is "cancelled".
     reason: str | None = None
-    # Who sent (or started, or cancelled) it, when a door checked (statecharts.authorization):
+    # Who sent (or started, or cancelled) it, when a door checked
+    # (statecharts.policies.authorization):
     # the user's id and name, and the rule that allowed it. Recorded, never re-checked:
     # replay trusts the history.
     sender: dict[str, Any] | None = None

@@ -2,7 +2,7 @@
 
 Kept out of the ``statechart`` command's module (which only registers it): the plan comes
 from the options, each execution is migrated in its own transaction
-(``statecharts.chart_migration``), a progress line is kept up to date on long runs (on a
+(``statecharts.operations.chart_migration``), a progress line is kept up to date on long runs (on a
 terminal, redrawn in place; otherwise one line per tenth), and a summary ends the run.
 """
 
@@ -17,8 +17,9 @@ from typing import Any
 
 from django.core.management.base import CommandError
 
-from statecharts import lookups
-from statecharts.chart_migration import (
+from statecharts.management.progress import Progress
+from statecharts.models import Chart, Execution
+from statecharts.operations.chart_migration import (
     ExecutionReport,
     MigrationPlan,
     PlanError,
@@ -26,8 +27,7 @@ from statecharts.chart_migration import (
     dry_run,
     migrate,
 )
-from statecharts.management.progress import Progress
-from statecharts.models import Chart, Execution
+from statecharts.policies import lookups
 
 PROGRESS_FROM = 200  # runs of at least this many executions show progress
 

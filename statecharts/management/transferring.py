@@ -1,5 +1,5 @@
 """``manage.py statechart export`` / ``import``: an execution as a JSON document
-(``statecharts.transfer``), kept out of the ``statechart`` command's module."""
+(``statecharts.operations.transfer``), kept out of the ``statechart`` command's module."""
 
 from __future__ import annotations
 
@@ -12,8 +12,13 @@ from typing import Any
 
 from django.core.management.base import CommandError
 
-from statecharts import lookups
-from statecharts.transfer import ExportRefused, ImportRefused, export_execution, import_execution
+from statecharts.operations.transfer import (
+    ExportRefused,
+    ImportRefused,
+    export_execution,
+    import_execution,
+)
+from statecharts.policies import lookups
 
 MAX_DOCUMENT_BYTES = 300 * 1024 * 1024  # a position's own bound, and the parts' rows
 

@@ -1,4 +1,4 @@
-"""Retention and erasure (statecharts.retention): Execution.erased (when its personal data was
+"""Retention and erasure (statecharts.operations.retention): Execution.erased (when its personal data was
 erased), the history's two marker dispositions (erased, pruned) and the permission to erase
 (no SQL change for the choices and the permission)."""
 
@@ -19,7 +19,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='execution',
             name='erased',
-            field=models.DateTimeField(blank=True, help_text='When its personal data was erased (statecharts.retention.erase): its datamodel, donedata, metadata, business key and the data of its inputs are gone.', null=True),
+            field=models.DateTimeField(blank=True, help_text='When its personal data was erased (statecharts.operations.retention.erase): its datamodel, donedata, metadata, business key and the data of its inputs are gone.', null=True),
         ),
         migrations.AlterField(
             model_name='historyentry',

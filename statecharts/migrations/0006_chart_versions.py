@@ -1,6 +1,6 @@
 """Chart versions (statecharts.versions): a loaded chart's name and version are unique
 together, with the permission to load a new version of an existing chart; the history's ``migrated``
-(statecharts.chart_migration) and ``imported`` (statecharts.transfer) dispositions.
+(statecharts.operations.chart_migration) and ``imported`` (statecharts.operations.transfer) dispositions.
 
 Charts loaded before this rule may share a name without versions, or even a name and a
 version: ``give_versions`` resolves them first, in creation order, so the constraint holds

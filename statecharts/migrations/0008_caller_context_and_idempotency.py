@@ -15,7 +15,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='historyentry',
             name='caller_context',
-            field=statecharts.models.fields.PortableJSONField(blank=True, help_text='Who or what fed the input, as the door saw it (a request id, a trace context, the user; statecharts.attribution). Opaque: never part of a key.', null=True),
+            field=statecharts.models.fields.PortableJSONField(blank=True, help_text='Who or what fed the input, as the door saw it (a request id, a trace context, the user; statecharts.policies.attribution). Opaque: never part of a key.', null=True),
         ),
         migrations.AddField(
             model_name='outboxmessage',

@@ -8,11 +8,11 @@ from typing import Any
 
 from django.db import IntegrityError, models, transaction
 
-from statecharts import validation
 from statecharts.core.errors import Problem
 from statecharts.core.model import Chart as CompiledChart
 from statecharts.core.parse import decode_utf8
 from statecharts.models.fields import PortableJSONField
+from statecharts.policies import validation
 from statecharts.runtime import check_source, compiled_chart, read_chart_file
 from statecharts.versions import (
     FIRST_VERSION,
@@ -65,7 +65,8 @@ class ChartManager(models.Manager["Chart"]):
         errors in its code, a stored datamodel that differs from today's default) is in the
         returned row's ``load_warnings``; with ``EXPRESSION_SYNTAX = "error"`` a syntax error
         refuses the chart. Raises ``ChartError`` (every problem, with
-        line:column) for an invalid document, and ``statecharts.validation.InvalidInput`` for
+        line:column) for an invalid document, and ``statecharts.policies.validation.InvalidInput``
+        for
         a name or version its column cannot hold. A chart stored for an invocation
         (``origin=invoked``) never takes a name: its ``<scxml name>`` is not a version of
         anyone's chart.

@@ -50,7 +50,7 @@ def install_stepper(stepper: StepperFacade) -> None:
     _stepper = stepper
 
 
-# statecharts.availability.available_events, installed with the stepper (it imports the
+# statecharts.policies.availability.available_events, installed with the stepper (it imports the
 # models, so the models cannot import it).
 _available_events: Callable[..., Any] | None = None
 
@@ -135,7 +135,7 @@ class ExecutionManager(models.Manager.from_queryset(ExecutionQuerySet)):  # type
         (``statecharts.stepper.start``); ``subject``: the object it is about;
         ``caller_context`` is recorded with the start; ``idempotency_key`` makes a retried
         start start nothing twice; ``tracing`` keeps its steps' trace effects; ``user``:
-        check that this user may start it (``statecharts.authorization``;
+        check that this user may start it (``statecharts.policies.authorization``;
         ``StartNotPermitted`` otherwise) and record them."""
         options: dict[str, Any] = {"data": data, "business_key": business_key}
         options["metadata"] = metadata
@@ -205,7 +205,7 @@ class Execution(models.Model):
         "exited and entered, guards, ...): shown as a trace in its timeline.",
     )
     # The object this execution is about (an order, a loan application), set at start:
-    # statecharts.subjects. The id is text so any primary key type fits.
+    # statecharts.policies.subjects. The id is text so any primary key type fits.
     subject_content_type = models.ForeignKey(
         ContentType,
         null=True,
@@ -225,7 +225,7 @@ class Execution(models.Model):
     erased = models.DateTimeField(
         null=True,
         blank=True,
-        help_text="When its personal data was erased (statecharts.retention.erase): its "
+        help_text="When its personal data was erased (statecharts.operations.retention.erase): its "
         "datamodel, donedata, metadata, business key and the data of its inputs are gone.",
     )
 
@@ -267,8 +267,8 @@ class Execution(models.Model):
         return self.status in TERMINAL_STATUSES
 
     def available_events(self, *, user: Any = None, include_reserved: bool = False) -> Any:
-        """The events that would enable a transition now (``statecharts.availability``);
-        with ``user``, only those ``statecharts.authorization`` lets them send."""
+        """The events that would enable a transition now (``statecharts.policies.availability``);
+        with ``user``, only those ``statecharts.policies.authorization`` lets them send."""
         if _available_events is None:
             _the_stepper()  # (says the app is not ready)
         assert _available_events is not None
@@ -276,7 +276,7 @@ class Execution(models.Model):
 
     def send(self, name: str, data: Any = None, **fields: Any) -> StepResult:
         """Feed one external event (``statecharts.stepper.send``), then reload this row.
-        ``user=``: check that this user may send it (``statecharts.authorization``);
+        ``user=``: check that this user may send it (``statecharts.policies.authorization``);
         ``caller_context=`` and ``idempotency_key=`` are taken too."""
         result = _the_stepper().send(self.pk, name, data, **fields)
         self.refresh_from_db()
@@ -286,7 +286,8 @@ class Execution(models.Model):
 
     def cancel(self, **options: Any) -> StepResult:
         """Cancel it (``statecharts.stepper.cancel``: ``caller_context``, ``reason``,
-        ``idempotency_key``, ``user``: checked by ``statecharts.authorization``), then reload
+        ``idempotency_key``, ``user``: checked by ``statecharts.policies.authorization``), then
+        reload
         this row."""
         result = _the_stepper().cancel(self.pk, **options)
         self.refresh_from_db()

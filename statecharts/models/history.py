@@ -11,14 +11,15 @@ class Disposition(models.TextChoices):
     APPLIED = "applied", "applied"
     DISCARDED = "discarded", "discarded (execution finished)"
     REFUSED = "refused", "refused (see the reason)"
-    # Not inputs: what was done to the execution's rows (statecharts.retention). Replay
+    # Not inputs: what was done to the execution's rows (statecharts.operations.retention). Replay
     # reports them instead of replaying.
     ERASED = "erased", "personal data erased"
     PRUNED = "pruned", "history pruned (retention)"
-    # The execution was moved to another chart version (statecharts.chart_migration): the
+    # The execution was moved to another chart version (statecharts.operations.chart_migration): the
     # entry's input holds the position it was given, which replay starts from.
     MIGRATED = "migrated", "migrated to another chart version"
-    # Created from an exported document (statecharts.transfer): the input holds the position.
+    # Created from an exported document (statecharts.operations.transfer): the input holds the
+    # position.
     IMPORTED = "imported", "imported from an export"
 
 
@@ -69,7 +70,7 @@ class HistoryEntry(models.Model):
         null=True,
         blank=True,
         help_text="Who or what fed the input, as the door saw it (a request id, a trace "
-        "context, the user; statecharts.attribution). Opaque: never part of a key.",
+        "context, the user; statecharts.policies.attribution). Opaque: never part of a key.",
     )
     created = models.DateTimeField()
 

@@ -3,7 +3,7 @@
 A send or a cancel keeps its key on its history entry (unique per execution). A start has
 no execution yet to be unique in, so its key lives here, unique per chart *name* (not per
 chart version: a client retrying after a new version was loaded must find the execution its
-first attempt started). See ``statecharts.idempotency``.
+first attempt started). See ``statecharts.policies.idempotency``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ class StartKey(models.Model):
         "statecharts.Execution", on_delete=models.CASCADE, related_name="+"
     )
     # sha256 of what the caller asked for (data, business key, metadata, session id): the
-    # same key with other content is refused (statecharts.idempotency.fingerprint).
+    # same key with other content is refused (statecharts.policies.idempotency.fingerprint).
     fingerprint = models.CharField(max_length=64)
     created = models.DateTimeField()
 

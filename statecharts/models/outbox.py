@@ -60,7 +60,7 @@ class OutboxMessage(models.Model):
         max_length=20, choices=OutboxStatus.choices, default=OutboxStatus.PENDING
     )
     reason = PortableTextField(blank=True)
-    # The caller context of the sender's step (statecharts.attribution): the target's step
+    # The caller context of the sender's step (statecharts.policies.attribution): the target's step
     # that applies the message records it, so a request is followed across executions.
     caller_context = PortableJSONField(null=True, blank=True)
     created = models.DateTimeField()

@@ -34,7 +34,7 @@ the core's public names)::
 performer gets), ``Input``, ``NoPerformer``, the requests (``StartRequest``,
 ``EventRequest``, ``CancelRequest``, ``AnswerRequest``, ``JSONText``: ``requests``) and the
 refusals (``InvalidInput``, ``StepRefused``, ``NeedsMigration``, ``BusinessKeyInUse``; what
-each door answers for each: ``statecharts.refusals``) come with it.
+each door answers for each: ``statecharts.policies.refusals``) come with it.
 
 ``start``, ``start_result``, ``send`` and ``cancel`` build a request and submit it; what
 comes from outside is checked in one place, the ``gate``, before anything is written.
@@ -130,7 +130,8 @@ def start(
     built from the keywords, given to :func:`submit`. ``tracing`` keeps the core's trace
     effects of its steps in its history (see ``trace``).
 
-    ``caller_context``: opaque JSON saying who or what started it (``statecharts.attribution``),
+    ``caller_context``: opaque JSON saying who or what started it
+    (``statecharts.policies.attribution``),
     stored with the start's history entry and carried on what the step schedules and sends.
     ``idempotency_key``: a client that retries a start after losing the response passes the
     same key; the start is done once per chart *name* and key, and the repeat returns the
@@ -138,15 +139,15 @@ def start(
     ``IdempotencyConflict``). :func:`start_result` says which it was.
 
     Everything given here from outside is checked first, by the stepper's gate
-    (``statecharts.stepper.gate``, the rules of ``statecharts.validation``): an
+    (``statecharts.stepper.gate``, the rules of ``statecharts.policies.validation``): an
     :class:`~statecharts.exceptions.InvalidInput` (a ``ValueError``) names the bad path, and
     nothing is written. A ``session_id`` given here is 1 to 64 letters, digits, ``_`` and
     ``-`` (``validation.SESSION_ID_ALPHABET``); without one, a uuid4 hex is minted.
 
     ``subject``: the model instance the execution is about (``Execution.subject``; a saved
-    object, checked by ``statecharts.subjects``).
+    object, checked by ``statecharts.policies.subjects``).
 
-    ``user``: the user starting it; ``statecharts.authorization`` checks they may
+    ``user``: the user starting it; ``statecharts.policies.authorization`` checks they may
     (``statecharts.add_execution`` and ``START_PERMISSIONS``; else ``StartNotPermitted``, a
     ``PermissionDenied``, and nothing is written) and the history records who started it.
     Without it the caller is trusted code and nothing is checked."""
@@ -202,7 +203,8 @@ def submit(request: Request) -> StepResult:
     """Apply one request from outside (``statecharts.stepper.requests``): the gate checks it
     (``InvalidInput``, nothing written), asks whether its user may (``NotPermitted``) and
     records who; then one step, in one transaction, and what it sent is delivered. What the
-    execution refuses raises one of the ``StepRefused`` family (``statecharts.refusals``)."""
+    execution refuses raises one of the ``StepRefused`` family
+    (``statecharts.policies.refusals``)."""
     if isinstance(request, EventRequest):
         return _send(request)
     if isinstance(request, StartRequest):
@@ -305,15 +307,16 @@ def send(
 ) -> StepResult:
     """Feed one external event named ``name`` (fields: sendid, origin, origintype, invokeid).
 
-    ``caller_context`` is opaque JSON saying who or what sent it (``statecharts.attribution``):
+    ``caller_context`` is opaque JSON saying who or what sent it
+    (``statecharts.policies.attribution``):
     stored with the input's history entry, handed to performers (timer rows, outbox messages
     and invocation rows keep it; a fired timer's step gets it back). The event
     comes from outside: its name (never a reserved one: ``error.*``, ``done.*``), data and
-    fields are checked first (``statecharts.validation``); an ``InvalidInput`` (a
+    fields are checked first (``statecharts.policies.validation``); an ``InvalidInput`` (a
     ``ValueError``) names the bad path and nothing is written. The platform's own events go
     through :func:`feed`, which trusts what it is given. ``idempotency_key``: see ``feed``.
 
-    ``user``: the user sending it; ``statecharts.authorization`` checks they may (else
+    ``user``: the user sending it; ``statecharts.policies.authorization`` checks they may (else
     ``EventNotPermitted``, a ``PermissionDenied``, and nothing is written) and the history
     records who sent it. Without it the caller is trusted code and nothing is checked. The
     user is recorded in the caller context too (``"user"``), unless it already names one.
@@ -359,7 +362,7 @@ def cancel(
     (and shown in its timeline); the outcome is ``cancelled`` whatever it says (the
     invocations app's ``cancelled_by_parent`` is the one reason kept as the outcome).
 
-    ``user``: the user cancelling it; ``statecharts.authorization`` checks they may
+    ``user``: the user cancelling it; ``statecharts.policies.authorization`` checks they may
     (``statecharts.change_execution`` and ``CANCEL_PERMISSIONS``; else
     ``CancelNotPermitted``, a ``PermissionDenied``, and nothing is written) and the history
     records who cancelled it. Without it the caller is trusted code and nothing is checked

@@ -51,7 +51,6 @@ from typing import Any
 from django.db import transaction
 from django.db.models import F
 
-from statecharts import codecs
 from statecharts.conf import statecharts_settings
 from statecharts.core.events import PLATFORM, Event, error_data
 from statecharts.core.telemetry import TelemetryEvent
@@ -59,6 +58,7 @@ from statecharts.drivers.durable import Input
 from statecharts.exceptions import StepRefused
 from statecharts.models import AppliedMessage, Execution, OutboxMessage
 from statecharts.models.outbox import OutboxStatus
+from statecharts.policies import codecs
 from statecharts.statuses import InputRule, rules
 from statecharts.stepper import observing, sql
 from statecharts.stepper.transaction import feed_step, lock, step_locked

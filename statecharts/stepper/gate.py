@@ -2,9 +2,10 @@
 
 A door builds a request (``statecharts.stepper.requests``) and hands it to
 ``statecharts.stepper.submit``; the gate checks every field of it against the rules of
-``statecharts.validation`` (and the apps' start checks, ``register_start_check``), collecting
+``statecharts.policies.validation`` (and the apps' start checks, ``register_start_check``),
+collecting
 every problem into one ``InvalidInput`` naming each bad path, then asks
-``statecharts.authorization`` whether the user (or the door's capability) may, and records
+``statecharts.policies.authorization`` whether the user (or the door's capability) may, and records
 who (the caller context gets the user). Only then does the stepper take its lock. No door
 calls the rules itself: a new check (a per-chart schema for event data, say) goes here.
 
@@ -18,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from statecharts import attribution, authorization, idempotency, subjects, validation
 from statecharts.core.events import EXTERNAL, Event
 from statecharts.exceptions import InputProblem, InvalidInput
 from statecharts.models import Execution
+from statecharts.policies import attribution, authorization, idempotency, subjects, validation
 from statecharts.stepper.performing import check_start
 from statecharts.stepper.requests import (
     AnswerRequest,

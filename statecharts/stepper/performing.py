@@ -50,7 +50,6 @@ from typing import Any
 from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
 
-from statecharts import codecs
 from statecharts.conf import statecharts_settings
 from statecharts.core.effects import Effect, EffectKind
 from statecharts.core.host import RegisteredTypes, RouteAnswer
@@ -58,6 +57,7 @@ from statecharts.core.plan import Instruction, InstructionKind
 from statecharts.core.state import State
 from statecharts.drivers.durable import CANCELLED_BY_PARENT
 from statecharts.models import Execution, OutboxMessage
+from statecharts.policies import codecs
 from statecharts.stepper import observing
 from statecharts.stepper.sql import database
 
@@ -133,7 +133,7 @@ _start_checks: list[StartCheck] = []
 
 def register_start_check(check: StartCheck) -> None:
     """Let an app refuse a start before anything is written: ``check(chart, metadata)``
-    raises ``statecharts.validation.InvalidInput`` (a ``ValueError``) with the path and the
+    raises ``statecharts.policies.validation.InvalidInput`` (a ``ValueError``) with the path and the
     reason. The routes app refuses route overrides naming an unregistered route or an option
     the route does not let a scope override."""
     if check not in _start_checks:

@@ -4,18 +4,19 @@ Every door data comes in through (the REST API, the admin's forms, ``manage.py s
 the Basic HTTP inbound view, an invoke handler's answer, the Python API) builds one of these
 and gives it to :func:`statecharts.stepper.submit`. The stepper's gate
 (``statecharts.stepper.gate``) checks it once, against the rules of
-``statecharts.validation``, before anything is written: a door does not call the rules
+``statecharts.policies.validation``, before anything is written: a door does not call the rules
 itself. What the gate refuses is an ``InvalidInput`` naming every bad path; what the
-execution refuses is one of the ``StepRefused`` family; ``statecharts.refusals`` says what
+execution refuses is one of the ``StepRefused`` family; ``statecharts.policies.refusals`` says what
 each door answers for each.
 
 A value a door read as text (a form field, a command option, a form-encoded API body) is
 given as :class:`JSONText`: the gate reads it strictly (no ``NaN``, never a
 ``RecursionError``) and names the field in its refusal.
 
-Who and why: ``user`` (checked by ``statecharts.authorization``: a user who may not is
+Who and why: ``user`` (checked by ``statecharts.policies.authorization``: a user who may not is
 refused with ``NotPermitted``, nothing written; the history records who), ``caller_context``
-(opaque JSON saying who or what asked, ``statecharts.attribution``), ``reason`` (a cancel's),
+(opaque JSON saying who or what asked, ``statecharts.policies.attribution``), ``reason`` (a
+cancel's),
 ``cause`` (what caused an input). A request is a value: build a new one rather than change
 one handed over (they are not frozen only because a frozen dataclass costs three times as
 much to build, on every event). Without a user the caller is trusted code (no permission

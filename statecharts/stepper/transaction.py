@@ -45,7 +45,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from statecharts import codecs, idempotency, signals
+from statecharts import signals
 from statecharts.conf import statecharts_settings
 from statecharts.core import effects as fx
 from statecharts.core.datamodel import check_tagged
@@ -76,6 +76,7 @@ from statecharts.exceptions import (
 )
 from statecharts.models import AppliedMessage, Chart, Execution, HistoryEntry
 from statecharts.models.history import Disposition
+from statecharts.policies import codecs, idempotency
 from statecharts.runtime import compiled_chart, interpreter_for
 from statecharts.statuses import (
     LIVE_STATUSES,
@@ -155,7 +156,8 @@ def start_step(
     and ``invoke_ordinal`` start the child of an ``<invoke>`` (``_event`` of what it sends to
     ``#_parent`` carries the invoke id; one child per (parent, ordinal)).
 
-    ``idempotency_key``: unique per chart *name* (``statecharts.idempotency``); a start that
+    ``idempotency_key``: unique per chart *name* (``statecharts.policies.idempotency``); a start
+    that
     repeats one returns the execution the first started (``repeated``), starting nothing,
     and one that asked for something else raises ``IdempotencyConflict``."""
     observing.step_started()
@@ -192,7 +194,7 @@ def start_step(
                 created=now,
             )
             if subject is not None:
-                execution.subject = subject  # (statecharts.subjects checked it)
+                execution.subject = subject  # (statecharts.policies.subjects checked it)
             start_input = Input.start(
                 session_id,
                 data,
@@ -303,7 +305,7 @@ def feed_step(
 
 def _stored_input(step_input: Input) -> dict[str, Any]:
     """The history row's ``input`` and ``codec``: the input as the payload codec writes it
-    (``statecharts.codecs``; the default stores it as it is)."""
+    (``statecharts.policies.codecs``; the default stores it as it is)."""
     stored, codec = codecs.encode_input(step_input.to_dict())
     return {"input": stored, "codec": codec}
 

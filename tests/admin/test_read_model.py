@@ -1,4 +1,5 @@
-"""One read model (statecharts.inspection) behind the admin, the API and ``statechart show``:
+"""One read model (statecharts.operations.inspection) behind the admin, the API and ``statechart
+show``:
 the three doors show the same execution, and none of them fails on a damaged row."""
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from statecharts import extensions
-from statecharts.inspection import Unreadable, chart_hints, inspect
 from statecharts.models import Chart, Execution, HistoryEntry
+from statecharts.operations.inspection import Unreadable, chart_hints, inspect
 from timers.models import Timer
 
 pytestmark = pytest.mark.django_db

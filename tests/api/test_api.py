@@ -295,7 +295,7 @@ def test_a_business_key_in_use_is_a_409_with_the_reason(api: APIClient, chart: C
 
 
 def test_start_by_chart_name_takes_its_latest_version(api: APIClient) -> None:
-    # The rule of `manage.py statechart start NAME` (statecharts.lookups): dotted versions.
+    # The rule of `manage.py statechart start NAME` (statecharts.policies.lookups): dotted versions.
     Chart.objects.load(ORDER.replace('expr="3"', 'expr="4"'), version="1.9", new_version=True)
     latest = Chart.objects.load(
         ORDER.replace('expr="3"', 'expr="5"'), version="1.10", new_version=True

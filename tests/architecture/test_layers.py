@@ -190,6 +190,86 @@ def test_models_do_not_import_the_stepper() -> None:
     assert problems == []
 
 
+# The rooms of ``statecharts`` (docs/architecture.md, "Where things live"): the folder a
+# module sits in says which layer it belongs to. A new module at the top is a decision, not an
+# accident: add it to this table with its reason, or put it in a room.
+TOP_OF_STATECHARTS = {
+    # the pure core and the drivers (layers 1 and 2)
+    "core": "parse, validate, compile, interpret (Appendix D), the planner; no Django",
+    "drivers": "the in-memory driver and the pure durable step",
+    # the durable engine (layer 3)
+    "models": "charts, executions, history, outbox rows",
+    "stepper": "one step, one transaction: the public stepper API",
+    "runtime": "the compiled-chart and interpreter caches between rows and the core",
+    "statuses": "the execution statuses and what each allows",
+    "versions": "chart versions: their order, the next one, latest",
+    "work": "pending work from every app (what the sweeper and the workbench run)",
+    # shared policies and operations (layer 3, used by the engine and the surface)
+    "policies": "validation, refusals, authorization, attribution, idempotency, codecs, ...",
+    "operations": "read model, retention, re-encryption, transfer, chart migration, replay, health",
+    "telemetry": "signals and log records, and the OpenTelemetry bridge",
+    # the surface (layer 4)
+    "admin": "the Django admin",
+    "api": "the REST API and its OpenAPI schema",
+    "management": "manage.py statechart",
+    "forms": "the admin's forms",
+    "subjects_admin": "the admin between an execution and its subject",
+    "diagram": "the chart diagram (SVG)",
+    "templates": "the admin's templates",
+    "migrations": "the database migrations",
+    # the app itself
+    "apps": "the AppConfig",
+    "conf": "the STATECHARTS settings",
+    "checks": "system checks",
+    "exceptions": "errors the Django layer raises on purpose",
+    "signals": "the signals the stepper sends",
+    "extensions": "what other apps add to the admin, the API and the read model",
+    "testing": "test helpers for host projects (a clock, a workbench, assertions)",
+}
+
+
+def test_the_top_of_statecharts_holds_only_its_rooms() -> None:
+    top = {
+        path.stem if path.is_file() else path.name
+        for path in (ROOT / "statecharts").iterdir()
+        if (path.suffix == ".py" and path.stem != "__init__")
+        or (path.is_dir() and not path.name.startswith((".", "__")))
+    }
+    assert top == set(TOP_OF_STATECHARTS)
+
+
+ENGINE = (
+    "statecharts.core", "statecharts.drivers", "statecharts.models", "statecharts.stepper",
+    "statecharts.runtime", "statecharts.statuses", "statecharts.versions",
+)
+SURFACE = (
+    "statecharts.admin", "statecharts.api", "statecharts.management", "statecharts.forms",
+    "statecharts.subjects_admin", "statecharts.diagram",
+)
+
+
+def _arrows(sources: tuple[str, ...], targets: tuple[str, ...]) -> list[str]:
+    return [
+        f"{module} -> {target}"
+        for module in MODULES
+        if module.startswith(sources)
+        for target in sorted(GRAPH[module])
+        if target.startswith(targets)
+    ]
+
+
+def test_the_engine_imports_neither_operations_nor_the_surface() -> None:
+    assert _arrows(ENGINE, ("statecharts.operations", *SURFACE)) == []
+
+
+def test_policies_import_neither_operations_nor_the_surface() -> None:
+    assert _arrows(("statecharts.policies",), ("statecharts.operations", *SURFACE)) == []
+
+
+def test_operations_do_not_import_the_surface() -> None:
+    assert _arrows(("statecharts.operations",), SURFACE) == []
+
+
 def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected components with more than one module (Tarjan)."""
     index: dict[str, int] = {}

@@ -17,8 +17,8 @@ from rest_framework.test import APIClient
 from statecharts import stepper
 from statecharts.core import Event, Interpreter, load_chart
 from statecharts.core.effects import EffectKind
-from statecharts.inspection import inspect
 from statecharts.models import Chart
+from statecharts.operations.inspection import inspect
 from statecharts.testing import Workbench
 
 NS = 'xmlns="http://www.w3.org/2005/07/scxml" version="1.0" datamodel="ecmascript"'

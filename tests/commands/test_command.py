@@ -21,7 +21,7 @@ from statecharts.core.events import Event
 from statecharts.management.commands.statechart import find_chart, find_execution, version_key
 from statecharts.models import Chart, Execution, ExecutionStatus, OutboxMessage
 from statecharts.models.outbox import OutboxStatus
-from statecharts.replay import replay_many
+from statecharts.operations.replay import replay_many
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -5,7 +5,7 @@ nothing is written.
 
 The door table (the end of this file) lists every door and runs one table of bad inputs and
 one table of refusals through each, checking each answer against the refusal table
-(``statecharts.refusals``): the same reason at every door, the status of its column."""
+(``statecharts.policies.refusals``): the same reason at every door, the status of its column."""
 
 from __future__ import annotations
 
@@ -25,9 +25,9 @@ from statecharts import stepper
 from statecharts.core.errors import StatechartError
 from statecharts.core.events import EXTERNAL, Event
 from statecharts.drivers.durable import Input
-from statecharts.inspection import TOO_DEEP, datamodel_of, inspect
 from statecharts.models import Chart, Execution, HistoryEntry
-from statecharts.validation import InvalidInput
+from statecharts.operations.inspection import TOO_DEEP, datamodel_of, inspect
+from statecharts.policies.validation import InvalidInput
 
 pytestmark = pytest.mark.django_db
 
@@ -350,7 +350,8 @@ def test_chart_bytes_that_are_not_utf8_are_a_chart_error_with_line_and_column() 
 #
 # Every door data from outside comes in through, listed: each bad input and each refusal is run
 # through every door that takes it, and each door answers it as the refusal table says
-# (statecharts.refusals): the same reason, the status of its column, never a 500, and nothing
+# (statecharts.policies.refusals): the same reason, the status of its column, never a 500, and
+# nothing
 # applied. A door that is not listed here fails test_every_door_is_listed.
 
 # Doors that feed an event into an execution (each runs every bad event input and refusal).
@@ -389,7 +390,9 @@ COMMANDS = {
     "statechart start": "start: START_DOORS['command']",
     "statechart send": "event: EVENT_DOORS['command']",
     "statechart cancel": "cancel: a CancelRequest through the gate",
-    "statechart import": "a document: statecharts.transfer (tests/versions/test_transfer_door.py)",
+    "statechart import": (
+        "a document: statecharts.operations.transfer (tests/operations/test_transfer_door.py)"
+    ),
     **{
         f"statechart {name}": "no data into an execution"
         for name in ["deliver", "diagram", "erase", "export", "health", "load", "migrate",
@@ -516,7 +519,7 @@ def _http(response: Any) -> DoorAnswer:
 
 
 def _refusal_of(error: BaseException) -> DoorAnswer:
-    from statecharts import refusals
+    from statecharts.policies import refusals
 
     row = refusals.row_of(error)
     assert row is not None, error
@@ -611,7 +614,7 @@ def door_loan(settings: Any) -> Execution:
 def test_every_event_door_refuses_each_bad_input_alike(
     door: str, case: str, door_loan: Execution
 ) -> None:
-    from statecharts import refusals
+    from statecharts.policies import refusals
 
     name, data, words = BAD_EVENTS[case]
     answer = send_through(door, door_loan, name, data)
@@ -693,7 +696,7 @@ REFUSALS = {
 def test_every_event_door_answers_each_refusal_as_the_table_says(
     door: str, reason: str, door_loan: Execution
 ) -> None:
-    from statecharts import refusals
+    from statecharts.policies import refusals
 
     bring_about, words = REFUSALS[reason]
     bring_about(door_loan)
@@ -713,7 +716,7 @@ def test_every_event_door_answers_each_refusal_as_the_table_says(
 def test_every_event_door_answers_a_reused_idempotency_key_as_the_table_says(
     door: str, door_loan: Execution
 ) -> None:
-    from statecharts import refusals
+    from statecharts.policies import refusals
 
     first = f"door-{door}-1"
     _apply_through(door, door_loan, first)  # applied; the same key with other data conflicts
@@ -752,7 +755,7 @@ def _apply_through(door: str, execution: Execution, key: str) -> None:
 def test_every_event_door_answers_a_protected_event_as_the_table_says(
     door: str, door_loan: Execution
 ) -> None:
-    from statecharts import refusals
+    from statecharts.policies import refusals
 
     clerk = User.objects.create_user("clerk", password="pw", is_staff=True)
     from django.contrib.auth.models import Permission
@@ -843,10 +846,10 @@ def test_every_start_door_refuses_each_bad_input_alike(
 
 def test_the_refusals_live_beside_each_other_and_the_old_paths_still_import() -> None:
     import statecharts.exceptions
+    import statecharts.policies.validation
     import statecharts.stepper.transaction
-    import statecharts.validation
 
-    assert statecharts.validation.InvalidInput is statecharts.exceptions.InvalidInput
+    assert statecharts.policies.validation.InvalidInput is statecharts.exceptions.InvalidInput
     assert stepper.InvalidInput is statecharts.exceptions.InvalidInput
     assert (statecharts.stepper.transaction.BusinessKeyInUse
             is stepper.BusinessKeyInUse is statecharts.exceptions.BusinessKeyInUse)

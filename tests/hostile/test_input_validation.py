@@ -1,4 +1,4 @@
-"""statecharts.validation: the one validator every door calls, unit by unit."""
+"""statecharts.policies.validation: the one validator every door calls, unit by unit."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from django.core.checks import run_checks
 from django.test import override_settings
 
-from statecharts import validation
-from statecharts.validation import InvalidInput
+from statecharts.policies import validation
+from statecharts.policies.validation import InvalidInput
 
 
 def problems(check: Any, *args: Any, **kwargs: Any) -> list[str]:

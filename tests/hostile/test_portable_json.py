@@ -14,7 +14,6 @@ from rest_framework.test import APIClient
 
 from invocations.models import Invocation
 from routes.models import RouteDelivery
-from statecharts.inspection import TOO_DEEP
 from statecharts.models import Chart, Execution, HistoryEntry, OutboxMessage
 from statecharts.models.fields import (
     ESCAPE,
@@ -25,6 +24,7 @@ from statecharts.models.fields import (
     escape_text,
     unescape_text,
 )
+from statecharts.operations.inspection import TOO_DEEP
 from timers.models import RouteTimer, Timer
 
 pytestmark = pytest.mark.django_db

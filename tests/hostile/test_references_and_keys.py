@@ -23,9 +23,9 @@ from rest_framework.test import APIClient
 
 from routes.models import RouteDelivery
 from statecharts import stepper
-from statecharts.inspection import datamodel_of
 from statecharts.models import Chart, Execution, OutboxMessage
 from statecharts.models.fields import ESCAPE
+from statecharts.operations.inspection import datamodel_of
 from timers import firing
 from timers.models import Timer
 

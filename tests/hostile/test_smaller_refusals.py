@@ -14,7 +14,7 @@ from statecharts.core import load_chart
 from statecharts.core.errors import ChartError, LoadCheck
 from statecharts.models import Chart, Execution, HistoryEntry
 from statecharts.models.charts import source_hash
-from statecharts.validation import SESSION_ID_MAX_LENGTH, InvalidInput
+from statecharts.policies.validation import SESSION_ID_MAX_LENGTH, InvalidInput
 from timers.models import Timer
 
 pytestmark = pytest.mark.django_db

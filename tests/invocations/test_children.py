@@ -16,7 +16,7 @@ from invocations.models import Invocation
 from statecharts import stepper
 from statecharts.core.position import decode
 from statecharts.models import Chart, Execution, OutboxMessage
-from statecharts.replay import replay
+from statecharts.operations.replay import replay
 from timers.firing import fire_all_due
 from timers.models import Timer
 

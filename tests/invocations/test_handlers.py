@@ -13,9 +13,10 @@ from django.utils.module_loading import import_string
 from invocations import answers, tasks
 from invocations.handlers import Answer, HandlerInvocation
 from invocations.models import Invocation
-from statecharts import stepper, validation
+from statecharts import stepper
 from statecharts.core.position import decode
 from statecharts.models import Chart, Execution
+from statecharts.policies import validation
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

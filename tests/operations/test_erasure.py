@@ -1,4 +1,5 @@
-"""Erasure (statecharts.retention.erase, ``statechart erase``): what a person gave is gone from
+"""Erasure (statecharts.operations.retention.erase, ``statechart erase``): what a person gave is
+gone from
 every row, the erasure is recorded, and replay reports "erased" instead of diverging."""
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from django.core.management.base import CommandError
 from rest_framework.test import APIClient
 
 from invocations.models import Invocation
-from statecharts import retention, stepper
-from statecharts.inspection import Unreadable, inspect
+from statecharts import stepper
 from statecharts.models import AppliedMessage, Chart, Execution, HistoryEntry, OutboxMessage
-from statecharts.replay import Verdict, replay
+from statecharts.operations import retention
+from statecharts.operations.inspection import Unreadable, inspect
+from statecharts.operations.replay import Verdict, replay
 from tests.operations.world import EMAIL, NS, T0, peer, signup
 from timers.models import Timer
 

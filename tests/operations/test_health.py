@@ -1,4 +1,5 @@
-"""``statechart health`` (statecharts.health): every app's figures, thresholds from settings,
+"""``statechart health`` (statecharts.operations.health): every app's figures, thresholds from
+settings,
 and an exit status a monitor can read (0 ok, 1 warning, 2 critical)."""
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from django.test import override_settings
 from django.utils import timezone
 from django_q.models import Schedule, Task
 
-from statecharts import health, retention
 from statecharts.models import Execution, OutboxMessage
+from statecharts.operations import health, retention
 from statecharts.stepper import sweeper
 from tests.operations.world import signup
 from timers import dispatch

@@ -1,4 +1,5 @@
-"""Retention (statecharts.retention, ``statechart prune``): what is pruned, in batches, and
+"""Retention (statecharts.operations.retention, ``statechart prune``): what is pruned, in batches,
+and
 what never is: anything of an execution that may still step, and any unsettled row."""
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from invocations.models import Invocation
-from statecharts import retention, stepper
+from statecharts import stepper
 from statecharts.models import AppliedMessage, Chart, Execution, HistoryEntry, OutboxMessage
 from statecharts.models.outbox import OutboxStatus
-from statecharts.replay import Verdict, replay
+from statecharts.operations import retention
+from statecharts.operations.replay import Verdict, replay
 from tests.operations.world import NS, T0, World, signup, world
 from timers.models import Timer, TimerStatus
 from timers.pruning import prune as prune_timers

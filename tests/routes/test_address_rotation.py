@@ -24,8 +24,8 @@ from statecharts import stepper
 from statecharts.core.datamodel import plain
 from statecharts.core.position import decode
 from statecharts.models import Chart, Execution, HistoryEntry
-from statecharts.replay import replay
-from statecharts.transfer import export_execution, import_execution
+from statecharts.operations.replay import replay
+from statecharts.operations.transfer import export_execution, import_execution
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.routes.urls")]
 
@@ -314,7 +314,7 @@ def test_the_admin_bulk_action_rotates_each_with_a_reason(admin_client: Client) 
 
 
 def test_hiding_works_on_any_shape_and_on_a_recorded_position() -> None:
-    from statecharts.addresses import HIDDEN_ADDRESS, hide, secrets_of, shown_input
+    from statecharts.policies.addresses import HIDDEN_ADDRESS, hide, secrets_of, shown_input
 
     address = f"{BASE}{'t' * 40}/"
     secrets = secrets_of({"basichttp": address})

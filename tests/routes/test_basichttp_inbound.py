@@ -242,7 +242,7 @@ def test_an_in_memory_chart_posts_into_a_durable_execution_over_real_http(
 
 def test_the_address_is_kept_for_replay_and_hidden_in_every_view() -> None:
     from statecharts.api.serializers import HistoryEntrySerializer
-    from statecharts.inspection import HIDDEN_ADDRESS, inspect
+    from statecharts.operations.inspection import HIDDEN_ADDRESS, inspect
 
     quiet = f'<scxml {NS}><state id="a"><transition event="x"/></state></scxml>'
     execution = inbound.start(Chart.objects.load(quiet), base_url=BASE)

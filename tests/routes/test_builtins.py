@@ -16,9 +16,9 @@ from django.test import override_settings
 
 from routes.models import DeliveryStatus, RouteDelivery
 from statecharts import stepper
-from statecharts.inspection import datamodel_of
 from statecharts.models import Chart, Execution
-from statecharts.validation import InvalidInput
+from statecharts.operations.inspection import datamodel_of
+from statecharts.policies.validation import InvalidInput
 from tests.routes import task_functions
 from timers import firing
 

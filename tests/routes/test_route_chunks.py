@@ -17,8 +17,8 @@ from django.test.utils import CaptureQueriesContext
 
 from routes.models import DeliveryStatus, RouteDelivery
 from statecharts import stepper
-from statecharts.inspection import datamodel_of
 from statecharts.models import Execution
+from statecharts.operations.inspection import datamodel_of
 from tests.routes.recording import ROUTES, AtomicRecorder, Recorder, settings_with
 from tests.routes.test_route_timers import SECOND, T0, start
 from timers import firing, routequeue

@@ -14,8 +14,8 @@ from django.test import override_settings
 from routes.models import DeliveryStatus, RouteDelivery
 from routes.queue import TimerEntry, configured_queue
 from statecharts import stepper
-from statecharts.inspection import datamodel_of
 from statecharts.models import Chart, Execution
+from statecharts.operations.inspection import datamodel_of
 from tests.routes.recording import Recorder, settings_with
 from timers import firing, routequeue
 from timers.models import RouteTimer
@@ -216,7 +216,7 @@ def test_a_queue_outside_the_installed_apps_is_unavailable_and_not_imported() ->
 def test_a_waiting_route_send_travels_with_an_exported_execution(
     recorder: type[Recorder],
 ) -> None:
-    from statecharts.transfer import export_execution, import_execution
+    from statecharts.operations.transfer import export_execution, import_execution
 
     execution = start()
     key = RouteTimer.objects.get().key

@@ -15,11 +15,11 @@ from django.test import override_settings
 from routes import delivering, registry
 from routes.models import DeliveryStatus, RouteDelivery
 from statecharts import stepper
-from statecharts.inspection import datamodel_of
 from statecharts.models import Chart, Execution, OutboxMessage
 from statecharts.models.outbox import OutboxStatus
-from statecharts.replay import Verdict, replay
-from statecharts.validation import InvalidInput
+from statecharts.operations.inspection import datamodel_of
+from statecharts.operations.replay import Verdict, replay
+from statecharts.policies.validation import InvalidInput
 from tests.routes.recording import Recorder, settings_with
 
 pytestmark = pytest.mark.django_db

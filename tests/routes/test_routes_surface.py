@@ -15,8 +15,9 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from routes.models import DeliveryStatus, RouteDelivery
-from statecharts import retention, stepper
+from statecharts import stepper
 from statecharts.models import Chart, Execution
+from statecharts.operations import retention
 from tests.routes.recording import Recorder
 from timers import firing
 from timers.models import RouteTimer

@@ -14,7 +14,7 @@ from statecharts import stepper
 from statecharts.core.position import decode
 from statecharts.exceptions import Halted, NeedsMigration, NeedsRepair, StartRefused
 from statecharts.models import Chart, Execution, HistoryEntry
-from statecharts.replay import replay
+from statecharts.operations.replay import replay
 from statecharts.statuses import TABLE, CancelRule, ExecutionStatus, InputRule, TimerRule, rules
 from timers.firing import fire_all_due
 from timers.models import Timer

@@ -15,7 +15,7 @@ from django.test import override_settings
 from statecharts import stepper
 from statecharts.exceptions import Halted, StartRefused
 from statecharts.models import Chart, Execution, HistoryEntry
-from statecharts.replay import replay
+from statecharts.operations.replay import replay
 from timers.firing import fire_all_due
 from timers.models import Timer
 

@@ -16,7 +16,7 @@ from statecharts.core.plan import Instruction, InstructionKind
 from statecharts.core.position import ChartMismatchError, NotAPositionError, decode
 from statecharts.exceptions import Halted, NeedsMigration, NeedsRepair
 from statecharts.models import Chart, Execution, HistoryEntry, OutboxMessage
-from statecharts.replay import replay
+from statecharts.operations.replay import replay
 from statecharts.stepper import EffectContext, StepContext
 from statecharts.stepper import transaction as step_transaction
 

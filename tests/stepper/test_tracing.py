@@ -16,9 +16,9 @@ from statecharts import stepper
 from statecharts.core.effects import EffectKind
 from statecharts.core.plan import InstructionKind, plan_one
 from statecharts.drivers.memory import MemoryDriver
-from statecharts.inspection import history_row
 from statecharts.models import Chart, Execution, HistoryEntry
-from statecharts.replay import Verdict, replay
+from statecharts.operations.inspection import history_row
+from statecharts.operations.replay import Verdict, replay
 
 NS = 'xmlns="http://www.w3.org/2005/07/scxml" version="1.0" datamodel="ecmascript"'
 

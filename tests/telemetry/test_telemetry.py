@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from statecharts import stepper, telemetry, telemetry_otel
+from statecharts import stepper, telemetry
 from statecharts.core import telemetry as core
 from statecharts.core.events import Event
 from statecharts.core.telemetry import TelemetryEvent
@@ -28,6 +28,7 @@ from statecharts.drivers.memory import MemoryDriver
 from statecharts.exceptions import Halted
 from statecharts.models import Chart
 from statecharts.stepper.transaction import feed_step
+from statecharts.telemetry import otel as telemetry_otel
 from timers import firing
 
 # Real commits: the durable stepper sends its events after its transaction commits (a

@@ -16,8 +16,8 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from statecharts.lookups import NotFound, find_chart
 from statecharts.models import Chart, Execution
+from statecharts.policies.lookups import NotFound, find_chart
 from statecharts.versions import NameTaken, NoNextVersion, VersionTaken, next_version
 
 NS = 'xmlns="http://www.w3.org/2005/07/scxml" version="1.0"'

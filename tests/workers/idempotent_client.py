@@ -1,6 +1,6 @@
 """A client that starts or sends with an idempotency key and is killed before it hears back.
 
-Run by tests/attribution/test_idempotent_inputs.py, never collected by pytest::
+Run by tests/policies/attribution/test_idempotent_inputs.py, never collected by pytest::
 
     DATABASE_URL=... python tests/workers/idempotent_client.py PHASE ACTION TARGET KEY DATA
 

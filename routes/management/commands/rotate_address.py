@@ -16,8 +16,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from routes import addresses
-from statecharts import attribution, validation
 from statecharts.management.commands.statechart import find_execution, user_named
+from statecharts.policies import attribution, validation
 
 
 class Command(BaseCommand):

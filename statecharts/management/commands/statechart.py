@@ -24,8 +24,8 @@ Subcommands::
                                                 checked, the user recorded)
 
 start, send and cancel take ``--caller-context JSON`` (recorded with the input:
-``statecharts.attribution``) and ``--idempotency-key KEY`` (run it again with the same key
-after a lost answer and nothing is applied twice: ``statecharts.idempotency``).
+``statecharts.policies.attribution``) and ``--idempotency-key KEY`` (run it again with the same key
+after a lost answer and nothing is applied twice: ``statecharts.policies.idempotency``).
     replay EXECUTION                            re-drive the history; fails if it diverges
     replay --all [--chart CHART] [--status S]   the same for many executions, with a progress
                                                 display; fails if any diverges
@@ -45,11 +45,12 @@ after a lost answer and nothing is applied twice: ``statecharts.idempotency``).
 
 EXECUTION is an execution id or a session id. CHART is a chart id or a chart name; a name
 that several charts share means the highest version of them (versions are compared as dotted
-numbers), and is refused when that is not one chart (``statecharts.lookups``, the rule the
+numbers), and is refused when that is not one chart (``statecharts.policies.lookups``, the rule the
 API's start uses too).
 
-The work is done by ``statecharts.stepper``, ``statecharts.replay``,
-``Chart.objects.load`` and the read model ``statecharts.inspection`` (which ``show`` prints,
+The work is done by ``statecharts.stepper``, ``statecharts.operations.replay``,
+``Chart.objects.load`` and the read model ``statecharts.operations.inspection`` (which ``show``
+prints,
 as the admin and the API show it); this module parses arguments, looks rows up and prints.
 A user error is a ``CommandError``: a message and a non-zero exit, no traceback.
 """
@@ -65,27 +66,19 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from statecharts import (
-    attribution,
-    health,
-    lookups,
-    reencryption,
-    refusals,
-    retention,
-    stepper,
-    subjects,
-    validation,
-)
-from statecharts.availability import Unavailable, as_json, available_events
+from statecharts import stepper
 from statecharts.core import ChartError, Problem, StatechartError
 from statecharts.core.parse import decode_utf8, read_document
 from statecharts.exceptions import InvalidInput
-from statecharts.inspection import Unreadable, inspect, json_text
-from statecharts.lookups import version_key as version_key  # (re-exported)
 from statecharts.management import migrating, transferring
 from statecharts.management.progress import Progress
 from statecharts.models import Chart, Execution, ExecutionStatus
-from statecharts.replay import ReplayReport, replay, replay_many
+from statecharts.operations import health, reencryption, retention
+from statecharts.operations.inspection import Unreadable, inspect, json_text
+from statecharts.operations.replay import ReplayReport, replay, replay_many
+from statecharts.policies import attribution, lookups, refusals, subjects, validation
+from statecharts.policies.availability import Unavailable, as_json, available_events
+from statecharts.policies.lookups import version_key as version_key  # (re-exported)
 from statecharts.runtime import check_source, compile_source, read_chart_file
 from statecharts.versions import VersionError
 
@@ -96,7 +89,7 @@ VERSION_LENGTH = Chart._meta.get_field("version").max_length or 0
 
 
 def find_execution(ref: str) -> Execution:
-    """The execution whose id or session id is ``ref`` (``statecharts.lookups``)."""
+    """The execution whose id or session id is ``ref`` (``statecharts.policies.lookups``)."""
     try:
         return lookups.find_execution(ref)
     except lookups.LookupProblem as exc:
@@ -105,7 +98,7 @@ def find_execution(ref: str) -> Execution:
 
 def find_chart(ref: str) -> Chart:
     """The chart whose id is ``ref``, or the highest version of the charts named ``ref``
-    (``statecharts.lookups``: the API's start uses the same rule)."""
+    (``statecharts.policies.lookups``: the API's start uses the same rule)."""
     try:
         return lookups.find_chart(ref)
     except lookups.LookupProblem as exc:
@@ -160,7 +153,8 @@ def refused(option: str, error: InvalidInput) -> CommandError:
 
 
 def step_refused(error: BaseException) -> CommandError:
-    """A refusal as a command answers it (``statecharts.refusals``): one line; input refused
+    """A refusal as a command answers it (``statecharts.policies.refusals``): one line; input
+    refused
     names the option each problem came from (``OPTIONS``). Re-raises what no row names."""
     refusal = refusals.refusal(error)
     if refusal is None:

@@ -1,0 +1,171 @@
+"""Who did it: the caller context of an input, as each door derives it.
+
+A caller context is an opaque JSON object that says where an input came from: a request id,
+a W3C trace context, the user who acted, and whatever correlation value the caller sent
+itself. It is stored with the input's history entry, carried on what the step schedules or
+sends (timer rows, outbox messages, invocation rows) and handed back when those fire, are
+delivered or are cancelled, so a request can be followed through every step it caused. It is
+row data: never part of a key (a timer's, a message's, an idempotency key's), never read by
+chart code.
+
+What each door records (keys absent when unknown)::
+
+    {
+        "door": "api" | "admin" | "command",
+        "request_id": "...",            # X-Request-ID (API, admin)
+        "traceparent": "00-...-...-01", # a valid W3C traceparent header (API, admin)
+        "user": {"id": 7, "username": "alice"},   # the authenticated user who acted
+        "given": {...},                 # the caller's own value: the X-Caller-Context
+                                        # header (API, admin) or --caller-context (command)
+    }
+
+The caller's own value is kept apart under ``given``, so a client cannot pass itself off as
+another user or request. It is checked by ``statecharts.policies.validation`` like any JSON from
+outside, within tighter bounds (``CALLER_CONTEXT_MAX_BYTES``, ``CALLER_CONTEXT_MAX_DEPTH``):
+a bad one is a 400 (a form error, a ``CommandError``) and nothing is applied. Python callers
+pass ``caller_context=`` to ``stepper.start`` / ``send`` / ``cancel`` and it is stored as they
+gave it (checked as a JSON object).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from statecharts.conf import register_settings, statecharts_settings
+from statecharts.policies import validation
+
+DEFAULTS: dict[str, Any] = {
+    # The header a client sends its own caller context in (JSON object text).
+    "CALLER_CONTEXT_HEADER": "X-Caller-Context",
+    # The headers a request id is read from, the first present wins.
+    "REQUEST_ID_HEADERS": ("X-Request-ID", "X-Correlation-ID"),
+    # Bounds of a caller context given from outside (it is copied onto every row the step
+    # writes, so it is kept small).
+    "CALLER_CONTEXT_MAX_BYTES": 4_096,
+    "CALLER_CONTEXT_MAX_DEPTH": 8,
+}
+
+register_settings("statecharts.policies.attribution", DEFAULTS)
+
+REQUEST_ID_MAX_LENGTH = 200
+# W3C Trace Context, version 00: version-traceid-parentid-flags, lowercase hex; an all-zero
+# trace id or parent id is invalid.
+_TRACEPARENT = re.compile(r"[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}")
+
+
+class Door:
+    API = "api"
+    ADMIN = "admin"
+    COMMAND = "command"
+
+
+def given(value: Any, where: str) -> dict[str, Any] | None:
+    """A caller context given from outside (already parsed): None, or a JSON object within
+    the caller-context bounds; :class:`~statecharts.policies.validation.InvalidInput` otherwise."""
+    limits = validation.Limits(
+        max_depth=int(statecharts_settings.CALLER_CONTEXT_MAX_DEPTH),
+        max_bytes=int(statecharts_settings.CALLER_CONTEXT_MAX_BYTES),
+    )
+    return validation.json_object(value, where, limits=limits)
+
+
+def parse_given(text: str | None, where: str) -> dict[str, Any] | None:
+    """:func:`given` of JSON text (a header's, an option's); None for no text."""
+    if text is None or not text.strip():
+        return None
+    limit = int(statecharts_settings.CALLER_CONTEXT_MAX_BYTES)
+    if len(text.encode("utf-8", "surrogatepass")) > limit:
+        raise validation.InvalidInput.at(where, f"is longer than {limit} bytes")
+    return given(validation.parse_json(text, where), where)
+
+
+def traceparent(value: str | None) -> str | None:
+    """A valid W3C ``traceparent`` value, or None: an invalid one is ignored, as the Trace
+    Context specification says (a new trace starts), not refused."""
+    if not value:
+        return None
+    value = value.strip().lower()
+    match = _TRACEPARENT.fullmatch(value)
+    if match is None or value.startswith("ff") or set(match[1]) == {"0"} or set(match[2]) == {"0"}:
+        return None
+    return value
+
+
+def user_of(user: Any) -> dict[str, Any] | None:
+    """The user who acted, as recorded (None for an anonymous or missing user)."""
+    if user is None or not getattr(user, "is_authenticated", False):
+        return None
+    return {"id": user.pk, "username": user.get_username()}
+
+
+def with_user(context: dict[str, Any] | None, user: Any) -> dict[str, Any] | None:
+    """``context`` with the user who acted (``user_of``) under ``"user"``, unless it names
+    one already (a door that derived it from the request) or the user is not known."""
+    recorded = user_of(user)
+    if recorded is None or (context is not None and "user" in context):
+        return context
+    return {**(context or {}), "user": recorded}
+
+
+def from_request(request: Any, door: str) -> dict[str, Any]:
+    """The caller context of an HTTP request (a Django ``HttpRequest`` or a DRF ``Request``):
+    its request id, its ``traceparent``, its user, and the caller's own value from the
+    ``CALLER_CONTEXT_HEADER`` header. Raises ``InvalidInput`` (naming the header) for a bad
+    request id or caller-context header: the door answers 400 and applies nothing."""
+    headers: Mapping[str, str] = request.headers
+    context: dict[str, Any] = {"door": door}
+    for header in statecharts_settings.REQUEST_ID_HEADERS:
+        request_id = headers.get(header)
+        if request_id:
+            validation.text(request_id, header, max_length=REQUEST_ID_MAX_LENGTH)
+            if any(ord(ch) < 32 or ord(ch) == 127 for ch in request_id):
+                raise validation.InvalidInput.at(header, "must not contain control characters")
+            context["request_id"] = request_id
+            break
+    trace = traceparent(headers.get("traceparent"))
+    if trace is not None:
+        context["traceparent"] = trace
+    user = user_of(getattr(request, "user", None))
+    if user is not None:
+        context["user"] = user
+    header = statecharts_settings.CALLER_CONTEXT_HEADER
+    own = parse_given(headers.get(header), header)
+    if own is not None:
+        context["given"] = own
+    return context
+
+
+def for_command(text: str | None, *, user: Any = None) -> dict[str, Any]:
+    """The caller context of a management command: ``--caller-context`` (JSON object text)
+    and, when the command knows who acts, that user."""
+    context: dict[str, Any] = {"door": Door.COMMAND}
+    recorded = user_of(user)
+    if recorded is not None:
+        context["user"] = recorded
+    own = parse_given(text, "--caller-context")
+    if own is not None:
+        context["given"] = own
+    return context
+
+
+def describe(context: Any) -> str:
+    """One line for a page: "alice via admin, request r-1" (never fails on odd data)."""
+    if not isinstance(context, dict):
+        return ""
+    parts: list[str] = []
+    user = context.get("user")
+    who = user.get("username") if isinstance(user, dict) else None
+    door = context.get("door")
+    if who and door:
+        parts.append(f"{who} via {door}")
+    elif who or door:
+        parts.append(f"{'via ' if door else ''}{who or door}")
+    if context.get("request_id"):
+        parts.append(f"request {context['request_id']}")
+    if context.get("traceparent"):
+        parts.append(f"trace {str(context['traceparent'])[3:35]}")
+    if not parts and context:
+        parts.append(", ".join(sorted(str(k) for k in context)[:4]))
+    return ", ".join(parts)
