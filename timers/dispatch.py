@@ -187,7 +187,7 @@ def _look(bound: int) -> Look:
     read and sort of every due row). Not ``.exists()`` or a ``COUNT``:
     those drop the ORDER BY, and with settled rows due in the past the planner expects many
     due pending rows and may scan the whole table instead (200 ms per poll with 1,000,000
-    pending and 1,000,000 settled rows and nothing due; see docs/performance.md).
+    pending and 1,000,000 settled rows and nothing due; see benchmarks/JOURNAL.md).
     """
     now = timer_settings.now()
     database = stepper.database()

@@ -191,7 +191,7 @@ def walk_due_index(database: str) -> None:
     due (a table analyzed while nothing was due, or never analyzed), PostgreSQL reads *every*
     due row through a bitmap scan and sorts them all to return the first n, and a claim of
     100 timers out of a backlog of 10,000 then reads and sorts 10,000 rows (4.7 ms instead of
-    0.2 ms at 3,000 due: docs/performance.md, "PostgreSQL's share of a fire"): a burst's
+    0.2 ms at 3,000 due: benchmarks/JOURNAL.md, "PostgreSQL's share of a fire"): a burst's
     claims cost the server the square of its size. Transaction-local planner settings
     (``set_config(..., true)``): the firer's other statements plan as before."""
     conn = connections[database]
@@ -668,7 +668,7 @@ def _settle_ids(
     The rows are found by their primary key, never through the partial due index: the
     status is compared as ``status || ''``, which the planner cannot match with the index's
     ``status = 'pending'``. With statistics that expect few due rows it would otherwise read
-    every due row of the backlog through that index for each chunk's 20 (docs/performance.md,
+    every due row of the backlog through that index for each chunk's 20 (benchmarks/JOURNAL.md,
     "PostgreSQL's share of a fire")."""
     if not pks:
         return set()

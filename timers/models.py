@@ -41,7 +41,7 @@ class TimerQuerySet(models.QuerySet["Timer"]):
         on pending rows (due, cancel) do not match, so PostgreSQL cannot answer through one
         of them: with statistics that expect few pending rows it would read every pending
         row of a backlog (and sort them, for the default ordering) to find a batch's ids
-        (docs/performance.md, "PostgreSQL's share of a fire")."""
+        (benchmarks/JOURNAL.md, "PostgreSQL's share of a fire")."""
         return (
             self.alias(status_text=Concat("status", Value("")))
             .filter(pk__in=list(pks), status_text=TimerStatus.PENDING)

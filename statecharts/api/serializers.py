@@ -191,7 +191,7 @@ class ListField(StrEnum):
     """The fields the executions list adds on request (``?fields=available_events``): each
     costs work per row that the plain list does not do, so none is there by default."""
 
-    # About one interpreter step of CPU per row (docs/performance.md#available-events).
+    # About one interpreter step of CPU per row (benchmarks/JOURNAL.md#available-events).
     AVAILABLE_EVENTS = "available_events"
 
 

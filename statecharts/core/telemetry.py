@@ -11,7 +11,7 @@ This module is pure (no Django, no clock): drivers and apps call :func:`emit`; l
 (``statecharts.telemetry``), OpenTelemetry spans and metrics (``statecharts.telemetry.otel``)
 or anything else. With no listener, :func:`emit` returns at once, and the drivers skip
 building an event's attributes (they test :data:`listeners` first): telemetry nobody listens
-to costs a truth test per step (docs/performance.md).
+to costs a truth test per step (benchmarks/JOURNAL.md).
 
 Attributes every event carries: ``driver``; ``session_id``. The rest, per event, are listed in
 docs/telemetry.md. A listener must not raise (a raise is caught, logged by the Django bridge,

@@ -13,7 +13,7 @@ Five of them duplicated another index, and are dropped:
   ``session_id`` (only ``LIKE 'prefix%'`` uses them, and no query here does).
 
 On PostgreSQL a step then writes 10 WAL records instead of 15 (measured with ``EXPLAIN
-(ANALYZE, WAL)``: docs/performance.md, "Many executions").
+(ANALYZE, WAL)``: benchmarks/JOURNAL.md, "Many executions").
 """
 
 from typing import Any

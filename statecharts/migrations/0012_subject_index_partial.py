@@ -5,7 +5,7 @@ GIN index on ``active_states``), so each index gets an entry per step: a full in
 (subject_content_type, subject_object_id) cost one WAL record and about 60 bytes per step for
 executions about nothing. Lookups by subject name a content type, which implies the condition,
 so they keep using the index. Measured with ``EXPLAIN (ANALYZE, WAL)`` of a step's write:
-10 -> 9 WAL records, 1,492-1,563 -> 1,428-1,499 bytes (docs/performance.md).
+10 -> 9 WAL records, 1,492-1,563 -> 1,428-1,499 bytes (benchmarks/JOURNAL.md).
 """
 
 

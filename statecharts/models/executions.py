@@ -238,7 +238,7 @@ class Execution(models.Model):
         ]
         indexes = [
             # Partial: most executions are about no object, and an index entry for them would
-            # be one more write per step (the UPDATE is not HOT: docs/performance.md). Every
+            # be one more write per step (the UPDATE is not HOT: benchmarks/JOURNAL.md). Every
             # lookup by subject names its content type, which implies the condition.
             models.Index(
                 fields=["subject_content_type", "subject_object_id"],

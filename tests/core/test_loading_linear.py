@@ -2,7 +2,7 @@
 while loading (Python functions and the built-ins ``sys.setprofile`` sees) grow like the
 document, stay a few dozen per element, and do not depend on how deep it is nested (a walk
 repeated per state, or per ancestor, would show). ``benchmarks/loading.py`` times the same
-shapes at 2 MB (docs/performance.md, "Loading the worst document shapes")."""
+shapes at 2 MB (benchmarks/JOURNAL.md, "Loading the worst document shapes")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Fire vs cancel of the same route timer row on PostgreSQL with real threads: each row has
 exactly one fate, and both orders happen (200 trials here; 1,000 in benchmarks/route_races.py,
-the numbers in docs/performance.md)."""
+the numbers in benchmarks/JOURNAL.md)."""
 
 from __future__ import annotations
 
