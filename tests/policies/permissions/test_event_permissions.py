@@ -381,7 +381,7 @@ def test_the_documents_examples_run_in_order(capsys: pytest.CaptureFixture[str])
     import re
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[2] / "docs" /
+    text = (Path(__file__).resolve().parents[3] / "docs" /
             "permissions-and-available-events.md").read_text()
     import textwrap
 
