@@ -18,10 +18,11 @@ from django.utils import timezone
 
 from statecharts import stepper
 from statecharts.core.events import Event
-from statecharts.management.commands.statechart import find_chart, find_execution, version_key
+from statecharts.management.statechart.common import find_chart, find_execution
 from statecharts.models import Chart, Execution, ExecutionStatus, OutboxMessage
 from statecharts.models.outbox import OutboxStatus
 from statecharts.operations.replay import replay_many
+from statecharts.policies.lookups import version_key
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

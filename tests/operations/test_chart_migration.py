@@ -448,9 +448,9 @@ def test_the_api_answers_bad_migration_requests_with_400(
 def test_the_command_shows_progress_on_long_runs(
     statecharts: Workbench, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from statecharts.management import migrating
+    from statecharts.management.statechart import migrate
 
-    monkeypatch.setattr(migrating, "PROGRESS_FROM", 2)  # (long: 200 executions and more)
+    monkeypatch.setattr(migrate, "PROGRESS_FROM", 2)  # (long: 200 executions and more)
     chart = statecharts.load(V1)
     for _ in range(3):
         statecharts.start(chart)

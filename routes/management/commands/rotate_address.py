@@ -16,7 +16,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from routes import addresses
-from statecharts.management.commands.statechart import find_execution, user_named
+from statecharts.management.statechart.common import find_execution, user_named
 from statecharts.policies import attribution, validation
 
 

@@ -1,17 +1,17 @@
-"""``manage.py statechart export`` / ``import``: an execution as a JSON document
-(``statecharts.operations.transfer``), kept out of the ``statechart`` command's module."""
+"""``statechart export EXECUTION [--redact] [--output FILE]`` and ``statechart import PATH``:
+an execution as a JSON document (``statecharts.operations.transfer``)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from django.core.management.base import CommandError
 
+from statecharts.management.statechart.common import Console, Subcommand
 from statecharts.operations.transfer import (
     ExportRefused,
     ImportRefused,
@@ -38,7 +38,7 @@ def add_import_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", help="an exported document ('-': standard input)")
 
 
-def export(options: dict[str, Any], say: Callable[[str], None]) -> None:
+def export(console: Console, options: dict[str, Any]) -> None:
     try:
         execution = lookups.find_execution(options["execution"])
         document = export_execution(execution, redact=options["redact"])
@@ -47,12 +47,12 @@ def export(options: dict[str, Any], say: Callable[[str], None]) -> None:
     text = json.dumps(document, indent=2, ensure_ascii=False)
     if options["output"]:
         Path(options["output"]).write_text(text + "\n", encoding="utf-8")
-        say(f"execution {execution.pk} exported to {options['output']}")
+        console.say(f"execution {execution.pk} exported to {options['output']}")
     else:
-        say(text)
+        console.say(text)
 
 
-def import_(options: dict[str, Any], say: Callable[[str], None]) -> None:
+def import_(console: Console, options: dict[str, Any]) -> None:
     path: str = options["path"]
     try:
         if path == "-":
@@ -72,6 +72,17 @@ def import_(options: dict[str, Any], say: Callable[[str], None]) -> None:
         execution = import_execution(document)
     except ImportRefused as exc:
         raise CommandError(f"{path}: {exc}") from None
-    say(f"execution: {execution.pk}")
-    say(f"session: {execution.session_id}")
-    say(f"status: {execution.status}")
+    console.say(f"execution: {execution.pk}")
+    console.say(f"session: {execution.session_id}")
+    console.say(f"status: {execution.status}")
+
+
+EXPORT = Subcommand(
+    "export",
+    "an execution as a JSON document (to move it, or for a report)",
+    add_export_arguments,
+    export,
+)
+IMPORT = Subcommand(
+    "import", "create an execution from an exported document", add_import_arguments, import_
+)
