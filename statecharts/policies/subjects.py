@@ -5,7 +5,7 @@ Set once, when the execution starts (``stepper.start(chart, subject=order)``,
 ``--subject app_label.model:pk``); read with ``execution.subject`` and
 ``Execution.objects.for_subject(order)``. The admin shows it on the execution's page, and a
 host adds the executions of its objects to its own admin pages with
-``statecharts.subjects_admin.ExecutionsInline``.
+``statecharts.admin.ExecutionsInline``.
 
 From Python any saved model instance can be a subject. From outside (the API, the command)
 only the models listed in ``STATECHARTS["SUBJECT_MODELS"]`` (``"app_label.model"``) can be

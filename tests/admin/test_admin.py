@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import Permission, User
@@ -154,6 +155,34 @@ def test_cancel_through_the_admin(admin_client: Client, execution: Execution) ->
     assert execution.status == "cancelled"
     page = admin_client.get(reverse("admin:statecharts_execution_change", args=[execution.pk]))
     assert "Send event" not in page.content.decode()  # a finished execution takes no actions
+
+
+def test_the_send_and_cancel_views_answer_alike(admin_client: Client, execution: Execution) -> None:
+    """The execution page's two step views (one helper, statecharts.admin.steps.step_view):
+    POST only, a 404 for an unknown execution, the step's result as a message of its level,
+    always back to the execution's page."""
+    page = reverse("admin:statecharts_execution_change", args=[execution.pk])
+    for view in ("send", "cancel"):
+        url = reverse(f"admin:statecharts_execution_{view}", args=[execution.pk])
+        assert admin_client.get(url).status_code == 405
+        missing = reverse(f"admin:statecharts_execution_{view}", args=[execution.pk + 1000])
+        assert admin_client.post(missing, {"name": "pay"}).status_code == 404
+
+    def said(response: Any) -> list[tuple[str, str]]:
+        assert response.redirect_chain == [(page, 302)]
+        return [(m.level_tag, str(m)) for m in response.context["messages"]]
+
+    send = reverse("admin:statecharts_execution_send", args=[execution.pk])
+    unmatched = admin_client.post(send, {"name": "ship"}, follow=True)  # no transition in idle
+    assert said(unmatched) == [("success", "Sent ship: applied (status: active; in state idle)")]
+    cancel = reverse("admin:statecharts_execution_cancel", args=[execution.pk])
+    cancelled = admin_client.post(cancel, follow=True)
+    assert said(cancelled) == [("success", "Cancel: applied (status: cancelled)")]
+    # A finished execution discards its inputs: a warning for an event, not for a cancel.
+    again = admin_client.post(cancel, follow=True)
+    assert said(again) == [("success", "Cancel: discarded (status: cancelled)")]
+    late = admin_client.post(send, {"name": "pay"}, follow=True)
+    assert said(late) == [("warning", "Sent pay: discarded (status: cancelled)")]
 
 
 def test_a_viewer_sees_the_execution_but_cannot_act(client: Client, execution: Execution) -> None:

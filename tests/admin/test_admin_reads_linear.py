@@ -11,7 +11,7 @@ from django.test import Client
 from django.urls import reverse
 
 from statecharts import stepper
-from statecharts.forms import TRUNCATED_NOTE
+from statecharts.admin.forms import TRUNCATED_NOTE
 from statecharts.models import Chart, Execution
 from tests.core.test_availability_scaling import (
     CALLS_PER_TRANSITION,

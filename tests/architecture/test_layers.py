@@ -209,11 +209,9 @@ TOP_OF_STATECHARTS = {
     "operations": "read model, retention, re-encryption, transfer, chart migration, replay, health",
     "telemetry": "signals and log records, and the OpenTelemetry bridge",
     # the surface (layer 4)
-    "admin": "the Django admin",
+    "admin": "the Django admin: a module per page group, its forms, the subject inline",
     "api": "the REST API and its OpenAPI schema",
     "management": "manage.py statechart",
-    "forms": "the admin's forms",
-    "subjects_admin": "the admin between an execution and its subject",
     "diagram": "the chart diagram (SVG)",
     "templates": "the admin's templates",
     "migrations": "the database migrations",
@@ -242,10 +240,7 @@ ENGINE = (
     "statecharts.core", "statecharts.drivers", "statecharts.models", "statecharts.stepper",
     "statecharts.runtime", "statecharts.statuses", "statecharts.versions",
 )
-SURFACE = (
-    "statecharts.admin", "statecharts.api", "statecharts.management", "statecharts.forms",
-    "statecharts.subjects_admin", "statecharts.diagram",
-)
+SURFACE = ("statecharts.admin", "statecharts.api", "statecharts.management", "statecharts.diagram")
 
 
 def _arrows(sources: tuple[str, ...], targets: tuple[str, ...]) -> list[str]:

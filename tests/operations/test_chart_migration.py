@@ -376,6 +376,38 @@ def test_the_admin_action_previews_then_migrates(statecharts: Workbench, admin_c
     assert statecharts.refresh(execution).chart == v2
 
 
+def test_the_admin_action_answers_what_it_cannot_migrate(
+    statecharts: Workbench, admin_client: Any
+) -> None:
+    """The action's other answers: executions of several charts are refused as a selection; a
+    form with errors shows them, each execution where it stands; an execution the plan
+    refuses is named in a message and left as it is."""
+    from django.urls import reverse
+
+    execution = a_parcel(statecharts)
+    v2 = Chart.objects.load(V2, new_version=True)
+    other = statecharts.start(statecharts.load(f'<scxml {NS} name="other"><state id="s"/></scxml>'))
+    url = reverse("admin:statecharts_execution_changelist")
+
+    def said(response: Any) -> list[str]:
+        return [str(message) for message in response.context["messages"]]
+
+    both = {"action": "migrate_selected", "_selected_action": [execution.pk, other.pk]}
+    assert said(admin_client.post(url, both, follow=True)) == [
+        "Select executions of one named chart to migrate them to another of its versions."
+    ]
+    chosen = {"action": "migrate_selected", "_selected_action": [execution.pk], "post": "yes"}
+    bad = admin_client.post(url, {**chosen, "target": v2.pk, "renames": "billed"})
+    page = bad.content.decode()
+    assert "&#x27;billed&#x27; is not OLD=NEW" in page and "Migrate 1 execution(s)?" in page
+    assert "status: active; in states billed, packing" in page
+    refused = admin_client.post(url, {**chosen, "target": v2.pk}, follow=True)
+    [why, summary] = said(refused)
+    assert why.startswith(f"Execution {execution.pk}: the active state 'billed' is not in")
+    assert summary == "Migrate to parcel v2: 1 refused."
+    assert statecharts.refresh(execution).chart == execution.chart
+
+
 def test_the_system_check_refuses_a_transform_that_cannot_be_imported() -> None:
     from statecharts.checks import check_settings
 

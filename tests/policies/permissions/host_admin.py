@@ -1,5 +1,5 @@
 """A host project's admin for the tests: its own model (here auth's Group) with the
-executions about each object (statecharts.subjects_admin.ExecutionsInline)."""
+executions about each object (statecharts.admin.ExecutionsInline)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ from django.contrib import admin
 from django.contrib.auth.models import Group
 from django.urls import path
 
-from statecharts.admin import ExecutionAdmin
+from statecharts.admin import ExecutionAdmin, ExecutionsInline
 from statecharts.models import Execution
-from statecharts.subjects_admin import ExecutionsInline
 
 site = admin.AdminSite(name="admin")
 

@@ -17,9 +17,9 @@ from django.test import Client, override_settings
 from rest_framework.test import APIClient
 
 from statecharts import stepper
+from statecharts.admin import ExecutionsInline
 from statecharts.models import Chart, Execution
 from statecharts.policies.authorization import EventNotPermitted, decide
-from statecharts.subjects_admin import ExecutionsInline
 
 pytestmark = pytest.mark.django_db
 NS = 'xmlns="http://www.w3.org/2005/07/scxml" version="1.0"'

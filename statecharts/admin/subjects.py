@@ -5,7 +5,7 @@
 - A host shows the executions of its own objects by adding :class:`ExecutionsInline` to its
   ``ModelAdmin``::
 
-      from statecharts.subjects_admin import ExecutionsInline
+      from statecharts.admin import ExecutionsInline
 
       @admin.register(Order)
       class OrderAdmin(admin.ModelAdmin):

@@ -1,0 +1,77 @@
+"""Outbox messages in the admin: machine-owned rows, read-only; one action, delivering the
+selected undeliverable messages again (``stepper.retry_message``), with a confirmation page."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+
+from statecharts import stepper
+from statecharts.admin.actions import (
+    MAX_BULK_ROWS,
+    ConfirmRow,
+    confirm_action,
+    confirmed,
+    too_many,
+)
+from statecharts.admin.bases import ReadOnlyAdmin
+from statecharts.models import OutboxMessage
+from statecharts.models.outbox import OutboxStatus
+
+
+@admin.register(OutboxMessage)
+class OutboxMessageAdmin(ReadOnlyAdmin):
+    list_display = ["id", "sender", "target_session_id", "event_name", "status", "created"]
+    list_filter = ["status"]
+    search_fields = ["target_session_id", "sender__session_id"]
+    actions = ["retry_selected"]
+
+    def has_retry_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.has_perm("statecharts.change_outboxmessage"))
+
+    @admin.action(
+        description="Retry delivering the selected undeliverable messages", permissions=["retry"]
+    )
+    def retry_selected(
+        self, request: HttpRequest, queryset: QuerySet[OutboxMessage]
+    ) -> HttpResponse | None:
+        chosen = list(queryset.order_by("pk")[: MAX_BULK_ROWS + 1])
+        if too_many(self, request, chosen):
+            return None
+        retryable = [m for m in chosen if m.status == OutboxStatus.UNDELIVERABLE]
+        if not confirmed(request):
+            rows = [ConfirmRow(str(m), m.reason) for m in retryable]
+            rows += [
+                ConfirmRow(str(m), "only undeliverable messages are retried")
+                for m in chosen
+                if m.status != OutboxStatus.UNDELIVERABLE
+            ]
+            return confirm_action(
+                self,
+                request,
+                action="retry_selected",
+                title="Retry undeliverable messages",
+                summary=f"Deliver {len(retryable)} undeliverable message(s) again? Their "
+                "senders were told error.communication when they failed; a message that "
+                "fails again is not told twice.",
+                rows=rows,
+                pks=[m.pk for m in retryable],
+                button=f"Yes, retry {len(retryable)}",
+            )
+        for message in retryable:
+            stepper.retry_message(message.pk)
+        # Counted from the rows: a message its target had applied after all is delivered.
+        delivered = OutboxMessage.objects.filter(
+            pk__in=[m.pk for m in retryable], status=OutboxStatus.DELIVERED
+        ).count()
+        self.message_user(
+            request,
+            f"Retried {len(retryable)} message(s): {delivered} delivered, "
+            f"{len(retryable) - delivered} still undeliverable.",
+        )
+        return None
+
+    @admin.display(description="event")
+    def event_name(self, message: OutboxMessage) -> str:
+        return str(message.event.get("name", ""))
