@@ -327,7 +327,7 @@ def without_active_states() -> Iterator[None]:
 
     (The stepper reads both names from its module at every step, so patching them there is
     exactly that step; they are put back afterwards.)"""
-    from statecharts.stepper import transaction as step
+    from statecharts.stepper import applying as step
 
     saved = step._RUNNING_STEP_FIELDS, step._STEP_FIELDS, step._active_ids
     step._RUNNING_STEP_FIELDS = tuple(f for f in saved[0] if f != "active_states")
@@ -512,7 +512,7 @@ PHASES: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...] = (
     ("compiled_chart (cache lookup)", (("statecharts/runtime.py", ("compiled_chart",)),)),
     (
         "_load_position (cache hit or decode)",
-        (("statecharts/stepper/transaction.py", ("_load_position",)),),
+        (("statecharts/stepper/applying.py", ("_load_position",)),),
     ),
     ("advance (the interpreter)", (("statecharts/drivers/durable.py", ("advance",)),)),
     ("encode the position", (("statecharts/core/position.py", ("encode",)),)),

@@ -328,9 +328,9 @@ def _commit_probe(probes: Probes) -> None:
 # prefix ("interpreter/..." is inside "interpreter"); see OURS_TREE for how they are shown.
 OURS_PROBES: tuple[tuple[str, str, str], ...] = (
     ("lock", "statecharts.stepper.sql", "lock_execution"),
-    ("chart", "statecharts.stepper.transaction", "compiled_chart"),
-    ("decode", "statecharts.stepper.transaction", "_load_position"),
-    ("interpreter", "statecharts.stepper.transaction", "advance"),
+    ("chart", "statecharts.stepper.stepping", "compiled_chart"),
+    ("decode", "statecharts.stepper.stepping", "_load_position"),
+    ("interpreter", "statecharts.stepper.applying", "advance"),
     ("interpreter/reset", "statecharts.core.interpreter", "Interpreter._discard_live"),
     ("interpreter/take", "statecharts.core.interpreter", "Interpreter._new_datamodel"),
     ("interpreter/take/build", "statecharts.core.datamodel.ecmascript", "_Engine.__init__"),
@@ -339,8 +339,8 @@ OURS_PROBES: tuple[tuple[str, str, str], ...] = (
         "statecharts.core.datamodel.ecmascript",
         "EcmascriptDatamodel.restore",
     ),
-    ("encode", "statecharts.stepper.transaction", "encode"),
-    ("perform", "statecharts.stepper.transaction", "perform"),
+    ("encode", "statecharts.stepper.applying", "encode"),
+    ("perform", "statecharts.stepper.applying", "perform"),
     ("update", "statecharts.stepper.sql", "update_row"),
     ("insert", "statecharts.stepper.sql", "insert_row"),
     ("write", "statecharts.stepper.sql", "update_and_insert"),

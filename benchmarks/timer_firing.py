@@ -814,22 +814,22 @@ def run_explain(args: argparse.Namespace) -> list[dict[str, Any]]:
 FIRE_PHASES: tuple[tuple[str, str, str], ...] = (
     (
         "claim a batch (SELECT ... SKIP LOCKED, UPDATE claimed_until)",
-        "timers.firing",
+        "timers.claiming",
         "claim_batch",
     ),
-    ("renew the batch's claims when it runs long (_keep)", "timers.firing", "_keep"),
-    ("fire a chunk: one transaction for its timers (fire_rows)", "timers.firing", "fire_rows"),
+    ("renew the batch's claims when it runs long (_keep)", "timers.claiming", "_keep"),
+    ("fire a chunk: one transaction for its timers (fire_rows)", "timers.chunks", "fire_rows"),
     (
         "  lock the chunk's executions (one SELECT ... FOR UPDATE)",
         "statecharts.stepper.sql",
         "lock_executions",
     ),
-    ("  liveness, decode the row, resolve its delivery (_prepare)", "timers.firing", "_prepare"),
-    ("  take the timers: pending -> fired (one UPDATE ... RETURNING)", "timers.firing", "_take"),
-    ("  deliver: the execution's step (_deliver)", "timers.firing", "_deliver"),
+    ("  liveness, decode the row, resolve its delivery (_prepare)", "timers.fire_one", "_prepare"),
+    ("  take the timers: pending -> fired (one UPDATE ... RETURNING)", "timers.chunks", "_take"),
+    ("  deliver: the execution's step (_deliver)", "timers.fire_one", "_deliver"),
     (
         "    position decode (a new execution: no cache hit)",
-        "statecharts.stepper.transaction",
+        "statecharts.stepper.applying",
         "_load_position",
     ),
     ("    advance (the interpreter)", "statecharts.drivers.durable", "advance"),
@@ -887,11 +887,11 @@ def forget_positions() -> None:
     """Empty this thread's cache of decoded positions (the stepper keeps the last ones it
     wrote, per thread), so the next step of each execution decodes its blob, as a worker that
     has never seen it would."""
-    from statecharts.stepper import transaction as step
+    from statecharts.stepper import applying as step
 
     cache = getattr(step, "_positions", None)
     if cache is None:
-        raise SystemExit("profile: statecharts.stepper.transaction._positions is gone; update")
+        raise SystemExit("profile: statecharts.stepper.applying._positions is gone; update")
     cache.cache = {}
 
 

@@ -1,10 +1,10 @@
 """Claim leases, and the heartbeat that keeps a live firer's leases alive.
 
-A claim (``timers.firing.claim_batch``) takes due timer rows for one firer with two marks on
+A claim (``timers.claiming.claim_batch``) takes due timer rows for one firer with two marks on
 each row: a **lease** (``claimed_until``: now + ``TIMER_LEASE_SECONDS``, 3 s) and a **fence
 token** (``claim_token``: a random number, one per claim). The lease is short so that a firer
 that dies (SIGKILL, OOM, a lost host) only delays its rows by seconds: once it ends, another
-firer's claim takes the rows over (spending the attempt, ``timers.firing``). A firer that is
+firer's claim takes the rows over (spending the attempt, ``timers.claiming``). A firer that is
 alive, however long its fires take, keeps its lease by renewing it:
 
 - **the heartbeat** (this module): a daemon thread per process, with its own database
@@ -12,7 +12,7 @@ alive, however long its fires take, keeps its lease by renewing it:
   process's firing loop holds (``holding``). It runs in the real firing loops, django-q2's
   drain task and ``fire_timers`` (``running``), not in tests and tools that fire with an
   injected clock;
-- **between chunks** (``timers.firing._keep``): the firing loop itself renews the lease and
+- **between chunks** (``timers.claiming._keep``): the firing loop itself renews the lease and
   the per-fire deadline of the rows it has not fired yet once half its window has passed,
   heartbeat or not.
 
@@ -31,7 +31,7 @@ What a renewal never does:
 - it never touches the ``fire_deadline`` or an execution row (lock order: it holds timer rows
   for an instant and nothing else, like a claim).
 
-The fence: a take, settle, snooze or retry of a claimed row (``timers.firing``) only acts on a
+The fence: a take, settle, snooze or retry of a claimed row (``timers.settling``) only acts on a
 row still carrying the claim's token. A firer whose lease ran out and whose rows another claim
 took over (the heartbeat could not run: a stalled process, a lost connection, a fire holding
 the GIL in C code longer than the lease) therefore commits nothing of them: it reports them

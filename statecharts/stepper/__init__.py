@@ -40,9 +40,13 @@ each door answers for each: ``statecharts.policies.refusals``) come with it.
 comes from outside is checked in one place, the ``gate``, before anything is written.
 
 Concerns, one module each: ``requests`` and ``gate`` (what outside data asks, checked
-once), ``transaction`` (one step, one transaction), ``performing``
-(instructions and their performers), ``delivery`` (the outbox, exactly once), ``sweeper``
-(django-q2 glue for crash leftovers), ``sql`` (the hand-compiled statements of the hot path).
+once); one step, one transaction: ``transaction`` (the loop, its phases, ``StepResult``, the
+locks), ``starting`` (a start), ``stepping`` (an input: ``feed_step``, ``step_locked``,
+``perform_delivery``), ``cancelling`` (a cancel, with or without chart code), ``applying``
+(advance, budgets, persist; the position cache), ``recording`` (an input recorded as not
+applied, and the fields a step writes); ``performing`` (instructions and their performers),
+``delivery`` (the outbox, exactly once), ``sweeper`` (django-q2 glue for crash leftovers),
+``sql`` (the hand-compiled statements of the hot path).
 The compiled-chart cache is ``statecharts.runtime`` (models use it too).
 
 Lock order: one execution per step (``lock``); a batch (``lock_many``) takes its executions in
@@ -99,16 +103,10 @@ from statecharts.stepper.requests import (
     StartRequest,
 )
 from statecharts.stepper.sql import batched_writes, database
+from statecharts.stepper.starting import start_step
+from statecharts.stepper.stepping import feed_step, perform_delivery, step_locked
 from statecharts.stepper.sweeper import ensure_every_minute, ensure_scheduled
-from statecharts.stepper.transaction import (
-    StepResult,
-    feed_step,
-    lock,
-    lock_many,
-    perform_delivery,
-    start_step,
-    step_locked,
-)
+from statecharts.stepper.transaction import StepResult, lock, lock_many
 
 
 def start(

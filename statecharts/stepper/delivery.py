@@ -61,7 +61,8 @@ from statecharts.models.outbox import OutboxStatus
 from statecharts.policies import codecs
 from statecharts.statuses import InputRule, rules
 from statecharts.stepper import observing, sql
-from statecharts.stepper.transaction import feed_step, lock, step_locked
+from statecharts.stepper.stepping import feed_step, step_locked
+from statecharts.stepper.transaction import lock
 
 log = logging.getLogger("statecharts.stepper")
 

@@ -24,7 +24,7 @@ from statecharts.models.outbox import OutboxStatus
 from statecharts.operations.inspection import history_row
 from statecharts.operations.replay import Verdict, replay
 from statecharts.policies import codecs
-from statecharts.stepper.transaction import feed_step
+from statecharts.stepper.stepping import feed_step
 from timers import firing
 from timers.models import Timer, TimerStatus
 

@@ -60,7 +60,7 @@ def test_keys_registered_later_are_found_and_unknown_ones_refused(extra_group: N
 
 
 def test_an_imported_setting_follows_the_setting() -> None:
-    from statecharts.stepper.transaction import step_clock
+    from statecharts.stepper.applying import step_clock
 
     assert step_clock() is time.monotonic
     with override_settings(STATECHARTS={"STEP_CLOCK": "time.perf_counter"}):

@@ -27,7 +27,7 @@ from statecharts.drivers.durable import Input
 from statecharts.drivers.memory import MemoryDriver
 from statecharts.exceptions import Halted
 from statecharts.models import Chart
-from statecharts.stepper.transaction import feed_step
+from statecharts.stepper.stepping import feed_step
 from statecharts.telemetry import otel as telemetry_otel
 from timers import firing
 

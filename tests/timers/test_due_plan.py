@@ -13,7 +13,7 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from tests.timers.plans import plan_of
-from timers import dispatch, firing
+from timers import dispatch, firing, settling
 from timers.models import Timer
 
 pytestmark = pytest.mark.django_db
@@ -108,7 +108,7 @@ def test_the_take_finds_its_rows_by_primary_key_never_through_a_pending_index() 
     due_rows(200)
     pks = list(Timer.objects.order_by("pk").values_list("pk", flat=True)[:20])
     with CaptureQueriesContext(connection) as queries:
-        taken = firing._settle_ids(pks, "fired", T0 + timedelta(seconds=1), "", None)
+        taken = settling._settle_ids(pks, "fired", T0 + timedelta(seconds=1), "", None)
     assert taken == set(pks)
     take = next(q["sql"] for q in queries.captured_queries if q["sql"].startswith("UPDATE"))
     with transaction.atomic():

@@ -22,7 +22,7 @@ from statecharts.conf import statecharts_settings
 from statecharts.core.position import decode
 from statecharts.models import Chart, Execution, HistoryEntry
 from tests.timers import deliveries
-from timers import dispatch, firing, leases
+from timers import claiming, dispatch, firing, leases
 from timers.delivery import Snooze
 from timers.models import Timer, TimerStatus
 
@@ -396,7 +396,7 @@ def test_a_renewal_between_chunks_keeps_rows_the_heartbeat_holds_locked_for_an_i
     try:
         assert locked.wait(JOIN)
         # Half the window has passed: _keep renews, and keeps both rows in the chunk.
-        kept = firing._keep(batch, batch.rows, batch.rows, DUE + 2 * S)
+        kept = claiming._keep(batch, batch.rows, batch.rows, DUE + 2 * S)
     finally:
         release.set()
         beating.join(JOIN)

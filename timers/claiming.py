@@ -1,0 +1,262 @@
+"""Claims: which firer fires which due timers, for how long, and the attempts they spend.
+
+A claim (``claim_batch``) takes due timer rows for one firer, never waiting for another
+(SKIP LOCKED on PostgreSQL), and writes its lease, the per-fire deadline and its fence token
+on them (``timers.leases``). A row an earlier claim left unsettled is an attempt spent
+(``_spend_timed_out``): ended ``failed`` ("timed out") when it was the last one. A batch
+that runs long renews the claim of what it has not fired yet (``_keep``). Correctness never
+depends on the claim (``timers.firing``).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db import connections, transaction
+from django.db.models import F
+
+from statecharts import stepper
+from statecharts.core.telemetry import TelemetryEvent
+from timers import leases, observing
+from timers.conf import timer_settings
+from timers.models import Timer, TimerStatus
+
+log = logging.getLogger("timers")
+
+
+TIMED_OUT = "timed out"  # the reason of a timer whose last attempt timed out
+
+
+@dataclass(slots=True)
+class Claim:
+    """What one claim took, for one firer."""
+
+    fresh: list[Timer]  # due order; fired in chunks
+    # Timers whose previous claim ended unsettled (an attempt spent): fired one by one, after
+    # the others, so a timer that kills or hangs its firer cannot take a chunk down again.
+    suspects: list[Timer]
+    failed: int  # timers whose last attempt timed out: ended failed by this claim
+    claimed: datetime  # the clock the claim was taken at
+    until: datetime  # the lease it wrote
+    window: timedelta  # the shortest of the lease and the rows' per-fire timeouts
+    token: int  # its fence token (claim_token on its rows): only this claim may settle them
+
+    @property
+    def rows(self) -> list[Timer]:
+        return sorted(self.fresh + self.suspects, key=lambda t: (t.due, t.pk))
+
+
+def claim(now: datetime, limit: int, *, lease: timedelta | None = None) -> list[int]:
+    """Claim up to ``limit`` due timers for this firer (their ids); see ``claim_rows``."""
+    return [timer.pk for timer in claim_rows(now, limit, lease=lease)]
+
+
+def claim_rows(now: datetime, limit: int, *, lease: timedelta | None = None) -> list[Timer]:
+    """Claim up to ``limit`` due timers for this firer, never waiting for another firer.
+
+    On PostgreSQL rows another firer is claiming are skipped (SKIP LOCKED); claims last a
+    lease, so a firer that dies only delays its timers. The rows come back whole: what a
+    timer delivers (event, target, context) never changes after it is written, so the
+    firing transaction only has to re-check its status, under the execution's lock.
+
+    The claim is an attempt of each row it takes: it writes the lease (``claimed_until``), the
+    per-fire deadline (``fire_deadline``: now plus the row's ``fire_timeout_seconds``) and a
+    fence token of its own (``claim_token``: see ``timers.leases``). A
+    row still carrying an earlier claim was left unsettled by a firer that died, hung, or
+    outlived its lease or its timeout: that attempt is spent here (``last_error`` says which
+    bound passed first), and a timer whose last attempt it was is ended ``failed`` with
+    reason "timed out" instead of being returned. It takes at most ``TIMER_FIRE_CHUNK`` such
+    rows (they are fired one by one; the others are left to other firers' claims).
+    """
+    return claim_batch(now, limit, lease=lease).rows
+
+
+def claim_batch(
+    now: datetime, limit: int, *, lease: timedelta | None = None, fresh_only: bool = False
+) -> Claim:
+    """``claim_rows``, telling the fresh rows from the suspects and counting the failed.
+
+    ``fresh_only``: take only rows no earlier claim left unsettled (no suspects); a django-q2
+    sweeper fires those itself and leaves suspects to drains (``timers.dispatch``)."""
+    lease = lease or leases.lease()
+    database = stepper.database()
+    until = now + lease
+    token = secrets.randbits(63)
+    failed: set[int] = set()
+    suspects: set[int] = set()
+    with transaction.atomic(using=database):
+        walk_due_index(database)
+        candidates = Timer.objects.using(database).claimable(now)
+        if fresh_only:
+            candidates = candidates.filter(claimed_until__isnull=True)
+        if connections[database].features.has_select_for_update_skip_locked:
+            candidates = candidates.select_for_update(skip_locked=True)
+        timers = list(candidates[:limit])
+        stale = [timer for timer in timers if timer.claimed_until is not None]
+        share = timer_settings.TIMER_FIRE_CHUNK
+        if len(stale) > share:
+            # Suspects are fired one by one: a dead firer's batch is shared among the live
+            # firers' claims (the rest stay claimable) instead of queued behind one of them.
+            left = {timer.pk for timer in stale[share:]}
+            stale = stale[:share]
+            timers = [timer for timer in timers if timer.pk not in left]
+        if stale:
+            failed = _spend_timed_out(stale, now)
+        suspects = {timer.pk for timer in stale} - failed
+        kept = [timer for timer in timers if timer.pk not in failed]
+        by_timeout: dict[int | None, list[Timer]] = defaultdict(list)
+        for timer in kept:
+            by_timeout[timer.fire_timeout_seconds].append(timer)
+        for seconds, rows in by_timeout.items():  # one UPDATE, unless timeouts differ
+            deadline = None if seconds is None else now + timedelta(seconds=seconds)
+            Timer.objects.using(database).filter(pk__in=[t.pk for t in rows]).update(
+                claimed_until=until, fire_deadline=deadline, claim_token=token
+            )
+            for timer in rows:
+                timer.claimed_until, timer.fire_deadline = until, deadline
+                timer.claim_token = token
+    timeouts = [timedelta(seconds=s) for s in by_timeout if s is not None]
+    return Claim(
+        fresh=[timer for timer in kept if timer.pk not in suspects],
+        suspects=[timer for timer in kept if timer.pk in suspects],
+        failed=len(failed),
+        claimed=now,
+        until=until,
+        window=min([lease, *timeouts]),
+        token=token,
+    )
+
+
+def walk_due_index(database: str) -> None:
+    """Make the rest of this transaction read due timers by walking the partial due index in
+    ``(due, id)`` order (PostgreSQL; nothing elsewhere), so a ``LIMIT n`` query stops after n
+    rows however many are due.
+
+    Without it the plan depends on the table's statistics: when they say few pending rows are
+    due (a table analyzed while nothing was due, or never analyzed), PostgreSQL reads *every*
+    due row through a bitmap scan and sorts them all to return the first n, and a claim of
+    100 timers out of a backlog of 10,000 then reads and sorts 10,000 rows (4.7 ms instead of
+    0.2 ms at 3,000 due: benchmarks/JOURNAL.md, "PostgreSQL's share of a fire"): a burst's
+    claims cost the server the square of its size. Transaction-local planner settings
+    (``set_config(..., true)``): the firer's other statements plan as before."""
+    conn = connections[database]
+    if conn.vendor != "postgresql":
+        return
+    with conn.cursor() as cursor:
+        cursor.execute(_WALK_DUE_INDEX)
+
+
+_WALK_DUE_INDEX = (
+    "SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)"
+)
+
+
+def _spend_timed_out(stale: list[Timer], now: datetime) -> set[int]:
+    """Spend the attempt of each row whose earlier claim ended unsettled; end those whose
+    last attempt it was (``failed``, "timed out"). Returns the ids it ended.
+
+    In the claim's transaction, under the rows' locks and only while they are pending; no
+    execution lock is needed (nothing is delivered, and a fire or a cancel only ever acts on
+    a pending row), so a transaction hung holding the execution cannot keep the timer from
+    ending."""
+    ended: set[int] = set()
+    database = stepper.database()
+    for timer in stale:
+        error = _timed_out_error(timer)
+        attempts = timer.attempts + 1
+        rows = Timer.objects.using(database).filter(pk=timer.pk, status=TimerStatus.PENDING)
+        if attempts >= timer_settings.TIMER_MAX_ATTEMPTS:
+            rows.update(
+                status=TimerStatus.FAILED,
+                attempts=F("attempts") + 1,
+                last_error=error,
+                reason=TIMED_OUT,
+                settled=now,
+                claimed_until=None,
+                fire_deadline=None,
+            )
+            ended.add(timer.pk)
+            log.warning("timer %s: %s; failed after %s attempts", timer.pk, error, attempts)
+            observing.timer_event(
+                TelemetryEvent.TIMER_FAILED,
+                timer,
+                now=now,
+                attempts=attempts,
+                error=error,
+                reason=TIMED_OUT,
+            )
+        else:
+            rows.update(attempts=F("attempts") + 1, last_error=error)
+            timer.attempts, timer.last_error = attempts, error
+            log.warning("timer %s: %s; attempt %s spent", timer.pk, error, attempts)
+            observing.timer_event(
+                TelemetryEvent.TIMER_RETRIED,
+                timer,
+                now=now,
+                attempts=attempts,
+                error=error,
+                reason=TIMED_OUT,
+            )
+    return ended
+
+
+def _timed_out_error(timer: Timer) -> str:
+    lease, deadline = timer.claimed_until, timer.fire_deadline
+    assert lease is not None
+    if deadline is not None and deadline < lease:
+        return (
+            f"timed out: the per-fire timeout ({timer.fire_timeout_seconds} s) passed at "
+            f"{deadline.isoformat()} with the fire unsettled"
+        )
+    return f"timed out: the claim's lease ended at {lease.isoformat()} with the fire unsettled"
+
+
+def _keep(batch: Claim, unit: list[Timer], rest: list[Timer], now: datetime | None) -> list[Timer]:
+    """Before firing ``unit``: once half the batch's window has passed since its claim,
+    renew the claim of every timer not fired yet (``rest``: lease and per-fire deadline from
+    now; their attempt has not started), and return those of ``unit`` still ours (the claim's
+    token, still claimed). A row whose claim another firer took over meanwhile is left to it."""
+    clock = now or timer_settings.now()
+    if clock < batch.claimed + batch.window / 2:
+        return unit
+    lease = batch.until - batch.claimed
+    until = clock + lease
+    renewed: set[int] = set()
+    by_timeout: dict[int | None, list[int]] = defaultdict(list)
+    for timer in rest:
+        by_timeout[timer.fire_timeout_seconds].append(timer.pk)
+    database = stepper.database()
+    skip_locked = connections[database].features.has_select_for_update_skip_locked
+    with transaction.atomic(using=database):
+        for seconds, pks in by_timeout.items():
+            deadline = None if seconds is None else clock + timedelta(seconds=seconds)
+            mine = (
+                Timer.objects.using(database)
+                .pending_among(pks)
+                .filter(claim_token=batch.token, claimed_until__isnull=False)
+            )
+            if skip_locked:  # a row locked now is being claimed (or fired) by another firer
+                mine = mine.select_for_update(skip_locked=True)
+            kept = set(mine.values_list("pk", flat=True))
+            Timer.objects.using(database).filter(pk__in=kept).update(
+                claimed_until=until, fire_deadline=deadline
+            )
+            renewed |= kept
+        missed = [timer.pk for timer in unit if timer.pk not in renewed]
+        if missed and skip_locked:
+            # Skipped while locked by someone else for an instant: the heartbeat renewing
+            # them (still ours), or another firer's claim taking them over (the fence then
+            # refuses our take). Ours if the token is.
+            renewed |= set(
+                Timer.objects.using(database)
+                .pending_among(missed)
+                .filter(claim_token=batch.token)
+                .exclude(claimed_until=None)
+                .values_list("pk", flat=True)
+            )
+    batch.claimed, batch.until = clock, until
+    return [timer for timer in unit if timer.pk in renewed]
