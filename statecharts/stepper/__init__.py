@@ -77,7 +77,6 @@ from statecharts.stepper.delivery import (
 )
 from statecharts.stepper.delivery import retry as retry_message
 from statecharts.stepper.performing import (
-    EffectContext,
     NoPerformer,
     Performer,
     StepContext,
@@ -462,7 +461,6 @@ __all__ = [
     "AnswerRequest",
     "BusinessKeyInUse",
     "CancelRequest",
-    "EffectContext",
     "EventRequest",
     "IdempotencyConflict",
     "Input",
