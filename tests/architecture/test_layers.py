@@ -189,20 +189,31 @@ REGISTRY_CALLS = frozenset(
 
 def labels_named(path: Path, labels: tuple[str, ...]) -> list[str]:
     """Where ``path`` names one of ``labels`` as an app: given to the app registry
-    (``apps.is_installed("timers")``, ``apps.get_model("timers", "Timer")``), or a model label
-    or dotted path under it anywhere ("timers.Timer", "timers.routequeue.RouteTimerQueue").
-    Docstrings are prose; a plain "timers" elsewhere is a key of some record, not an app."""
+    (``apps.is_installed("timers")``, ``apps.get_model("timers", "Timer")``), listed among app
+    labels (``("statecharts", "timers")``), or a model label or dotted path under it anywhere
+    ("timers.Timer", "timers.routequeue.RouteTimerQueue"). Docstrings are prose, ``__all__``
+    lists names, and a plain "timers" elsewhere is a key of some record, not an app."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     skipped = _docstrings(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and "__all__" in ast.unparse(node.targets[0]):
+            skipped.update(id(n) for n in ast.walk(node.value))
     found: list[tuple[int, str]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and getattr(node.func, "attr", None) in REGISTRY_CALLS:
-            found.extend(
-                (arg.lineno, arg.value)
-                for arg in node.args[:1]
-                if isinstance(arg, ast.Constant) and arg.value in labels
-            )
-        elif (
+            candidates = node.args[:1]
+        elif isinstance(node, ast.Tuple | ast.List | ast.Set) and all(
+            isinstance(element, ast.Constant) for element in node.elts
+        ):
+            candidates = node.elts  # (a list of names: ("invocations", check) is a pair)
+        else:
+            candidates = []
+        found.extend(
+            (arg.lineno, arg.value)
+            for arg in candidates
+            if isinstance(arg, ast.Constant) and arg.value in labels and id(arg) not in skipped
+        )
+        if (
             isinstance(node, ast.Constant)
             and isinstance(node.value, str)
             and id(node) not in skipped
@@ -212,7 +223,8 @@ def labels_named(path: Path, labels: tuple[str, ...]) -> list[str]:
         ):
             found.append((node.lineno, node.value))
     return [
-        f"{path.relative_to(path.parents[1])}:{line}: {value!r}" for line, value in sorted(found)
+        f"{path.relative_to(path.parents[1])}:{line}: {value!r}"
+        for line, value in sorted(set(found))
     ]
 
 
@@ -231,10 +243,13 @@ def test_the_label_finder_finds_what_it_looks_for(tmp_path: Path) -> None:
     page.write_text(
         '"""A docstring naming "timers" is fine."""\n'
         'X = apps.get_model("timers", "Timer")\nY = "timers.delivery.StepperDelivery"\n'
+        'STEP_APPS = ("statecharts", "invocations")\n__all__ = ["routes"]\n'
+        'record = {"timers": True}\nfields = [("invocations", record)]\n'
     )
     assert labels_named(page, APP_LABELS) == [
         f"{tmp_path.name}/probe.py:2: 'timers'",
         f"{tmp_path.name}/probe.py:3: 'timers.delivery.StepperDelivery'",
+        f"{tmp_path.name}/probe.py:4: 'invocations'",
     ]
 
 

@@ -85,3 +85,23 @@ def test_an_imported_setting_follows_the_setting() -> None:
     with override_settings(STATECHARTS={"STEP_CLOCK": "time.perf_counter"}):
         assert step_clock() is time.perf_counter
     assert step_clock() is time.monotonic
+
+
+def test_a_named_class_is_made_once_per_name_and_forgotten_when_the_setting_changes() -> None:
+    """statecharts.conf.NamedClasses, as the payload codecs use it (timer deliveries too)."""
+    from statecharts.policies import codecs
+
+    named = {
+        "json": "statecharts.policies.codecs.JSONCodec",
+        "other": "statecharts.policies.codecs.JSONCodec",
+        "broken": "statecharts.policies.codecs.NoSuchCodec",
+    }
+    with override_settings(STATECHARTS={"PAYLOAD_CODECS": named}):
+        first = codecs.resolve("other")
+        assert codecs.resolve("other") is first
+        with pytest.raises(codecs.CodecUnavailable, match="'missing' is not in PAYLOAD_CODECS"):
+            codecs.resolve("missing")
+        with pytest.raises(codecs.CodecUnavailable, match=r"'broken' .* cannot be loaded"):
+            codecs.resolve("broken")
+    with override_settings(STATECHARTS={"PAYLOAD_CODECS": named}):
+        assert codecs.resolve("other") is not first
