@@ -1,33 +1,30 @@
 from django.apps import AppConfig
 
+from invocations.declaration import DECLARATION
+
 
 class InvocationsConfig(AppConfig):
     name = "invocations"
     verbose_name = "Invocations"
     default_auto_field = "django.db.models.BigAutoField"
+    # Its settings, performers, checks, pending work and contributions.
+    declaration = DECLARATION
 
     def ready(self) -> None:
         from django.core.signals import setting_changed
         from django.db.models.signals import post_migrate
 
-        import invocations.conf  # noqa: F401  (registers the INVOKE_* settings)
-        from invocations import children, performers, receivers, tasks
+        from invocations import children, receivers, tasks
         from statecharts.core.host import SCXML_INVOKE_TYPES
-        from statecharts.core.plan import InstructionKind
+        from statecharts.declaration import install
         from statecharts.signals import step_finished
         from statecharts.stepper import (
             register_input_guard,
             register_invoke_types,
             register_message_kind,
-            register_performer,
         )
 
-        kind = InstructionKind
-        register_performer(kind.START_INVOCATION, performers.start_invocation)
-        register_performer(kind.CANCEL_INVOCATION, performers.cancel_invocation)
-        register_performer(kind.DELIVER_CHILD, performers.deliver_child)
-        register_performer(kind.AUTOFORWARD, performers.autoforward)
-        register_performer(kind.FINISH, performers.finish)
+        install(self.declaration)
         # What this app can start: SCXML children, and the types of the handlers registered
         # in STATECHARTS["INVOKERS"]. (The core is told so each step; an <invoke> of any
         # other type is error.execution.)
@@ -43,30 +40,6 @@ class InvocationsConfig(AppConfig):
         )
         step_finished.connect(receivers.note_answers, dispatch_uid="invocations.answers")
         register_input_guard(receivers.ignore_after_cancellation)
-
-        from statecharts.work import register_work_source
-
-        register_work_source(tasks.invocation_work)
-
-        # The invocations panel, API endpoints and read-model section (statecharts.extensions).
-        from invocations import surface
-
-        surface.register()
-
-        # Settled rows pruned, rows of erased executions erased (statecharts.operations.retention).
-        from invocations import pruning
-
-        pruning.register()
-
-        # The rows `statechart reencrypt` rewrites (statecharts.operations.reencryption).
-        from invocations import payloads
-
-        payloads.register()
-
-        # This app's figures in `statechart health` (statecharts.operations.health).
-        from invocations import health
-
-        health.register()
 
 
 def register_handler_types() -> None:

@@ -1,4 +1,4 @@
-"""The routes app's settings check (``manage.py check``), registered with its keys."""
+"""The routes app's settings check (``manage.py check``), named by its declaration."""
 
 from __future__ import annotations
 
@@ -7,10 +7,9 @@ from typing import Any
 
 from django.core.checks import CheckMessage, Error, Warning
 
-from routes.conf import DEFAULTS
 from routes.queue import QueueUnavailable, load_queue
 from routes.registry import RouteSettingsError, build_routes, override_problems
-from statecharts.conf import register_settings
+from statecharts.conf import default
 
 
 def check(configured: Mapping[str, Any]) -> list[CheckMessage]:
@@ -20,13 +19,13 @@ def check(configured: Mapping[str, Any]) -> list[CheckMessage]:
     refused)."""
     problems: list[CheckMessage] = []
     try:
-        registered = build_routes(configured.get("ROUTES", DEFAULTS["ROUTES"]))
+        registered = build_routes(configured.get("ROUTES", default("ROUTES")))
     except RouteSettingsError as exc:
         return [
             Error(f"STATECHARTS['ROUTES']: {message}", id="routes.E001")
             for message in exc.problems
         ]
-    overrides = configured.get("ROUTE_OVERRIDES", DEFAULTS["ROUTE_OVERRIDES"])
+    overrides = configured.get("ROUTE_OVERRIDES", default("ROUTE_OVERRIDES"))
     if not isinstance(overrides, Mapping):
         return [Error("STATECHARTS['ROUTE_OVERRIDES'] must be a dict.", id="routes.E002")]
     for chart, scoped in overrides.items():
@@ -39,7 +38,7 @@ def check(configured: Mapping[str, Any]) -> list[CheckMessage]:
                     id="routes.E002",
                 )
             )
-    queue = configured.get("ROUTE_TIMER_QUEUE", DEFAULTS["ROUTE_TIMER_QUEUE"])
+    queue = configured.get("ROUTE_TIMER_QUEUE", default("ROUTE_TIMER_QUEUE"))
     if queue is not None:
         try:
             load_queue(queue)
@@ -53,5 +52,3 @@ def check(configured: Mapping[str, Any]) -> list[CheckMessage]:
             )
     return problems
 
-
-register_settings("routes", DEFAULTS, check)

@@ -1,6 +1,6 @@
 """The routes section of an execution's read model (see ``statecharts.operations.inspection``): its
 route deliveries (the ledger: every fate, "in doubt" included) and its delayed route sends
-still waiting (the route timer queue's rows, when the ``timers`` app keeps them).
+still waiting (what the configured route timer queue keeps: ``TimerQueue.waiting``).
 
 Shown by every door: the admin's routes panel, the API's ``route_deliveries`` field,
 ``statechart show``."""
@@ -11,10 +11,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.apps import apps
-
 from routes.conf import route_settings
 from routes.models import DeliveryStatus, RouteDelivery
+from routes.queue import WaitingSend, configured_queue
 
 SHOWN = 50  # the newest deliveries shown on an execution's page (the admin list has all)
 
@@ -54,7 +53,7 @@ class DeliveryRow:
 
 @dataclass(frozen=True, slots=True)
 class WaitingRow:
-    timer: Any  # timers.models.RouteTimer
+    timer: WaitingSend
 
     def document(self) -> dict[str, Any]:
         t = self.timer
@@ -94,9 +93,9 @@ def read_routes(execution: Any, now: datetime) -> RoutesSection:
             "-created", "-id"
         )[:SHOWN]
     )
-    waiting: tuple[WaitingRow, ...] = ()
-    if apps.is_installed("timers"):  # (the default route timer queue's rows)
-        waiting = tuple(WaitingRow(t) for t in execution.route_timers.order_by("due", "id"))
+    queue = configured_queue()
+    kept = getattr(queue, "waiting", None)  # (a queue may not show what it keeps)
+    waiting = tuple(WaitingRow(send) for send in kept(execution.pk)) if kept else ()
     return RoutesSection(deliveries, waiting)
 
 

@@ -45,8 +45,25 @@ class TimerEntry:
     scheduled_in: int  # the history seq of the step that scheduled it
 
 
+@dataclass(frozen=True, slots=True)
+class WaitingSend:
+    """A delayed route send a queue keeps, not fired yet (an execution's read model)."""
+
+    pk: Any  # the queue's own id of it
+    key: str
+    route: str
+    send_id: str
+    message: dict[str, Any] | None  # as the queue stores it (its codec's form)
+    due: datetime
+    reason: str
+
+
 @runtime_checkable
 class TimerQueue(Protocol):
+    """What ``ROUTE_TIMER_QUEUE`` names. A queue may also have
+    ``waiting(scope) -> list[WaitingSend]`` (an execution's entries not fired yet, due
+    order): the routes section of the read model shows them (none without it)."""
+
     def schedule(self, entry: TimerEntry) -> None:
         """Keep ``entry`` until due (a repeat of its key is a no-op)."""
 

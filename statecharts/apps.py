@@ -1,23 +1,23 @@
 from django.apps import AppConfig
 from django.db.models.signals import post_migrate
 
+from statecharts.declaration import DECLARATION
+
 
 class StatechartsConfig(AppConfig):
     name = "statecharts"
     verbose_name = "Statecharts"
     default_auto_field = "django.db.models.BigAutoField"
+    # Its settings, checks, work source and contributions (statecharts.conf.Declaration).
+    declaration = DECLARATION
 
     def ready(self) -> None:
-        from statecharts import (
-            checks,  # noqa: F401  (registers the system checks)
-            stepper,
-        )
+        from statecharts import stepper
+        from statecharts.declaration import install
         from statecharts.models.executions import install_stepper
-        from statecharts.policies import (
-            attribution,  # noqa: F401  (registers the CALLER_CONTEXT_* settings)
-        )
         from statecharts.stepper.sweeper import ensure_schedule_after_migrate
 
+        install(self.declaration)
         # Execution.objects.start / execution.send / .cancel are a facade over the stepper;
         # the models never import it (it imports them).
         install_stepper(stepper)
@@ -41,15 +41,10 @@ class StatechartsConfig(AppConfig):
                     "installed: pip install django-statecharts[opentelemetry]"
                 ) from exc
             telemetry_otel.install()
-        from statecharts.stepper.sweeper import outbox_work
-        from statecharts.work import register_work_source
 
-        register_work_source(outbox_work)
-
-        # Retention and erasure of this app's rows (the other apps register theirs), and
-        # the hourly prune's django-q2 schedule.
+        # The hourly prune's django-q2 schedule (statecharts.operations.retention).
         from statecharts.operations import (
-            health,  # noqa: F401  (registers this app's health figures)
+            health,  # noqa: F401  (its module registers this app's health figures)
             retention,
         )
 
@@ -59,18 +54,8 @@ class StatechartsConfig(AppConfig):
             dispatch_uid="statecharts.operations.retention",
         )
 
-        # The rows `statechart reencrypt` rewrites (the other apps register theirs).
-        from statecharts.operations import reencryption
-
-        reencryption.register_own()
-
-        # Per-event permissions and subjects (their settings and checks), and the API's
-        # available_events and subject fields of an execution.
+        # execution.available_events() (the API's field of it: the declaration).
         from statecharts.models.executions import install_available_events
-        from statecharts.policies import authorization, subjects  # noqa: F401
         from statecharts.policies.availability import available_events
 
-        install_available_events(available_events)  # execution.available_events()
-        from statecharts.api.availability import register as register_availability_fields
-
-        register_availability_fields()
+        install_available_events(available_events)

@@ -1,4 +1,9 @@
-"""System checks: a misconfigured STATECHARTS setting is reported at start-up, not mid-step."""
+"""System checks: a misconfigured STATECHARTS setting is reported at start-up, not mid-step.
+
+Registered from the app's declaration (``statecharts.declaration``). Each check id means one
+thing: docs/system-checks.md lists them, and tests/project/test_check_ids.py holds that no
+id is raised from two places and every id is listed there.
+"""
 
 from __future__ import annotations
 
@@ -6,21 +11,17 @@ from typing import Any
 
 from django.apps import apps
 from django.conf import settings
-from django.core.checks import CheckMessage, Error, Warning, register
+from django.core.checks import CheckMessage, Error
 from django.db import router
 from django.utils.module_loading import import_string
 
-from statecharts.conf import all_defaults, registered_groups
+from statecharts.conf import all_defaults, declarations, settings_checks
 from statecharts.core.plan import InstructionKind
-from statecharts.policies import codecs  # noqa: F401  (registers the PAYLOAD_* settings and their check)
-from statecharts.stepper.performing import LEGACY_EFFECT_KINDS
-
-# Apps whose rows take part in a step's transaction: they must live in one database.
-STEP_APPS = ("statecharts", "timers", "invocations")
 
 
-@register()
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """The configured ``STATECHARTS`` dict: a dict, of keys the installed apps declare, its
+    integer keys positive; then each installed app's own checks of it."""
     configured = getattr(settings, "STATECHARTS", None)
     if configured is None:
         return []
@@ -29,9 +30,10 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     defaults = all_defaults()
     problems: list[CheckMessage] = []
     for name in sorted(set(configured) - set(defaults)):
-        hint = f"Known settings: {', '.join(sorted(defaults))}."
-        if name.startswith("TIMER_"):
-            hint += " (TIMER_* settings belong to the timers app: is it installed?)"
+        hint = (
+            f"Known settings: {', '.join(sorted(defaults))}. (A key of an app that is not in "
+            "INSTALLED_APPS is not known: is its app installed?)"
+        )
         problems.append(
             Error(f"STATECHARTS[{name!r}] is not a setting.", hint=hint, id="statecharts.E002")
         )
@@ -46,6 +48,14 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             problems.append(
                 Error(f"STATECHARTS[{name!r}] must be a positive integer.", id="statecharts.E003")
             )
+    for check in settings_checks():
+        problems.extend(check(configured))
+    return problems
+
+
+def check_own_settings(configured: dict[str, Any]) -> list[CheckMessage]:
+    """The ``statecharts`` app's own keys (the policies check theirs)."""
+    problems: list[CheckMessage] = []
     for name in ("CLOCK", "RESOLVER"):
         problems.extend(_importable(f"STATECHARTS[{name!r}]", configured.get(name)))
     problems.extend(_check_retention(configured))
@@ -53,9 +63,6 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     problems.extend(_check_switches(configured))
     problems.extend(_check_performers(configured))
     problems.extend(_check_transforms(configured.get("MIGRATION_TRANSFORMS", {})))
-    for group in registered_groups():
-        if group.check is not None:
-            problems.extend(group.check(configured))
     return problems
 
 
@@ -143,7 +150,7 @@ def _check_performers(configured: dict[str, Any]) -> list[CheckMessage]:
     kinds = {kind.value for kind in InstructionKind}
     performers = configured.get("PERFORMERS", {})
     if not isinstance(performers, dict):
-        return [Error("STATECHARTS['PERFORMERS'] must be a dict.", id="statecharts.E001")]
+        return [Error("STATECHARTS['PERFORMERS'] must be a dict.", id="statecharts.E009")]
     for kind, performer in performers.items():
         if kind not in kinds:
             problems.append(
@@ -154,37 +161,9 @@ def _check_performers(configured: dict[str, Any]) -> list[CheckMessage]:
                 )
             )
         problems.extend(_importable(f"STATECHARTS['PERFORMERS'][{kind!r}]", performer))
-    handlers = configured.get("EFFECT_HANDLERS", {})
-    if not isinstance(handlers, dict):
-        problems.append(
-            Error("STATECHARTS['EFFECT_HANDLERS'] must be a dict.", id="statecharts.E001")
-        )
-        return problems
-    if handlers:
-        mapping = ", ".join(f"{k} -> {v.value}" for k, v in LEGACY_EFFECT_KINDS.items())
-        problems.append(
-            Warning(
-                "STATECHARTS['EFFECT_HANDLERS'] is deprecated: use STATECHARTS['PERFORMERS'], "
-                "keyed by instruction kind (a performer gets the instruction; its .effect is "
-                "what a handler got).",
-                hint=f"Effect kinds map to instruction kinds: {mapping}.",
-                id="statecharts.W001",
-            )
-        )
-    for kind, handler in handlers.items():
-        if kind not in LEGACY_EFFECT_KINDS:
-            problems.append(
-                Error(
-                    f"STATECHARTS['EFFECT_HANDLERS'] has an unknown effect kind {kind!r}.",
-                    hint=f"Kinds: {', '.join(sorted(LEGACY_EFFECT_KINDS))}.",
-                    id="statecharts.E004",
-                )
-            )
-        problems.extend(_importable(f"STATECHARTS['EFFECT_HANDLERS'][{kind!r}]", handler))
     return problems
 
 
-@register("database")
 def check_one_database(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """Database routers are supported as long as every model a step writes is routed to the
     one database steps use (a step is one transaction)."""
@@ -192,9 +171,8 @@ def check_one_database(app_configs: Any = None, **kwargs: Any) -> list[CheckMess
 
     expected = router.db_for_write(Execution)
     problems: list[CheckMessage] = []
-    for label in STEP_APPS:
-        if not apps.is_installed(label):
-            continue
+    step_apps = [declaration.app for declaration in declarations() if declaration.step_models]
+    for label in step_apps:
         for model in apps.get_app_config(label).get_models():
             alias = router.db_for_write(model)
             if alias != expected:
@@ -202,8 +180,8 @@ def check_one_database(app_configs: Any = None, **kwargs: Any) -> list[CheckMess
                     Error(
                         f"{model._meta.label} is routed to database {alias!r}, but steps "
                         f"run on {expected!r} (where Execution is written).",
-                        hint="Route every model of the statecharts, timers and invocations "
-                        "apps to one database: a step writes them in one transaction.",
+                        hint=f"Route every model of the apps {', '.join(step_apps)} to one "
+                        "database: a step writes them in one transaction.",
                         id="statecharts.E010",
                     )
                 )
@@ -218,17 +196,13 @@ def _check_transforms(transforms: Any) -> list[CheckMessage]:
     problems: list[CheckMessage] = []
     for name, value in transforms.items():
         label = f"STATECHARTS['MIGRATION_TRANSFORMS'][{name!r}]"
-        if value is None:
-            problems.append(
-                Error(f"{label} must be a dotted path or a callable.", id="statecharts.E005")
-            )
-        else:
-            problems.extend(_importable(label, value))
+        problems.extend(_importable(label, value, optional=False))
     return problems
 
 
-def _importable(label: str, value: Any) -> list[CheckMessage]:
-    if value is None or callable(value):
+def _importable(label: str, value: Any, *, optional: bool = True) -> list[CheckMessage]:
+    """A dotted path of a callable, or a callable (or None, when ``optional``)."""
+    if (value is None and optional) or callable(value):
         return []
     if not isinstance(value, str):
         return [Error(f"{label} must be a dotted path or a callable.", id="statecharts.E005")]

@@ -1,196 +1,157 @@
 """The project's settings: one namespaced dict, ``STATECHARTS``, read lazily.
 
+Each app declares its keys once, in the :class:`Declaration` its ``AppConfig`` carries (the
+``declaration`` attribute: ``statecharts/declaration.py``, ``timers/declaration.py``,
+``invocations/declaration.py``, ``routes/declaration.py``): every key with its default and
+one line saying what it is, and the functions ``manage.py check`` runs on the configured
+dict. Nothing registers keys as a side effect of an import: the keys that exist are those of
+the installed apps, read from their declarations the first time a setting is read (the way
+Django REST framework's ``api_settings`` and django-q2's ``Conf`` read theirs), and read
+again when ``INSTALLED_APPS`` changes.
+
 Every read goes through ``django.conf.settings`` at the time of use, so ``override_settings``
-works in tests. A value read is kept until ``STATECHARTS`` changes (Django's ``setting_changed``
-signal, which ``override_settings`` and pytest-django's ``settings`` fixture send) or another
-app registers its keys: a step reads about twenty keys, and each read would otherwise search
-the registered groups and ``settings`` again. Each app owns its keys: it registers their
-defaults (and, optionally, a system check) with :func:`register_settings`, and the keys all
-live in the one ``STATECHARTS`` dict. The ``statecharts`` app's own keys::
+works in tests. A value read is kept until ``STATECHARTS`` changes (Django's
+``setting_changed`` signal, which ``override_settings`` and pytest-django's ``settings``
+fixture send): a step reads about twenty keys, and each read would otherwise search the
+declarations and ``settings`` again.
 
-    STATECHARTS = {
-        "CLOCK": "django.utils.timezone.now",      # injected clock: () -> aware datetime
-        "RESOLVER": "statecharts.core.resolve.refuse_all",  # src="..." of stored charts
-        # Charts (docs/charts.md): the datamodel of an <scxml> without a datamodel attribute,
-        # recorded on each chart row when it is loaded; and whether a syntax error in chart
-        # code refuses a chart being loaded ("error") or is reported ("warning").
-        "DEFAULT_DATAMODEL": "ecmascript",
-        "EXPRESSION_SYNTAX": "warning",
-        # Step budgets (statecharts.core.budget): a step over one is rolled back and the
-        # execution is halted (docs/durable-executions.md).
-        "ROUND_BUDGET": 10_000,     # microstep rounds per macrostep
-        "SEND_BUDGET": 1_000,       # self-sends drained inside one step
-        "STEP_TIME_BUDGET_MS": 5_000,  # wall clock for the whole step (every evaluation in it)
-        "FOREACH_BUDGET": 100_000,  # <foreach> iterations in one step, nested ones included
-        "EFFECT_BUDGET": 10_000,    # effects one step may emit
-        "LOG_BYTES_BUDGET": 1_000_000,  # bytes of <log> in one step
-        "DELAYED_SENDS_BUDGET": 1_000,  # timers one step may schedule
-        "POSITION_BUDGET_BYTES": 1_000_000,  # the stored position after a step
-        "OUTPUT_BYTES_BUDGET": 2_000_000,  # bytes the step's effects carry (sends, donedata)
-        "STEP_CLOCK": "time.monotonic",  # what the time budget reads (tests inject one)
-        "TIME_LIMIT_MS": 500,       # per ECMAScript evaluation
-        "MEMORY_LIMIT_BYTES": 64 * 1024 * 1024,
-        "OUTBOX_BATCH": 1_000,      # cross-execution deliveries per sweeper run
-        "INLINE_DELIVERIES": 20,    # ... done right after one step; the rest: the sweeper
-        "OUTBOX_SWEEP_AGE_SECONDS": 5,  # the sweeper delivers messages left pending this long
-        # PostgreSQL: a step's statements run as server-side prepared statements. False for
-        # poolers that cannot keep them (PgBouncer < 1.21, transaction mode without
-        # max_prepared_statements); Django's own statements are never prepared by this.
-        "PREPARED_STATEMENTS": True,
-        "PERFORMERS": {},           # instruction kind -> dotted path (statecharts.stepper)
-        "EFFECT_HANDLERS": {},      # deprecated alias of PERFORMERS, by effect kind
-        # Retention (statecharts.operations.retention, docs/operations.md): days; None keeps
-        # forever.
-        "EXECUTION_RETENTION_DAYS": None,  # finished executions, with all their rows
-        "HISTORY_RETENTION_DAYS": None,    # the history of finished executions
-        "OUTBOX_RETENTION_DAYS": 30,       # delivered/undeliverable messages, finished senders
-        "PRUNE_BATCH": 500,         # rows (about) per pruning transaction
-        "PRUNE_TASK_SECONDS": 300,  # how long the hourly django-q2 prune may run
-        "PRUNE_SCHEDULED": True,    # False: the hourly task prunes nothing
-        # Health (statecharts.operations.health): figure -> {"warning": n, "critical": n} overrides.
-        "HEALTH_THRESHOLDS": {},
-        "OPENTELEMETRY": False,     # spans and metrics through OpenTelemetry (docs/telemetry.md)
-        # Migration (docs/versions-and-migration.md): transforms a plan may name.
-        "MIGRATION_TRANSFORMS": {},  # name -> dotted path of f(datamodel, context)
-    }
-
-Other modules register their own keys: ``statecharts.policies.validation``, ``.attribution``,
-``.codecs``, ``.authorization`` and ``.subjects``, and the ``timers`` (``timers/conf.py``),
-``invocations`` (``invocations/conf.py``) and ``routes`` (``routes/conf.py``) apps. The
-registered defaults are the one copy: tests/project/test_settings_documented.py checks that
-every settings table in docs/ and each app's ``conf.py`` docstring agree with them.
+:class:`NamedClasses` is the one loader of "a class configured by name" (payload codecs,
+timer deliveries): the instance is made once per process and name, and forgotten when
+``STATECHARTS`` changes.
 """
 
 from __future__ import annotations
 
+import inspect
+import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from django.conf import settings
 from django.core.checks import CheckMessage
+from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
-
-DEFAULTS: dict[str, Any] = {
-    "CLOCK": "django.utils.timezone.now",
-    "RESOLVER": "statecharts.core.resolve.refuse_all",
-    # The datamodel of a chart that declares none ("ecmascript" or "null"), recorded on the
-    # chart's row when it is loaded: changing it later changes no stored chart.
-    "DEFAULT_DATAMODEL": "ecmascript",
-    # A syntax error in chart code found when a chart is loaded: "warning" (reported; the
-    # spec lets a bad expression fail when it runs) or "error" (the chart is refused).
-    "EXPRESSION_SYNTAX": "warning",
-    "ROUND_BUDGET": 10_000,
-    "SEND_BUDGET": 1_000,
-    "STEP_TIME_BUDGET_MS": 5_000,
-    "FOREACH_BUDGET": 100_000,
-    "EFFECT_BUDGET": 10_000,
-    "LOG_BYTES_BUDGET": 1_000_000,
-    "DELAYED_SENDS_BUDGET": 1_000,
-    "POSITION_BUDGET_BYTES": 1_000_000,
-    # What one step's effects carry, as JSON (event data of its sends, timers included; log
-    # values; invoke params; donedata): over it the step is halted like the other budgets.
-    "OUTPUT_BYTES_BUDGET": 2_000_000,
-    "STEP_CLOCK": "time.monotonic",
-    "TIME_LIMIT_MS": 500,
-    "MEMORY_LIMIT_BYTES": 64 * 1024 * 1024,
-    "OUTBOX_BATCH": 1_000,
-    # Outbox messages the process that ran a step delivers right after it (and what those
-    # deliveries send in turn): more stay pending for the sweeper, so a caller never waits
-    # for a long chain (a ping-pong between two executions). Order per (sender, target) is
-    # kept (statecharts.stepper.delivery).
-    "INLINE_DELIVERIES": 20,
-    "OUTBOX_SWEEP_AGE_SECONDS": 5,
-    # PostgreSQL (psycopg 3): the stepper's own per-step statements (the lock, the UPDATE and
-    # INSERT) run as server-side prepared statements. False behind a pooler that cannot keep
-    # them: PgBouncer before 1.21, or any transaction-mode pooler without prepared statement
-    # support (docs/deployment.md).
-    "PREPARED_STATEMENTS": True,
-    # Instruction kind -> dotted path of a performer (statecharts.stepper.register_performer):
-    # overrides what the apps register; None disables one (it is then recorded as unhandled).
-    "PERFORMERS": {},
-    # Deprecated (a system check warns): the same by effect kind, with the old signature.
-    "EFFECT_HANDLERS": {},
-    # Retention (statecharts.operations.retention): how many days rows are kept; None keeps them
-    # forever.
-    # Nothing of an execution that may still step is ever pruned, nor an unsettled row.
-    "EXECUTION_RETENTION_DAYS": None,
-    "HISTORY_RETENTION_DAYS": None,
-    "OUTBOX_RETENTION_DAYS": 30,
-    "PRUNE_BATCH": 500,
-    "PRUNE_TASK_SECONDS": 300,
-    "PRUNE_SCHEDULED": True,
-    # Health (statecharts.operations.health): thresholds by figure name, overriding the apps'
-    # defaults.
-    "HEALTH_THRESHOLDS": {},
-    # Telemetry (docs/telemetry.md): True sends spans and metrics through the OpenTelemetry
-    # API (statecharts.telemetry.otel; needs the `opentelemetry` extra). Read at start-up.
-    "OPENTELEMETRY": False,
-    # Chart migration (statecharts.operations.chart_migration): datamodel transforms a plan may
-    # name,
-    # name -> dotted path (or callable) of f(datamodel, context) -> datamodel.
-    "MIGRATION_TRANSFORMS": {},
-}
 
 SettingsCheck = Callable[[Mapping[str, Any]], list[CheckMessage]]
 
 
 @dataclass(frozen=True, slots=True)
-class SettingsGroup:
-    owner: str  # the app label that owns these keys
-    defaults: Mapping[str, Any]
-    check: SettingsCheck | None = None
+class Setting:
+    """A key of ``STATECHARTS``: its default, and one line saying what it is (docs/ say
+    more; tests/project/test_settings_documented.py holds the two together)."""
+
+    name: str
+    default: Any
+    doc: str
 
 
-_groups: dict[str, SettingsGroup] = {}
+@dataclass(frozen=True)
+class Declaration:
+    """What an app adds to the platform, in one place its ``AppConfig`` carries as
+    ``declaration`` (docs/architecture.md, "How an app plugs in").
 
-
-def register_settings(
-    owner: str, defaults: Mapping[str, Any], check: SettingsCheck | None = None
-) -> None:
-    """Make ``defaults`` keys of ``STATECHARTS`` known, owned by the app ``owner``.
-
-    ``check(configured)`` runs in ``manage.py check`` with the configured ``STATECHARTS``
-    dict and returns check messages. Registering the same owner again replaces its group; a
-    key owned by another app is refused.
+    Read lazily by this module (``settings``, ``settings_checks``) and installed by
+    ``statecharts.declaration.install`` from the app's ``ready()`` (the rest). Every callable
+    is named by its dotted path, so that declaring imports nothing but this module.
     """
-    for other in _groups.values():
-        clash = set(other.defaults) & set(defaults)
-        if other.owner != owner and clash:
-            raise ValueError(f"STATECHARTS keys {sorted(clash)} already belong to {other.owner}")
-    _groups[owner] = SettingsGroup(owner, dict(defaults), check)
-    statecharts_settings.forget()
+
+    app: str  # the app label
+    settings: tuple[Setting, ...] = ()
+    # f(configured STATECHARTS dict) -> check messages, run by ``manage.py check``.
+    settings_checks: tuple[str, ...] = ()
+    # Instruction kind (statecharts.core.plan.InstructionKind value) -> performer.
+    performers: Mapping[str, str] = field(default_factory=dict)
+    # Django system checks: (dotted path, tags).
+    system_checks: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # statecharts.work.WorkSource objects: its pending work, for tools that run it themselves.
+    work_sources: tuple[str, ...] = ()
+    # Functions of no argument that register what the app shows and keeps: admin panels and
+    # API endpoints (statecharts.extensions), rows pruned (statecharts.operations.retention),
+    # re-encrypted (.reencryption), exported (.transfer), health figures (.health).
+    contributions: tuple[str, ...] = ()
+    # Its rows are written in a step's transaction: routed to the steps' database
+    # (statecharts.checks, statecharts.E010).
+    step_models: bool = False
+
+    def defaults(self) -> dict[str, Any]:
+        return {setting.name: setting.default for setting in self.settings}
 
 
-def registered_groups() -> list[SettingsGroup]:
-    return list(_groups.values())
+def declarations() -> list[Declaration]:
+    """The declarations of the installed apps, in ``INSTALLED_APPS`` order."""
+    from django.apps import apps
+
+    found = (getattr(config, "declaration", None) for config in apps.get_app_configs())
+    return [declaration for declaration in found if isinstance(declaration, Declaration)]
+
+
+class _Declared:
+    """The installed apps' keys, merged once (until ``INSTALLED_APPS`` changes)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.defaults: dict[str, Any] | None = None
+
+    def get(self) -> dict[str, Any]:
+        defaults = self.defaults
+        if defaults is None:
+            defaults = {}
+            owners: dict[str, str] = {}
+            for declaration in declarations():
+                for setting in declaration.settings:
+                    owner = owners.setdefault(setting.name, declaration.app)
+                    if owner != declaration.app:
+                        raise ImproperlyConfigured(
+                            f"STATECHARTS[{setting.name!r}] is declared by both {owner} and "
+                            f"{declaration.app}"
+                        )
+                    defaults[setting.name] = setting.default
+            with self.lock:
+                self.defaults = defaults
+        return defaults
+
+    def forget(self) -> None:
+        with self.lock:
+            self.defaults = None
+
+
+_declared = _Declared()
 
 
 def all_defaults() -> dict[str, Any]:
-    merged: dict[str, Any] = {}
-    for group in _groups.values():
-        merged.update(group.defaults)
-    return merged
+    """Every key the installed apps declare, with its default."""
+    return dict(_declared.get())
+
+
+def default(name: str) -> Any:
+    """The declared default of ``name`` (KeyError: no installed app declares it)."""
+    return _declared.get()[name]
+
+
+def settings_checks() -> list[SettingsCheck]:
+    """The installed apps' checks of the configured dict (``manage.py check``)."""
+    return [import_string(path) for d in declarations() for path in d.settings_checks]
 
 
 class StatechartsSettings:
-    """``statecharts_settings.KEY``: the configured value, else the owning app's default.
+    """``statecharts_settings.KEY``: the configured value, else the declared default.
 
     A value read is kept as an instance attribute (so the next read of it is a plain
     attribute lookup, and ``__getattr__`` runs only on the first) until :meth:`forget`, which
-    the ``setting_changed`` signal for ``STATECHARTS`` and :func:`register_settings` call.
+    the ``setting_changed`` signal for ``STATECHARTS`` and ``INSTALLED_APPS`` calls.
     """
 
     def __getattr__(self, name: str) -> Any:
-        for group in _groups.values():
-            if name in group.defaults:
-                configured: dict[str, Any] = getattr(settings, "STATECHARTS", {}) or {}
-                value = configured.get(name, group.defaults[name])
-                self.__dict__[name] = value
-                return value
-        raise AttributeError(f"unknown STATECHARTS setting {name!r}")
+        defaults = _declared.get()
+        if name not in defaults:
+            raise AttributeError(f"unknown STATECHARTS setting {name!r}")
+        configured: dict[str, Any] = getattr(settings, "STATECHARTS", {}) or {}
+        value = configured.get(name, defaults[name])
+        self.__dict__[name] = value
+        return value
 
     def forget(self) -> None:
         """Drop every value kept: the next reads go to ``settings`` again."""
@@ -214,11 +175,68 @@ class StatechartsSettings:
 
 statecharts_settings = StatechartsSettings()
 
+Loaded = TypeVar("Loaded")
+
+
+class NamedClasses(Generic[Loaded]):
+    """Instances of the classes a ``STATECHARTS`` dict setting names (name -> dotted path),
+    one per process and (name, path), forgotten when ``STATECHARTS`` changes.
+
+    ``resolve(name)`` raises ``unavailable`` (a ``LookupError``) when this deployment has no
+    such name, cannot import it, it is not a class with the ``method`` every such class has,
+    or its constructor raises: a deployment fact, not a bug of the caller.
+    """
+
+    def __init__(
+        self, setting: str, *, what: str, method: str, unavailable: type[LookupError]
+    ) -> None:
+        self.setting = setting
+        self.what = what  # "payload codec", "delivery": the messages name it
+        self.method = method
+        self.unavailable = unavailable
+        self._lock = threading.Lock()
+        self._loaded: dict[tuple[str, str], Loaded] = {}
+        setting_changed.connect(self._on_setting_changed, weak=False)
+
+    def resolve(self, name: str) -> Loaded:
+        named = getattr(statecharts_settings, self.setting)
+        path = named.get(name) if isinstance(named, Mapping) else None
+        if not isinstance(path, str):
+            raise self.unavailable(f"{self.what} {name!r} is not in {self.setting} here")
+        key = (name, path)
+        loaded = self._loaded.get(key)
+        if loaded is not None:
+            return loaded
+        where = f"{self.what} {name!r} ({path})"
+        try:
+            cls = import_string(path)
+        except ImportError as exc:
+            raise self.unavailable(f"{where} cannot be loaded: {exc}") from exc
+        if not inspect.isclass(cls) or not callable(getattr(cls, self.method, None)):
+            raise self.unavailable(f"{where} is not a {self.what.split()[-1]} class")
+        try:
+            instance = cls()
+        except self.unavailable:
+            raise
+        except Exception as exc:  # a bug in the class's code: fixable by a deploy
+            raise self.unavailable(f"{where} failed to start: {exc}") from exc
+        with self._lock:
+            return self._loaded.setdefault(key, instance)
+
+    def forget(self) -> None:
+        with self._lock:
+            self._loaded.clear()
+
+    def _on_setting_changed(self, *, setting: str, **_signal: Any) -> None:
+        if setting == "STATECHARTS":
+            self.forget()
+
 
 def _on_setting_changed(*, setting: str, **_signal: Any) -> None:
-    if setting == "STATECHARTS":
+    if setting == "INSTALLED_APPS":
+        _declared.forget()
+    if setting in ("STATECHARTS", "INSTALLED_APPS"):
         statecharts_settings.forget()
 
 
 setting_changed.connect(_on_setting_changed, dispatch_uid="statecharts.conf")
-register_settings("statecharts", DEFAULTS)

@@ -174,13 +174,16 @@ class Workbench:
         assert names == list(event_names), f"events applied: {names}"
 
     def pending_timers(self, execution: Any) -> list[Any]:
-        """The execution's pending timer rows, soonest first (the timers app)."""
-        from django.apps import apps
+        """The execution's pending timer rows, soonest first (from the installed apps' work
+        sources that keep timers: the timers app's)."""
+        from statecharts.work import work_sources
 
-        if not apps.is_installed("timers"):
-            return []
-        timer_model = apps.get_model("timers", "Timer")
-        return list(timer_model.objects.filter(execution=execution, status="pending"))
+        return [
+            timer
+            for source in work_sources()
+            if source.pending_timers is not None
+            for timer in source.pending_timers(execution)
+        ]
 
 
 class StatechartsTestMixin:

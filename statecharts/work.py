@@ -10,7 +10,9 @@ so ``statecharts`` needs to know none of them: each app registers a :class:`Work
     register_work_source(WorkSource("timers", next_due=..., run_due=...))
 
 ``next_due()`` is when its earliest pending work is due (None: nothing pending); ``run_due(now)``
-does what is due at ``now`` and returns how many things it did.
+does what is due at ``now`` and returns how many things it did; ``pending_timers(execution)``,
+given by a source that keeps timers, lists an execution's pending timer rows, soonest first
+(``Workbench.pending_timers``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.apps import apps
 
@@ -27,6 +30,7 @@ class WorkSource:
     app: str  # the app label (its work is ignored when the app is not installed)
     next_due: Callable[[], datetime | None]
     run_due: Callable[[datetime], int]
+    pending_timers: Callable[[Any], list[Any]] | None = None
 
 
 _sources: dict[str, WorkSource] = {}

@@ -1,23 +1,8 @@
 """The timers app's settings: ``TIMER_*`` keys of the one ``STATECHARTS`` dict.
 
-Registered with the ``statecharts`` settings registry when this module is imported (every
-timers module reads settings through it), so ``statecharts_settings.TIMER_BATCH`` works and
-``manage.py check`` knows the keys and runs :func:`check`. Defaults (docs/timers.md)::
-
-    "TIMER_BATCH": 100,         # timers one firer claims at a time
-    "TIMER_FIRE_CHUNK": 20,     # timers fired in one transaction (fewer commits per fire)
-    "TIMER_ROUTE_FIRE_CHUNK": 20,  # route timers fired in one transaction (keys in doubt per crash)
-    "TIMER_LEASE_SECONDS": 3,   # a claim's lease, renewed by a live firer's heartbeat
-    "TIMER_FIRE_TIMEOUT_SECONDS": 120,  # per-fire timeout, written on the row when scheduled
-    "TIMER_MAX_ATTEMPTS": 5,    # attempts (raised or timed out) before a timer is failed
-    "TIMER_RETRY_SECONDS": 5,   # backoff base: 5 s, 10 s, 20 s, ...
-    "TIMER_SNOOZE_SECONDS": 300,  # an execution that cannot take it now: try again later
-    "TIMER_POLL_MS": 200,       # how often a sweeper looks for due timers
-    "TIMER_SWEEP_SECONDS": 90,  # how long one sweeper task lives (a schedule restarts it)
-    "TIMER_SWEEPER_FIRES": True,  # a sweeper fires due timers itself, not only via drains
-    "TIMER_RETENTION_DAYS": 30, # statechart prune keeps settled rows this long
-    "TIMER_DELIVERIES": {"default": "timers.delivery.StepperDelivery"},  # name -> class
-    "TIMER_DELIVERY": "default",  # the delivery new timer rows name
+Declared, with their defaults and what each is, in ``timers/declaration.py`` (the app's
+declaration, read by ``statecharts.conf``); read through :data:`timer_settings`. Their check,
+:func:`check`, runs in ``manage.py check`` (docs/timers.md, "Settings").
 """
 
 from __future__ import annotations
@@ -29,37 +14,7 @@ from typing import Any
 from django.core.checks import CheckMessage, Error
 from django.utils.module_loading import import_string
 
-from statecharts.conf import register_settings, statecharts_settings
-
-DEFAULT_DELIVERY = "default"
-
-DEFAULTS: dict[str, Any] = {
-    "TIMER_BATCH": 100,
-    "TIMER_FIRE_CHUNK": 20,
-    # Route timer rows (delayed route sends) fired in one transaction. A firer killed after a
-    # chunk's commit leaves its unsettled keys "in doubt" (never retried): 1 gives one key in
-    # doubt per crash without un-chunking SCXML timers (docs/routes.md).
-    "TIMER_ROUTE_FIRE_CHUNK": 20,
-    # A claim's lease: a dead firer's timers are taken over this long after its last renewal
-    # (a live firer renews it every third of it: timers.leases). 3 s + the sweeper's poll
-    # (0.2 s) + a drain's start (django-q2's poll, 0.1 s) keeps recovery under 5 s.
-    "TIMER_LEASE_SECONDS": 3,
-    "TIMER_FIRE_TIMEOUT_SECONDS": 120,
-    "TIMER_MAX_ATTEMPTS": 5,
-    "TIMER_RETRY_SECONDS": 5,
-    "TIMER_SNOOZE_SECONDS": 300,
-    "TIMER_POLL_MS": 200,
-    "TIMER_SWEEP_SECONDS": 90,
-    # A django-q2 sweeper fires due timers itself (one batch, then it looks again), and
-    # enqueues drains only for a backlog beyond what the firers at work take; False: it only
-    # enqueues drains (the broker's hop to a drain is then in every timer's lateness).
-    "TIMER_SWEEPER_FIRES": True,
-    "TIMER_RETENTION_DAYS": 30,
-    # Delivery name -> dotted path of a class (timers.delivery.Delivery), instantiated once
-    # per process. A timer row names its delivery; the name is looked up here when it fires.
-    "TIMER_DELIVERIES": {DEFAULT_DELIVERY: "timers.delivery.StepperDelivery"},
-    "TIMER_DELIVERY": DEFAULT_DELIVERY,
-}
+from statecharts.conf import default, statecharts_settings
 
 
 def check(configured: Mapping[str, Any]) -> list[CheckMessage]:
@@ -71,7 +26,7 @@ def check(configured: Mapping[str, Any]) -> list[CheckMessage]:
     may have been written by a newer node of a rolling deploy; it is snoozed when it fires.
     """
     problems: list[CheckMessage] = []
-    timeout = configured.get("TIMER_FIRE_TIMEOUT_SECONDS", DEFAULTS["TIMER_FIRE_TIMEOUT_SECONDS"])
+    timeout = configured.get("TIMER_FIRE_TIMEOUT_SECONDS", default("TIMER_FIRE_TIMEOUT_SECONDS"))
     budget_ms = configured.get("STEP_TIME_BUDGET_MS", statecharts_settings.STEP_TIME_BUDGET_MS)
     if (
         isinstance(timeout, int)
@@ -97,7 +52,7 @@ def check(configured: Mapping[str, Any]) -> list[CheckMessage]:
 
 
 def check_deliveries(configured: Mapping[str, Any]) -> list[CheckMessage]:
-    deliveries = configured.get("TIMER_DELIVERIES", DEFAULTS["TIMER_DELIVERIES"])
+    deliveries = configured.get("TIMER_DELIVERIES", default("TIMER_DELIVERIES"))
     label = "STATECHARTS['TIMER_DELIVERIES']"
     if not isinstance(deliveries, Mapping):
         return [Error(f"{label} must be a dict of name -> dotted path.", id="timers.E002")]
@@ -113,7 +68,7 @@ def check_deliveries(configured: Mapping[str, Any]) -> list[CheckMessage]:
             )
             continue
         problems.extend(_loadable(f"{label}[{name!r}]", path))
-    chosen = configured.get("TIMER_DELIVERY", DEFAULTS["TIMER_DELIVERY"])
+    chosen = configured.get("TIMER_DELIVERY", default("TIMER_DELIVERY"))
     if not isinstance(chosen, str) or chosen not in deliveries:
         problems.append(
             Error(
@@ -142,7 +97,5 @@ def _loadable(label: str, path: Any) -> list[CheckMessage]:
         ]
     return []
 
-
-register_settings("timers", DEFAULTS, check)
 
 timer_settings = statecharts_settings  # (read the TIMER_* keys through this name)

@@ -26,18 +26,14 @@ attempt (``DeliveryUnavailable``), so a rolling deploy never fails timers.
 
 from __future__ import annotations
 
-import inspect
-import threading
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from django.utils.module_loading import import_string
-
 from statecharts import stepper
+from statecharts.conf import NamedClasses
 from statecharts.core.plan import Instruction
 from statecharts.models import Execution
-from timers.conf import timer_settings
 from timers.models import Timer
 
 
@@ -98,30 +94,12 @@ class DeliveryUnavailable(LookupError):
     """The row's delivery name cannot be resolved in this deployment now."""
 
 
-_lock = threading.Lock()
-_loaded: dict[tuple[str, str], Delivery] = {}
+_named: NamedClasses[Delivery] = NamedClasses(
+    "TIMER_DELIVERIES", what="delivery", method="deliver", unavailable=DeliveryUnavailable
+)
 
 
 def resolve(name: str) -> Delivery:
     """The delivery registered under ``name`` (loaded once per name and path); raises
     ``DeliveryUnavailable`` when this deployment has no such name or cannot load it."""
-    deliveries = timer_settings.TIMER_DELIVERIES
-    path = deliveries.get(name) if isinstance(deliveries, dict) else None
-    if not isinstance(path, str):
-        raise DeliveryUnavailable(f"delivery {name!r} is not in TIMER_DELIVERIES here")
-    key = (name, path)
-    loaded = _loaded.get(key)
-    if loaded is not None:
-        return loaded
-    try:
-        cls = import_string(path)
-    except ImportError as exc:
-        raise DeliveryUnavailable(f"delivery {name!r} ({path}) cannot be loaded: {exc}") from exc
-    if not inspect.isclass(cls) or not callable(getattr(cls, "deliver", None)):
-        raise DeliveryUnavailable(f"delivery {name!r} ({path}) is not a delivery class")
-    try:
-        instance = cls()
-    except Exception as exc:  # a bug in the delivery's code: fixable by a deploy
-        raise DeliveryUnavailable(f"delivery {name!r} ({path}) failed to start: {exc}") from exc
-    with _lock:
-        return _loaded.setdefault(key, instance)
+    return _named.resolve(name)

@@ -41,7 +41,7 @@ from routes import ledger, registry
 from routes.base import RouteMessage
 from routes.delivering import Claimed, perform_many
 from routes.models import DeliveryStatus
-from routes.queue import TimerEntry, configured_queue
+from routes.queue import TimerEntry, WaitingSend, configured_queue
 from statecharts import stepper
 from statecharts.core.plan import Instruction
 from statecharts.models import Execution
@@ -68,6 +68,13 @@ class RouteTimerQueue:
     @staticmethod
     def available() -> bool:
         return apps.is_installed("timers") and apps.is_installed("routes")
+
+    def waiting(self, scope: int) -> list[WaitingSend]:
+        """``scope``'s route timer rows, due order (the routes section of its read model)."""
+        return [
+            WaitingSend(t.pk, t.key, t.route, t.send_id, t.message, t.due, t.reason)
+            for t in RouteTimer.objects.filter(execution_id=scope).order_by("due", "id")
+        ]
 
     def schedule(self, entry: TimerEntry) -> None:
         """One row per key: a repeat before the fire is a no-op (the unique key), and one

@@ -250,7 +250,7 @@ class Interpreter:
         root = self.states[0]
         if root.initial is not None:
             self.enterStates([root.initial])
-        return self._finish_macrostep(initial=True)
+        return self._finish_macrostep()
 
     def handle_event(self, state: State, event: Event, *, host: Host | None = None) -> Step:
         """Process one external event to quiescence (one macrostep)."""
@@ -314,7 +314,7 @@ class Interpreter:
             self._begin(state)
             self.running = False
             self.outcome = reason
-            return self._finish_macrostep(stopping=True)
+            return self._finish_macrostep()
         except BudgetExceeded as exc:
             return self._rolled_back(state, exc)
 
@@ -656,9 +656,7 @@ class Interpreter:
             self.microstep(enabled)
         return True
 
-    def _finish_macrostep(
-        self, *, initial: bool = False, stopping: bool = False, dequeued: bool = True
-    ) -> Step:
+    def _finish_macrostep(self) -> Step:
         while self.running:
             # (a round with no internal event and nothing eventless in the chart would only
             # return False: it is not called)

@@ -387,13 +387,6 @@ def _start_tags(data: bytes, elements: int) -> list[int] | None:
     return offsets if len(offsets) == elements else None
 
 
-def local_name(element: etree._Element) -> str:
-    tag = element.tag
-    if type(tag) is not str:
-        return ""
-    return tag[tag.find("}") + 1 :]
-
-
 def namespace(element: etree._Element) -> str | None:
     tag = element.tag
     if type(tag) is str and tag[:1] == "{":

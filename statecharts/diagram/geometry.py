@@ -39,9 +39,6 @@ class Rect:
             self.x <= other.x and self.y <= other.y and other.x2 <= self.x2 and other.y2 <= self.y2
         )
 
-    def contains_point(self, p: Point) -> bool:
-        return self.x <= p[0] <= self.x2 and self.y <= p[1] <= self.y2
-
     def overlaps(self, other: Rect) -> bool:
         return self.x < other.x2 and other.x < self.x2 and self.y < other.y2 and other.y < self.y2
 
@@ -119,10 +116,6 @@ Path = tuple[Cubic, ...]
 def _span(c: Cubic) -> float:
     """The length of the control polygon: an upper bound of the segment's length."""
     return math.dist(c[0], c[1]) + math.dist(c[1], c[2]) + math.dist(c[2], c[3])
-
-
-def path_length(path: Path) -> float:
-    return sum(_span(c) for c in path)
 
 
 def _locate(path: Path, t: float) -> tuple[Cubic, float]:

@@ -33,21 +33,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from statecharts.conf import register_settings, statecharts_settings
+from statecharts.conf import statecharts_settings
 from statecharts.policies import validation
-
-DEFAULTS: dict[str, Any] = {
-    # The header a client sends its own caller context in (JSON object text).
-    "CALLER_CONTEXT_HEADER": "X-Caller-Context",
-    # The headers a request id is read from, the first present wins.
-    "REQUEST_ID_HEADERS": ("X-Request-ID", "X-Correlation-ID"),
-    # Bounds of a caller context given from outside (it is copied onto every row the step
-    # writes, so it is kept small).
-    "CALLER_CONTEXT_MAX_BYTES": 4_096,
-    "CALLER_CONTEXT_MAX_DEPTH": 8,
-}
-
-register_settings("statecharts.policies.attribution", DEFAULTS)
 
 REQUEST_ID_MAX_LENGTH = 200
 # W3C Trace Context, version 00: version-traceid-parentid-flags, lowercase hex; an all-zero

@@ -73,25 +73,11 @@ from django.core.checks import CheckMessage, Error
 from django.core.exceptions import PermissionDenied
 from django.utils.module_loading import import_string
 
-from statecharts.conf import register_settings, statecharts_settings
+from statecharts.conf import statecharts_settings
 from statecharts.core.events import split_descriptor
 
 logger = logging.getLogger("statecharts.authorization")
 
-DEFAULTS: dict[str, Any] = {
-    # chart name ("*": every chart) -> {event descriptor: rule}; see the module docstring.
-    "EVENT_PERMISSIONS": {},
-    # check name -> dotted path of a callable (user, execution, event name, data) -> verdict.
-    "EVENT_CHECKS": {},
-    # chart name ("*": every chart) -> rule, for starting an execution of it.
-    "START_PERMISSIONS": {},
-    # chart name ("*": every chart) -> rule, for cancelling an execution of it.
-    "CANCEL_PERMISSIONS": {},
-    # check name -> dotted path of a callable (user, chart, data, subject) -> verdict.
-    "START_CHECKS": {},
-    # check name -> dotted path of a callable (user, execution, reason) -> verdict.
-    "CANCEL_CHECKS": {},
-}
 
 # What every sender needs, whatever the event: the permission the API and the admin ask
 # of a send (a user= given from Python or the command needs it too).
@@ -528,6 +514,3 @@ def _check_chart_rules(configured: Mapping[str, Any], action: Action) -> list[Ch
         if rule.check is not None and rule.check not in checks:
             problems.append(_unknown_check(where, rule, registry, "statecharts.E049"))
     return problems
-
-
-register_settings("statecharts.policies.authorization", DEFAULTS, check_settings)

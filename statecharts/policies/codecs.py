@@ -37,16 +37,13 @@ Two kinds of failure, told apart on purpose (docs/timers.md):
 
 from __future__ import annotations
 
-import inspect
 import json
-import threading
 from collections.abc import Mapping
 from typing import Any, Protocol
 
 from django.core.checks import CheckMessage, Error, Warning
-from django.utils.module_loading import import_string
 
-from statecharts.conf import register_settings, statecharts_settings
+from statecharts.conf import NamedClasses, default, statecharts_settings
 
 JSON = "json"  # the default codec's name: rows written before codecs existed name it too
 
@@ -178,36 +175,16 @@ class EncryptingCodec:
 
 # ---- the registry (by name, from the settings) -------------------------------------------------
 
-_lock = threading.Lock()
-_loaded: dict[tuple[str, str], Codec] = {}
 _JSON_CODEC = JSONCodec()
+_named: NamedClasses[Codec] = NamedClasses(
+    "PAYLOAD_CODECS", what="payload codec", method="decode", unavailable=CodecUnavailable
+)
 
 
 def resolve(name: str) -> Codec:
     """The codec registered under ``name`` (loaded once per name and path); raises
     :class:`CodecUnavailable` when this deployment has no such name or cannot load it."""
-    codecs = statecharts_settings.PAYLOAD_CODECS
-    path = codecs.get(name) if isinstance(codecs, Mapping) else None
-    if not isinstance(path, str):
-        raise CodecUnavailable(f"payload codec {name!r} is not in PAYLOAD_CODECS here")
-    key = (name, path)
-    loaded = _loaded.get(key)
-    if loaded is not None:
-        return loaded
-    try:
-        cls = import_string(path)
-    except ImportError as exc:
-        raise CodecUnavailable(f"payload codec {name!r} ({path}) cannot be loaded: {exc}") from exc
-    if not inspect.isclass(cls) or not callable(getattr(cls, "decode", None)):
-        raise CodecUnavailable(f"payload codec {name!r} ({path}) is not a codec class")
-    try:
-        instance = cls()
-    except CodecUnavailable:
-        raise
-    except Exception as exc:  # a bug in the codec's code: fixable by a deploy
-        raise CodecUnavailable(f"payload codec {name!r} ({path}) failed to start: {exc}") from exc
-    with _lock:
-        return _loaded.setdefault(key, instance)
+    return _named.resolve(name)
 
 
 def writing() -> tuple[str, Codec]:
@@ -335,20 +312,12 @@ def _map_input(raw: dict[str, Any], convert: Any) -> dict[str, Any]:
 
 _DEFAULT_PATH = "statecharts.policies.codecs.JSONCodec"
 
-DEFAULTS: dict[str, Any] = {
-    # Codec name -> dotted path of a class (statecharts.policies.codecs.Codec). A row names its
-    # codec.
-    "PAYLOAD_CODECS": {JSON: _DEFAULT_PATH},
-    "PAYLOAD_CODEC": JSON,  # the codec new timer, outbox and history rows are written with
-    "PAYLOAD_KEYS": [],  # EncryptingCodec: [{"id": ..., "key": ...}], newest (writing) first
-}
-
 
 def check(configured: Mapping[str, Any]) -> list[CheckMessage]:
     """``manage.py check``: the writing codec must work now (an error: every step would
     fail); another registered codec that cannot be loaded is a warning (rows written with
     it are snoozed or left pending until it can)."""
-    codecs = configured.get("PAYLOAD_CODECS", DEFAULTS["PAYLOAD_CODECS"])
+    codecs = configured.get("PAYLOAD_CODECS", default("PAYLOAD_CODECS"))
     label = "STATECHARTS['PAYLOAD_CODECS']"
     if not isinstance(codecs, Mapping) or not all(
         isinstance(k, str) and 0 < len(k) <= 40 and isinstance(v, str) for k, v in codecs.items()
@@ -357,10 +326,10 @@ def check(configured: Mapping[str, Any]) -> list[CheckMessage]:
             Error(
                 f"{label} must be a dict of name (at most 40 characters: it is stored on "
                 "rows) -> dotted path of a codec class.",
-                id="statecharts.E020",
+                id="statecharts.E025",
             )
         ]
-    chosen = configured.get("PAYLOAD_CODEC", DEFAULTS["PAYLOAD_CODEC"])
+    chosen = configured.get("PAYLOAD_CODEC", default("PAYLOAD_CODEC"))
     problems: list[CheckMessage] = []
     if chosen not in codecs:
         problems.append(
@@ -395,7 +364,7 @@ def check(configured: Mapping[str, Any]) -> list[CheckMessage]:
 def _check_keys(
     configured: Mapping[str, Any], writes: bool, codec: EncryptingCodec
 ) -> list[CheckMessage]:
-    keys = configured.get("PAYLOAD_KEYS", DEFAULTS["PAYLOAD_KEYS"])
+    keys = configured.get("PAYLOAD_KEYS", default("PAYLOAD_KEYS"))
     label = "STATECHARTS['PAYLOAD_KEYS']"
     if not isinstance(keys, list | tuple) or not all(
         isinstance(k, Mapping) and isinstance(k.get("id"), str) and k.get("id") for k in keys
@@ -418,6 +387,3 @@ def _check_keys(
                 Warning(message, hint="Rows it wrote are snoozed or wait.", id="statecharts.W021")
             )
     return problems
-
-
-register_settings("statecharts.policies.codecs", DEFAULTS, check)

@@ -22,13 +22,8 @@ from django.core.checks import CheckMessage, Error
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from statecharts.conf import register_settings, statecharts_settings
+from statecharts.conf import statecharts_settings
 from statecharts.exceptions import InvalidInput
-
-DEFAULTS: dict[str, Any] = {
-    # Models ("app_label.model") whose objects the API and the command may name as subjects.
-    "SUBJECT_MODELS": [],
-}
 
 # Execution.subject_object_id's length: the text of the subject's primary key.
 MAX_OBJECT_ID = 64
@@ -119,6 +114,3 @@ def check_settings(configured: Mapping[str, Any]) -> list[CheckMessage]:
                 id="statecharts.E046",
             ))
     return problems
-
-
-register_settings("statecharts.policies.subjects", DEFAULTS, check_settings)

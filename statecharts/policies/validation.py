@@ -47,7 +47,7 @@ from typing import Any
 
 from django.core.checks import CheckMessage, Error
 
-from statecharts.conf import register_settings, statecharts_settings
+from statecharts.conf import default, statecharts_settings
 from statecharts.exceptions import InputProblem, InvalidInput
 
 TAG = "$sc"
@@ -60,15 +60,6 @@ EVENT_FIELD_MAX_LENGTH = 2048
 # What one refusal lists at most: a million bad items need not be a million lines.
 MAX_PROBLEMS = 20
 
-DEFAULTS: dict[str, Any] = {
-    # Arrays and objects nested in one value from outside (start or event data, metadata).
-    "INPUT_MAX_DEPTH": 64,
-    # One value from outside, as UTF-8 JSON text.
-    "INPUT_MAX_BYTES": 1_000_000,
-    # Event names the platform sends and outsiders may not: each entry reserves itself and
-    # every name under it, the way event descriptors match (``error`` -> ``error.execution``).
-    "RESERVED_EVENT_PREFIXES": ("error", "done"),
-}
 
 _BIGINT = re.compile(r"-?[0-9]+")
 _NUMBERS = frozenset({"NaN", "Infinity", "-Infinity"})
@@ -96,8 +87,8 @@ _LARGEST_NUMBER = int(sys.float_info.max)
 # ---- settings --------------------------------------------------------------------------------
 
 
-def _check_settings(configured: Mapping[str, Any]) -> list[CheckMessage]:
-    prefixes = configured.get("RESERVED_EVENT_PREFIXES", DEFAULTS["RESERVED_EVENT_PREFIXES"])
+def check_settings(configured: Mapping[str, Any]) -> list[CheckMessage]:
+    prefixes = configured.get("RESERVED_EVENT_PREFIXES", default("RESERVED_EVENT_PREFIXES"))
     if isinstance(prefixes, str) or not isinstance(prefixes, list | tuple):
         return [_prefixes_error()]
     if not all(isinstance(p, str) and _reserved_root(p) for p in prefixes):
@@ -111,9 +102,6 @@ def _prefixes_error() -> CheckMessage:
         "(e.g. ['error', 'done']; an empty list reserves nothing).",
         id="statecharts.E020",
     )
-
-
-register_settings("statecharts.policies.validation", DEFAULTS, _check_settings)
 
 
 @dataclass(frozen=True, slots=True)

@@ -81,7 +81,6 @@ from statecharts.stepper.delivery import (
 )
 from statecharts.stepper.delivery import retry as retry_message
 from statecharts.stepper.performing import (
-    EffectContext,
     NoPerformer,
     Performer,
     StepContext,
@@ -460,7 +459,6 @@ __all__ = [
     "AnswerRequest",
     "BusinessKeyInUse",
     "CancelRequest",
-    "EffectContext",
     "EventRequest",
     "IdempotencyConflict",
     "Input",

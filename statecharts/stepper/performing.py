@@ -32,10 +32,6 @@ that is not installed contributes nothing and its types are ``error.execution`` 
 ``STATECHARTS["PERFORMERS"]`` overrides a registered performer by instruction kind (a dotted
 path; ``None`` disables one). An instruction with no performer is recorded in the history as
 ``"unhandled": true`` and logged as a warning: nothing is silently dropped.
-
-``STATECHARTS["EFFECT_HANDLERS"]`` (by effect kind, ``handler(context, effect)``) is a
-deprecated alias: each entry is mapped to its instruction kind and called with the effect,
-and a system check warns (``statecharts.W001``).
 """
 
 from __future__ import annotations
@@ -77,9 +73,6 @@ class StepContext:
     outbox: list[int] = field(default_factory=list)
 
 
-# The name handlers were written against before instructions existed.
-EffectContext = StepContext
-
 # A performer may return a small JSON object of what it did: it is recorded with the effect in
 # the step's history entry (the timers app says which timers a <cancel> cancelled).
 Performer = Callable[[StepContext, Instruction], "dict[str, Any] | None"]
@@ -88,18 +81,6 @@ RouteChecker = Callable[[Execution, str, str, "str | None"], RouteAnswer]
 # Kinds for which nothing is owed when no performer is registered: the stepper has already
 # done what they mean (recorded the ending; the datamodel is in the position).
 NOTHING_OWED = frozenset({InstructionKind.OBSERVE, InstructionKind.FINISH, InstructionKind.HALT})
-
-# EFFECT_HANDLERS' keys (effect kinds, plus the old synthetic "send:invoke"), by instruction.
-LEGACY_EFFECT_KINDS: Mapping[str, InstructionKind] = {
-    "send_delayed": InstructionKind.SCHEDULE,
-    "cancel": InstructionKind.CANCEL_TIMERS,
-    "invoke": InstructionKind.START_INVOCATION,
-    "cancel_invoke": InstructionKind.CANCEL_INVOCATION,
-    "autoforward": InstructionKind.AUTOFORWARD,
-    "send:invoke": InstructionKind.DELIVER_CHILD,
-    "done": InstructionKind.FINISH,
-}
-
 
 # (the locked execution, the input, its cause, the state it would be applied to) -> a reason
 # to discard it, or None
@@ -223,7 +204,7 @@ setting_changed.connect(_reset_on_settings, dispatch_uid="statecharts.stepper.pe
 
 
 def performer_for(kind: InstructionKind) -> Performer | None:
-    """The performer for ``kind``: ``PERFORMERS`` > ``EFFECT_HANDLERS`` > registered."""
+    """The performer for ``kind``: ``PERFORMERS`` > registered."""
     resolved = _registry.resolved
     if kind in resolved:
         return resolved[kind]
@@ -237,11 +218,6 @@ def _resolve(kind: InstructionKind) -> Performer | None:
     overrides: dict[str, Any] = statecharts_settings.PERFORMERS or {}
     if kind.value in overrides:
         return _load(overrides[kind.value])
-    legacy: dict[str, Any] = statecharts_settings.EFFECT_HANDLERS or {}
-    for effect_kind, instruction_kind in LEGACY_EFFECT_KINDS.items():
-        if instruction_kind is kind and effect_kind in legacy:
-            handler = _load(legacy[effect_kind])
-            return None if handler is None else _legacy_adapter(handler)
     return _load(_registry.performers.get(kind))
 
 
@@ -249,27 +225,6 @@ def _load(configured: Any) -> Any:
     if configured is None:
         return None
     return import_string(configured) if isinstance(configured, str) else configured
-
-
-def _legacy_adapter(handler: Callable[[StepContext, Effect], None]) -> Performer:
-    def perform(context: StepContext, instruction: Instruction) -> None:
-        effect = instruction.effect
-        if effect is None:  # a fired timer's delivery: rebuilt as the send it was
-            assert instruction.target is not None and instruction.event is not None
-            effect = Effect(
-                EffectKind.SEND,
-                {
-                    "target": instruction.target.to_dict(),
-                    "event": instruction.event.to_dict(),
-                    "send_id": instruction.event.sendid or "",
-                },
-                0,
-                0,
-                0,
-            )
-        handler(context, effect)
-
-    return perform
 
 
 def registered_types() -> RegisteredTypes:
@@ -429,7 +384,7 @@ register_performer(InstructionKind.LOG, write_log)
 register_performer(InstructionKind.OBSERVE, _nothing)
 
 # The built-in performers that write no row (``writes_no_rows``); one configured in their
-# place (``PERFORMERS``, ``EFFECT_HANDLERS``, ``register_performer``) may write.
+# place (``PERFORMERS``, ``register_performer``) may write.
 _WRITES_NO_ROWS: dict[InstructionKind, Performer] = {
     InstructionKind.OBSERVE: _nothing,
     InstructionKind.LOG: write_log,

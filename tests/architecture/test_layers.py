@@ -163,6 +163,136 @@ def test_the_apps_use_each_other_only_where_allowed() -> None:
     assert problems == []
 
 
+# Couplings the imports do not show: an app label written as a string (``apps.is_installed(
+# "timers")``, ``apps.get_model("timers", "Timer")``), and a reverse relation another app's
+# model adds to a model (``execution.route_timers``). ``statecharts`` finds the other apps
+# through their declarations (statecharts.conf.Declaration) and the registries they fill;
+# an app reaches another's rows through that app's interface (routes.queue.TimerQueue).
+APP_LABELS = ("timers", "invocations", "routes")
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    found: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                found.add(id(body[0].value))
+    return found
+
+
+# Django's app registry, asked by label.
+REGISTRY_CALLS = frozenset(
+    {"is_installed", "get_app_config", "get_model", "get_models", "get_containing_app_config"}
+)
+
+
+def labels_named(path: Path, labels: tuple[str, ...]) -> list[str]:
+    """Where ``path`` names one of ``labels`` as an app: given to the app registry
+    (``apps.is_installed("timers")``, ``apps.get_model("timers", "Timer")``), listed among app
+    labels (``("statecharts", "timers")``), or a model label or dotted path under it anywhere
+    ("timers.Timer", "timers.routequeue.RouteTimerQueue"). Docstrings are prose, ``__all__``
+    lists names, and a plain "timers" elsewhere is a key of some record, not an app."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skipped = _docstrings(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and "__all__" in ast.unparse(node.targets[0]):
+            skipped.update(id(n) for n in ast.walk(node.value))
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) in REGISTRY_CALLS:
+            candidates = node.args[:1]
+        elif isinstance(node, ast.Tuple | ast.List | ast.Set) and all(
+            isinstance(element, ast.Constant) for element in node.elts
+        ):
+            candidates = node.elts  # (a list of names: ("invocations", check) is a pair)
+        else:
+            candidates = []
+        found.extend(
+            (arg.lineno, arg.value)
+            for arg in candidates
+            if isinstance(arg, ast.Constant) and arg.value in labels and id(arg) not in skipped
+        )
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in skipped
+            and "." in node.value
+            and node.value.partition(".")[0] in labels
+            and " " not in node.value
+        ):
+            found.append((node.lineno, node.value))
+    return [
+        f"{path.relative_to(path.parents[1])}:{line}: {value!r}"
+        for line, value in sorted(set(found))
+    ]
+
+
+def test_statecharts_names_no_other_app_by_its_label() -> None:
+    problems = [
+        problem
+        for module, path in MODULES.items()
+        if module.split(".")[0] == "statecharts"
+        for problem in labels_named(path, APP_LABELS)
+    ]
+    assert problems == []
+
+
+def test_the_label_finder_finds_what_it_looks_for(tmp_path: Path) -> None:
+    page = tmp_path / "probe.py"
+    page.write_text(
+        '"""A docstring naming "timers" is fine."""\n'
+        'X = apps.get_model("timers", "Timer")\nY = "timers.delivery.StepperDelivery"\n'
+        'STEP_APPS = ("statecharts", "invocations")\n__all__ = ["routes"]\n'
+        'record = {"timers": True}\nfields = [("invocations", record)]\n'
+    )
+    assert labels_named(page, APP_LABELS) == [
+        f"{tmp_path.name}/probe.py:2: 'timers'",
+        f"{tmp_path.name}/probe.py:3: 'timers.delivery.StepperDelivery'",
+        f"{tmp_path.name}/probe.py:4: 'invocations'",
+    ]
+
+
+def _reverse_relations() -> dict[str, str]:
+    """related_name -> the app whose model declares it (``"+"``: none)."""
+    found: dict[str, str] = {}
+    for module, path in MODULES.items():
+        if not (module.endswith(".models") or ".models." in module):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.keyword)
+                and node.arg == "related_name"
+                and isinstance(node.value, ast.Constant)
+                and node.value.value != "+"
+            ):
+                found[node.value.value] = module.split(".")[0]
+    return found
+
+
+def test_no_app_reads_another_apps_reverse_relations() -> None:
+    """``execution.route_timers`` in the routes app would read the timers app's table behind
+    the back of the configured queue: a reverse relation is used by the app that declares it.
+    (Read off an ``execution``: other objects have attributes of the same names.)"""
+    relations = _reverse_relations()
+    assert relations["route_timers"] == "timers"  # (a guard: the reader found them)
+    problems = []
+    for module, path in MODULES.items():
+        app = module.split(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Attribute) or relations.get(node.attr, app) == app:
+                continue
+            owner = node.value
+            name = owner.id if isinstance(owner, ast.Name) else getattr(owner, "attr", "")
+            if name.endswith("execution"):
+                problems.append(f"{module}:{node.lineno}: .{node.attr} ({relations[node.attr]})")
+    assert problems == []
+
+
+def test_the_app_config_imports_nothing_from_the_api() -> None:
+    assert _arrows(("statecharts.apps",), ("statecharts.api",)) == []
+
+
 # What the apps built on the stepper may use of ``statecharts``: its public surface. The
 # stepper's inner modules, the compiled-chart cache and the drivers are not part of it.
 PRIVATE_TO_STATECHARTS = ("statecharts.stepper.", "statecharts.runtime", "statecharts.drivers")
@@ -217,6 +347,7 @@ TOP_OF_STATECHARTS = {
     "migrations": "the database migrations",
     # the app itself
     "apps": "the AppConfig",
+    "declaration": "what the app declares: its settings, checks, contributions",
     "conf": "the STATECHARTS settings",
     "checks": "system checks",
     "exceptions": "errors the Django layer raises on purpose",
@@ -237,8 +368,13 @@ def test_the_top_of_statecharts_holds_only_its_rooms() -> None:
 
 
 ENGINE = (
-    "statecharts.core", "statecharts.drivers", "statecharts.models", "statecharts.stepper",
-    "statecharts.runtime", "statecharts.statuses", "statecharts.versions",
+    "statecharts.core",
+    "statecharts.drivers",
+    "statecharts.models",
+    "statecharts.stepper",
+    "statecharts.runtime",
+    "statecharts.statuses",
+    "statecharts.versions",
 )
 SURFACE = ("statecharts.admin", "statecharts.api", "statecharts.management", "statecharts.diagram")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -627,3 +628,27 @@ def test_load_file_names_the_file_in_errors(tmp_path) -> None:
         assert f"{bad}: 2:15: transition target 'zz' does not exist" in str(exc)
     else:
         raise AssertionError("the chart was accepted")
+
+
+# ---- one round at a time (a step debugger) ----------------------------------------------------
+
+ROUNDS = f"""<scxml xmlns="{NS}" version="1.0" initial="b">
+  <state id="b"><transition event="next" target="c"/></state>
+  <state id="c"><transition target="d"/></state>
+  <state id="d"/>
+</scxml>"""
+
+
+def test_microstep_once_takes_one_round_at_a_time() -> None:
+    chart = load_chart(ROUNDS)
+    interpreter = Interpreter(chart)
+    started = interpreter.initialize("s").state
+    # (a state a debugger holds mid-macrostep: an internal event still queued)
+    pending = dataclasses.replace(started, internal_queue=(Event("next").to_dict(),))
+    first, progressed = interpreter.microstep_once(pending)
+    assert progressed and active(chart, first) == {"c"}  # the event only, not c's eventless
+    assert first.state.internal_queue == ()
+    second, progressed = interpreter.microstep_once(first.state)
+    assert progressed and active(chart, second) == {"d"}
+    third, progressed = interpreter.microstep_once(second.state)
+    assert not progressed and active(chart, third) == {"d"}

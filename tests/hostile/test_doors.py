@@ -399,7 +399,6 @@ COMMANDS = {
                      "prune", "reencrypt", "replay", "show", "validate"]
     },
     "fire_timers": "no data from outside",
-    "prune_timers": "no data from outside",
     "setup_timers": "no data from outside",
     "rotate_address": "address rotation: a reason (tests/routes/test_address_rotation.py)",
 }

@@ -209,15 +209,16 @@ INVOKER = f"""<scxml {NS} initial="working">
 </scxml>"""
 
 
-def test_the_timers_function_and_the_deprecated_prune_timers_command_still_prune_timers() -> None:
+def test_the_timers_function_and_the_prune_command_prune_timers() -> None:
     w = world()
     assert prune_timers(now=LATER, retention=DAY) == 3  # the three finished executions'
     assert rows_of(w.live)["timers"] == rows_of(w.halted)["timers"] == 1
     Timer.objects.filter(execution=w.live).update(execution_id=999_999)  # an orphan
     out, err = io.StringIO(), io.StringIO()
     with override_settings(STATECHARTS={"CLOCK": lambda: LATER}):
-        call_command("prune_timers", "--days", "0", stdout=out, stderr=err)
-    assert "deprecated" in err.getvalue() and "statechart prune --only timers" in err.getvalue()
+        call_command(
+            "statechart", "prune", "--only", "timers", "--days", "timers=0", stdout=out, stderr=err
+        )
     assert "timers: 1 row(s) deleted" in out.getvalue()
     assert not Timer.objects.filter(execution_id=999_999).exists()
 

@@ -97,11 +97,10 @@ def test_a_misconfigured_statecharts_setting_is_a_system_check_error() -> None:
         "statecharts.E004",  # teleport
         "statecharts.E005",  # unimportable performer
     ]
-    # The deprecated EFFECT_HANDLERS still works, with a warning, and is checked the same way.
-    old = {"EFFECT_HANDLERS": {"send_delayed": "no.such.module.handler", "teleport": print}}
-    with override_settings(STATECHARTS=old):
+    # EFFECT_HANDLERS, the deprecated alias of PERFORMERS, is gone: an unknown key now.
+    with override_settings(STATECHARTS={"EFFECT_HANDLERS": {}}):
         ids = sorted(message.id for message in run_checks())
-    assert ids == ["statecharts.E004", "statecharts.E005", "statecharts.W001"]
+    assert ids == ["statecharts.E002"]
 
 
 def test_url_for_round_trips_through_database_from_url(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """The ``STATECHARTS`` settings tables in docs/ say what the code declares.
 
-Every app registers its keys and their defaults with ``statecharts.conf.register_settings``;
-that is the one copy. Every table in docs/ that lists settings with a default column must
+Every app declares its keys, their defaults and one line about each in its declaration
+(``statecharts.conf.Declaration``, the ``declaration`` of its ``AppConfig``); that is the one
+copy. Every table in docs/ that lists settings with a default column must
 agree with it (the key exists, the default is the declared one), and every declared key is
 documented in some table.
 """
@@ -9,7 +10,6 @@ documented in some table.
 from __future__ import annotations
 
 import ast
-import importlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from statecharts.conf import registered_groups
+from statecharts.conf import Declaration, declarations
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -33,21 +33,26 @@ class Row:
     default: str | None  # the default as written (one key's share of the cell), or None
 
 
+def package_declarations() -> list[Declaration]:
+    """The declarations of the package's apps (all installed in the test settings)."""
+    found = [declaration for declaration in declarations() if declaration.app in APPS]
+    assert sorted(declaration.app for declaration in found) == sorted(APPS)
+    return found
+
+
 def declared() -> dict[str, Any]:
-    """Every key the package's apps register, with its default. The modules that register
-    keys are found by reading the source, so a new one is covered without a change here."""
-    for app in APPS:
-        for path in sorted((ROOT / app).rglob("*.py")):
-            if "migrations" in path.parts:
-                continue
-            if re.search(r"^register_settings\(", path.read_text(), re.MULTILINE):
-                module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
-                importlib.import_module(module.removesuffix(".__init__"))
+    """Every key the package's apps declare, with its default."""
     merged: dict[str, Any] = {}
-    for group in registered_groups():
-        if group.owner.split(".")[0] in APPS:
-            merged.update(group.defaults)
+    for declaration in package_declarations():
+        merged.update(declaration.defaults())
     return merged
+
+
+def test_every_declared_setting_says_in_one_line_what_it_is() -> None:
+    settings = [s for declaration in package_declarations() for s in declaration.settings]
+    assert len({s.name for s in settings}) == len(settings), "a key declared twice"
+    unsaid = [s.name for s in settings if not s.doc.strip() or "\n" in s.doc]
+    assert not unsaid, f"no one-line doc: {', '.join(unsaid)}"
 
 
 def split_row(line: str) -> list[str]:
@@ -157,25 +162,6 @@ def test_the_basic_http_routes_options_table_is_its_default_options() -> None:
         option, default, _ = split_row(line)
         documented[option.strip("`")] = parse(re.findall(r"`([^`]*)`", default)[0])
     assert documented == dict(BasicHTTPRoute.default_options)
-
-
-CONF_MODULES = sorted(path for app in APPS for path in (ROOT / app).glob("conf.py"))
-DOCSTRING_ENTRY = re.compile(r"^\s*\"[A-Z][A-Z0-9_]+\":")  # (3.13 dedents docstrings)
-
-
-@pytest.mark.parametrize("path", CONF_MODULES, ids=lambda p: f"{p.parent.name}/{p.name}")
-def test_the_conf_modules_docstring_lists_its_defaults(path: Path) -> None:
-    """Each app's conf.py lists its keys in its docstring, with comments, for a reader: the
-    same keys and values as its ``DEFAULTS``."""
-    module = importlib.import_module(f"{path.parent.name}.conf")
-    lines = [line for line in (module.__doc__ or "").splitlines() if DOCSTRING_ENTRY.match(line)]
-    assert lines, f"{path.parent.name}/conf.py's docstring lists no defaults"
-    # The entries are Python (with comments): read as a dict display, they are evaluated
-    # with no names available (``64 * 1024 * 1024`` is an expression, not a literal).
-    listed = eval(
-        compile("{\n" + "\n".join(lines) + "\n}", str(path), "eval"), {"__builtins__": {}}
-    )
-    assert listed == module.DEFAULTS
 
 
 @pytest.mark.parametrize(

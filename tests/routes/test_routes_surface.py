@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.management import call_command
-from django.test import Client
+from django.test import Client, override_settings
 from django.urls import reverse
 from rest_framework.test import APIClient
 
+from routes.inspection import read_routes
 from routes.models import DeliveryStatus, RouteDelivery
+from routes.queue import WaitingSend
 from statecharts import stepper
 from statecharts.models import Chart, Execution
 from statecharts.operations import retention
@@ -85,6 +89,32 @@ def test_statechart_show_lists_the_deliveries_and_the_waiting_sends(
     document = json.loads(capsys.readouterr().out)
     assert [d["send_id"] for d in document["routes"]["deliveries"]] == ["now"]
     assert [w["send_id"] for w in document["routes"]["waiting"]] == ["later"]
+
+
+class ListingQueue:
+    """A route timer queue of another app: it keeps its own entries (none in RouteTimer)."""
+
+    def schedule(self, entry: Any) -> None:
+        pass
+
+    def cancel(self, scope: int, send_id: str, *, now: datetime, reason: str) -> int:
+        return 0
+
+    def waiting(self, scope: int) -> list[WaitingSend]:
+        return [WaitingSend("q-1", "k", "record", "elsewhere", {"name": "x"}, T0, "")]
+
+
+def test_the_waiting_sends_are_what_the_configured_queue_keeps(execution: Execution) -> None:
+    """The routes section asks ROUTE_TIMER_QUEUE (routes.queue.TimerQueue.waiting), never
+    the timers app's rows behind its back."""
+    assert RouteTimer.objects.filter(execution=execution).count() == 1
+    queue = ListingQueue  # (a class: a dotted path outside the installed apps is not loaded)
+    with override_settings(STATECHARTS={**settings.STATECHARTS, "ROUTE_TIMER_QUEUE": queue}):
+        section = read_routes(execution, T0)
+    assert [w.timer.send_id for w in section.waiting] == ["elsewhere"]
+    with override_settings(STATECHARTS={**settings.STATECHARTS, "ROUTE_TIMER_QUEUE": None}):
+        assert read_routes(execution, T0).waiting == ()
+    assert [w.timer.send_id for w in read_routes(execution, T0).waiting] == ["later"]
 
 
 def test_settled_deliveries_of_finished_executions_are_pruned_and_targets_erased(

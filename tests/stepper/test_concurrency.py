@@ -19,11 +19,11 @@ from django.db import connection, transaction
 from django.test import override_settings
 
 from statecharts import signals, stepper
-from statecharts.core.effects import Effect
+from statecharts.core.plan import Instruction
 from statecharts.core.position import decode
 from statecharts.models import Chart, Execution, HistoryEntry, OutboxMessage
 from statecharts.models.history import Disposition
-from statecharts.stepper import EffectContext
+from statecharts.stepper import StepContext
 
 # Appends each "add" event's data to a list; "go" counts, pings a peer and may arm a timer.
 LOGGER = """<scxml xmlns="http://www.w3.org/2005/07/scxml" version="1.0"
@@ -259,19 +259,19 @@ def failing_step_finished() -> Iterator[None]:
         signals.step_finished.disconnect(dispatch_uid="test_concurrency.explode")
 
 
-TimerHandler = Callable[[EffectContext, Effect], None]
+TimerHandler = Callable[[StepContext, Instruction], None]
 
 
 @contextmanager
 def timer_handler(handler: TimerHandler) -> Iterator[None]:
-    """Hand ``send_delayed`` effects to ``handler`` (not to whatever the timers app registers)."""
+    """Hand ``schedule`` instructions to ``handler`` (not to the timers app's performer)."""
     configured: dict[str, Any] = getattr(settings, "STATECHARTS", None) or {}
-    handlers = {**configured.get("EFFECT_HANDLERS", {}), "send_delayed": handler}
-    with override_settings(STATECHARTS={**configured, "EFFECT_HANDLERS": handlers}):
+    performers = {**configured.get("PERFORMERS", {}), "schedule": handler}
+    with override_settings(STATECHARTS={**configured, "PERFORMERS": performers}):
         yield
 
 
-def failing_timer_handler(_context: EffectContext, _effect: Effect) -> None:
+def failing_timer_handler(_context: StepContext, _instruction: Instruction) -> None:
     raise Boom("the timers app failed")
 
 
@@ -297,7 +297,7 @@ def test_a_step_that_raises_half_way_leaves_nothing_written(
 ) -> None:
     armed: list[int] = []
 
-    def arm(context: EffectContext, _effect: Effect) -> None:
+    def arm(context: StepContext, _instruction: Instruction) -> None:
         armed.append(context.seq)
 
     execution = stepper.start(Chart.objects.load(LOGGER))

@@ -17,7 +17,7 @@ from statecharts.core.position import ChartMismatchError, NotAPositionError, dec
 from statecharts.exceptions import Halted, NeedsMigration, NeedsRepair
 from statecharts.models import Chart, Execution, HistoryEntry, OutboxMessage
 from statecharts.operations.replay import replay
-from statecharts.stepper import EffectContext, StepContext
+from statecharts.stepper import StepContext
 from statecharts.stepper import transaction as step_transaction
 
 pytestmark = pytest.mark.django_db
@@ -296,20 +296,6 @@ def test_a_performer_in_place_of_a_built_in_one_finds_the_execution_row_written(
     assert list(execution.history.order_by("seq").values_list("seq", "status_after")) == [
         (1, "active"), (2, "active"), (3, "active")
     ]
-
-
-def test_the_deprecated_effect_handlers_setting_still_reaches_its_handler() -> None:
-    calls: list[tuple[EffectContext, Effect]] = []
-
-    def handler(context: EffectContext, effect: Effect) -> None:
-        calls.append((context, effect))
-
-    execution = Execution.objects.start(load(ORDER))
-    with override_settings(STATECHARTS={"EFFECT_HANDLERS": {"send_delayed": handler}}):
-        execution.send("checkout")
-    ((context, effect),) = calls
-    assert context.execution.pk == execution.pk and context.seq == 2
-    assert effect.kind == "send_delayed" and effect.data["event"]["name"] == "reminder"
 
 
 def test_a_performer_that_raises_rolls_the_whole_step_back() -> None:

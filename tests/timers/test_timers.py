@@ -13,10 +13,10 @@ from django.test import override_settings
 
 from statecharts import stepper
 from statecharts.core.effects import Effect
-from statecharts.core.plan import plan_one
+from statecharts.core.plan import Instruction, plan_one
 from statecharts.core.position import decode
 from statecharts.models import Chart, Execution, OutboxMessage
-from statecharts.stepper import EffectContext
+from statecharts.stepper import StepContext
 from tests.timers.plans import query_plan
 from timers import firing
 from timers.models import Timer
@@ -115,12 +115,12 @@ def test_a_delayed_send_writes_one_timer_row_in_the_step() -> None:
 
 
 def test_no_timer_exists_for_a_step_that_rolled_back() -> None:
-    def broken(context: EffectContext, effect: Effect) -> None:
+    def broken(context: StepContext, instruction: Instruction) -> None:
         raise RuntimeError("boom")
 
     chart = Chart.objects.load(NUDGE)
     with (
-        override_settings(STATECHARTS={"EFFECT_HANDLERS": {"log": None, "done": broken}}),
+        override_settings(STATECHARTS={"PERFORMERS": {"finish": broken}}),
         pytest.raises(RuntimeError),
     ):
         execution = stepper.start(chart, now=T0)
@@ -154,7 +154,7 @@ def test_the_same_timer_inserted_twice_is_a_no_op_even_after_it_fired() -> None:
         0,
     )
     state = decode(bytes(execution.position)).state
-    schedule(EffectContext(execution, state, T0, 1), plan_one(effect))
+    schedule(StepContext(execution, state, T0, 1), plan_one(effect))
     assert Timer.objects.count() == 1
     assert Timer.objects.get().status == "fired"
 
@@ -266,7 +266,7 @@ def test_an_undecodable_row_is_discarded_without_retries() -> None:
 
 
 def test_a_delivery_that_raises_is_retried_with_backoff_then_failed() -> None:
-    def broken(context: EffectContext, effect: Effect) -> None:
+    def broken(context: StepContext, instruction: Instruction) -> None:
         raise RuntimeError("downstream is down")
 
     # The delivered nudge finishes this chart, and the "done" handler raises: the step
@@ -274,7 +274,7 @@ def test_a_delivery_that_raises_is_retried_with_backoff_then_failed() -> None:
     failing = start(NUDGE.replace('target="nudged"', 'target="done"'))
     at = T0 + 3 * DAY
     settings = {
-        "EFFECT_HANDLERS": {"done": broken},
+        "PERFORMERS": {"finish": broken},
         "TIMER_MAX_ATTEMPTS": 3,
         "TIMER_RETRY_SECONDS": 10,
     }
@@ -364,7 +364,7 @@ def test_prune_keeps_the_rows_of_live_executions() -> None:
 
 
 def test_a_chunk_fired_in_one_transaction_gives_each_timer_its_own_outcome() -> None:
-    def broken(context: EffectContext, effect: Effect) -> None:
+    def broken(context: StepContext, instruction: Instruction) -> None:
         raise RuntimeError("downstream is down")
 
     failed_exec = start(NUDGE)
@@ -374,7 +374,7 @@ def test_a_chunk_fired_in_one_transaction_gives_each_timer_its_own_outcome() -> 
     failing = start(NUDGE.replace('target="nudged"', 'target="done"'))  # its delivery raises
     Execution.objects.filter(pk=failed_exec.pk).update(status="failed")
     Execution.objects.filter(pk=migrating.pk).update(status="needs_migration")
-    settings = {"EFFECT_HANDLERS": {"done": broken}, "TIMER_FIRE_CHUNK": 50}
+    settings = {"PERFORMERS": {"finish": broken}, "TIMER_FIRE_CHUNK": 50}
     with override_settings(STATECHARTS=settings):
         report = firing.fire_due(now=T0 + 3 * DAY)
     assert report.outcomes == {"fired": 4, "discarded": 1, "snoozed": 1, "retrying": 1}
