@@ -528,13 +528,10 @@ def _cancel_without_chart_code(
     execution.steps += 1
     execution.updated = now
     sql.update_row(execution, (*_UNAPPLIED_FIELDS, "outcome", "ended"))
-    entry = HistoryEntry(
-        execution=execution,
-        seq=execution.steps,
+    entry = HistoryEntry.of(
+        execution,
         **_stored_input(step_input),
         disposition=Disposition.APPLIED,
-        status_after=execution.status,
-        configuration_after=execution.configuration,
         reason=reason,
         cause=cause,
         caller_context=caller_context,
@@ -720,13 +717,10 @@ def _apply(
         observing.started(execution)  # (before what the start performs: the memory order)
     context = StepContext(execution, state, now, execution.steps, caller_context, outbox)
     summary = perform(context, outcome.instructions)
-    entry = HistoryEntry(
-        execution=execution,
-        seq=execution.steps,
+    entry = HistoryEntry.of(
+        execution,
         **_stored_input(step_input),
         disposition=Disposition.APPLIED,
-        status_after=execution.status,
-        configuration_after=execution.configuration,
         effects=summary,
         reachability=answers,
         registered_types=(
@@ -903,13 +897,10 @@ def _record_unapplied(
     execution.steps += 1
     execution.updated = now
     sql.update_row(execution, _UNAPPLIED_FIELDS)
-    entry = HistoryEntry(
-        execution=execution,
-        seq=execution.steps,
+    entry = HistoryEntry.of(
+        execution,
         **_stored_input(step_input),
         disposition=disposition,
-        status_after=execution.status,
-        configuration_after=execution.configuration,
         effects=effects or [],
         reason=reason,
         cause=cause,
