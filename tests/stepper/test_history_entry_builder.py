@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from statecharts.models import Execution, ExecutionStatus, HistoryEntry
+import pytest
+
+from statecharts.models import Chart, Execution, ExecutionStatus, HistoryEntry
 from statecharts.models.history import Disposition
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -51,3 +53,32 @@ def test_what_is_not_given_is_the_model_default_and_seq_may_be_given() -> None:
     for name in ("codec", "effects", "reachability", "registered_types", "position_sha256",
                  "reason", "cause", "caller_context"):  # fmt: skip
         assert getattr(entry, name) == getattr(built_by_hand, name), name
+
+
+CHART = """<scxml xmlns="http://www.w3.org/2005/07/scxml" version="1.0" name="builder" initial="a">
+  <state id="a"><transition event="go" target="b"/></state>
+  <state id="b"/>
+</scxml>"""
+
+
+@pytest.mark.django_db
+def test_a_start_repeated_after_its_history_was_pruned_answers_with_a_stand_in_entry() -> None:
+    from statecharts import stepper
+
+    first = stepper.start_result(Chart.objects.load(CHART), idempotency_key="start-1")
+    execution = first.execution
+    stepper.send(execution.pk, "go")
+    HistoryEntry.objects.filter(execution=execution).delete()
+    again = stepper.start_result(Chart.objects.load(CHART), idempotency_key="start-1")
+    execution.refresh_from_db()
+    assert again.repeated and again.execution.pk == execution.pk
+    entry = again.entry
+    assert entry.pk is None  # not stored: the history stays as retention left it
+    assert (entry.seq, entry.input, entry.disposition, entry.idempotency_key) == (
+        1,
+        {"kind": "start"},
+        "applied",
+        "start-1",
+    )
+    assert (entry.status_after, entry.configuration_after) == ("active", ["b"])
+    assert entry.created == execution.created
