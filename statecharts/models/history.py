@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
 from django.db import models
 
 from statecharts.models.fields import PortableJSONField, PortableTextField
+
+if TYPE_CHECKING:
+    from statecharts.models.executions import Execution
 
 
 class Disposition(models.TextChoices):
@@ -87,6 +93,49 @@ class HistoryEntry(models.Model):
             ),
         ]
         verbose_name_plural = "history entries"
+
+    @classmethod
+    def of(
+        cls,
+        execution: Execution,
+        *,
+        input: dict[str, Any],
+        disposition: str,
+        created: datetime,
+        seq: int | None = None,
+        codec: str = "json",
+        effects: list[dict[str, Any]] | None = None,
+        reachability: dict[str, Any] | None = None,
+        registered_types: dict[str, Any] | None = None,
+        position_sha256: str = "",
+        reason: str = "",
+        idempotency_key: str | None = None,
+        cause: dict[str, Any] | None = None,
+        caller_context: dict[str, Any] | None = None,
+    ) -> HistoryEntry:
+        """The entry (not saved) recording what ``execution`` was just given, with the
+        ``disposition`` it had (applied, refused, migrated, ...): its seq (the execution's
+        ``steps`` unless given), status and configuration are read from the execution as it
+        is after the input. The one way entries are made: the stepper's, a migration's, and
+        the stand-in for a start whose history was pruned (``seq=1``)."""
+        return cls(
+            execution=execution,
+            seq=execution.steps if seq is None else seq,
+            input=input,
+            codec=codec,
+            disposition=disposition,
+            status_after=execution.status,
+            configuration_after=execution.configuration,
+            effects=[] if effects is None else effects,
+            reachability={} if reachability is None else reachability,
+            registered_types={} if registered_types is None else registered_types,
+            position_sha256=position_sha256,
+            reason=reason,
+            idempotency_key=idempotency_key,
+            cause=cause,
+            caller_context=caller_context,
+            created=created,
+        )
 
     def __str__(self) -> str:
         event = self.input.get("event") or {}

@@ -113,13 +113,11 @@ def earlier_start(
     execution = row.execution
     entry = HistoryEntry.objects.using(using).filter(execution=execution).order_by("seq").first()
     if entry is None:  # its history was pruned: what the start did is the execution itself
-        entry = HistoryEntry(
-            execution=execution,
+        entry = HistoryEntry.of(
+            execution,
             seq=1,
             input={"kind": "start"},
             disposition=Disposition.APPLIED,
-            status_after=execution.status,
-            configuration_after=execution.configuration,
             idempotency_key=key,
             created=execution.created,
         )

@@ -145,13 +145,10 @@ def _apply(
         observing.started(execution)  # (before what the start performs: the memory order)
     context = StepContext(execution, state, now, execution.steps, caller_context, outbox)
     summary = perform(context, outcome.instructions)
-    entry = HistoryEntry(
-        execution=execution,
-        seq=execution.steps,
+    entry = HistoryEntry.of(
+        execution,
         **_stored_input(step_input),
         disposition=Disposition.APPLIED,
-        status_after=execution.status,
-        configuration_after=execution.configuration,
         effects=summary,
         reachability=answers,
         registered_types=(

@@ -106,13 +106,10 @@ def _cancel_without_chart_code(
     execution.steps += 1
     execution.updated = now
     sql.update_row(execution, (*_UNAPPLIED_FIELDS, "outcome", "ended"))
-    entry = HistoryEntry(
-        execution=execution,
-        seq=execution.steps,
+    entry = HistoryEntry.of(
+        execution,
         **_stored_input(step_input),
         disposition=Disposition.APPLIED,
-        status_after=execution.status,
-        configuration_after=execution.configuration,
         reason=reason,
         cause=cause,
         caller_context=caller_context,

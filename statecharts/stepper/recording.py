@@ -90,13 +90,10 @@ def _record_unapplied(
     execution.steps += 1
     execution.updated = now
     sql.update_row(execution, _UNAPPLIED_FIELDS)
-    entry = HistoryEntry(
-        execution=execution,
-        seq=execution.steps,
+    entry = HistoryEntry.of(
+        execution,
         **_stored_input(step_input),
         disposition=disposition,
-        status_after=execution.status,
-        configuration_after=execution.configuration,
         effects=effects or [],
         reason=reason,
         cause=cause,

@@ -1,4 +1,5 @@
-"""Validation: every message in ``statecharts/core/validate.py``, each at its exact line:column.
+"""Validation: every message of ``statecharts.core.validate`` (and its ``element_rules``), each at
+its exact line:column.
 
 Each case is a small multi-line document and the exact list of errors it must produce, so a
 test fails both when a problem is missed and when a spurious one is added.

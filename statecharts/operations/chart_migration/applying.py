@@ -449,9 +449,8 @@ def _write(plan: MigrationPlan, execution: Execution, prepared: _Prepared, now: 
     execution.updated = now
     execution.failure_reason = ""
     sql.update_row(execution, _WRITTEN)
-    entry = HistoryEntry(
-        execution=execution,
-        seq=execution.steps,
+    entry = HistoryEntry.of(
+        execution,
         input={
             "kind": MIGRATION_INPUT,
             "from": prepared.source,
@@ -464,8 +463,6 @@ def _write(plan: MigrationPlan, execution: Execution, prepared: _Prepared, now: 
             "position": prepared.blob.decode("utf-8"),
         },
         disposition=Disposition.MIGRATED,
-        status_after=ExecutionStatus.ACTIVE,
-        configuration_after=execution.configuration,
         effects=[
             {
                 "kind": "migrated",

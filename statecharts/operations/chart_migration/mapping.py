@@ -66,28 +66,65 @@ def map_state(
     for the configuration, and a position that remembers history or runs invocations is
     refused, since their indexes cannot be read without it.
     """
+    versions = _Versions(old, new, renames)
+    atomic = _active_atomic_ids(state, old, atomic_ids)
+    configuration, entered = _complete(new, _new_atomic_states(versions, atomic))
+    history, dropped = _map_history(versions, state)
+    invocations = tuple(_map_invocation(inv, old, new, versions.target, configuration)
+                        for inv in state.invocations)  # fmt: skip
+    mapped = state.evolve(
+        configuration=tuple(sorted(configuration)),
+        history=history,
+        bound=_map_bound(versions, state),
+        invocations=invocations,
+    )
+    ids = [new.states[i].id for i in mapped.configuration if new.states[i].is_atomic]
+    newly = _newly_active(versions, state, atomic, mapped)
+    not_run = [i for i in newly if new.states[new.ids[i]].onentry]
+    return Mapped(mapped, ids, entered, dropped, newly, not_run)
 
-    def target(old_id: str) -> int | None:
-        return new.ids.get(renames.get(old_id, old_id))
 
-    def old_id(index: int) -> str:
-        assert old is not None
-        return old.states[index].id
+@dataclass(frozen=True, slots=True)
+class _Versions:
+    """The two versions and the plan's renames: how a state of one is found in the other."""
 
-    if old is None:
-        if atomic_ids is None:
-            raise Unmappable("the chart it was written for is gone and no configuration is known")
-        if state.history or state.invocations:
-            raise Unmappable(
-                "no stored chart has the source this position was written for, so its "
-                "history values and invocations cannot be read: load that source again"
-            )
-        atomic = list(atomic_ids)
-    else:
-        atomic = [old_id(i) for i in state.configuration if old.states[i].is_atomic]
+    old: CompiledChart | None
+    new: CompiledChart
+    renames: Mapping[str, str]
+
+    def target(self, old_id: str) -> int | None:
+        """The index in the new version of the state ``old_id`` maps to (None: it has none)."""
+        return self.new.ids.get(self.renames.get(old_id, old_id))
+
+    def old_id(self, index: int) -> str:
+        assert self.old is not None
+        return self.old.states[index].id
+
+
+def _active_atomic_ids(
+    state: State, old: CompiledChart | None, atomic_ids: Sequence[str] | None
+) -> list[str]:
+    """The ids of the position's active atomic states: read from ``old``, or, without it,
+    the execution row's (when the position holds nothing else that needs ``old``)."""
+    if old is not None:
+        return [old.states[i].id for i in state.configuration if old.states[i].is_atomic]
+    if atomic_ids is None:
+        raise Unmappable("the chart it was written for is gone and no configuration is known")
+    if state.history or state.invocations:
+        raise Unmappable(
+            "no stored chart has the source this position was written for, so its "
+            "history values and invocations cannot be read: load that source again"
+        )
+    return list(atomic_ids)
+
+
+def _new_atomic_states(versions: _Versions, atomic: list[str]) -> set[int]:
+    """The states of the new version the active atomic states map to: each must exist and be
+    a state one can be in (not a history pseudo-state, not a ``<final>``)."""
+    new, renames = versions.new, versions.renames
     chosen: set[int] = set()
     for state_id in atomic:
-        index = target(state_id)
+        index = versions.target(state_id)
         if index is None:
             hint = renames.get(state_id, state_id)
             raise Unmappable(
@@ -102,47 +139,55 @@ def map_state(
                 f"{'history pseudo-state' if node.is_history else '<final>'} of the new version"
             )
         chosen.add(index)
-    configuration, entered = _complete(new, chosen)
+    return chosen
+
+
+def _map_history(
+    versions: _Versions, state: State
+) -> tuple[dict[int, tuple[int, ...]], list[str]]:
+    """The history values the new version keeps (by its indexes), and the ids of the history
+    states it does not have (dropped: nothing could restore them)."""
     history: dict[int, tuple[int, ...]] = {}
     dropped: list[str] = []
     for h, remembered in sorted(state.history.items()):
-        h_id = old_id(h)
-        h_new = target(h_id)
-        if h_new is None or not new.states[h_new].is_history:
+        h_id = versions.old_id(h)
+        h_new = versions.target(h_id)
+        if h_new is None or not versions.new.states[h_new].is_history:
             dropped.append(h_id)
             continue
         values = []
         for i in remembered:
-            index = target(old_id(i))
+            index = versions.target(versions.old_id(i))
             if index is None:
                 raise Unmappable(
-                    f"the history state {h_id!r} remembers {old_id(i)!r}, which is not in the "
-                    f"new version: map it ({old_id(i)}=NEW_ID)"
+                    f"the history state {h_id!r} remembers {versions.old_id(i)!r}, which is "
+                    f"not in the new version: map it ({versions.old_id(i)}=NEW_ID)"
                 )
             values.append(index)
         history[h_new] = tuple(sorted(set(values)))
-    if old is None:  # only the root's index (0) is known; late-bound states bind again
-        bound: tuple[int, ...] = (0,) if 0 in state.bound else ()
-    else:
-        mapped_bound = (target(old_id(i)) for i in state.bound)
-        bound = tuple(sorted({b for b in mapped_bound if b is not None}))
-    invocations = tuple(_map_invocation(inv, old, new, target, configuration)
-                        for inv in state.invocations)  # fmt: skip
-    mapped = state.evolve(
-        configuration=tuple(sorted(configuration)),
-        history=history,
-        bound=bound,
-        invocations=invocations,
-    )
-    ids = [new.states[i].id for i in mapped.configuration if new.states[i].is_atomic]
-    if old is None:
+    return history, dropped
+
+
+def _map_bound(versions: _Versions, state: State) -> tuple[int, ...]:
+    """The late-bound states that have a counterpart (the others' data stays in the
+    datamodel)."""
+    if versions.old is None:  # only the root's index (0) is known; late-bound states bind again
+        return (0,) if 0 in state.bound else ()
+    mapped_bound = (versions.target(versions.old_id(i)) for i in state.bound)
+    return tuple(sorted({b for b in mapped_bound if b is not None}))
+
+
+def _newly_active(versions: _Versions, state: State, atomic: list[str], mapped: State) -> list[str]:
+    """The ids of the states active after the migration that were not before (under the
+    renames; without the old version, its atomic states are all that is known)."""
+    renames, new = versions.renames, versions.new
+    if versions.old is None:
         before = {renames.get(i, i) for i in atomic}  # (ancestors unknown: atomic ones only)
     else:
+        old_id = versions.old_id
         before = {renames.get(old_id(i), old_id(i)) for i in state.configuration if i != 0}
-    newly = [new.states[i].id for i in mapped.configuration
-             if i != 0 and new.states[i].id not in before]  # fmt: skip
-    not_run = [i for i in newly if new.states[new.ids[i]].onentry]
-    return Mapped(mapped, ids, entered, dropped, newly, not_run)
+    return [new.states[i].id for i in mapped.configuration
+            if i != 0 and new.states[i].id not in before]  # fmt: skip
 
 
 def _map_invocation(
@@ -182,7 +227,22 @@ def _complete(chart: CompiledChart, chosen: set[int]) -> tuple[set[int], list[st
     for index in chosen:
         active.add(index)
         active.update(chart.states[index].ancestors)
-    # Two active children of one compound state cannot both be entered.
+    _refuse_two_active_children(chart, active)
+    entered: list[str] = []
+    pending = sorted(active)
+    while pending:
+        index = pending.pop(0)
+        for entry in _missing_children(chart, index, active):
+            for added in (entry, *chart.states[entry].ancestors):
+                if added not in active:
+                    active.add(added)
+                    entered.append(chart.states[added].id)
+                    pending.append(added)
+    return active, entered
+
+
+def _refuse_two_active_children(chart: CompiledChart, active: set[int]) -> None:
+    """Two active children of one compound state cannot both be entered."""
     for index in active:
         node = chart.states[index]
         if node.kind in (Kind.COMPOUND, Kind.ROOT):
@@ -193,26 +253,19 @@ def _complete(chart: CompiledChart, chosen: set[int]) -> tuple[set[int], list[st
                     f"{names} would all be active in {node.id!r}, where one state is active "
                     "at a time: map them onto one state"
                 )
-    entered: list[str] = []
-    pending = sorted(active)
-    while pending:
-        index = pending.pop(0)
-        node = chart.states[index]
-        missing: list[int] = []
-        if node.kind == Kind.PARALLEL:
-            missing = [c for c in node.children
-                       if c not in active and not chart.states[c].is_history]  # fmt: skip
-        elif node.kind in (Kind.COMPOUND, Kind.ROOT) and not any(
-            c in active for c in node.children
-        ):
-            targets = node.initial.targets if node.initial is not None else ()
-            if not targets:
-                targets = tuple(c for c in node.children if not chart.states[c].is_history)[:1]
-            missing = list(targets)
-        for entry in missing:
-            for added in (entry, *chart.states[entry].ancestors):
-                if added not in active:
-                    active.add(added)
-                    entered.append(chart.states[added].id)
-                    pending.append(added)
-    return active, entered
+
+
+def _missing_children(chart: CompiledChart, index: int, active: set[int]) -> list[int]:
+    """What the active state ``index`` lacks and its default entry gives: a parallel
+    state's regions not active, a compound state's initial when no child is active (its
+    first child that is not a history pseudo-state when it names none)."""
+    node = chart.states[index]
+    if node.kind == Kind.PARALLEL:
+        return [c for c in node.children
+                if c not in active and not chart.states[c].is_history]  # fmt: skip
+    if node.kind in (Kind.COMPOUND, Kind.ROOT) and not any(c in active for c in node.children):
+        targets = node.initial.targets if node.initial is not None else ()
+        if not targets:
+            targets = tuple(c for c in node.children if not chart.states[c].is_history)[:1]
+        return list(targets)
+    return []
