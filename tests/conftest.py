@@ -19,6 +19,7 @@ from typing import IO, Any
 
 import pytest
 from django.db import connection
+from django.test import SimpleTestCase
 
 from statecharts.testing import statecharts  # noqa: F401  (the fixture, without installing)
 from tests import flush
@@ -28,6 +29,23 @@ ROOT = Path(__file__).resolve().parents[1]
 WORKERS = ROOT / "tests" / "workers"
 
 Spawn = Callable[..., "subprocess.Popen[str]"]
+
+DATABASE_TESTS_ONLY = "--database-tests-only"
+# pytest-django's fixtures through which a test reaches the database (``db``,
+# ``transactional_db``, ``live_server``, ``admin_client``... all depend on the first).
+DATABASE_FIXTURES = frozenset({"_django_db_helper", "django_db_setup"})
+# How many it deselected, for the closing summary (an xdist worker sends it to the controller).
+DESELECTED_DATABASE_FREE = pytest.StashKey[int]()
+WORKEROUTPUT_KEY = "statecharts_database_free_deselected"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        DATABASE_TESTS_ONLY,
+        action="store_true",
+        help="deselect the tests that cannot use the database (the PostgreSQL pass of "
+        "scripts/test: they already ran in the SQLite pass)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -46,7 +64,66 @@ LONGEST_FIRST = (
 )
 
 
+def uses_the_database(item: pytest.Item) -> bool:
+    """Whether pytest-django lets this test reach the database: a ``django_db`` mark, a
+    fixture that depends on its database fixtures (``item.fixturenames`` is the closure of
+    every fixture requested), a Django test case class with ``databases``, or a fixture that
+    unblocks it by hand. Any other test that tried would fail on pytest-django's "Database
+    access not allowed"."""
+    if item.get_closest_marker("django_db") is not None:
+        return True
+    if DATABASE_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        return True
+    case = getattr(item, "cls", None)
+    if isinstance(case, type) and issubclass(case, SimpleTestCase) and bool(case.databases):
+        return True
+    return unblocks_the_database(item)
+
+
+def unblocks_the_database(item: pytest.Item) -> bool:
+    """Whether the test, or a fixture it uses, asks for ``django_db_blocker`` (whose
+    ``unblock()`` opens the database to anything). pytest-django's own autouse fixtures ask
+    for it in every test, and open the database only as seen above."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    if "django_db_blocker" in info.argnames:
+        return True
+    return any(
+        "django_db_blocker" in definition.argnames
+        and not definition.func.__module__.startswith("pytest_django.")
+        for definitions in info.name2fixturedefs.values()
+        for definition in definitions
+    )
+
+
+def deselect_database_free(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With --database-tests-only: drop the tests that cannot touch the database (the pure
+    core, the in-memory W3C runs, the diagram, parsing, settings...). The PostgreSQL pass runs
+    them for nothing: whatever the database, they run the same code, and the SQLite and
+    compatibility passes run them."""
+    if not config.getoption(DATABASE_TESTS_ONLY):
+        return
+    kept = [item for item in items if uses_the_database(item)]
+    dropped = [item for item in items if not uses_the_database(item)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+    config.stash[DESELECTED_DATABASE_FREE] = len(dropped)
+    if hasattr(config, "workeroutput"):  # an xdist worker: tell the controller
+        config.workeroutput[WORKEROUTPUT_KEY] = len(dropped)
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: pytest runs without xdist too
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """(xdist controller) every worker collects the same tests: keep one worker's count."""
+    count = getattr(node, "workeroutput", {}).get(WORKEROUTPUT_KEY)
+    if count is not None:
+        node.config.stash[DESELECTED_DATABASE_FREE] = count
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    deselect_database_free(config, items)
     items.sort(key=lambda item: not item.nodeid.startswith(LONGEST_FIRST))  # stable
     # Tests of row locking need PostgreSQL: SQLite ignores select_for_update. They are gated
     # on the vendor (and run in the PostgreSQL pass of scripts/test), never faked.
@@ -66,6 +143,16 @@ def w3c_suite() -> Path:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
+    deselected = terminalreporter.config.stash.get(DESELECTED_DATABASE_FREE, None)
+    if deselected is not None:
+        terminalreporter.write_line(
+            f"{DATABASE_TESTS_ONLY}: {deselected} tests that cannot use the database were "
+            "deselected (they run in the SQLite and compatibility passes)"
+        )
+    report_missing_suite(terminalreporter)
+
+
+def report_missing_suite(terminalreporter: Any) -> None:
     # Said once per run, whatever the number of tests that skipped for it (and with xdist,
     # whichever worker skipped them: the reports reach this process).
     skipped = terminalreporter.stats.get("skipped", [])
