@@ -53,14 +53,17 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 # The longest tests (a wheel installed into a new project, the W3C suite run durably, a
-# browser, the demo site's processes) start first: with pytest-xdist a worker that began one
-# of them as the others finished would hold the whole run for its length.
+# browser, the demo site's processes, the timer races on PostgreSQL: 5-20 s each, the hostile
+# property tests: 10-30 s each) start first: with pytest-xdist a worker that began one of
+# them as the others finished would hold the whole run for its length.
 LONGEST_FIRST = (
     "tests/packaging/",
     "tests/drivers/test_instruction_parity.py",
     "tests/conformance/test_w3c_durable.py",
     "tests/admin/test_admin_browser.py",
     "tests/demo/test_demo_site.py",
+    "tests/timers/test_timer_races.py",
+    "tests/hostile/test_hostile_property.py",
 )
 
 
