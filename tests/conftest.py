@@ -54,8 +54,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 # The longest tests (a wheel installed into a new project, the W3C suite run durably, a
 # browser, the demo site's processes, the timer races on PostgreSQL: 5-20 s each, the hostile
-# property tests: 10-30 s each) start first: with pytest-xdist a worker that began one of
-# them as the others finished would hold the whole run for its length.
+# property tests: 10-30 s each) start first, spread over the workers (spread_longest_first):
+# with pytest-xdist a worker that began one of them as the others finished would hold the
+# whole run for its length.
 LONGEST_FIRST = (
     "tests/packaging/",
     "tests/drivers/test_instruction_parity.py",
@@ -65,6 +66,8 @@ LONGEST_FIRST = (
     "tests/timers/test_timer_races.py",
     "tests/hostile/test_hostile_property.py",
 )
+# Whose tests share a module-scoped fixture (the wheel and its project): kept on one worker.
+KEPT_TOGETHER = ("tests/packaging/",)
 
 
 def uses_the_database(item: pytest.Item) -> bool:
@@ -107,8 +110,10 @@ def deselect_database_free(config: pytest.Config, items: list[pytest.Item]) -> N
     compatibility passes run them."""
     if not config.getoption(DATABASE_TESTS_ONLY):
         return
-    kept = [item for item in items if uses_the_database(item)]
-    dropped = [item for item in items if not uses_the_database(item)]
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        (kept if uses_the_database(item) else dropped).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
@@ -125,9 +130,39 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
         node.config.stash[DESELECTED_DATABASE_FREE] = count
 
 
+def spread_longest_first(items: list[pytest.Item]) -> None:
+    """Put the LONGEST_FIRST tests at the head of every worker's share. pytest-xdist's
+    worksteal hands worker k the k-th contiguous slice of this list at the start (and later
+    steals from the tails): sorted to the front, all of them would land on the first
+    worker, one after the other, while the others steal its short tests."""
+    workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    units: dict[str, tuple[int, list[pytest.Item]]] = {}  # a test, or KEPT_TOGETHER's module
+    others: list[pytest.Item] = []
+    for item in items:
+        rank = next((n for n, p in enumerate(LONGEST_FIRST) if item.nodeid.startswith(p)), None)
+        if rank is None:
+            others.append(item)
+            continue
+        unit = LONGEST_FIRST[rank] if item.nodeid.startswith(KEPT_TOGETHER) else item.nodeid
+        units.setdefault(unit, (rank, []))[1].append(item)
+    longest = [unit for _rank, unit in sorted(units.values(), key=lambda u: u[0])]  # stable
+    heads: list[list[pytest.Item]] = [[] for _ in range(workers)]
+    for n, unit in enumerate(longest):
+        heads[n % workers].extend(unit)
+    ordered: list[pytest.Item] = []
+    remaining = len(items)
+    for worker, head in enumerate(heads):
+        share = remaining // (workers - worker)  # as worksteal divides it
+        fill = max(0, share - len(head))
+        ordered += head + others[:fill]
+        others = others[fill:]
+        remaining -= len(head) + fill
+    items[:] = ordered + others
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     deselect_database_free(config, items)
-    items.sort(key=lambda item: not item.nodeid.startswith(LONGEST_FIRST))  # stable
+    spread_longest_first(items)
     # Tests of row locking need PostgreSQL: SQLite ignores select_for_update. They are gated
     # on the vendor (and run in the PostgreSQL pass of scripts/test), never faked.
     if connection.vendor == "postgresql":
