@@ -106,8 +106,8 @@ def unblocks_the_database(item: pytest.Item) -> bool:
 def deselect_database_free(config: pytest.Config, items: list[pytest.Item]) -> None:
     """With --database-tests-only: drop the tests that cannot touch the database (the pure
     core, the in-memory W3C runs, the diagram, parsing, settings...). The PostgreSQL pass runs
-    them for nothing: whatever the database, they run the same code, and the SQLite and
-    compatibility passes run them."""
+    them for nothing: whatever the database, they run the same code, and the SQLite pass runs
+    them."""
     if not config.getoption(DATABASE_TESTS_ONLY):
         return
     kept: list[pytest.Item] = []
@@ -185,7 +185,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     if deselected is not None:
         terminalreporter.write_line(
             f"{DATABASE_TESTS_ONLY}: {deselected} tests that cannot use the database were "
-            "deselected (they run in the SQLite and compatibility passes)"
+            "deselected (the SQLite pass runs them)"
         )
     report_missing_suite(terminalreporter)
 
