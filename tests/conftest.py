@@ -31,9 +31,10 @@ WORKERS = ROOT / "tests" / "workers"
 Spawn = Callable[..., "subprocess.Popen[str]"]
 
 DATABASE_TESTS_ONLY = "--database-tests-only"
-# pytest-django's fixtures through which a test reaches the database (``db``,
-# ``transactional_db``, ``live_server``, ``admin_client``... all depend on the first).
-DATABASE_FIXTURES = frozenset({"_django_db_helper", "django_db_setup"})
+# pytest-django's fixtures through which a test reaches the database: ``db``,
+# ``transactional_db``, ``admin_client``... depend on the first; ``live_server`` asks for
+# ``transactional_db`` when it runs, not in its signature.
+DATABASE_FIXTURES = frozenset({"_django_db_helper", "django_db_setup", "live_server"})
 # How many it deselected, for the closing summary (an xdist worker sends it to the controller).
 DESELECTED_DATABASE_FREE = pytest.StashKey[int]()
 WORKEROUTPUT_KEY = "statecharts_database_free_deselected"

@@ -48,6 +48,10 @@ def test_a_fixture_that_unblocks_the_database_gives_it(unblocked: None) -> None:
     assert reaches_the_database()
 
 
+def test_the_live_server_gives_the_database(live_server: Any) -> None:
+    assert live_server.url.startswith("http://") and reaches_the_database()
+
+
 class DjangoTestCaseWithTheDatabase(TestCase):
     def test_a_django_test_case_gets_the_database(self) -> None:
         self.assertTrue(reaches_the_database())
@@ -83,6 +87,7 @@ def test_the_option_keeps_exactly_the_tests_that_get_the_database() -> None:
         "test_the_db_fixture_gives_the_database",
         "test_a_fixture_built_on_the_db_fixture_gives_the_database",
         "test_a_fixture_that_unblocks_the_database_gives_it",
+        "test_the_live_server_gives_the_database",
         "test_a_django_test_case_gets_the_database",
     }
     assert "--database-tests-only: 3 tests that cannot use the database were deselected" in (
