@@ -16,7 +16,10 @@ the state index costs per step and what it gives back for ``in_state``:
   execution_id), one row per active state, its only index the primary key (chart_id, state,
   execution_id); a step moves the row of a state it exited to a state it entered (an
   UPDATE), deletes the exits and inserts the entries left over, in the same statement as its
-  UPDATE of the execution (data-modifying CTEs), so never stale;
+  UPDATE of the execution (data-modifying CTEs), so never stale; ``membership_byexec``: the
+  same plus an index on execution_id (what deleting by execution, Django's CASCADE, needs);
+  ``membership_trigger``: the same moves made by a trigger on the execution table (the step
+  sends today's statement; any writer of ``active_states`` keeps the table right);
 - ``config_code``: a small int per distinct configuration of a chart (a ``configurations``
   table: chart_id, code, active_states + GIN), stored on the execution row, btree
   (chart_id, config_code) replacing the chart_id index; ``in_state`` = the codes whose
@@ -131,8 +134,9 @@ REGISTERED_TYPES = {
 }
 SHA256 = "d2bd789a5821b6b82d2dcf1845cc5bffe6b599d86f1b39b8374aa8ae12b2766f"
 
-OURS = ("gin", "gin_nofastupdate", "gin_pending64k", "membership", "config_code",
-        "side_gin", "side_code", "noindex")
+OURS = ("gin", "gin_nofastupdate", "gin_pending64k", "membership", "membership_byexec",
+        "membership_trigger", "config_code", "side_gin", "side_code", "noindex")
+MEMBERSHIP = ("membership", "membership_byexec", "membership_trigger")
 PEERS = ("fsm", "fsm_indexed")
 ALL = OURS + PEERS
 INDEXED = ("gin", "membership", "config_code", "side_gin", "side_code", "noindex")
@@ -219,6 +223,47 @@ CREATE UNIQUE INDEX ON {s}.history (execution_id, idempotency_key)
     WHERE idempotency_key IS NOT NULL;
 """
 
+# membership_trigger: the server keeps the membership rows, whoever writes active_states (the
+# stepper, a chart migration, raw SQL): the same moves as the stepper's CTEs, in a trigger.
+TRIGGER = """
+CREATE FUNCTION {s}.sync_membership() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    exited text[];
+    entered text[];
+    pairs integer;
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO {s}.membership (chart_id, state, execution_id)
+        SELECT NEW.chart_id, jsonb_array_elements_text(NEW.active_states), NEW.id;
+        RETURN NULL;
+    END IF;
+    SELECT coalesce(array_agg(x), '{{}}') INTO exited
+    FROM jsonb_array_elements_text(OLD.active_states) x WHERE NOT NEW.active_states ? x;
+    SELECT coalesce(array_agg(x), '{{}}') INTO entered
+    FROM jsonb_array_elements_text(NEW.active_states) x WHERE NOT OLD.active_states ? x;
+    pairs := least(cardinality(exited), cardinality(entered));
+    IF pairs > 0 THEN
+        UPDATE {s}.membership m SET state = p.entered
+        FROM unnest(exited[1:pairs], entered[1:pairs]) AS p(exited, entered)
+        WHERE m.chart_id = NEW.chart_id AND m.state = p.exited AND m.execution_id = NEW.id;
+    END IF;
+    IF cardinality(exited) > pairs THEN
+        DELETE FROM {s}.membership WHERE chart_id = NEW.chart_id
+        AND state = ANY(exited[pairs + 1:]) AND execution_id = NEW.id;
+    END IF;
+    IF cardinality(entered) > pairs THEN
+        INSERT INTO {s}.membership (chart_id, state, execution_id)
+        SELECT NEW.chart_id, unnest(entered[pairs + 1:]), NEW.id;
+    END IF;
+    RETURN NULL;
+END $$;;
+CREATE TRIGGER sync_membership_insert AFTER INSERT ON {s}.execution
+    FOR EACH ROW EXECUTE FUNCTION {s}.sync_membership();;
+CREATE TRIGGER sync_membership_update AFTER UPDATE OF active_states ON {s}.execution
+    FOR EACH ROW WHEN (OLD.active_states IS DISTINCT FROM NEW.active_states)
+    EXECUTE FUNCTION {s}.sync_membership()
+"""
+
 GIN = "CREATE INDEX {name} ON {s}.execution USING gin (active_states jsonb_path_ops){opts};"
 
 
@@ -247,7 +292,7 @@ def ddl(candidate: str, s: str) -> list[str]:
     ]
     if candidate != "config_code":  # (config_code's (chart_id, code) index starts with it)
         statements.append(f"CREATE INDEX ON {s}.execution (chart_id)")
-    if candidate == "membership":
+    if candidate in MEMBERSHIP:
         statements.append(
             f"CREATE TABLE {s}.membership (chart_id bigint NOT NULL, state text NOT NULL,"
             f" execution_id bigint NOT NULL REFERENCES {s}.execution (id)"
@@ -281,8 +326,13 @@ def index_ddl(candidate: str, s: str) -> list[str]:
         return [GIN.format(name="gin_active", s=s, opts=" WITH (fastupdate = off)")]
     if candidate == "gin_pending64k":
         return [GIN.format(name="gin_active", s=s, opts=" WITH (gin_pending_list_limit = 64)")]
-    if candidate == "membership":
-        return [f"ALTER TABLE {s}.membership ADD PRIMARY KEY (chart_id, state, execution_id)"]
+    if candidate in MEMBERSHIP:
+        primary = f"ALTER TABLE {s}.membership ADD PRIMARY KEY (chart_id, state, execution_id)"
+        if candidate == "membership_byexec":  # (what Django's CASCADE would want to delete by)
+            return [primary, f"CREATE INDEX ON {s}.membership (execution_id)"]
+        if candidate == "membership_trigger":
+            return [primary, *(x for x in TRIGGER.format(s=s).split(";;") if x.strip())]
+        return [primary]
     if candidate == "config_code":
         return [
             f"CREATE INDEX ON {s}.execution (chart_id, config_code)",
@@ -339,7 +389,7 @@ def populate_sql(candidate: str, s: str, count: int, *, spread: bool) -> list[st
         f" active_states, '[]', '{{}}', '{SHA256}', now(), id, '',"
         f" '{json.dumps(REGISTERED_TYPES)}' FROM {s}.execution ORDER BY id",
     ]
-    if candidate == "membership":
+    if candidate in MEMBERSHIP:
         out.append(
             f"INSERT INTO {s}.membership SELECT chart_id, jsonb_array_elements_text("
             f"active_states), id FROM {s}.execution"
@@ -377,7 +427,8 @@ def build(conn: psycopg.Connection, candidate: str, count: int, *, spread: bool 
 def tables_of(candidate: str) -> list[str]:
     if candidate in PEERS:
         return ["document", "audit"]
-    extra = {"membership": ["membership"], "config_code": ["configurations"],
+    extra = {"membership": ["membership"], "membership_byexec": ["membership"],
+             "config_code": ["configurations"],
              "side_gin": ["side"], "side_code": ["side"]}.get(candidate, [])
     return ["execution", "history", *extra]
 
@@ -420,7 +471,7 @@ class Stepper:
         self.update = UPDATE.format(s=s, extra=", config_code = %s" if s == "config_code" else "")
         self.insert = INSERT.format(s=s)
         self.write_same = f"WITH updated AS ({self.update}){self.insert}"
-        if s == "membership":
+        if s in ("membership", "membership_byexec"):
             # An exited state's row is moved to an entered state (an UPDATE: one heap record
             # and one index entry, where a DELETE and an INSERT write three); the exits and
             # entries left over are deleted and inserted.
@@ -474,7 +525,7 @@ class Stepper:
         if s == "config_code":
             params.append(CODES[(after,)])
         params.append(pk)
-        if s == "membership":
+        if s in ("membership", "membership_byexec"):
             # (this chart exits one state and enters one: one pair, nothing left over)
             params += [[before], [after], CHART_ID, pk, CHART_ID, [], pk, CHART_ID, [], pk]
         elif s == "side_gin":
@@ -690,6 +741,7 @@ def measure_wal(
     for _ in range(warmup):
         stepper.step(first + rng.randrange(count))
     conn.close()  # (its statistics are flushed when it ends)
+    upkeep(admin, candidate)
     time.sleep(1.2)
     upd0, hot0 = stat_hot(admin, candidate)
     # (cluster-wide, and flushed by a backend at most once a second or when it ends: read
@@ -716,8 +768,21 @@ def measure_wal(
     result["stat_hot_percent"] = (
         100.0 * (hot1 - hot0) / (upd1 - upd0) if upd1 > upd0 else None
     )
-    # The deferred upkeep, counted in: the GIN pending list flushed, then VACUUM.
+    # The deferred upkeep of the window's steps (the warm-up's was done before it), counted
+    # in: the GIN pending list flushed, then VACUUM.
     cleanup_start = admin.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()[0]
+    upkeep(admin, candidate)
+    cleanup_end = admin.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()[0]
+    cleanup = wal_records(admin, cleanup_start, cleanup_end, dboid, set())
+    result["cleanup_records_per_step"] = len(cleanup) / steps
+    result["cleanup_bytes_per_step"] = sum(r[3] - r[4] for r in cleanup) / steps
+    set_autovacuum(admin, candidate, True)
+    admin.close()
+    return result
+
+
+def upkeep(admin: psycopg.Connection, candidate: str) -> None:
+    """What the server does later for the steps (autovacuum, a pending list's flush), now."""
     for (index,) in admin.execute(
         "SELECT c.oid::regclass::text FROM pg_class c JOIN pg_namespace n ON n.oid ="
         " c.relnamespace JOIN pg_am a ON a.oid = c.relam WHERE n.nspname = %s"
@@ -727,13 +792,6 @@ def measure_wal(
         admin.execute("SELECT gin_clean_pending_list(%s::regclass)", [index])
     for table in tables_of(candidate):
         admin.execute(f"VACUUM {candidate}.{table}")
-    cleanup_end = admin.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()[0]
-    cleanup = wal_records(admin, cleanup_start, cleanup_end, dboid, set())
-    result["cleanup_records_per_step"] = len(cleanup) / steps
-    result["cleanup_bytes_per_step"] = sum(r[3] - r[4] for r in cleanup) / steps
-    set_autovacuum(admin, candidate, True)
-    admin.close()
-    return result
 
 
 def first_id(conn: psycopg.Connection, candidate: str) -> int:
@@ -752,7 +810,7 @@ def in_state_sql(candidate: str, state: str, *, page: bool) -> str:
     contains = f"'{json.dumps([state])}'::jsonb"
     if candidate in ("gin", "noindex"):
         where = f"FROM {s}.execution e WHERE e.chart_id = 1 AND e.active_states @> {contains}"
-    elif candidate == "membership":
+    elif candidate in MEMBERSHIP:
         if not page:
             return (
                 f"SELECT count(*) FROM {s}.membership m WHERE m.chart_id = 1"
@@ -879,9 +937,9 @@ def verify(url: str, candidates: Sequence[str], sent: Counter[tuple[str, int]],
             if steps != n + 1 or history != n + 1 or active != [CYCLE[n % 3]]:
                 problems.append(f"{s} {pk}: steps {steps}, history {history}, {active}, sent {n}")
         stale = {
-            "membership": f"SELECT count(*) FROM {s}.execution e WHERE e.active_states"
+            **{name: f"SELECT count(*) FROM {s}.execution e WHERE e.active_states"
             f" IS DISTINCT FROM (SELECT jsonb_agg(m.state) FROM {s}.membership m"
-            " WHERE m.execution_id = e.id)",
+            " WHERE m.execution_id = e.id)" for name in MEMBERSHIP},
             "side_gin": f"SELECT count(*) FROM {s}.execution e JOIN {s}.side x ON"
             " x.execution_id = e.id WHERE x.active_states <> e.active_states",
             "side_code": f"SELECT count(*) FROM {s}.execution e JOIN {s}.side x ON"
