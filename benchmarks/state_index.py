@@ -734,6 +734,12 @@ def measure_wal(
     dboid = admin.execute("SELECT oid FROM pg_database WHERE datname = current_database()"
                           ).fetchone()[0]
     set_autovacuum(admin, candidate, False)
+    # A temporary slot holds the window's WAL segments until they are read (a checkpoint
+    # may otherwise recycle them on a busy server); it goes when this session ends.
+    admin.execute(
+        "SELECT pg_create_physical_replication_slot(%s, true, true)",
+        [f"bench_hstate_{os.getpid()}"],
+    )
     first = first_id(admin, candidate)
     rng = random.Random(seed)
     conn = connect(url)
@@ -937,9 +943,11 @@ def verify(url: str, candidates: Sequence[str], sent: Counter[tuple[str, int]],
             if steps != n + 1 or history != n + 1 or active != [CYCLE[n % 3]]:
                 problems.append(f"{s} {pk}: steps {steps}, history {history}, {active}, sent {n}")
         stale = {
-            **{name: f"SELECT count(*) FROM {s}.execution e WHERE e.active_states"
-            f" IS DISTINCT FROM (SELECT jsonb_agg(m.state) FROM {s}.membership m"
-            " WHERE m.execution_id = e.id)" for name in MEMBERSHIP},
+            **{name: f"SELECT count(*) FROM {s}.execution e LEFT JOIN (SELECT execution_id,"
+            f" jsonb_agg(state ORDER BY state) AS states FROM {s}.membership GROUP BY"
+            " execution_id) m ON m.execution_id = e.id WHERE m.states IS DISTINCT FROM"
+            " (SELECT jsonb_agg(x ORDER BY x) FROM jsonb_array_elements_text(e.active_states) x)"
+            for name in MEMBERSHIP},
             "side_gin": f"SELECT count(*) FROM {s}.execution e JOIN {s}.side x ON"
             " x.execution_id = e.id WHERE x.active_states <> e.active_states",
             "side_code": f"SELECT count(*) FROM {s}.execution e JOIN {s}.side x ON"
