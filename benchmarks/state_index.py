@@ -123,8 +123,13 @@ POSITION = (
 HISTORY_INPUT = {
     "kind": "event",
     "event": {
-        "data": None, "name": "advance", "type": "external", "origin": None, "sendid": None,
-        "invokeid": None, "origintype": None,
+        "data": None,
+        "name": "advance",
+        "type": "external",
+        "origin": None,
+        "sendid": None,
+        "invokeid": None,
+        "origintype": None,
     },
 }
 REGISTERED_TYPES = {
@@ -134,8 +139,18 @@ REGISTERED_TYPES = {
 }
 SHA256 = "d2bd789a5821b6b82d2dcf1845cc5bffe6b599d86f1b39b8374aa8ae12b2766f"
 
-OURS = ("gin", "gin_nofastupdate", "gin_pending64k", "membership", "membership_byexec",
-        "membership_trigger", "config_code", "side_gin", "side_code", "noindex")
+OURS = (
+    "gin",
+    "gin_nofastupdate",
+    "gin_pending64k",
+    "membership",
+    "membership_byexec",
+    "membership_trigger",
+    "config_code",
+    "side_gin",
+    "side_code",
+    "noindex",
+)
 MEMBERSHIP = ("membership", "membership_byexec", "membership_trigger")
 PEERS = ("fsm", "fsm_indexed")
 ALL = OURS + PEERS
@@ -357,22 +372,20 @@ def populate_sql(candidate: str, s: str, count: int, *, spread: bool) -> list[st
     in ten, chart 2 for the rest."""
     if spread:
         states = (
-            "CASE WHEN g % 1000 = 7 THEN '[\"f\", \"r\"]' WHEN g % 10 = 3 THEN"
-            " '[\"p\", \"s\", \"t\"]' ELSE '[\"' || chr(97 + g % 3) || '\"]' END::jsonb"
+            'CASE WHEN g % 1000 = 7 THEN \'["f", "r"]\' WHEN g % 10 = 3 THEN'
+            ' \'["p", "s", "t"]\' ELSE \'["\' || chr(97 + g % 3) || \'"]\' END::jsonb'
         )
         chart = "CASE WHEN g % 10 = 9 THEN 2 ELSE 1 END"
     else:
         states, chart = "'[\"a\"]'::jsonb", "1"
     if candidate in PEERS:
         return [
-            f'INSERT INTO {s}.document (state, count, "limit") SELECT \'a\', 0, 1000000000'
+            f"INSERT INTO {s}.document (state, count, \"limit\") SELECT 'a', 0, 1000000000"
             f" FROM generate_series(1, {count})",
             f"ANALYZE {s}.document",
         ]
     blob = POSITION % (0, 0)
-    code = "".join(
-        f" WHEN '{json.dumps(list(k))}'::jsonb THEN {v}" for k, v in CODES.items()
-    )
+    code = "".join(f" WHEN '{json.dumps(list(k))}'::jsonb THEN {v}" for k, v in CODES.items())
     extra_col = ", config_code" if candidate == "config_code" else ""
     extra_val = f", CASE st{code} END" if candidate == "config_code" else ""
     out = [
@@ -427,9 +440,14 @@ def build(conn: psycopg.Connection, candidate: str, count: int, *, spread: bool 
 def tables_of(candidate: str) -> list[str]:
     if candidate in PEERS:
         return ["document", "audit"]
-    extra = {"membership": ["membership"], "membership_byexec": ["membership"],
-             "config_code": ["configurations"],
-             "side_gin": ["side"], "side_code": ["side"]}.get(candidate, [])
+    extra = {
+        "membership": ["membership"],
+        "membership_byexec": ["membership"],
+        "membership_trigger": ["membership"],
+        "config_code": ["configurations"],
+        "side_gin": ["side"],
+        "side_code": ["side"],
+    }.get(candidate, [])
     return ["execution", "history", *extra]
 
 
@@ -533,9 +551,21 @@ class Stepper:
         elif s == "side_code":
             params += [CODES[(after,)], pk]
         params += [
-            steps + 1, Jsonb(HISTORY_INPUT), "applied", "active", new_config,
-            Jsonb([{"kind": "datamodel_change"}] if before == "b" else []), Jsonb({}),
-            Jsonb(REGISTERED_TYPES), SHA256, "", None, None, "json", None, now,
+            steps + 1,
+            Jsonb(HISTORY_INPUT),
+            "applied",
+            "active",
+            new_config,
+            Jsonb([{"kind": "datamodel_change"}] if before == "b" else []),
+            Jsonb({}),
+            Jsonb(REGISTERED_TYPES),
+            SHA256,
+            "",
+            None,
+            None,
+            "json",
+            None,
+            now,
         ]
         sql = self.write_changed if before != after else self.write_same
         conn.execute(sql, params, prepare=True)
@@ -543,7 +573,7 @@ class Stepper:
     def _peer(self, pk: int) -> None:
         s, cursor = self.candidate, self._client
         cursor.execute(
-            f'SELECT {s}.document.id, {s}.document.state, {s}.document.count,'
+            f"SELECT {s}.document.id, {s}.document.state, {s}.document.count,"
             f' {s}.document."limit", {s}.document.updated FROM {s}.document'
             f" WHERE {s}.document.id = %s LIMIT 21 FOR UPDATE",
             [pk],
@@ -731,8 +761,9 @@ def measure_wal(
 ) -> dict[str, Any]:
     admin = connect(url)
     admin.autocommit = True
-    dboid = admin.execute("SELECT oid FROM pg_database WHERE datname = current_database()"
-                          ).fetchone()[0]
+    dboid = admin.execute(
+        "SELECT oid FROM pg_database WHERE datname = current_database()"
+    ).fetchone()[0]
     set_autovacuum(admin, candidate, False)
     # A temporary slot holds the window's WAL segments until they are read (a checkpoint
     # may otherwise recycle them on a busy server); it goes when this session ends.
@@ -771,9 +802,7 @@ def measure_wal(
     result = summarize(wal_records(admin, start, end, dboid, xid_set), names, steps)
     result["pg_stat_wal_records_per_step"] = (pg_wal1[0] - pg_wal0[0]) / steps
     result["pg_stat_wal_bytes_per_step"] = float(pg_wal1[1] - pg_wal0[1]) / steps
-    result["stat_hot_percent"] = (
-        100.0 * (hot1 - hot0) / (upd1 - upd0) if upd1 > upd0 else None
-    )
+    result["stat_hot_percent"] = 100.0 * (hot1 - hot0) / (upd1 - upd0) if upd1 > upd0 else None
     # The deferred upkeep of the window's steps (the warm-up's was done before it), counted
     # in: the GIN pending list flushed, then VACUUM.
     cleanup_start = admin.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()[0]
@@ -861,8 +890,7 @@ def measure_queries(url: str, candidate: str, rows: int, rounds: int) -> dict[st
             " NOT NULL, active_states jsonb NOT NULL, PRIMARY KEY (chart_id, code))"
         )
         conn.execute(
-            f"CREATE INDEX ON {candidate}.configurations USING gin (active_states"
-            " jsonb_path_ops)"
+            f"CREATE INDEX ON {candidate}.configurations USING gin (active_states jsonb_path_ops)"
         )
         for chart_id in (1, 2):
             for key, value in CODES.items():
@@ -884,9 +912,7 @@ def measure_queries(url: str, candidate: str, rows: int, rounds: int) -> dict[st
     for name, sql in queries.items():
         plan = conn.execute(f"EXPLAIN {sql}").fetchall()
         plans[name] = " / ".join(
-            line.strip().lstrip("-> ").split("  (")[0]
-            for (line,) in plan
-            if "Scan" in line
+            line.strip().lstrip("-> ").split("  (")[0] for (line,) in plan if "Scan" in line
         )
     for _ in range(rounds):
         for name, sql in queries.items():
@@ -917,8 +943,12 @@ def measure_queries(url: str, candidate: str, rows: int, rounds: int) -> dict[st
 # Verification: the rows say what the steps did, and the index says what the rows say.
 
 
-def verify(url: str, candidates: Sequence[str], sent: Counter[tuple[str, int]],
-           counted: dict[str, Counter[int]]) -> list[str]:
+def verify(
+    url: str,
+    candidates: Sequence[str],
+    sent: Counter[tuple[str, int]],
+    counted: dict[str, Counter[int]],
+) -> list[str]:
     conn = connect(url)
     problems: list[str] = []
     for candidate in candidates:
@@ -943,18 +973,21 @@ def verify(url: str, candidates: Sequence[str], sent: Counter[tuple[str, int]],
             if steps != n + 1 or history != n + 1 or active != [CYCLE[n % 3]]:
                 problems.append(f"{s} {pk}: steps {steps}, history {history}, {active}, sent {n}")
         stale = {
-            **{name: f"SELECT count(*) FROM {s}.execution e LEFT JOIN (SELECT execution_id,"
-            f" jsonb_agg(state ORDER BY state) AS states FROM {s}.membership GROUP BY"
-            " execution_id) m ON m.execution_id = e.id WHERE m.states IS DISTINCT FROM"
-            " (SELECT jsonb_agg(x ORDER BY x) FROM jsonb_array_elements_text(e.active_states) x)"
-            for name in MEMBERSHIP},
+            **{
+                name: f"SELECT count(*) FROM {s}.execution e LEFT JOIN (SELECT execution_id,"
+                f" jsonb_agg(state ORDER BY state) AS states FROM {s}.membership GROUP BY"
+                " execution_id) m ON m.execution_id = e.id WHERE m.states IS DISTINCT FROM"
+                " (SELECT jsonb_agg(x ORDER BY x)"
+                " FROM jsonb_array_elements_text(e.active_states) x)"
+                for name in MEMBERSHIP
+            },
             "side_gin": f"SELECT count(*) FROM {s}.execution e JOIN {s}.side x ON"
             " x.execution_id = e.id WHERE x.active_states <> e.active_states",
             "side_code": f"SELECT count(*) FROM {s}.execution e JOIN {s}.side x ON"
-            f" x.execution_id = e.id WHERE x.config_code <> (('{{\"a\": 1, \"b\": 2, \"c\": 3}}'"
+            f' x.execution_id = e.id WHERE x.config_code <> ((\'{{"a": 1, "b": 2, "c": 3}}\''
             "::jsonb) ->> (e.active_states ->> 0))::int",
             "config_code": f"SELECT count(*) FROM {s}.execution e WHERE e.config_code <>"
-            "(('{\"a\": 1, \"b\": 2, \"c\": 3}'::jsonb) ->> (e.active_states ->> 0))::int",
+            '((\'{"a": 1, "b": 2, "c": 3}\'::jsonb) ->> (e.active_states ->> 0))::int',
         }.get(candidate)
         if stale:
             (wrong,) = conn.execute(stale).fetchone()
@@ -988,11 +1021,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
             result["server"] = conn.execute("SELECT version()").fetchone()[0]
-            result["settings"] = dict(conn.execute(
-                "SELECT name, setting FROM pg_settings WHERE name IN ('synchronous_commit',"
-                " 'fsync', 'shared_buffers', 'full_page_writes', 'wal_level',"
-                " 'gin_pending_list_limit', 'checkpoint_timeout', 'max_wal_size')"
-            ).fetchall())
+            result["settings"] = dict(
+                conn.execute(
+                    "SELECT name, setting FROM pg_settings WHERE name IN ('synchronous_commit',"
+                    " 'fsync', 'shared_buffers', 'full_page_writes', 'wal_level',"
+                    " 'gin_pending_list_limit', 'checkpoint_timeout', 'max_wal_size')"
+                ).fetchall()
+            )
         largest = max(args.executions)
         conn = connect(url)
         conn.autocommit = True
@@ -1032,14 +1067,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             cells: dict[tuple[str, int, int], list[float]] = {}
             cpus: dict[tuple[str, int, int], list[float]] = {}
             for round_no in range(args.rounds):
-                order = candidates[round_no % len(candidates):] + candidates[
-                    : round_no % len(candidates)
-                ]
+                order = (
+                    candidates[round_no % len(candidates) :]
+                    + candidates[: round_no % len(candidates)]
+                )
                 for count in args.executions:
                     for processes in args.processes:
                         for candidate in order:
                             rate, cpu = pool.cell(
-                                candidate, firsts[candidate], count, processes, args.steps,
+                                candidate,
+                                firsts[candidate],
+                                count,
+                                processes,
+                                args.steps,
                                 args.warmup,
                             )
                             cells.setdefault((candidate, count, processes), []).append(rate)
@@ -1056,8 +1096,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 for peer in PEERS:
                     if (peer, count, processes) in cells:
                         ratios = [
-                            a / b for a, b in zip(rates, cells[(peer, count, processes)],
-                                                  strict=True)
+                            a / b
+                            for a, b in zip(rates, cells[(peer, count, processes)], strict=True)
                         ]
                         entry[f"ratio_{peer}"] = statistics.median(ratios)
                         entry[f"ratio_{peer}_range"] = (min(ratios), max(ratios))
@@ -1162,11 +1202,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         description="Candidate designs of the state index: WAL per step, steps/s, in_state "
         "(PostgreSQL only; raw SQL; issue 31).",
     )
-    parser.add_argument("--pg-url", default=DEFAULT_PG_URL,
-                        help=f"a maintenance database of the server (default {DEFAULT_PG_URL})")
-    parser.add_argument("--database", default=DEFAULT_DATABASE,
-                        help="the database created for the run and dropped after it "
-                        f"(default {DEFAULT_DATABASE}; dropped first if it exists)")
+    parser.add_argument(
+        "--pg-url",
+        default=DEFAULT_PG_URL,
+        help=f"a maintenance database of the server (default {DEFAULT_PG_URL})",
+    )
+    parser.add_argument(
+        "--database",
+        default=DEFAULT_DATABASE,
+        help="the database created for the run and dropped after it "
+        f"(default {DEFAULT_DATABASE}; dropped first if it exists)",
+    )
     parser.add_argument("--candidates", nargs="+", default=list(ALL), choices=ALL)
     parser.add_argument("--executions", nargs="+", type=int, default=[1000])
     parser.add_argument("--processes", nargs="+", type=int, default=[1, 4])
@@ -1195,4 +1241,3 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
