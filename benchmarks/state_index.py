@@ -252,6 +252,11 @@ BEGIN
         SELECT NEW.chart_id, jsonb_array_elements_text(NEW.active_states), NEW.id;
         RETURN NULL;
     END IF;
+    IF TG_OP = 'DELETE' THEN  -- (by the primary key: no index on execution_id is needed)
+        DELETE FROM {s}.membership WHERE chart_id = OLD.chart_id AND execution_id = OLD.id
+        AND state IN (SELECT jsonb_array_elements_text(OLD.active_states));
+        RETURN NULL;
+    END IF;
     SELECT coalesce(array_agg(x), '{{}}') INTO exited
     FROM jsonb_array_elements_text(OLD.active_states) x WHERE NOT NEW.active_states ? x;
     SELECT coalesce(array_agg(x), '{{}}') INTO entered
@@ -273,6 +278,8 @@ BEGIN
     RETURN NULL;
 END $$;;
 CREATE TRIGGER sync_membership_insert AFTER INSERT ON {s}.execution
+    FOR EACH ROW EXECUTE FUNCTION {s}.sync_membership();;
+CREATE TRIGGER sync_membership_delete AFTER DELETE ON {s}.execution
     FOR EACH ROW EXECUTE FUNCTION {s}.sync_membership();;
 CREATE TRIGGER sync_membership_update AFTER UPDATE OF active_states ON {s}.execution
     FOR EACH ROW WHEN (OLD.active_states IS DISTINCT FROM NEW.active_states)
