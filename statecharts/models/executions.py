@@ -225,7 +225,7 @@ class Execution(models.Model):
     erased = models.DateTimeField(
         null=True,
         blank=True,
-        help_text="When its personal data was erased (statecharts.operations.retention.erase): its "
+        help_text="When its personal data was erased (statecharts.operations.erasure.erase): its "
         "datamodel, donedata, metadata, business key and the data of its inputs are gone.",
     )
 
