@@ -11,7 +11,7 @@ relation (``Execution.objects.for_subject``, ``ExecutionsInline``) sees it too.
   a rolled-back save leaves no execution, and what the start sent to other executions is
   delivered after the outer commit. ``start="lazy"``: it starts the first time ``obj.flow`` is
   read while the object has none. ``field.start_for(obj)`` starts one by hand (rows saved
-  before the field existed).
+  before the field existed, or by ``bulk_create``, which sends no ``post_save``).
 - ``obj.flow`` is the execution: ``obj.flow.send("pay", data)``,
   ``obj.flow.available_events(user=...)``, ``obj.flow.in_state("paid")``.
 - ``Order.objects.filter(flow__in_state="paid")``: a subquery of

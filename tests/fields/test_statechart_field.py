@@ -21,6 +21,7 @@ from statecharts.fields import StatechartField
 from statecharts.models import Chart, Execution, OutboxMessage
 from statecharts.models.outbox import OutboxStatus
 from statecharts.operations import health
+from statecharts.operations.inspection import inspect
 from tests.fields.hostapp.models import Customer, Order, Ticket
 from timers.models import Timer
 
@@ -73,8 +74,6 @@ def test_the_first_save_starts_the_execution_about_the_object(order_chart: Chart
 def test_the_start_reads_its_data_from_the_object(order_chart: Chart) -> None:
     order = Order.objects.create(number="7", total=99)
     assert order.flow.send("pay").applied
-    from statecharts.operations.inspection import inspect
-
     assert inspect(order.flow).datamodel["total"] == 99
 
 
@@ -330,3 +329,39 @@ def test_the_lookup_uses_the_postgres_containment_index(order_chart: Chart) -> N
     query = str(Order.objects.filter(flow__in_state="paid").query)
     assert "@>" in query
     assert list(Order.objects.filter(flow__in_state="paid")) == [order]
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_two_first_reads_of_a_lazy_field_at_once_start_one_execution() -> None:
+    """The object's row is locked while its execution is decided: the second reader waits,
+    then finds the first one's execution."""
+    import threading
+
+    from django.db import connections
+
+    Chart.objects.load(ORDER)
+    ticket_id = Ticket.objects.create(title="t").pk
+    barrier = threading.Barrier(2)
+    started: list[int] = []
+    errors: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            ticket = Ticket.objects.get(pk=ticket_id)
+            barrier.wait(timeout=10)
+            started.append(ticket.flow.pk)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    readers = [threading.Thread(target=read) for _ in range(2)]
+    for reader in readers:
+        reader.start()
+    for reader in readers:
+        reader.join(timeout=60)
+    assert errors == []
+    assert len(started) == 2 and started[0] == started[1]
+    assert Execution.objects.count() == 1
+    assert Ticket.objects.get(pk=ticket_id).flow_id == started[0]
