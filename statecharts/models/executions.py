@@ -266,6 +266,12 @@ class Execution(models.Model):
     def is_terminal(self) -> bool:
         return self.status in TERMINAL_STATUSES
 
+    def in_state(self, state_id: str) -> bool:
+        """Whether ``state_id`` (atomic, compound or parallel) was active after its last step,
+        as this row was read: the instance's answer to ``Execution.objects.in_state``."""
+        active = self.active_states
+        return isinstance(active, list) and state_id in active
+
     def available_events(self, *, user: Any = None, include_reserved: bool = False) -> Any:
         """The events that would enable a transition now (``statecharts.policies.availability``);
         with ``user``, only those ``statecharts.policies.authorization`` lets them send."""
