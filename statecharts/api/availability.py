@@ -8,12 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
-from rest_framework import serializers, status
-from rest_framework.exceptions import APIException
+from rest_framework import serializers
 
 from statecharts import extensions
 from statecharts.policies import availability, subjects
-from statecharts.policies.authorization import NotPermitted
 
 _TRANSITION = {
     "type": "object",
@@ -110,20 +108,6 @@ class SubjectInput(serializers.Serializer[Any]):
 
     type = serializers.CharField(max_length=200)
     id = serializers.CharField(max_length=subjects.MAX_OBJECT_ID)
-
-
-class EventForbidden(APIException):
-    """403 with the reasons: this user may not send this event (or start this chart, or
-    cancel this execution: any ``statecharts.policies.authorization.NotPermitted``)."""
-
-    status_code = status.HTTP_403_FORBIDDEN
-    default_code = "permission_denied"
-
-    def __init__(self, error: NotPermitted) -> None:
-        super().__init__(
-            {"detail": str(error), "reasons": list(error.decision.reasons)},
-            code="permission_denied",
-        )
 
 
 def register() -> None:

@@ -20,11 +20,12 @@ What each door records (keys absent when unknown)::
     }
 
 The caller's own value is kept apart under ``given``, so a client cannot pass itself off as
-another user or request. It is checked by ``statecharts.policies.validation`` like any JSON from
-outside, within tighter bounds (``CALLER_CONTEXT_MAX_BYTES``, ``CALLER_CONTEXT_MAX_DEPTH``):
-a bad one is a 400 (a form error, a ``CommandError``) and nothing is applied. Python callers
-pass ``caller_context=`` to ``stepper.start`` / ``send`` / ``cancel`` and it is stored as they
-gave it (checked as a JSON object).
+another user or request. It is checked by the rules of ``statecharts.policies.validation``
+(``caller_context``, ``request_id``: every rule about outside data lives there) like any
+JSON from outside, within tighter bounds (``CALLER_CONTEXT_MAX_BYTES``,
+``CALLER_CONTEXT_MAX_DEPTH``): a bad one is a 400 (a form error, a ``CommandError``) and
+nothing is applied. Python callers pass ``caller_context=`` to ``stepper.start`` / ``send`` /
+``cancel`` and it is stored as they gave it (checked as a JSON object).
 """
 
 from __future__ import annotations
@@ -63,22 +64,14 @@ class Door:
 
 def given(value: Any, where: str) -> dict[str, Any] | None:
     """A caller context given from outside (already parsed): None, or a JSON object within
-    the caller-context bounds; :class:`~statecharts.policies.validation.InvalidInput` otherwise."""
-    limits = validation.Limits(
-        max_depth=int(statecharts_settings.CALLER_CONTEXT_MAX_DEPTH),
-        max_bytes=int(statecharts_settings.CALLER_CONTEXT_MAX_BYTES),
-    )
-    return validation.json_object(value, where, limits=limits)
+    the caller-context bounds; :class:`~statecharts.exceptions.InvalidInput` otherwise (the
+    rule is ``statecharts.policies.validation.caller_context``)."""
+    return validation.caller_context(value, where)
 
 
 def parse_given(text: str | None, where: str) -> dict[str, Any] | None:
     """:func:`given` of JSON text (a header's, an option's); None for no text."""
-    if text is None or not text.strip():
-        return None
-    limit = int(statecharts_settings.CALLER_CONTEXT_MAX_BYTES)
-    if len(text.encode("utf-8", "surrogatepass")) > limit:
-        raise validation.InvalidInput.at(where, f"is longer than {limit} bytes")
-    return given(validation.parse_json(text, where), where)
+    return validation.caller_context_text(text, where)
 
 
 def traceparent(value: str | None) -> str | None:
@@ -119,9 +112,7 @@ def from_request(request: Any, door: str) -> dict[str, Any]:
     for header in statecharts_settings.REQUEST_ID_HEADERS:
         request_id = headers.get(header)
         if request_id:
-            validation.text(request_id, header, max_length=REQUEST_ID_MAX_LENGTH)
-            if any(ord(ch) < 32 or ord(ch) == 127 for ch in request_id):
-                raise validation.InvalidInput.at(header, "must not contain control characters")
+            validation.request_id(request_id, header, max_length=REQUEST_ID_MAX_LENGTH)
             context["request_id"] = request_id
             break
     trace = traceparent(headers.get("traceparent"))

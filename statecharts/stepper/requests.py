@@ -127,11 +127,85 @@ class AnswerRequest:
 
 Request = StartRequest | EventRequest | CancelRequest | AnswerRequest
 
+
+# ---- requests that ask for no step: the gate alone (``statecharts.stepper.admit``) -------------
+
+
+@dataclass(slots=True, kw_only=True)
+class ChartLoadRequest:
+    """Store a chart under ``name`` and ``version`` (``Chart.objects.load``, the API's and the
+    admin's chart forms, ``statechart load``): each must fit its column, without a NUL or a
+    lone surrogate. ``name`` is the one the chart gets: the caller's, else the document's
+    ``<scxml name>``."""
+
+    name: Any = ""
+    version: Any = ""
+
+
+@dataclass(slots=True, kw_only=True)
+class ChartLookupRequest:
+    """Find a chart by ``reference`` (a name, ``NAME@VERSION``): text its columns could hold."""
+
+    reference: Any
+
+
+@dataclass(slots=True, kw_only=True)
+class ImportRequest:
+    """An exported execution written here (``statecharts.operations.transfer``): the
+    document's session id, business key and metadata, checked against their columns and the
+    bounds of JSON from outside."""
+
+    session_id: Any
+    business_key: Any = None
+    metadata: Any = None
+
+
+@dataclass(slots=True, kw_only=True)
+class ImportedRowRequest:
+    """One row an app's part of an import writes (``Part.load``): ``texts`` maps each text
+    column of ``model`` to the document's value for it (it must fit the column, no NUL)."""
+
+    model: Any
+    texts: Mapping[str, Any]
+
+
+@dataclass(slots=True, kw_only=True)
+class MigrationRequest:
+    """A chart migration's ``renames`` (old state id to new): the old ids are recorded with
+    the migration's history entry, so each is text a row holds (at most 200 characters)."""
+
+    renames: Mapping[str, str]
+
+
+@dataclass(slots=True, kw_only=True)
+class ErasureRequest:
+    """Erase personal data (``statecharts.operations.retention.erase``) for ``reason``,
+    recorded in the history: at most 1000 characters, no NUL."""
+
+    reason: Any = ""
+
+
+AdmittedRequest = (
+    ChartLoadRequest
+    | ChartLookupRequest
+    | ImportRequest
+    | ImportedRowRequest
+    | MigrationRequest
+    | ErasureRequest
+)
+
 __all__ = [
+    "AdmittedRequest",
     "AnswerRequest",
     "CancelRequest",
+    "ChartLoadRequest",
+    "ChartLookupRequest",
+    "ErasureRequest",
     "EventRequest",
+    "ImportRequest",
+    "ImportedRowRequest",
     "JSONText",
+    "MigrationRequest",
     "Request",
     "StartRequest",
 ]

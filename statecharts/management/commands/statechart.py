@@ -76,14 +76,11 @@ from statecharts.models import Chart, Execution, ExecutionStatus
 from statecharts.operations import health, reencryption, retention
 from statecharts.operations.inspection import Unreadable, inspect, json_text
 from statecharts.operations.replay import ReplayReport, replay, replay_many
-from statecharts.policies import attribution, lookups, refusals, subjects, validation
+from statecharts.policies import attribution, lookups, refusals, subjects
 from statecharts.policies.availability import Unavailable, as_json, available_events
 from statecharts.policies.lookups import version_key as version_key  # (re-exported)
 from statecharts.runtime import check_source, compile_source, read_chart_file
 from statecharts.versions import VersionError
-
-NAME_LENGTH = Chart._meta.get_field("name").max_length or 0
-VERSION_LENGTH = Chart._meta.get_field("version").max_length or 0
 
 # ---- lookups and conversions (plain functions; the tests call them too) ----------------------
 
@@ -212,12 +209,13 @@ def load_chart(
 ) -> tuple[Chart, bool]:
     """Store the chart in ``path`` with the files it references; return it and whether it
     was already stored."""
-    chart_label(name, "--name", NAME_LENGTH)
-    chart_label(version, "--version", VERSION_LENGTH)
+    chart_label(stepper.ChartLoadRequest(name=name), "--name")
+    chart_label(stepper.ChartLoadRequest(version=version), "--version")
     source, resources, folder = read_chart(path)
     try:
         compiled = compile_source(source, resources or None, folder)  # cached for load()
-        chart_label(name or compiled.name or "", "the chart's name", NAME_LENGTH)
+        named = stepper.ChartLoadRequest(name=name or compiled.name or "")
+        chart_label(named, "the chart's name")
         digest = compiled.source_hash
         existed = Chart.objects.filter(content_hash=digest).exists()
         chart = Chart.objects.load(
@@ -242,13 +240,12 @@ def event_name(value: str) -> str:
     return value
 
 
-def chart_label(value: str, option: str, max_length: int) -> str:
-    """A chart's --name or --version: it must fit its column."""
+def chart_label(request: stepper.ChartLoadRequest, option: str) -> None:
+    """A chart's --name or --version (the stepper's gate): it must fit its column."""
     try:
-        validation.text(value, option, max_length=max_length)
+        stepper.admit(request)
     except InvalidInput as exc:
         raise CommandError(f"{option} {exc.problems[0].message}") from None
-    return value
 
 
 def positive_int(value: str) -> int:
@@ -845,7 +842,7 @@ class Command(BaseCommand):
             raise CommandError("--chart goes with --key")
         reason = options["reason"]
         try:
-            validation.text(reason, "--reason", max_length=1000)
+            stepper.admit(stepper.ErasureRequest(reason=reason))
         except InvalidInput as exc:
             raise CommandError(f"--reason {exc.problems[0].message}") from None
         if key is not None:
