@@ -20,9 +20,10 @@ What each door records (keys absent when unknown)::
     }
 
 The caller's own value is kept apart under ``given``, so a client cannot pass itself off as
-another user or request. It is checked by the rules of ``statecharts.policies.validation``
-(``caller_context``, ``request_id``: every rule about outside data lives there) like any
-JSON from outside, within tighter bounds (``CALLER_CONTEXT_MAX_BYTES``,
+another user or request. A door derives the caller context through the stepper's gate (a
+``statecharts.stepper.CallerContextRequest`` given to ``stepper.admit``: the rules are
+``statecharts.policies.validation``'s ``caller_context`` and ``request_id``), checked like
+any JSON from outside, within tighter bounds (``CALLER_CONTEXT_MAX_BYTES``,
 ``CALLER_CONTEXT_MAX_DEPTH``): a bad one is a 400 (a form error, a ``CommandError``) and
 nothing is applied. Python callers pass ``caller_context=`` to ``stepper.start`` / ``send`` /
 ``cancel`` and it is stored as they gave it (checked as a JSON object).
@@ -31,11 +32,9 @@ nothing is applied. Python callers pass ``caller_context=`` to ``stepper.start``
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from typing import Any
 
-from statecharts.conf import register_settings, statecharts_settings
-from statecharts.policies import validation
+from statecharts.conf import register_settings
 
 DEFAULTS: dict[str, Any] = {
     # The header a client sends its own caller context in (JSON object text).
@@ -60,18 +59,6 @@ class Door:
     API = "api"
     ADMIN = "admin"
     COMMAND = "command"
-
-
-def given(value: Any, where: str) -> dict[str, Any] | None:
-    """A caller context given from outside (already parsed): None, or a JSON object within
-    the caller-context bounds; :class:`~statecharts.exceptions.InvalidInput` otherwise (the
-    rule is ``statecharts.policies.validation.caller_context``)."""
-    return validation.caller_context(value, where)
-
-
-def parse_given(text: str | None, where: str) -> dict[str, Any] | None:
-    """:func:`given` of JSON text (a header's, an option's); None for no text."""
-    return validation.caller_context_text(text, where)
 
 
 def traceparent(value: str | None) -> str | None:
@@ -100,45 +87,6 @@ def with_user(context: dict[str, Any] | None, user: Any) -> dict[str, Any] | Non
     if recorded is None or (context is not None and "user" in context):
         return context
     return {**(context or {}), "user": recorded}
-
-
-def from_request(request: Any, door: str) -> dict[str, Any]:
-    """The caller context of an HTTP request (a Django ``HttpRequest`` or a DRF ``Request``):
-    its request id, its ``traceparent``, its user, and the caller's own value from the
-    ``CALLER_CONTEXT_HEADER`` header. Raises ``InvalidInput`` (naming the header) for a bad
-    request id or caller-context header: the door answers 400 and applies nothing."""
-    headers: Mapping[str, str] = request.headers
-    context: dict[str, Any] = {"door": door}
-    for header in statecharts_settings.REQUEST_ID_HEADERS:
-        request_id = headers.get(header)
-        if request_id:
-            validation.request_id(request_id, header, max_length=REQUEST_ID_MAX_LENGTH)
-            context["request_id"] = request_id
-            break
-    trace = traceparent(headers.get("traceparent"))
-    if trace is not None:
-        context["traceparent"] = trace
-    user = user_of(getattr(request, "user", None))
-    if user is not None:
-        context["user"] = user
-    header = statecharts_settings.CALLER_CONTEXT_HEADER
-    own = parse_given(headers.get(header), header)
-    if own is not None:
-        context["given"] = own
-    return context
-
-
-def for_command(text: str | None, *, user: Any = None) -> dict[str, Any]:
-    """The caller context of a management command: ``--caller-context`` (JSON object text)
-    and, when the command knows who acts, that user."""
-    context: dict[str, Any] = {"door": Door.COMMAND}
-    recorded = user_of(user)
-    if recorded is not None:
-        context["user"] = recorded
-    own = parse_given(text, "--caller-context")
-    if own is not None:
-        context["given"] = own
-    return context
 
 
 def describe(context: Any) -> str:

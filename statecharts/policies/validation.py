@@ -1,12 +1,12 @@
 """The one validator for data that comes from outside the platform.
 
-Every door data can come through calls these functions before anything is written: the REST
-API (its serializers and fields), the admin's start and send forms, ``manage.py statechart``
-(``--data``), ``Execution.objects.start`` / ``execution.send`` and ``statecharts.stepper``'s
-``start`` / ``send`` / ``cancel``; an app that brings data in (an inbound HTTP view, an
-invoke handler's answer) calls them too. Rows the platform encoded itself (history entries
-replayed, outbox messages, timers firing, what ``stepper.feed`` is given) are trusted and
-keep their tags; everything else is checked here.
+Its only caller is the stepper's gate (``statecharts.stepper.gate``): every door (the REST
+API, the admin, ``manage.py statechart``, the Basic HTTP inbound view, an invoke handler's
+answer, an import, the Python API) builds a request (``statecharts.stepper.requests``) and the
+gate checks it against these rules before anything is written. Rows the platform encoded
+itself (history entries replayed, outbox messages, timers firing, what ``stepper.feed`` is
+given) are trusted and keep their tags; everything else is checked here. A new rule about
+outside data goes here; a new field to check goes in the gate.
 
 The rules (docs/durable-executions.md, "Data from outside"):
 

@@ -34,10 +34,11 @@ the core's public names)::
 ``StepResult`` (execution, history entry, effects, instructions), ``StepContext`` (what a
 performer gets), ``Input``, ``NoPerformer``, the requests (``StartRequest``,
 ``EventRequest``, ``CancelRequest``, ``AnswerRequest``, ``JSONText``, and those that ask for
-no step: ``ChartLoadRequest``, ``ChartLookupRequest``, ``ImportRequest``,
-``ImportedRowRequest``, ``MigrationRequest``, ``ErasureRequest``: ``requests``) and the
-refusals (``InvalidInput``, ``StepRefused``, ``NeedsMigration``, ``BusinessKeyInUse``; what
-each door answers for each: ``statecharts.policies.refusals``) come with it.
+no step: ``CallerContextRequest``, ``ChartLoadRequest``, ``ChartLookupRequest``,
+``ImportRequest``, ``ImportedRowRequest``, ``MigrationRequest``, ``ErasureRequest``,
+``OperatorRequest``: ``requests``) and the refusals (``InvalidInput``, ``StepRefused``,
+``NeedsMigration``, ``BusinessKeyInUse``; what each door answers for each:
+``statecharts.policies.refusals``) come with it.
 
 ``start``, ``start_result``, ``send`` and ``cancel`` build a request and submit it; what
 comes from outside is checked in one place, the ``gate``, before anything is written.
@@ -96,6 +97,7 @@ from statecharts.stepper.performing import (
 from statecharts.stepper.requests import (
     AdmittedRequest,
     AnswerRequest,
+    CallerContextRequest,
     CancelRequest,
     ChartLoadRequest,
     ChartLookupRequest,
@@ -105,6 +107,7 @@ from statecharts.stepper.requests import (
     ImportRequest,
     JSONText,
     MigrationRequest,
+    OperatorRequest,
     Request,
     StartRequest,
 )
@@ -228,7 +231,8 @@ def submit(request: Request) -> StepResult:
 
 def admit(request: AdmittedRequest) -> Any:
     """Check a request from outside that asks for no step (a chart load or lookup, an
-    import, a migration's renames, an erasure's reason: ``statecharts.stepper.requests``) in
+    import, a migration's renames, an erasure's or an operator's reason:
+    ``statecharts.stepper.requests``) in
     the gate, the one place outside data is checked: ``InvalidInput`` naming each bad field,
     else what the check returns (an imported row's checked texts, a chart reference)."""
     return gate.admit(request)
@@ -486,6 +490,7 @@ __all__ = [
     "AdmittedRequest",
     "AnswerRequest",
     "BusinessKeyInUse",
+    "CallerContextRequest",
     "CancelRequest",
     "ChartLoadRequest",
     "ChartLookupRequest",
@@ -502,6 +507,7 @@ __all__ = [
     "MigrationRequest",
     "NeedsMigration",
     "NoPerformer",
+    "OperatorRequest",
     "Performer",
     "Request",
     "StartRequest",

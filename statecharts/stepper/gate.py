@@ -16,9 +16,10 @@ the internal start trust what they are given.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from statecharts.conf import statecharts_settings
 from statecharts.core.events import EXTERNAL, Event
 from statecharts.exceptions import InputProblem, InvalidInput
 from statecharts.models import Chart, Execution
@@ -27,6 +28,7 @@ from statecharts.stepper.performing import check_start
 from statecharts.stepper.requests import (
     AdmittedRequest,
     AnswerRequest,
+    CallerContextRequest,
     CancelRequest,
     ChartLoadRequest,
     ChartLookupRequest,
@@ -36,6 +38,7 @@ from statecharts.stepper.requests import (
     ImportRequest,
     JSONText,
     MigrationRequest,
+    OperatorRequest,
     StartRequest,
 )
 
@@ -238,6 +241,37 @@ def answer(request: AnswerRequest) -> Event:
 # ---- requests that ask for no step ---------------------------------------------------------------
 
 
+def caller_context(request: CallerContextRequest) -> dict[str, Any]:
+    """The caller context a door records (``statecharts.policies.attribution``): its door, the
+    request id and ``traceparent`` of its HTTP headers, the user who acts, and the caller's
+    own value (the caller-context header, or ``--caller-context``) under ``given``. A bad
+    request id or caller-context value is refused naming the header or the option."""
+    context: dict[str, Any] = {"door": request.door}
+    headers: Mapping[str, str] = request.headers or {}
+    for header in statecharts_settings.REQUEST_ID_HEADERS:
+        request_id = headers.get(header)
+        if request_id:
+            validation.request_id(
+                request_id, header, max_length=attribution.REQUEST_ID_MAX_LENGTH
+            )
+            context["request_id"] = request_id
+            break
+    trace = attribution.traceparent(headers.get("traceparent"))
+    if trace is not None:
+        context["traceparent"] = trace
+    user = attribution.user_of(request.user)
+    if user is not None:
+        context["user"] = user
+    if request.headers is not None:
+        where = statecharts_settings.CALLER_CONTEXT_HEADER
+        own = validation.caller_context_text(headers.get(where), where)
+    else:
+        own = validation.caller_context_text(request.given, "--caller-context")
+    if own is not None:
+        context["given"] = own
+    return context
+
+
 def chart_load(request: ChartLoadRequest) -> None:
     """A chart's name and version fit their columns (no NUL, no lone surrogate)."""
     problems = _Problems()
@@ -273,7 +307,8 @@ def imported_row(request: ImportedRowRequest) -> dict[str, str]:
     raised: a part reports one line)."""
     checked: dict[str, str] = {}
     for column, value in request.texts.items():
-        text = validation.text(value, column, max_length=_length(request.model, column))
+        bound = request.max_length if request.model is None else _length(request.model, column)
+        text = validation.text(value, column, max_length=bound, blank=request.blank)
         assert text is not None
         checked[column] = text
     return checked
@@ -292,13 +327,28 @@ def erasure(request: ErasureRequest) -> None:
     validation.text(request.reason, "reason", max_length=REASON_MAX_LENGTH)
 
 
+def operator_action(request: OperatorRequest) -> dict[str, Any] | None:
+    """An operator's reason (required, not blank) and caller context; returns the context."""
+    problems = _Problems()
+    problems.check(
+        validation.text, request.reason, "reason", max_length=request.max_length, blank=False
+    )
+    context: dict[str, Any] | None = problems.check(
+        validation.json_object, request.caller_context, "caller_context"
+    )
+    problems.done()
+    return context
+
+
 _ADMISSIONS: dict[type, Callable[[Any], Any]] = {
+    CallerContextRequest: caller_context,
     ChartLoadRequest: chart_load,
     ChartLookupRequest: chart_lookup,
     ImportRequest: imported,
     ImportedRowRequest: imported_row,
     MigrationRequest: migration,
     ErasureRequest: erasure,
+    OperatorRequest: operator_action,
 }
 
 
@@ -322,6 +372,7 @@ def _with_chart(execution: Execution | int) -> Execution:
 __all__ = [
     "admit",
     "answer",
+    "caller_context",
     "cancel",
     "chart_load",
     "chart_lookup",
@@ -330,5 +381,6 @@ __all__ = [
     "imported",
     "imported_row",
     "migration",
+    "operator_action",
     "start",
 ]

@@ -132,6 +132,20 @@ Request = StartRequest | EventRequest | CancelRequest | AnswerRequest
 
 
 @dataclass(slots=True, kw_only=True)
+class CallerContextRequest:
+    """Who asks, as a door knows it (``statecharts.policies.attribution``): its ``door``
+    (``"api"``, ``"admin"``, ``"command"``), the HTTP request's ``headers`` (a request id, a
+    ``traceparent``, the caller's own ``CALLER_CONTEXT_HEADER``) or a command's ``given`` text
+    (``--caller-context``), and the ``user`` who acts. The gate returns the caller context the
+    history records, or refuses a bad header or option (an ``InvalidInput`` naming it)."""
+
+    door: str
+    headers: Mapping[str, str] | None = None
+    given: str | None = None
+    user: Any = None
+
+
+@dataclass(slots=True, kw_only=True)
 class ChartLoadRequest:
     """Store a chart under ``name`` and ``version`` (``Chart.objects.load``, the API's and the
     admin's chart forms, ``statechart load``): each must fit its column, without a NUL or a
@@ -162,11 +176,27 @@ class ImportRequest:
 
 @dataclass(slots=True, kw_only=True)
 class ImportedRowRequest:
-    """One row an app's part of an import writes (``Part.load``): ``texts`` maps each text
-    column of ``model`` to the document's value for it (it must fit the column, no NUL)."""
+    """What an app's part of an import writes (``Part.load``): ``texts`` maps each text
+    column of ``model`` to the document's value for it (it must fit the column, no NUL).
+    Without a ``model``, each text is bounded by ``max_length`` (a value the app keeps
+    elsewhere: the routes app's address base URL); ``blank=False`` refuses blank text."""
 
-    model: Any
     texts: Mapping[str, Any]
+    model: Any = None
+    max_length: int = 0
+    blank: bool = True
+
+
+@dataclass(slots=True, kw_only=True)
+class OperatorRequest:
+    """An operator's action an app applies to an execution, recorded with ``reason`` (the
+    routes app's address rotation: its API, admin form and action, ``rotate_address``,
+    ``routes.addresses.rotate``): the reason is required, not blank, at most ``max_length``
+    characters, no NUL; ``caller_context`` a JSON object (or None)."""
+
+    reason: Any
+    max_length: int
+    caller_context: Any = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -186,17 +216,20 @@ class ErasureRequest:
 
 
 AdmittedRequest = (
-    ChartLoadRequest
+    CallerContextRequest
+    | ChartLoadRequest
     | ChartLookupRequest
     | ImportRequest
     | ImportedRowRequest
     | MigrationRequest
     | ErasureRequest
+    | OperatorRequest
 )
 
 __all__ = [
     "AdmittedRequest",
     "AnswerRequest",
+    "CallerContextRequest",
     "CancelRequest",
     "ChartLoadRequest",
     "ChartLookupRequest",
@@ -206,6 +239,7 @@ __all__ = [
     "ImportedRowRequest",
     "JSONText",
     "MigrationRequest",
+    "OperatorRequest",
     "Request",
     "StartRequest",
 ]

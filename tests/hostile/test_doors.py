@@ -370,16 +370,17 @@ API_WRITES = {
     ("chart-list", "post"): "chart load: a document, checked by the core, then a "
     "ChartLoadRequest (name, version) through the gate "
     "(test_a_chart_named_longer_than_its_column_is_refused_at_every_door)",
-    ("basichttp-address-rotate", "post"): "address rotation: a reason, no data into an "
-    "execution (tests/routes/test_address_rotation.py: a bad reason is a 400)",
+    ("basichttp-address-rotate", "post"): "address rotation: an OperatorRequest (a reason) "
+    "through the gate, no data into an execution (tests/routes/test_address_rotation.py: a "
+    "bad reason is a 400)",
 }
 # The admin's own views and actions of the project's models.
 ADMIN_VIEWS = {
     "statecharts_chart_start": "start: START_DOORS['admin']",
     "statecharts_execution_send": "event: EVENT_DOORS['admin']",
     "statecharts_execution_cancel": "cancel: a CancelRequest through the gate",
-    "routes_inboundaddress_rotate": "address rotation: a reason (tests/routes/"
-    "test_address_rotation.py)",
+    "routes_inboundaddress_rotate": "address rotation: an OperatorRequest (a reason) "
+    "through the gate (tests/routes/test_address_rotation.py)",
 }
 ADMIN_ACTIONS = {
     "statecharts.Execution": {"cancel_selected", "migrate_selected", "erase_selected",
@@ -407,7 +408,8 @@ COMMANDS = {
     "fire_timers": "no data from outside",
     "prune_timers": "no data from outside",
     "setup_timers": "no data from outside",
-    "rotate_address": "address rotation: a reason (tests/routes/test_address_rotation.py)",
+    "rotate_address": "address rotation: an OperatorRequest (--reason) through the gate "
+    "(NO_STEP_DOORS['operator reason'], tests/routes/test_address_rotation.py)",
 }
 INBOUND_VIEWS = {"basichttp-inbound": "event: EVENT_DOORS['inbound']"}
 
@@ -890,6 +892,20 @@ def _import_through_python(business_key: str, tmp_path: Any) -> str:
     return str(refused.value)
 
 
+def _rotate_through_the_command(reason: str, tmp_path: Any) -> str:
+    with pytest.raises(CommandError) as refused:
+        call_command("rotate_address", "1", "--reason", reason, stdout=io.StringIO())
+    return str(refused.value)
+
+
+def _rotate_through_python(reason: str, tmp_path: Any) -> str:
+    from routes import addresses
+
+    with pytest.raises(InvalidInput) as refused:
+        addresses.rotate(1, reason=reason)
+    return str(refused.value)
+
+
 # door -> (how it is given the bad value, the value, the gate's words in its answer)
 NO_STEP_DOORS = {
     "chart load": [
@@ -904,6 +920,10 @@ NO_STEP_DOORS = {
     ],
     "import": [
         (_import_through_python, "k\x00", "execution.business_key: must not contain a NUL"),
+    ],
+    "operator reason": [
+        (_rotate_through_the_command, "   ", "--reason: must not be blank"),
+        (_rotate_through_python, "why\x00", "reason: must not contain a NUL character"),
     ],
 }
 
