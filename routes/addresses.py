@@ -35,7 +35,7 @@ from statecharts.core.errors import StatechartError
 from statecharts.core.position import decode
 from statecharts.models import Execution
 from statecharts.operations.transfer import Part, register_part
-from statecharts.policies import attribution, validation
+from statecharts.policies import attribution
 from statecharts.stepper import Input, StepResult
 
 PERMISSION = "routes.rotate_address"
@@ -132,8 +132,11 @@ def rotate(
     for an execution without one, and ``InvalidInput`` (a ``ValueError``) for a bad reason;
     nothing is written then. Returns the step's result: ``applied``, or ``discarded`` /
     ``refused`` for an execution that cannot take inputs (its address is revoked anyway)."""
-    validation.text(reason, "reason", max_length=REASON_MAX_LENGTH, blank=False)
-    validation.json_object(caller_context, "caller_context")
+    stepper.admit(
+        stepper.OperatorRequest(
+            reason=reason, max_length=REASON_MAX_LENGTH, caller_context=caller_context
+        )
+    )
     sender = None
     if user is not None:
         if not may_rotate(user):
@@ -243,8 +246,9 @@ def load_address(execution: Execution, value: Any) -> None:
         return
     if not isinstance(value, dict):
         raise ValueError("not an object")
-    base_url = validation.text(value.get("base_url"), "base_url", max_length=2048, blank=False)
-    assert base_url is not None
+    given = {"base_url": value.get("base_url")}
+    checked = stepper.admit(stepper.ImportedRowRequest(texts=given, max_length=2048, blank=False))
+    base_url: str = checked["base_url"]
     if not base_url.startswith(("http://", "https://", "/")):
         raise ValueError(f"base_url {base_url[:80]!r} is not an http(s) URL or a path")
     locked = stepper.lock(execution.pk)

@@ -18,6 +18,7 @@ from django.views.decorators.http import require_POST
 from routes import addresses
 from routes.conf import route_settings
 from routes.models import DeliveryStatus, InboundAddress, RouteDelivery
+from statecharts import stepper
 from statecharts.admin import (
     MAX_BULK_ROWS,
     ConfirmRow,
@@ -28,8 +29,8 @@ from statecharts.admin import (
     report_form_errors,
     too_many,
 )
+from statecharts.exceptions import InvalidInput
 from statecharts.models import Execution
-from statecharts.policies import validation
 
 
 @admin.register(RouteDelivery)
@@ -68,8 +69,10 @@ class RotateForm(forms.Form):
     def clean_reason(self) -> str:
         reason = self.cleaned_data["reason"]
         try:
-            validation.text(reason, "reason", max_length=addresses.REASON_MAX_LENGTH, blank=False)
-        except validation.InvalidInput as exc:
+            stepper.admit(
+                stepper.OperatorRequest(reason=reason, max_length=addresses.REASON_MAX_LENGTH)
+            )
+        except InvalidInput as exc:
             raise forms.ValidationError(str(exc)) from None
         return str(reason)
 
@@ -131,7 +134,7 @@ class InboundAddressAdmin(ReadOnlyAdmin):
                 user=request.user,
                 caller_context=caller_context(request),
             )
-        except validation.InvalidInput as exc:  # (a bad caller-context header)
+        except InvalidInput as exc:  # (a bad caller-context header)
             self.message_user(request, f"Not rotated: {exc}", messages.ERROR)
             return None
         self.message_user(request, f"Rotated {len(done)} address(es).", messages.SUCCESS)
@@ -169,7 +172,7 @@ class InboundAddressAdmin(ReadOnlyAdmin):
                 user=request.user,
                 caller_context=caller_context(request),
             )
-        except (addresses.NoAddress, validation.InvalidInput) as exc:
+        except (addresses.NoAddress, InvalidInput) as exc:
             messages.error(request, f"Not rotated: {exc}")
             return back
         messages.success(

@@ -30,12 +30,14 @@ from rest_framework.response import Response
 from routes.addresses import REASON_MAX_LENGTH, NoAddress, RotationNotPermitted, rotate
 from routes.conf import route_settings
 from routes.models import DeliveryStatus, InboundAddress, RouteDelivery
+from statecharts import stepper
 from statecharts.api.filters import IntegerFilter
 from statecharts.api.serializers import NAMESPACE, StrictInput, execution_view
 from statecharts.api.views import APIViewSet
+from statecharts.exceptions import InvalidInput
 from statecharts.models import Execution
 from statecharts.operations.inspection import Unreadable
-from statecharts.policies import attribution, validation
+from statecharts.policies import attribution
 
 
 class RouteDeliverySerializer(serializers.ModelSerializer[RouteDelivery]):
@@ -133,8 +135,8 @@ class RotateRequestSerializer(StrictInput):  # unknown top-level fields: a 400, 
 
     def validate_reason(self, value: str) -> str:
         try:
-            validation.text(value, "reason", max_length=REASON_MAX_LENGTH, blank=False)
-        except validation.InvalidInput as exc:
+            stepper.admit(stepper.OperatorRequest(reason=value, max_length=REASON_MAX_LENGTH))
+        except InvalidInput as exc:
             raise serializers.ValidationError(str(exc.problems[0].message)) from None
         return value
 
@@ -186,7 +188,10 @@ class InboundAddressViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, AP
         body = RotateRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
-            context = attribution.from_request(request, attribution.Door.API)
+            asked = stepper.CallerContextRequest(
+                door=attribution.Door.API, headers=request.headers, user=request.user
+            )
+            context = stepper.admit(asked)
             result = rotate(
                 execution,
                 reason=body.validated_data["reason"],
@@ -195,7 +200,7 @@ class InboundAddressViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, AP
             )
         except RotationNotPermitted as exc:
             raise PermissionDenied(str(exc)) from None
-        except validation.InvalidInput as exc:
+        except InvalidInput as exc:
             raise ValidationError({"detail": [str(exc)]}) from None
         except NoAddress as exc:
             return Response({"detail": str(exc)}, status=409)

@@ -12,8 +12,8 @@ from django.utils.dateparse import parse_datetime
 
 from statecharts.models import Execution
 from statecharts.operations.transfer import Part, redact_value, register_part
-from statecharts.policies import codecs, validation
-from statecharts.stepper import database
+from statecharts.policies import codecs
+from statecharts.stepper import ImportedRowRequest, admit, database
 from timers.models import RouteTimer, Timer, TimerStatus, encode_route_message
 
 _FIELDS = ("send_id", "ordinal", "event", "target", "macrostep", "microstep", "round",
@@ -46,13 +46,12 @@ def export_timers(execution: Execution, redact: bool) -> list[dict[str, Any]]:
 
 
 def _text(model: type[Timer] | type[RouteTimer], name: str, value: Any) -> str:
-    """A text column's value from the document: checked like any text from outside
-    (``statecharts.policies.validation.text``: fits the column, no NUL); an ``InvalidInput`` is a
-    ``ValueError``, which the import reports as the part's problem."""
-    length = model._meta.get_field(name).max_length or 0
-    checked = validation.text("" if value is None else str(value), name, max_length=length)
-    assert checked is not None
-    return checked
+    """A text column's value from the document: checked like any text from outside, by the
+    stepper's gate (an ``ImportedRowRequest``: fits the column, no NUL); an ``InvalidInput``
+    is a ``ValueError``, which the import reports as the part's problem."""
+    text = "" if value is None else str(value)
+    checked: dict[str, str] = admit(ImportedRowRequest(model=model, texts={name: text}))
+    return checked[name]
 
 
 def _due(text: Any) -> datetime:

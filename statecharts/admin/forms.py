@@ -16,7 +16,7 @@ from statecharts.models import Chart, Execution
 from statecharts.operations.inspection import ChartHints, EventHint
 from statecharts.policies import idempotency, validation
 from statecharts.policies.availability import AvailableEvent, accepts_free_names
-from statecharts.stepper import requests
+from statecharts.stepper import ChartLoadRequest, admit, requests
 
 BUSINESS_KEY_LENGTH = Execution._meta.get_field("business_key").max_length or 0
 
@@ -77,10 +77,9 @@ class ChartUploadForm(forms.ModelForm):
                 ) from None
             # Without a name, the chart takes its <scxml name>: that must fit the column too.
             name = cleaned.get("name") or self.compiled.name or ""
-            limit = Chart._meta.get_field("name").max_length or 0
             try:
-                validation.text(name, "name", max_length=limit)
-            except validation.InvalidInput as exc:
+                admit(ChartLoadRequest(name=name))
+            except InvalidInput as exc:
                 self.add_error("name", f"the chart's name {exc.problems[0].message}")
                 return cleaned
             self._check_version(name, cleaned)

@@ -31,7 +31,11 @@ def caller_context(request: HttpRequest) -> dict[str, Any]:
     """Who acts in the admin (``statecharts.policies.attribution``): the user, the request's id and
     trace context, and an X-Caller-Context header if a proxy sends one. Raises
     ``InvalidInput`` for a bad header (reported as a message; nothing is applied)."""
-    return attribution.from_request(request, attribution.Door.ADMIN)
+    user = getattr(request, "user", None)
+    door = attribution.Door.ADMIN
+    asked = stepper.CallerContextRequest(door=door, headers=request.headers, user=user)
+    context: dict[str, Any] = stepper.admit(asked)
+    return context
 
 
 def report_refusal(request: HttpRequest, error: BaseException, doing: str) -> None:

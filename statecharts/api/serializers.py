@@ -12,7 +12,7 @@ from rest_framework import serializers
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
-from statecharts import extensions
+from statecharts import extensions, stepper
 from statecharts.api.availability import AvailableEventsField, SubjectInput
 from statecharts.api.fields import InputJSONField, JSONValueField, json_safe
 from statecharts.api.filters import LARGEST_ID
@@ -28,7 +28,6 @@ from statecharts.runtime import check_source, compile_source, stored_warnings
 from statecharts.versions import NoNextVersion, VersionError, VersionTaken
 
 NAMESPACE = "statecharts_api"
-CHART_NAME_LENGTH = Chart._meta.get_field("name").max_length or 0
 
 
 def _view(name: str) -> str:
@@ -149,7 +148,7 @@ class ChartCreateSerializer(StrictInput, serializers.Serializer[Chart]):
         # The name defaults to the document's <scxml name>, which must fit the column too.
         name = attrs.get("name") or compile_source(attrs["source"]).name or ""
         try:
-            validation.text(name, "name", max_length=CHART_NAME_LENGTH)
+            stepper.admit(stepper.ChartLoadRequest(name=name))
         except InvalidInput as exc:
             message = exc.problems[0].message
             raise serializers.ValidationError({"name": [f"the chart's name {message}."]}) from None
@@ -339,7 +338,7 @@ class ChartReferenceField(serializers.PrimaryKeyRelatedField):  # type: ignore[t
         if isinstance(data, str) and data.strip():
             try:
                 # Looked up in text columns: it must be text they could hold.
-                validation.text(data, "chart", max_length=CHART_NAME_LENGTH)
+                stepper.admit(stepper.ChartLookupRequest(reference=data))
             except InvalidInput as exc:
                 raise serializers.ValidationError(exc.problems[0].message) from None
             try:

@@ -172,7 +172,10 @@ def _caller(request: Request) -> tuple[dict[str, Any], str | None]:
     (checked by the stepper's gate with the rest of the request); a 400 naming the header
     when the caller context is bad."""
     try:
-        context = attribution.from_request(request, attribution.Door.API)
+        asked = stepper.CallerContextRequest(
+            door=attribution.Door.API, headers=request.headers, user=request.user
+        )
+        context = stepper.admit(asked)
     except InvalidInput as exc:
         raise _refused(exc) from None
     return context, request.headers.get(IDEMPOTENCY_KEY_HEADER)

@@ -12,7 +12,6 @@ from statecharts.core.errors import Problem
 from statecharts.core.model import Chart as CompiledChart
 from statecharts.core.parse import decode_utf8
 from statecharts.models.fields import PortableJSONField
-from statecharts.policies import validation
 from statecharts.runtime import check_source, compiled_chart, read_chart_file
 from statecharts.versions import (
     FIRST_VERSION,
@@ -65,9 +64,9 @@ class ChartManager(models.Manager["Chart"]):
         errors in its code, a stored datamodel that differs from today's default) is in the
         returned row's ``load_warnings``; with ``EXPRESSION_SYNTAX = "error"`` a syntax error
         refuses the chart. Raises ``ChartError`` (every problem, with
-        line:column) for an invalid document, and ``statecharts.policies.validation.InvalidInput``
-        for
-        a name or version its column cannot hold. A chart stored for an invocation
+        line:column) for an invalid document, and ``statecharts.exceptions.InvalidInput`` for a
+        name or version its column cannot hold (checked by the stepper's gate, as a
+        ``ChartLoadRequest``). A chart stored for an invocation
         (``origin=invoked``) never takes a name: its ``<scxml name>`` is not a version of
         anyone's chart.
 
@@ -86,9 +85,11 @@ class ChartManager(models.Manager["Chart"]):
             text, resources, folder, load_checks=origin != ChartOrigin.INVOKED
         )
         if origin != ChartOrigin.INVOKED:
-            for label, value in (("name", name or compiled.name or ""), ("version", version)):
-                limit = Chart._meta.get_field(label).max_length or 0
-                validation.text(value, label, max_length=limit)
+            # What it is stored under comes from outside: the stepper's gate checks it (the
+            # models reach the stepper through its facade; they cannot import it).
+            from statecharts.models.executions import _the_stepper
+
+            _the_stepper().admit_chart(name or compiled.name or "", version)
         digest = compiled.source_hash
         existing = self.filter(content_hash=digest).first()
         if existing is None:

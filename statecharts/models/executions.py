@@ -40,6 +40,8 @@ class StepperFacade(Protocol):
 
     def cancel(self, execution: Any, **options: Any) -> StepResult: ...
 
+    def admit_chart(self, name: str, version: str) -> None: ...
+
 
 _stepper: StepperFacade | None = None
 

@@ -27,10 +27,10 @@ Guarantees:
   business key and the data of pending events with ``"(redacted)"`` markers: the shape stays
   (state ids, variable names, timers) for a bug report. A redacted document can be imported
   (into a scratch database) like any other; it says it is redacted;
-- **checked like every other door**: the session id, business key and metadata pass
-  ``statecharts.policies.validation`` (lengths against their columns, no NUL, metadata bounded as
-  the
-  API bounds it), and a part that cannot be read or stored (a value its column cannot hold)
+- **checked like every other door**: the session id, business key and metadata pass the
+  stepper's gate (an ``ImportRequest``: lengths against their columns, no NUL, metadata
+  bounded as the API bounds it; an app's part checks its rows' text with an
+  ``ImportedRowRequest``), and a part that cannot be read or stored (a value its column cannot hold)
   is an :class:`ImportRefused` too, never a database error or a ``RecursionError``;
 - **no capability travels**: the Event I/O processor addresses a host gave the execution
   (``_ioprocessors`` entries such as the Basic HTTP address: whoever holds one can post events
@@ -58,11 +58,13 @@ from django.utils.dateparse import parse_datetime
 
 from statecharts import stepper
 from statecharts.conf import statecharts_settings
+from statecharts.core.model import Chart as CompiledChart
 from statecharts.core.position import Position, PositionError, decode, encode
 from statecharts.drivers.durable import status_of
+from statecharts.exceptions import InvalidInput
 from statecharts.models import Chart, Execution, HistoryEntry
 from statecharts.models.history import Disposition
-from statecharts.policies import addresses, validation
+from statecharts.policies import addresses
 from statecharts.runtime import compiled_chart
 from statecharts.statuses import ExecutionStatus
 
@@ -170,6 +172,35 @@ def _field(document: dict[str, Any], *path: str) -> Any:
 def import_execution(document: Any, *, now: datetime | None = None) -> Execution:
     """Create the execution a document describes (see the module docstring); raises
     ``ImportRefused`` with the reason, writing nothing, when it cannot."""
+    _check_format(document)
+    chart = _stored_chart(document)
+    compiled = compiled_chart(chart)
+    position, blob = _position(document, compiled)
+    fields = _execution_fields(document, position)
+    parts_given = _parts_given(document)
+    database = stepper.database()
+    now = now or statecharts_settings.now()
+    with transaction.atomic(using=database):
+        _refuse_taken(database, chart, fields)
+        execution = _create_execution(database, chart, compiled, position, blob, fields, now)
+        _record_import(database, execution, document, position, blob, fields, now)
+        _load_parts(execution, parts_given)
+    return execution
+
+
+@dataclass(frozen=True, slots=True)
+class _ExecutionFields:
+    """The document's ``execution`` object, read and checked."""
+
+    session_id: str
+    status: str
+    business_key: str | None
+    metadata: dict[str, Any]
+    created: datetime | None
+    steps: Any
+
+
+def _check_format(document: Any) -> None:
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise ImportRefused(f"not an execution document (no {FORMAT!r} format marker)")
     version = document.get("version")
@@ -177,6 +208,10 @@ def import_execution(document: Any, *, now: datetime | None = None) -> Execution
         raise ImportRefused(
             f"document version {version!r} is not supported (this release reads {VERSION})"
         )
+
+
+def _stored_chart(document: dict[str, Any]) -> Chart:
+    """The stored chart whose identity the document's position was written for."""
     sha256 = _field(document, "chart", "sha256")
     chart = Chart.objects.filter(content_hash=sha256).first() if isinstance(sha256, str) else None
     if chart is None:
@@ -184,19 +219,30 @@ def import_execution(document: Any, *, now: datetime | None = None) -> Execution
             f"no stored chart has the identity sha256 {str(sha256)[:12]}... the position was "
             "written for: load that chart first"
         )
+    return chart
+
+
+def _position(document: dict[str, Any], compiled: CompiledChart) -> tuple[Position, bytes]:
+    """The document's position, decoded against the chart (a running one), without the
+    I/O processor addresses an older release's export may carry: no capability travels."""
     text = _field(document, "position")
     if not isinstance(text, str):
         raise ImportRefused("not an execution document: the position is not text")
     blob = text.encode("utf-8")
-    compiled = compiled_chart(chart)
     try:
         position = decode(blob, chart=compiled, require_running=True)
     except PositionError as exc:
         raise ImportRefused(f"{type(exc).__name__}: {exc}") from None
-    if position.state.io_processors:  # (an older release's export: no address travels)
+    if position.state.io_processors:
         position = Position(position.chart, position.state.evolve(io_processors=None))
         blob = encode(position.state, position.chart)
-        text = blob.decode("utf-8")
+    return position, blob
+
+
+def _execution_fields(document: dict[str, Any], position: Position) -> _ExecutionFields:
+    """The ``execution`` object: its session id the position's, a status an import may
+    create, and what comes from outside checked by the stepper's gate (lengths against the
+    columns, no NUL in text, bounded metadata), as at every other door."""
     fields = _field(document, "execution")
     session_id = fields.get("session_id") if isinstance(fields, dict) else None
     if session_id != position.state.session_id:
@@ -210,18 +256,13 @@ def import_execution(document: Any, *, now: datetime | None = None) -> Execution
         raise ImportRefused("the business key is not text")
     if not isinstance(metadata, dict):
         raise ImportRefused("the metadata is not an object")
-    # The document comes from outside: its text and JSON pass the one validator, as at
-    # every other door (lengths against the columns, no NUL in text, bounded metadata).
     try:
-        validation.text(session_id, "execution.session_id", max_length=_length("session_id"))
-        validation.text(
-            business_key,
-            "execution.business_key",
-            max_length=_length("business_key"),
-            optional=True,
+        stepper.admit(
+            stepper.ImportRequest(
+                session_id=session_id, business_key=business_key, metadata=metadata
+            )
         )
-        validation.json_object(metadata, "execution.metadata", optional=False)
-    except validation.InvalidInput as exc:
+    except InvalidInput as exc:
         raise ImportRefused(str(exc)) from None
     try:
         created = parse_datetime(str(fields.get("created") or ""))
@@ -229,6 +270,13 @@ def import_execution(document: Any, *, now: datetime | None = None) -> Execution
         raise ImportRefused(
             f"execution.created: {str(fields.get('created'))[:40]!r} is not a date and time"
         ) from None
+    return _ExecutionFields(
+        session_id, status, business_key, metadata, created, fields.get("steps")
+    )
+
+
+def _parts_given(document: dict[str, Any]) -> dict[str, tuple[Part, Any]]:
+    """Each part the document carries, with the installed app's :class:`Part` that reads it."""
     part_values = document.get("parts") or {}
     if not isinstance(part_values, dict):
         raise ImportRefused("the parts are not an object")
@@ -236,61 +284,84 @@ def import_execution(document: Any, *, now: datetime | None = None) -> Execution
     unknown = sorted(set(part_values) - set(known))
     if unknown:
         raise ImportRefused(f"no installed app reads the part(s) {', '.join(unknown)}")
-    database = stepper.database()
-    now = now or statecharts_settings.now()
-    with transaction.atomic(using=database):
-        if Execution.objects.using(database).filter(session_id=session_id).exists():
-            raise ImportRefused(f"an execution with session id {session_id!r} exists here")
-        if (
-            business_key is not None
-            and Execution.objects.using(database)
-            .filter(chart=chart, business_key=business_key)
-            .exists()
-        ):
-            raise ImportRefused(
-                f"chart {chart} has an execution with business key {business_key!r}"
-            )
-        states = compiled.states
-        state = position.state
-        created = created or now
-        execution = Execution.objects.using(database).create(
-            chart=chart,
-            status=status if status == ExecutionStatus.HALTED else status_of(state),
-            session_id=session_id,
-            position=blob,
-            configuration=[states[i].id for i in state.configuration if states[i].is_atomic],
-            active_states=[states[i].id for i in state.configuration if i != 0],
-            steps=1,
-            business_key=business_key,
-            metadata=metadata,
-            created=created,
-            updated=now,
-        )
-        HistoryEntry.objects.using(database).create(
-            execution=execution,
-            seq=1,
-            input={
-                "kind": IMPORT_INPUT,
-                "chart": position.chart.to_dict(),
-                "redacted": bool(document.get("redacted")),
-                "steps_before": fields.get("steps"),
-                "position": text,
-            },
-            disposition=Disposition.IMPORTED,
-            status_after=execution.status,
-            configuration_after=execution.configuration,
-            position_sha256=hashlib.sha256(blob).hexdigest(),
-            reason="imported from an export" + (" (redacted)" if document.get("redacted") else ""),
-            created=now,
-        )
-        for name, value in part_values.items():
-            try:
-                known[name].load(execution, value)
-            except (KeyError, TypeError, ValueError, RecursionError, DataError) as exc:
-                reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                raise ImportRefused(f"the part {name!r} cannot be read: {reason}") from None
-    return execution
+    return {name: (known[name], value) for name, value in part_values.items()}
 
 
-def _length(name: str) -> int:
-    return Execution._meta.get_field(name).max_length or 0
+def _refuse_taken(database: str, chart: Chart, fields: _ExecutionFields) -> None:
+    """Refuse a session id or a business key (of this chart) an execution here has."""
+    executions = Execution.objects.using(database)
+    if executions.filter(session_id=fields.session_id).exists():
+        raise ImportRefused(f"an execution with session id {fields.session_id!r} exists here")
+    business_key = fields.business_key
+    if (
+        business_key is not None
+        and executions.filter(chart=chart, business_key=business_key).exists()
+    ):
+        raise ImportRefused(f"chart {chart} has an execution with business key {business_key!r}")
+
+
+def _create_execution(
+    database: str,
+    chart: Chart,
+    compiled: CompiledChart,
+    position: Position,
+    blob: bytes,
+    fields: _ExecutionFields,
+    now: datetime,
+) -> Execution:
+    states = compiled.states
+    state = position.state
+    halted = fields.status == ExecutionStatus.HALTED
+    return Execution.objects.using(database).create(
+        chart=chart,
+        status=fields.status if halted else status_of(state),
+        session_id=fields.session_id,
+        position=blob,
+        configuration=[states[i].id for i in state.configuration if states[i].is_atomic],
+        active_states=[states[i].id for i in state.configuration if i != 0],
+        steps=1,
+        business_key=fields.business_key,
+        metadata=fields.metadata,
+        created=fields.created or now,
+        updated=now,
+    )
+
+
+def _record_import(
+    database: str,
+    execution: Execution,
+    document: dict[str, Any],
+    position: Position,
+    blob: bytes,
+    fields: _ExecutionFields,
+    now: datetime,
+) -> None:
+    """The ``imported`` history entry: it holds the position, so replay starts from it."""
+    redacted = bool(document.get("redacted"))
+    HistoryEntry.objects.using(database).create(
+        execution=execution,
+        seq=1,
+        input={
+            "kind": IMPORT_INPUT,
+            "chart": position.chart.to_dict(),
+            "redacted": redacted,
+            "steps_before": fields.steps,
+            "position": blob.decode("utf-8"),
+        },
+        disposition=Disposition.IMPORTED,
+        status_after=execution.status,
+        configuration_after=execution.configuration,
+        position_sha256=hashlib.sha256(blob).hexdigest(),
+        reason="imported from an export" + (" (redacted)" if redacted else ""),
+        created=now,
+    )
+
+
+def _load_parts(execution: Execution, parts_given: dict[str, tuple[Part, Any]]) -> None:
+    """Each app writes its rows for the imported execution (in the import's transaction)."""
+    for name, (part, value) in parts_given.items():
+        try:
+            part.load(execution, value)
+        except (KeyError, TypeError, ValueError, RecursionError, DataError) as exc:
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ImportRefused(f"the part {name!r} cannot be read: {reason}") from None

@@ -20,21 +20,19 @@ What each door records (keys absent when unknown)::
     }
 
 The caller's own value is kept apart under ``given``, so a client cannot pass itself off as
-another user or request. It is checked by ``statecharts.policies.validation`` like any JSON from
-outside, within tighter bounds (``CALLER_CONTEXT_MAX_BYTES``, ``CALLER_CONTEXT_MAX_DEPTH``):
-a bad one is a 400 (a form error, a ``CommandError``) and nothing is applied. Python callers
-pass ``caller_context=`` to ``stepper.start`` / ``send`` / ``cancel`` and it is stored as they
-gave it (checked as a JSON object).
+another user or request. A door derives the caller context through the stepper's gate (a
+``statecharts.stepper.CallerContextRequest`` given to ``stepper.admit``: the rules are
+``statecharts.policies.validation``'s ``caller_context`` and ``request_id``), checked like
+any JSON from outside, within tighter bounds (``CALLER_CONTEXT_MAX_BYTES``,
+``CALLER_CONTEXT_MAX_DEPTH``): a bad one is a 400 (a form error, a ``CommandError``) and
+nothing is applied. Python callers pass ``caller_context=`` to ``stepper.start`` / ``send`` /
+``cancel`` and it is stored as they gave it (checked as a JSON object).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from typing import Any
-
-from statecharts.conf import statecharts_settings
-from statecharts.policies import validation
 
 REQUEST_ID_MAX_LENGTH = 200
 # W3C Trace Context, version 00: version-traceid-parentid-flags, lowercase hex; an all-zero
@@ -46,26 +44,6 @@ class Door:
     API = "api"
     ADMIN = "admin"
     COMMAND = "command"
-
-
-def given(value: Any, where: str) -> dict[str, Any] | None:
-    """A caller context given from outside (already parsed): None, or a JSON object within
-    the caller-context bounds; :class:`~statecharts.policies.validation.InvalidInput` otherwise."""
-    limits = validation.Limits(
-        max_depth=int(statecharts_settings.CALLER_CONTEXT_MAX_DEPTH),
-        max_bytes=int(statecharts_settings.CALLER_CONTEXT_MAX_BYTES),
-    )
-    return validation.json_object(value, where, limits=limits)
-
-
-def parse_given(text: str | None, where: str) -> dict[str, Any] | None:
-    """:func:`given` of JSON text (a header's, an option's); None for no text."""
-    if text is None or not text.strip():
-        return None
-    limit = int(statecharts_settings.CALLER_CONTEXT_MAX_BYTES)
-    if len(text.encode("utf-8", "surrogatepass")) > limit:
-        raise validation.InvalidInput.at(where, f"is longer than {limit} bytes")
-    return given(validation.parse_json(text, where), where)
 
 
 def traceparent(value: str | None) -> str | None:
@@ -94,47 +72,6 @@ def with_user(context: dict[str, Any] | None, user: Any) -> dict[str, Any] | Non
     if recorded is None or (context is not None and "user" in context):
         return context
     return {**(context or {}), "user": recorded}
-
-
-def from_request(request: Any, door: str) -> dict[str, Any]:
-    """The caller context of an HTTP request (a Django ``HttpRequest`` or a DRF ``Request``):
-    its request id, its ``traceparent``, its user, and the caller's own value from the
-    ``CALLER_CONTEXT_HEADER`` header. Raises ``InvalidInput`` (naming the header) for a bad
-    request id or caller-context header: the door answers 400 and applies nothing."""
-    headers: Mapping[str, str] = request.headers
-    context: dict[str, Any] = {"door": door}
-    for header in statecharts_settings.REQUEST_ID_HEADERS:
-        request_id = headers.get(header)
-        if request_id:
-            validation.text(request_id, header, max_length=REQUEST_ID_MAX_LENGTH)
-            if any(ord(ch) < 32 or ord(ch) == 127 for ch in request_id):
-                raise validation.InvalidInput.at(header, "must not contain control characters")
-            context["request_id"] = request_id
-            break
-    trace = traceparent(headers.get("traceparent"))
-    if trace is not None:
-        context["traceparent"] = trace
-    user = user_of(getattr(request, "user", None))
-    if user is not None:
-        context["user"] = user
-    header = statecharts_settings.CALLER_CONTEXT_HEADER
-    own = parse_given(headers.get(header), header)
-    if own is not None:
-        context["given"] = own
-    return context
-
-
-def for_command(text: str | None, *, user: Any = None) -> dict[str, Any]:
-    """The caller context of a management command: ``--caller-context`` (JSON object text)
-    and, when the command knows who acts, that user."""
-    context: dict[str, Any] = {"door": Door.COMMAND}
-    recorded = user_of(user)
-    if recorded is not None:
-        context["user"] = recorded
-    own = parse_given(text, "--caller-context")
-    if own is not None:
-        context["given"] = own
-    return context
 
 
 def describe(context: Any) -> str:

@@ -31,9 +31,9 @@ from typing import Any
 from statecharts.exceptions import IdempotencyConflict
 from statecharts.models import Chart, Execution, HistoryEntry, StartKey
 from statecharts.models.history import Disposition
-from statecharts.policies import validation
 
-# The column the key is stored in (the history's and StartKey's are the same length).
+# The column the key is stored in (the history's and StartKey's are the same length): a key
+# from outside is checked against it by the stepper's gate (``validation.idempotency_key``).
 KEY_MAX_LENGTH = HistoryEntry._meta.get_field("idempotency_key").max_length or 0
 # The admin's keys: "admin:" and 32 hex characters, told apart from a client's own keys.
 ADMIN_PREFIX = "admin:"
@@ -42,24 +42,12 @@ __all__ = [
     "ADMIN_PREFIX",
     "KEY_MAX_LENGTH",
     "IdempotencyConflict",
-    "check_key",
     "earlier_start",
     "fingerprint",
     "issue_token",
     "remember_start",
     "start_scope",
 ]
-
-
-def check_key(key: Any, where: str = "idempotency_key") -> str | None:
-    """A key from outside: None, or text of at most ``KEY_MAX_LENGTH`` characters, not
-    blank, without control characters (it is shown in the admin and logs)."""
-    if key is None:
-        return None
-    validation.text(key, where, max_length=KEY_MAX_LENGTH, blank=False)
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in key):
-        raise validation.InvalidInput.at(where, "must not contain control characters")
-    return key
 
 
 def issue_token() -> str:

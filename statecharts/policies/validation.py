@@ -1,12 +1,12 @@
 """The one validator for data that comes from outside the platform.
 
-Every door data can come through calls these functions before anything is written: the REST
-API (its serializers and fields), the admin's start and send forms, ``manage.py statechart``
-(``--data``), ``Execution.objects.start`` / ``execution.send`` and ``statecharts.stepper``'s
-``start`` / ``send`` / ``cancel``; an app that brings data in (an inbound HTTP view, an
-invoke handler's answer) calls them too. Rows the platform encoded itself (history entries
-replayed, outbox messages, timers firing, what ``stepper.feed`` is given) are trusted and
-keep their tags; everything else is checked here.
+Its only caller is the stepper's gate (``statecharts.stepper.gate``): every door (the REST
+API, the admin, ``manage.py statechart``, the Basic HTTP inbound view, an invoke handler's
+answer, an import, the Python API) builds a request (``statecharts.stepper.requests``) and the
+gate checks it against these rules before anything is written. Rows the platform encoded
+itself (history entries replayed, outbox messages, timers firing, what ``stepper.feed`` is
+given) are trusted and keep their tags; everything else is checked here. A new rule about
+outside data goes here; a new field to check goes in the gate.
 
 The rules (docs/durable-executions.md, "Data from outside"):
 
@@ -239,6 +239,52 @@ def session_id(value: Any, where: str = "session_id") -> str:
     return checked
 
 
+# ---- who asked: a caller context, a request id, an idempotency key ---------------------------
+
+
+def caller_context(value: Any, where: str) -> dict[str, Any] | None:
+    """A caller context given from outside (already parsed; ``statecharts.policies.attribution``):
+    None, or a JSON object within the tighter caller-context bounds
+    (``CALLER_CONTEXT_MAX_DEPTH``, ``CALLER_CONTEXT_MAX_BYTES``: it is copied onto every row a
+    step writes)."""
+    limits = Limits(
+        max_depth=int(statecharts_settings.CALLER_CONTEXT_MAX_DEPTH),
+        max_bytes=int(statecharts_settings.CALLER_CONTEXT_MAX_BYTES),
+    )
+    return json_object(value, where, limits=limits)
+
+
+def caller_context_text(text: str | None, where: str) -> dict[str, Any] | None:
+    """:func:`caller_context` of JSON text (a header's, an option's); None for no text."""
+    if text is None or not text.strip():
+        return None
+    limit = int(statecharts_settings.CALLER_CONTEXT_MAX_BYTES)
+    if len(text.encode("utf-8", "surrogatepass")) > limit:
+        raise InvalidInput.at(where, f"is longer than {limit} bytes")
+    return caller_context(parse_json(text, where), where)
+
+
+def request_id(value: str, where: str, *, max_length: int) -> str:
+    """A request id from a header: text of at most ``max_length`` characters, without
+    control characters (it is shown in the admin and logs)."""
+    text(value, where, max_length=max_length)
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+        raise InvalidInput.at(where, "must not contain control characters")
+    return value
+
+
+def idempotency_key(key: Any, where: str = "idempotency_key", *, max_length: int) -> str | None:
+    """An idempotency key from outside (``statecharts.policies.idempotency``): None, or text
+    of at most ``max_length`` characters (its column), not blank, without control
+    characters (it is shown in the admin and logs)."""
+    if key is None:
+        return None
+    text(key, where, max_length=max_length, blank=False)
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in key):
+        raise InvalidInput.at(where, "must not contain control characters")
+    return key
+
+
 def event_name(name: Any, where: str = "name", *, reserved: bool = False) -> str:
     """An event name from outside: one token of visible characters, at most
     :data:`EVENT_NAME_MAX_LENGTH` characters, and (unless ``reserved`` is allowed, for the
@@ -455,12 +501,16 @@ __all__ = [
     "InputProblem",
     "InvalidInput",
     "Limits",
+    "caller_context",
+    "caller_context_text",
     "chart_value",
     "event_fields",
     "event_name",
+    "idempotency_key",
     "json_object",
     "json_value",
     "parse_json",
+    "request_id",
     "reserved_event_prefixes",
     "start_data",
     "text",

@@ -8,6 +8,7 @@ the core's public names)::
           idempotency_key, subject, tracing, user)              # -> Execution
     start_result(chart, ...)                                    # the same -> StepResult
     submit(request)                                             # a request -> StepResult
+    admit(request)                                              # a request asking no step
     start_internal(request, *, io_processors, parent, invokeid, invoke_ordinal, outbox)
     trace(execution, on=True)                                   # keep its trace effects
     send(execution, name, data=None, *, now, caller_context, idempotency_key, user, **fields)
@@ -32,9 +33,12 @@ the core's public names)::
 
 ``StepResult`` (execution, history entry, effects, instructions), ``StepContext`` (what a
 performer gets), ``Input``, ``NoPerformer``, the requests (``StartRequest``,
-``EventRequest``, ``CancelRequest``, ``AnswerRequest``, ``JSONText``: ``requests``) and the
-refusals (``InvalidInput``, ``StepRefused``, ``NeedsMigration``, ``BusinessKeyInUse``; what
-each door answers for each: ``statecharts.policies.refusals``) come with it.
+``EventRequest``, ``CancelRequest``, ``AnswerRequest``, ``JSONText``, and those that ask for
+no step: ``CallerContextRequest``, ``ChartLoadRequest``, ``ChartLookupRequest``,
+``ImportRequest``, ``ImportedRowRequest``, ``MigrationRequest``, ``ErasureRequest``,
+``OperatorRequest``: ``requests``) and the refusals (``InvalidInput``, ``StepRefused``,
+``NeedsMigration``, ``BusinessKeyInUse``; what each door answers for each:
+``statecharts.policies.refusals``) come with it.
 
 ``start``, ``start_result``, ``send`` and ``cancel`` build a request and submit it; what
 comes from outside is checked in one place, the ``gate``, before anything is written.
@@ -94,10 +98,19 @@ from statecharts.stepper.performing import (
     registered_types,
 )
 from statecharts.stepper.requests import (
+    AdmittedRequest,
     AnswerRequest,
+    CallerContextRequest,
     CancelRequest,
+    ChartLoadRequest,
+    ChartLookupRequest,
+    ErasureRequest,
     EventRequest,
+    ImportedRowRequest,
+    ImportRequest,
     JSONText,
+    MigrationRequest,
+    OperatorRequest,
     Request,
     StartRequest,
 )
@@ -223,6 +236,21 @@ def submit(request: Request) -> StepResult:
     if isinstance(request, AnswerRequest):
         return _answer(request)
     raise TypeError(f"not a request: {request!r}")
+
+
+def admit(request: AdmittedRequest) -> Any:
+    """Check a request from outside that asks for no step (a chart load or lookup, an
+    import, a migration's renames, an erasure's or an operator's reason:
+    ``statecharts.stepper.requests``) in
+    the gate, the one place outside data is checked: ``InvalidInput`` naming each bad field,
+    else what the check returns (an imported row's checked texts, a chart reference)."""
+    return gate.admit(request)
+
+
+def admit_chart(name: str, version: str) -> None:
+    """``Chart.objects.load``'s check of the name and version it stores (through the models'
+    facade, which cannot import the stepper): :func:`admit` of a ``ChartLoadRequest``."""
+    gate.chart_load(ChartLoadRequest(name=name, version=version))
 
 
 def start_internal(
@@ -473,23 +501,34 @@ def _answer(request: AnswerRequest) -> StepResult:
 
 __all__ = [
     "CANCELLED_BY_PARENT",
+    "AdmittedRequest",
     "AnswerRequest",
     "BusinessKeyInUse",
+    "CallerContextRequest",
     "CancelRequest",
+    "ChartLoadRequest",
+    "ChartLookupRequest",
+    "ErasureRequest",
     "EventRequest",
     "IdempotencyConflict",
+    "ImportRequest",
+    "ImportedRowRequest",
     "Input",
     "InvalidInput",
     "JSONText",
     "MessageHandler",
+    "MigrationRequest",
     "NeedsMigration",
     "NoPerformer",
+    "OperatorRequest",
     "Performer",
     "Request",
     "StartRequest",
     "StepContext",
     "StepRefused",
     "StepResult",
+    "admit",
+    "admit_chart",
     "answer",
     "batched_writes",
     "cancel",

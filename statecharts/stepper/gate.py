@@ -16,25 +16,46 @@ the internal start trust what they are given.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from statecharts.conf import statecharts_settings
 from statecharts.core.events import EXTERNAL, Event
 from statecharts.exceptions import InputProblem, InvalidInput
-from statecharts.models import Execution
+from statecharts.models import Chart, Execution
 from statecharts.policies import attribution, authorization, idempotency, subjects, validation
 from statecharts.stepper.performing import check_start
 from statecharts.stepper.requests import (
+    AdmittedRequest,
     AnswerRequest,
+    CallerContextRequest,
     CancelRequest,
+    ChartLoadRequest,
+    ChartLookupRequest,
+    ErasureRequest,
     EventRequest,
+    ImportedRowRequest,
+    ImportRequest,
     JSONText,
+    MigrationRequest,
+    OperatorRequest,
     StartRequest,
 )
 
-# The columns a start writes text into.
-BUSINESS_KEY_LENGTH = Execution._meta.get_field("business_key").max_length or 0
-assert Execution._meta.get_field("session_id").max_length == validation.SESSION_ID_MAX_LENGTH
+
+def _length(model: Any, column: str) -> int:
+    return model._meta.get_field(column).max_length or 0
+
+
+# The columns a start (or an import) writes text into; a chart's name and version.
+BUSINESS_KEY_LENGTH = _length(Execution, "business_key")
+SESSION_ID_LENGTH = _length(Execution, "session_id")
+CHART_NAME_LENGTH = _length(Chart, "name")
+CHART_VERSION_LENGTH = _length(Chart, "version")
+# What a migration's renames, an erasure's reason and a cancel's reason are recorded in.
+RENAMED_ID_MAX_LENGTH = 200
+REASON_MAX_LENGTH = 1000
+assert SESSION_ID_LENGTH == validation.SESSION_ID_MAX_LENGTH
 
 
 class _Problems:
@@ -56,6 +77,10 @@ class _Problems:
     def done(self) -> None:
         if self.found:
             raise InvalidInput(self.found[: validation.MAX_PROBLEMS])
+
+
+def _idempotency_key(key: Any) -> str | None:
+    return validation.idempotency_key(key, max_length=idempotency.KEY_MAX_LENGTH)
 
 
 def _read(value: Any, where: str) -> Any:
@@ -109,7 +134,7 @@ def start(request: StartRequest, *, trusted_data: bool = False) -> tuple[StartRe
         problems.check(validation.session_id, request.session_id)
     metadata = problems.check(_json_object, request.metadata, "metadata")
     context = problems.check(_json_object, request.caller_context, "caller_context")
-    problems.check(idempotency.check_key, request.idempotency_key)
+    problems.check(_idempotency_key, request.idempotency_key)
     problems.done()
     problems.check(check_start, request.chart, metadata)  # the apps' own checks
     problems.done()
@@ -142,14 +167,14 @@ def event(request: EventRequest) -> tuple[Event, Any, Any]:
         if context is not None:
             context = _json_object(context, "caller_context")
         if request.idempotency_key is not None:
-            idempotency.check_key(request.idempotency_key)
+            _idempotency_key(request.idempotency_key)
     except InvalidInput:
         problems = _Problems()
         problems.check(validation.event_name, request.name)
         problems.check(_chart_value, request.data, "data")
         problems.check(validation.event_fields, request.fields)
         problems.check(_json_object, request.caller_context, "caller_context")
-        problems.check(idempotency.check_key, request.idempotency_key)
+        problems.check(_idempotency_key, request.idempotency_key)
         problems.done()
         raise
     context = attribution.with_user(context, request.user)
@@ -177,9 +202,9 @@ def cancel(request: CancelRequest) -> tuple[Any, Any]:
     problems = _Problems()
     context = problems.check(_json_object, request.caller_context, "caller_context")
     problems.check(
-        validation.text, request.reason, "reason", max_length=1000, optional=True
+        validation.text, request.reason, "reason", max_length=REASON_MAX_LENGTH, optional=True
     )
-    problems.check(idempotency.check_key, request.idempotency_key)
+    problems.check(_idempotency_key, request.idempotency_key)
     problems.done()
     canceller = None
     if request.user is not None:
@@ -213,6 +238,130 @@ def answer(request: AnswerRequest) -> Event:
     return Event(name, EXTERNAL, data, invokeid=invokeid)
 
 
+# ---- requests that ask for no step ---------------------------------------------------------------
+
+
+def caller_context(request: CallerContextRequest) -> dict[str, Any]:
+    """The caller context a door records (``statecharts.policies.attribution``): its door, the
+    request id and ``traceparent`` of its HTTP headers, the user who acts, and the caller's
+    own value (the caller-context header, or ``--caller-context``) under ``given``. A bad
+    request id or caller-context value is refused naming the header or the option."""
+    context: dict[str, Any] = {"door": request.door}
+    headers: Mapping[str, str] = request.headers or {}
+    for header in statecharts_settings.REQUEST_ID_HEADERS:
+        request_id = headers.get(header)
+        if request_id:
+            validation.request_id(
+                request_id, header, max_length=attribution.REQUEST_ID_MAX_LENGTH
+            )
+            context["request_id"] = request_id
+            break
+    trace = attribution.traceparent(headers.get("traceparent"))
+    if trace is not None:
+        context["traceparent"] = trace
+    user = attribution.user_of(request.user)
+    if user is not None:
+        context["user"] = user
+    if request.headers is not None:
+        where = statecharts_settings.CALLER_CONTEXT_HEADER
+        own = validation.caller_context_text(headers.get(where), where)
+    else:
+        own = validation.caller_context_text(request.given, "--caller-context")
+    if own is not None:
+        context["given"] = own
+    return context
+
+
+def chart_load(request: ChartLoadRequest) -> None:
+    """A chart's name and version fit their columns (no NUL, no lone surrogate)."""
+    problems = _Problems()
+    problems.check(validation.text, request.name, "name", max_length=CHART_NAME_LENGTH)
+    problems.check(validation.text, request.version, "version", max_length=CHART_VERSION_LENGTH)
+    problems.done()
+
+
+def chart_lookup(request: ChartLookupRequest) -> str:
+    """A chart reference is text the chart columns could hold (it is looked up in them)."""
+    checked = validation.text(request.reference, "chart", max_length=CHART_NAME_LENGTH)
+    assert checked is not None
+    return checked
+
+
+def imported(request: ImportRequest) -> None:
+    """An exported execution's text fits its columns; its metadata is bounded JSON."""
+    problems = _Problems()
+    problems.check(
+        validation.text, request.session_id, "execution.session_id",
+        max_length=SESSION_ID_LENGTH,
+    )  # fmt: skip
+    problems.check(
+        validation.text, request.business_key, "execution.business_key",
+        max_length=BUSINESS_KEY_LENGTH, optional=True,
+    )  # fmt: skip
+    problems.check(validation.json_object, request.metadata, "execution.metadata", optional=False)
+    problems.done()
+
+
+def imported_row(request: ImportedRowRequest) -> dict[str, str]:
+    """Each text column of an imported row, checked against its column (first problem
+    raised: a part reports one line)."""
+    checked: dict[str, str] = {}
+    for column, value in request.texts.items():
+        bound = request.max_length if request.model is None else _length(request.model, column)
+        text = validation.text(value, column, max_length=bound, blank=request.blank)
+        assert text is not None
+        checked[column] = text
+    return checked
+
+
+def migration(request: MigrationRequest) -> None:
+    """A migration's renamed (old) state ids are text a history row holds."""
+    problems = _Problems()
+    for old_id in request.renames:
+        problems.check(validation.text, old_id, "renames", max_length=RENAMED_ID_MAX_LENGTH)
+    problems.done()
+
+
+def erasure(request: ErasureRequest) -> None:
+    """An erasure's reason is text its history entry holds."""
+    validation.text(request.reason, "reason", max_length=REASON_MAX_LENGTH)
+
+
+def operator_action(request: OperatorRequest) -> dict[str, Any] | None:
+    """An operator's reason (required, not blank) and caller context; returns the context."""
+    problems = _Problems()
+    problems.check(
+        validation.text, request.reason, "reason", max_length=request.max_length, blank=False
+    )
+    context: dict[str, Any] | None = problems.check(
+        validation.json_object, request.caller_context, "caller_context"
+    )
+    problems.done()
+    return context
+
+
+_ADMISSIONS: dict[type, Callable[[Any], Any]] = {
+    CallerContextRequest: caller_context,
+    ChartLoadRequest: chart_load,
+    ChartLookupRequest: chart_lookup,
+    ImportRequest: imported,
+    ImportedRowRequest: imported_row,
+    MigrationRequest: migration,
+    ErasureRequest: erasure,
+    OperatorRequest: operator_action,
+}
+
+
+def admit(request: AdmittedRequest) -> Any:
+    """Check a request that asks for no step (``statecharts.stepper.admit``): what the
+    request's checker returns, or ``InvalidInput``."""
+    try:
+        checker = _ADMISSIONS[type(request)]
+    except KeyError:
+        raise TypeError(f"not a request the gate admits: {request!r}") from None
+    return checker(request)
+
+
 def _with_chart(execution: Execution | int) -> Execution:
     """The execution a permission check reads (before the step's lock), its chart loaded."""
     if isinstance(execution, Execution):
@@ -220,4 +369,18 @@ def _with_chart(execution: Execution | int) -> Execution:
     return Execution.objects.select_related("chart").get(pk=execution)
 
 
-__all__ = ["answer", "cancel", "event", "start"]
+__all__ = [
+    "admit",
+    "answer",
+    "caller_context",
+    "cancel",
+    "chart_load",
+    "chart_lookup",
+    "erasure",
+    "event",
+    "imported",
+    "imported_row",
+    "migration",
+    "operator_action",
+    "start",
+]

@@ -127,11 +127,119 @@ class AnswerRequest:
 
 Request = StartRequest | EventRequest | CancelRequest | AnswerRequest
 
+
+# ---- requests that ask for no step: the gate alone (``statecharts.stepper.admit``) -------------
+
+
+@dataclass(slots=True, kw_only=True)
+class CallerContextRequest:
+    """Who asks, as a door knows it (``statecharts.policies.attribution``): its ``door``
+    (``"api"``, ``"admin"``, ``"command"``), the HTTP request's ``headers`` (a request id, a
+    ``traceparent``, the caller's own ``CALLER_CONTEXT_HEADER``) or a command's ``given`` text
+    (``--caller-context``), and the ``user`` who acts. The gate returns the caller context the
+    history records, or refuses a bad header or option (an ``InvalidInput`` naming it)."""
+
+    door: str
+    headers: Mapping[str, str] | None = None
+    given: str | None = None
+    user: Any = None
+
+
+@dataclass(slots=True, kw_only=True)
+class ChartLoadRequest:
+    """Store a chart under ``name`` and ``version`` (``Chart.objects.load``, the API's and the
+    admin's chart forms, ``statechart load``): each must fit its column, without a NUL or a
+    lone surrogate. ``name`` is the one the chart gets: the caller's, else the document's
+    ``<scxml name>``."""
+
+    name: Any = ""
+    version: Any = ""
+
+
+@dataclass(slots=True, kw_only=True)
+class ChartLookupRequest:
+    """Find a chart by ``reference`` (a name, ``NAME@VERSION``): text its columns could hold."""
+
+    reference: Any
+
+
+@dataclass(slots=True, kw_only=True)
+class ImportRequest:
+    """An exported execution written here (``statecharts.operations.transfer``): the
+    document's session id, business key and metadata, checked against their columns and the
+    bounds of JSON from outside."""
+
+    session_id: Any
+    business_key: Any = None
+    metadata: Any = None
+
+
+@dataclass(slots=True, kw_only=True)
+class ImportedRowRequest:
+    """What an app's part of an import writes (``Part.load``): ``texts`` maps each text
+    column of ``model`` to the document's value for it (it must fit the column, no NUL).
+    Without a ``model``, each text is bounded by ``max_length`` (a value the app keeps
+    elsewhere: the routes app's address base URL); ``blank=False`` refuses blank text."""
+
+    texts: Mapping[str, Any]
+    model: Any = None
+    max_length: int = 0
+    blank: bool = True
+
+
+@dataclass(slots=True, kw_only=True)
+class OperatorRequest:
+    """An operator's action an app applies to an execution, recorded with ``reason`` (the
+    routes app's address rotation: its API, admin form and action, ``rotate_address``,
+    ``routes.addresses.rotate``): the reason is required, not blank, at most ``max_length``
+    characters, no NUL; ``caller_context`` a JSON object (or None)."""
+
+    reason: Any
+    max_length: int
+    caller_context: Any = None
+
+
+@dataclass(slots=True, kw_only=True)
+class MigrationRequest:
+    """A chart migration's ``renames`` (old state id to new): the old ids are recorded with
+    the migration's history entry, so each is text a row holds (at most 200 characters)."""
+
+    renames: Mapping[str, str]
+
+
+@dataclass(slots=True, kw_only=True)
+class ErasureRequest:
+    """Erase personal data (``statecharts.operations.retention.erase``) for ``reason``,
+    recorded in the history: at most 1000 characters, no NUL."""
+
+    reason: Any = ""
+
+
+AdmittedRequest = (
+    CallerContextRequest
+    | ChartLoadRequest
+    | ChartLookupRequest
+    | ImportRequest
+    | ImportedRowRequest
+    | MigrationRequest
+    | ErasureRequest
+    | OperatorRequest
+)
+
 __all__ = [
+    "AdmittedRequest",
     "AnswerRequest",
+    "CallerContextRequest",
     "CancelRequest",
+    "ChartLoadRequest",
+    "ChartLookupRequest",
+    "ErasureRequest",
     "EventRequest",
+    "ImportRequest",
+    "ImportedRowRequest",
     "JSONText",
+    "MigrationRequest",
+    "OperatorRequest",
     "Request",
     "StartRequest",
 ]

@@ -364,20 +364,23 @@ API_WRITES = {
     ("execution-list", "post"): "start: START_DOORS['api']",
     ("execution-send", "post"): "event: EVENT_DOORS['api']",
     ("execution-cancel", "post"): "cancel: a CancelRequest through the gate (no body)",
-    ("execution-migrate", "post"): "chart migration: no data into an execution "
+    ("execution-migrate", "post"): "chart migration: a MigrationRequest (its renames) "
+    "through the gate: NO_STEP_DOORS['migration renames'] "
     "(test_an_api_error_never_echoes_what_it_cannot_print, test_unknown_fields_are_a_400)",
-    ("chart-list", "post"): "chart load: a document, checked by the core "
+    ("chart-list", "post"): "chart load: a document, checked by the core, then a "
+    "ChartLoadRequest (name, version) through the gate "
     "(test_a_chart_named_longer_than_its_column_is_refused_at_every_door)",
-    ("basichttp-address-rotate", "post"): "address rotation: a reason, no data into an "
-    "execution (tests/routes/test_address_rotation.py: a bad reason is a 400)",
+    ("basichttp-address-rotate", "post"): "address rotation: an OperatorRequest (a reason) "
+    "through the gate, no data into an execution (tests/routes/test_address_rotation.py: a "
+    "bad reason is a 400)",
 }
 # The admin's own views and actions of the project's models.
 ADMIN_VIEWS = {
     "statecharts_chart_start": "start: START_DOORS['admin']",
     "statecharts_execution_send": "event: EVENT_DOORS['admin']",
     "statecharts_execution_cancel": "cancel: a CancelRequest through the gate",
-    "routes_inboundaddress_rotate": "address rotation: a reason (tests/routes/"
-    "test_address_rotation.py)",
+    "routes_inboundaddress_rotate": "address rotation: an OperatorRequest (a reason) "
+    "through the gate (tests/routes/test_address_rotation.py)",
 }
 ADMIN_ACTIONS = {
     "statecharts.Execution": {"cancel_selected", "migrate_selected", "erase_selected",
@@ -391,16 +394,21 @@ COMMANDS = {
     "statechart send": "event: EVENT_DOORS['command']",
     "statechart cancel": "cancel: a CancelRequest through the gate",
     "statechart import": (
-        "a document: statecharts.operations.transfer (tests/operations/test_transfer_door.py)"
+        "a document: an ImportRequest and each part's ImportedRowRequests through the gate "
+        "(NO_STEP_DOORS['import'], tests/operations/test_transfer_door.py)"
     ),
+    "statechart load": "a ChartLoadRequest (--name, --version): NO_STEP_DOORS['chart load']",
+    "statechart erase": "an ErasureRequest (--reason): NO_STEP_DOORS['erase']",
+    "statechart migrate": "a MigrationRequest (--map): NO_STEP_DOORS['migration renames']",
     **{
         f"statechart {name}": "no data into an execution"
-        for name in ["deliver", "diagram", "erase", "export", "health", "load", "migrate",
-                     "prune", "reencrypt", "replay", "show", "validate"]
+        for name in ["deliver", "diagram", "export", "health", "prune", "reencrypt", "replay",
+                     "show", "validate"]
     },
     "fire_timers": "no data from outside",
     "setup_timers": "no data from outside",
-    "rotate_address": "address rotation: a reason (tests/routes/test_address_rotation.py)",
+    "rotate_address": "address rotation: an OperatorRequest (--reason) through the gate "
+    "(NO_STEP_DOORS['operator reason'], tests/routes/test_address_rotation.py)",
 }
 INBOUND_VIEWS = {"basichttp-inbound": "event: EVENT_DOORS['inbound']"}
 
@@ -841,6 +849,102 @@ def test_every_start_door_refuses_each_bad_input_alike(
         assert answer.status == 400
     assert words in answer.words, answer
     assert Execution.objects.count() == 1
+
+
+# ---- requests that ask for no step: each door answers the gate's words -------------------------
+
+
+def _load_through_the_command(version: str, tmp_path: Any) -> str:
+    path = tmp_path / "loan.scxml"
+    path.write_text(LOAN)
+    return command_error("load", str(path), "--name", "x", "--version", version)
+
+
+def _load_through_python(version: str, tmp_path: Any) -> str:
+    with pytest.raises(InvalidInput) as refused:
+        Chart.objects.load(LOAN, version=version)
+    return str(refused.value)
+
+
+def _erase_through_the_command(reason: str, tmp_path: Any) -> str:
+    execution = Execution.objects.start(Chart.objects.load(LOAN))
+    return command_error("erase", str(execution.pk), "--reason", reason, "--yes")
+
+
+def _rename_through_python(old_id: str, tmp_path: Any) -> str:
+    from statecharts.operations.chart_migration import MigrationPlan, PlanError
+
+    with pytest.raises(PlanError) as refused:
+        MigrationPlan.make(Chart.objects.load(LOAN), renames={old_id: "review"})
+    return str(refused.value)
+
+
+def _import_through_python(business_key: str, tmp_path: Any) -> str:
+    from statecharts.operations.transfer import ImportRefused, export_execution, import_execution
+
+    execution = Execution.objects.start(Chart.objects.load(LOAN))
+    document = export_execution(execution)
+    execution.delete()
+    document["execution"]["business_key"] = business_key
+    with pytest.raises(ImportRefused) as refused:
+        import_execution(document)
+    return str(refused.value)
+
+
+def _rotate_through_the_command(reason: str, tmp_path: Any) -> str:
+    with pytest.raises(CommandError) as refused:
+        call_command("rotate_address", "1", "--reason", reason, stdout=io.StringIO())
+    return str(refused.value)
+
+
+def _rotate_through_python(reason: str, tmp_path: Any) -> str:
+    from routes import addresses
+
+    with pytest.raises(InvalidInput) as refused:
+        addresses.rotate(1, reason=reason)
+    return str(refused.value)
+
+
+# door -> (how it is given the bad value, the value, the gate's words in its answer)
+NO_STEP_DOORS = {
+    "chart load": [
+        (_load_through_the_command, "v" * 101, "--version is 101 characters long"),
+        (_load_through_python, "v" * 101, "version: is 101 characters long"),
+        (_load_through_python, "v\x00", "version: must not contain a NUL character"),
+    ],
+    "erase": [(_erase_through_the_command, "why\x00", "--reason must not contain a NUL")],
+    "migration renames": [
+        (_rename_through_python, "re\x00view", "renames: must not contain a NUL character"),
+        (_rename_through_python, "r" * 201, "renames: is 201 characters long"),
+    ],
+    "import": [
+        (_import_through_python, "k\x00", "execution.business_key: must not contain a NUL"),
+    ],
+    "operator reason": [
+        (_rotate_through_the_command, "   ", "--reason: must not be blank"),
+        (_rotate_through_python, "why\x00", "reason: must not contain a NUL character"),
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("give", "value", "words"),
+    [case for cases in NO_STEP_DOORS.values() for case in cases],
+    ids=[f"{door}-{n}" for door, cases in NO_STEP_DOORS.items() for n in range(len(cases))],
+)
+def test_every_door_of_a_request_without_a_step_answers_the_gates_words(
+    give: Any, value: str, words: str, tmp_path: Any
+) -> None:
+    assert words in give(value, tmp_path)
+    # (a refused load stores nothing; compared here, as PostgreSQL cannot be asked for a NUL)
+    assert all(value not in (chart.name, chart.version) for chart in Chart.objects.all())
+
+
+def test_the_gate_admits_only_the_requests_it_knows() -> None:
+    with pytest.raises(TypeError, match="not a request the gate admits"):
+        stepper.admit(object())  # type: ignore[arg-type]
+    assert stepper.admit(stepper.ChartLookupRequest(reference="loan@2")) == "loan@2"
+    assert stepper.admit(stepper.ChartLoadRequest(name="loan", version="2")) is None
 
 
 def test_the_refusals_live_beside_each_other_and_the_old_paths_still_import() -> None:

@@ -16,8 +16,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from routes import addresses
+from statecharts import stepper
+from statecharts.exceptions import InvalidInput
 from statecharts.management.statechart.common import find_execution, user_named
-from statecharts.policies import attribution, validation
+from statecharts.policies import attribution
 
 
 class Command(BaseCommand):
@@ -37,14 +39,19 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         user = user_named(options["as_user"]) if options.get("as_user") else None
         try:
-            validation.text(
-                options["reason"],
-                "--reason",
-                max_length=addresses.REASON_MAX_LENGTH,
-                blank=False,
+            reason = stepper.OperatorRequest(
+                reason=options["reason"], max_length=addresses.REASON_MAX_LENGTH
             )
-            context = attribution.for_command(options.get("caller_context"), user=user)
-        except validation.InvalidInput as exc:
+            stepper.admit(reason)
+        except InvalidInput as exc:
+            raise CommandError(f"--{exc}") from None  # ("--reason: ...", the option's name)
+        try:
+            given = options.get("caller_context")
+            asked = stepper.CallerContextRequest(
+                door=attribution.Door.COMMAND, given=given, user=user
+            )
+            context = stepper.admit(asked)
+        except InvalidInput as exc:
             raise CommandError(str(exc)) from None
         if user is not None and not addresses.may_rotate(user):
             raise CommandError(

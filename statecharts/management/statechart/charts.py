@@ -10,17 +10,14 @@ from typing import Any
 
 from django.core.management.base import CommandError
 
+from statecharts import stepper
 from statecharts.core import ChartError, Problem
 from statecharts.core.parse import decode_utf8, read_document
 from statecharts.exceptions import InvalidInput
 from statecharts.management.statechart.common import Console, Subcommand
 from statecharts.models import Chart
-from statecharts.policies import validation
 from statecharts.runtime import check_source, compile_source, read_chart_file
 from statecharts.versions import VersionError
-
-NAME_LENGTH = Chart._meta.get_field("name").max_length or 0
-VERSION_LENGTH = Chart._meta.get_field("version").max_length or 0
 
 
 def problem_lines(path: str, problems: Iterable[Problem], warnings: Iterable[Problem]) -> list[str]:
@@ -64,12 +61,13 @@ def load_chart(
 ) -> tuple[Chart, bool]:
     """Store the chart in ``path`` with the files it references; return it and whether it
     was already stored."""
-    chart_label(name, "--name", NAME_LENGTH)
-    chart_label(version, "--version", VERSION_LENGTH)
+    chart_label(stepper.ChartLoadRequest(name=name), "--name")
+    chart_label(stepper.ChartLoadRequest(version=version), "--version")
     source, resources, folder = read_chart(path)
     try:
         compiled = compile_source(source, resources or None, folder)  # cached for load()
-        chart_label(name or compiled.name or "", "the chart's name", NAME_LENGTH)
+        named = stepper.ChartLoadRequest(name=name or compiled.name or "")
+        chart_label(named, "the chart's name")
         digest = compiled.source_hash
         existed = Chart.objects.filter(content_hash=digest).exists()
         chart = Chart.objects.load(
@@ -87,13 +85,12 @@ def load_chart(
         raise CommandError(f"{path}: {exc}".replace("new_version=True; ", "")) from None
 
 
-def chart_label(value: str, option: str, max_length: int) -> str:
-    """A chart's --name or --version: it must fit its column."""
+def chart_label(request: stepper.ChartLoadRequest, option: str) -> None:
+    """A chart's --name or --version (the stepper's gate): it must fit its column."""
     try:
-        validation.text(value, option, max_length=max_length)
+        stepper.admit(request)
     except InvalidInput as exc:
         raise CommandError(f"{option} {exc.problems[0].message}") from None
-    return value
 
 
 # ---- validate --------------------------------------------------------------------------------

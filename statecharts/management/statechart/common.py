@@ -119,7 +119,9 @@ def caller_options(options: dict[str, Any], *, user: Any = None) -> dict[str, An
     """``--caller-context`` and ``--idempotency-key`` as the stepper takes them (a
     ``CommandError`` naming the option when one is refused)."""
     try:
-        context = attribution.for_command(options.get("caller_context"), user=user)
+        given = options.get("caller_context")
+        asked = stepper.CallerContextRequest(door=attribution.Door.COMMAND, given=given, user=user)
+        context = stepper.admit(asked)
     except InvalidInput as exc:
         raise refused("--caller-context", exc) from None
     return {"caller_context": context, "idempotency_key": options.get("idempotency_key")}

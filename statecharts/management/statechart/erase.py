@@ -10,6 +10,7 @@ from typing import Any
 
 from django.core.management.base import CommandError
 
+from statecharts import stepper
 from statecharts.exceptions import InvalidInput
 from statecharts.management.statechart.common import (
     Console,
@@ -18,7 +19,6 @@ from statecharts.management.statechart.common import (
     find_execution,
 )
 from statecharts.operations import erasure
-from statecharts.policies import validation
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,7 +40,7 @@ def handle(console: Console, options: dict[str, Any]) -> None:
         raise CommandError("--chart goes with --key")
     reason = options["reason"]
     try:
-        validation.text(reason, "--reason", max_length=1000)
+        stepper.admit(stepper.ErasureRequest(reason=reason))
     except InvalidInput as exc:
         raise CommandError(f"--reason {exc.problems[0].message}") from None
     if key is not None:

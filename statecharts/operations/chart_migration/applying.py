@@ -52,7 +52,6 @@ from statecharts.models import Chart, Execution, HistoryEntry
 from statecharts.models.charts import ChartOrigin
 from statecharts.models.history import Disposition
 from statecharts.operations.chart_migration.mapping import Mapped, Unmappable, map_state
-from statecharts.policies import validation
 from statecharts.runtime import compiled_chart
 from statecharts.statuses import ExecutionStatus
 from statecharts.stepper import sql
@@ -168,10 +167,11 @@ class MigrationPlan:
         for old_id, new_id in renames.items():
             if not isinstance(old_id, str) or not isinstance(new_id, str) or not old_id:
                 raise PlanError(f"a rename maps a state id to a state id, not {old_id!r}")
-            try:  # (recorded with the migration's history entry: it must be text a row holds)
-                validation.text(old_id, "renames", max_length=200)
-            except InvalidInput as exc:
-                raise PlanError(str(exc.problems[0])) from None
+        try:  # (recorded with the migration's history entry: text a row holds; the gate's)
+            stepper.admit(stepper.MigrationRequest(renames=renames))
+        except InvalidInput as exc:
+            raise PlanError(str(exc.problems[0])) from None
+        for old_id, new_id in renames.items():
             if new_id not in compiled.ids:
                 raise PlanError(
                     f"{old_id!r} is renamed to {new_id!r}, which {target} does not have"

@@ -188,13 +188,13 @@ def test_traceparent_is_kept_only_when_valid() -> None:
 
 @override_settings(STATECHARTS={"CALLER_CONTEXT_MAX_BYTES": 64})
 def test_a_given_caller_context_is_bounded() -> None:
-    assert attribution.parse_given('{"ticket": "T-1"}', "X") == {"ticket": "T-1"}
+    assert validation.caller_context_text('{"ticket": "T-1"}', "X") == {"ticket": "T-1"}
     with pytest.raises(validation.InvalidInput, match="longer than 64 bytes"):
-        attribution.parse_given(json.dumps({"k": "x" * 100}), "X-Caller-Context")
+        validation.caller_context_text(json.dumps({"k": "x" * 100}), "X-Caller-Context")
     with pytest.raises(validation.InvalidInput, match="JSON object"):
-        attribution.parse_given("[1]", "X-Caller-Context")
+        validation.caller_context_text("[1]", "X-Caller-Context")
     with pytest.raises(validation.InvalidInput, match="not valid JSON"):
-        attribution.parse_given("{nope", "X-Caller-Context")
+        validation.caller_context_text("{nope", "X-Caller-Context")
 
 
 def test_describe_says_who_and_through_which_door() -> None:
