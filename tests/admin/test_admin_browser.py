@@ -318,7 +318,8 @@ def broken_tokens(driver: WebDriver) -> list[str]:
     found = driver.execute_script(
         """
         return [...document.querySelectorAll(
-            'table.statecharts-history td.sc-data .sc-token, table.statecharts-history td.sc-effects .sc-token'
+            'table.statecharts-history td.sc-data .sc-token,'
+            + ' table.statecharts-history td.sc-effects .sc-token'
         )].filter(e => e.getClientRects().length > 1).map(e => e.textContent);
         """
     )
