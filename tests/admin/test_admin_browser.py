@@ -384,6 +384,17 @@ def test_no_admin_page_scrolls_sideways_at_desktop_widths(
     chart_url = reverse("admin:statecharts_chart_change", args=[charts["loan"].pk])
     if overflow := visit(chart_url, "chart-loan"):
         overflowing["chart loan"] = overflow
+    # The start form is laid out as an admin form: inputs aligned, help in the help style,
+    # nothing prefilled.
+    start = browser.find_element(By.CSS_SELECTOR, "form.statecharts-start")
+    inputs = start.find_elements(By.CSS_SELECTOR, "textarea, input[type=text]")
+    assert len(inputs) == 2 and len({field.location["x"] for field in inputs}) == 1
+    assert all(field.get_attribute("value") == "" for field in inputs)
+    help_text = start.find_element(By.CSS_SELECTOR, ".help")
+    assert "top-level data" in help_text.text
+    label = start.find_element(By.CSS_SELECTOR, "label")
+    size = "return parseFloat(getComputedStyle(arguments[0]).fontSize);"
+    assert browser.execute_script(size, help_text) < browser.execute_script(size, label)
     entry = HistoryEntry.objects.filter(execution=signup).order_by("seq").last()
     assert entry is not None
     entry_url = reverse("admin:statecharts_historyentry_change", args=[entry.pk])
