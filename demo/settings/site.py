@@ -12,7 +12,6 @@ import os
 from demo.settings.base import *  # noqa: F403
 from demo.settings.base import (
     DEMO_ROUTES,
-    Q_CLUSTER,
     hosts_from_environment,
     secret_key_from_environment,
 )
@@ -34,7 +33,3 @@ ALLOWED_HOSTS = hosts_from_environment("localhost,127.0.0.1")
 EMAIL_BACKEND = "django.core.mail.backends.console.EmailBackend"
 DEFAULT_FROM_EMAIL = "demo@example.com"
 STATECHARTS = {"ROUTES": DEMO_ROUTES}
-
-# django-q2 logs every task it enqueues and runs at INFO: in the demo's terminal those lines
-# bury the admin's password (printed by demo.site); its warnings and errors still show.
-Q_CLUSTER = {**Q_CLUSTER, "log_level": "WARNING"}
