@@ -9,8 +9,10 @@ from statecharts.core.model import Chart
 from statecharts.diagram import layout_chart, routes
 from statecharts.diagram.geometry import Rect
 from statecharts.diagram.scene import Scene
+from statecharts.diagram.svg import frame_of
 
 HEAD_SLACK = 0.5  # arrowheads that only touch do not overlap
+FRAME_CLEARANCE = 2.0  # a label nearer the frame's line touches it
 
 
 def _head_box(head: tuple[tuple[float, float], ...]) -> Rect:
@@ -27,7 +29,8 @@ def _meet(a: Rect, b: Rect, slack: float) -> bool:
 def problems(chart: Chart) -> dict[str, list[str]]:
     """What the diagram of ``chart`` gets wrong, by property: arrows running through a state
     (or a container holding neither end, or a region separator of a parallel state not
-    holding both ends), arrowheads overlapping, labels outside the chart's frame."""
+    holding both ends), arrowheads overlapping, labels outside the chart's frame as drawn
+    or touching its line."""
     layout = layout_chart(chart)
     drawn = routes(layout)
     scene = Scene(layout)
@@ -43,8 +46,8 @@ def problems(chart: Chart) -> dict[str, list[str]]:
     for a, b in combinations(drawn, 2):
         if _meet(_head_box(a.head), _head_box(b.head), HEAD_SLACK):
             found["heads"].append(f"{ids[a.source]}->{ids[a.target]} / {ids[b.target]}")
-    frame = layout.boxes[0].rect
+    frame = frame_of(layout, drawn)  # the chart's frame as drawn
     for r in drawn:
-        if r.label is not None and not frame.contains(r.label):
+        if r.label is not None and not frame.contains(r.label.inflate(FRAME_CLEARANCE)):
             found["labels"].append(f"{ids[r.source]}->{ids[r.target]} {r.label_lines}")
     return found
