@@ -9,7 +9,7 @@ import re
 from datetime import datetime
 
 from django.utils import timezone
-from django.utils.html import format_html, format_html_join
+from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
 # A JSON text's tokens: a string (escapes included), or a number, true, false or null; what
@@ -23,28 +23,25 @@ SESSION_ID_CHARS = 8
 
 def json_tokens(text: str) -> SafeString:
     """``text`` (JSON) as HTML: each string, number or literal in a ``<span class="sc-token">``
-    (CSS keeps it on one line), the punctuation between them as it is."""
+    (CSS keeps it on one line; a string of several words, each word), the punctuation
+    between them as it is."""
     parts: list[SafeString] = []
     end = 0
     for match in JSON_TOKEN.finditer(text):
         parts.append(format_html("{}", text[end : match.start()]))
-        token = match.group()
-        if len(token) > TOKEN_CHARS:
-            parts.append(
-                format_html(
-                    '<span class="sc-token" title="{}">{}…</span>', token, token[: TOKEN_CHARS - 1]
-                )
-            )
-        else:
-            parts.append(format_html('<span class="sc-token">{}</span>', token))
+        # A string of several words may break between them, as text does; never in a word.
+        parts.append(mark_safe(" ".join(_token(word) for word in match.group().split(" "))))
         end = match.end()
     parts.append(format_html("{}", text[end:]))
     return mark_safe("".join(parts))  # every part escaped by format_html
 
 
-def tokens(words: list[str]) -> SafeString:
-    """Names a line must not break (an effect's "send_delayed nudge.due"), comma separated."""
-    return format_html_join(", ", '<span class="sc-token">{}</span>', ((w,) for w in words))
+def _token(word: str) -> SafeString:
+    if len(word) > TOKEN_CHARS:
+        return format_html(
+            '<span class="sc-token" title="{}">{}…</span>', word, word[: TOKEN_CHARS - 1]
+        )
+    return format_html('<span class="sc-token">{}</span>', word)
 
 
 def short_session_id(session_id: str) -> SafeString:
