@@ -5,8 +5,16 @@ import sys
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "demo.settings.site")
+    from django.conf import settings
+    from django.core.exceptions import ImproperlyConfigured
     from django.core.management import execute_from_command_line
 
+    try:
+        settings.INSTALLED_APPS  # noqa: B018 (loading the settings: they refuse to start here)
+    except ImproperlyConfigured as exc:
+        # The settings' own explanation (a missing secret key, hosts) is the whole answer:
+        # one line, no traceback.
+        sys.exit(f"manage.py: {exc}")
     execute_from_command_line(sys.argv)
 
 

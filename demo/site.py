@@ -17,9 +17,11 @@ import secrets
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import django
 
@@ -58,9 +60,22 @@ def prepare(*, reset_admin_password: bool = False) -> tuple[str, str | None]:
     return username, password
 
 
-def _signal_group(child: subprocess.Popen[bytes], signum: int) -> None:
+def _signal_group(child: subprocess.Popen[Any], signum: int) -> None:
     with contextlib.suppress(ProcessLookupError):  # the whole group is gone already
         os.killpg(child.pid, signum)
+
+
+CLUSTER_START_SECONDS = 60  # a loaded machine's cluster can be slow to start
+
+
+def _relay(cluster: subprocess.Popen[str], ready: threading.Event) -> None:
+    """Print the cluster's output as it comes; set ``ready`` at its "running" line."""
+    assert cluster.stdout is not None
+    for line in cluster.stdout:
+        sys.stdout.write(line)
+        sys.stdout.flush()
+        if "Q Cluster" in line and "running" in line:
+            ready.set()
 
 
 def main(host: str = "127.0.0.1", port: int = 8000, *, reset_admin_password: bool = False) -> int:
@@ -79,8 +94,24 @@ def main(host: str = "127.0.0.1", port: int = 8000, *, reset_admin_password: boo
             cwd=ROOT,
             start_new_session=True,
         ),
-        subprocess.Popen([*manage, "qcluster"], env=env, cwd=ROOT, start_new_session=True),
+        subprocess.Popen(
+            [*manage, "qcluster"],
+            env=env,
+            cwd=ROOT,
+            start_new_session=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        ),
     ]
+    # The cluster's lines pass through; the banner (with the password) waits for its
+    # "running" line, so that it comes last, not buried among the cluster's start-up lines.
+    ready = threading.Event()
+    threading.Thread(target=_relay, args=(children[1], ready), daemon=True).start()
+    deadline = time.monotonic() + CLUSTER_START_SECONDS
+    while not ready.wait(0.2) and time.monotonic() < deadline:
+        if children[1].poll() is not None:
+            break
     base = f"http://{host}:{port}"
     credentials = (
         f"password {password!r}"

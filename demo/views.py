@@ -5,11 +5,14 @@ host adds the same API docs page to its site."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
+from django.utils.safestring import mark_safe
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.throttling import ScopedRateThrottle
@@ -26,9 +29,10 @@ def documents() -> dict[str, Path]:
 
 
 def title_of(path: Path) -> str:
+    """The document's first heading as plain text (its code spans' backticks left out)."""
     with path.open(encoding="utf-8") as text:
         first = text.readline().strip()
-    return first.lstrip("#").strip() or path.name
+    return first.lstrip("#").strip().replace("`", "") or path.name
 
 
 def home(request: HttpRequest) -> HttpResponse:
@@ -37,13 +41,34 @@ def home(request: HttpRequest) -> HttpResponse:
     return render(request, "demo/home.html", {"documents": pages, "debug": settings.DEBUG})
 
 
+# A link from one document to another (``docs/x.md``, ``x.md``, ``../README.md``, with an
+# anchor or not): pointed at this site's page of that document.
+DOCUMENT_LINK = re.compile(r'href="(?:\.\./|\./)*(?:docs/)?([\w.-]+\.md)(#[^"]*)?"')
+
+
 def document(request: HttpRequest, name: str) -> HttpResponse:
-    """One of the project's Markdown documents, as plain text (no renderer to depend on).
-    Only names in ``documents()`` are served: the name never becomes a path."""
-    path = documents().get(name)
+    """One of the project's Markdown documents as an HTML page (the ``markdown`` package, the
+    demo extra's), its links to the other documents leading to their pages. Only names in
+    ``documents()`` are served: the name never becomes a path."""
+    import markdown
+
+    pages = documents()
+    path = pages.get(name)
     if path is None:
         raise Http404("no such document")
-    return HttpResponse(path.read_bytes(), content_type="text/plain; charset=utf-8")
+    body = markdown.markdown(
+        path.read_text(encoding="utf-8"), extensions=["tables", "fenced_code", "toc"]
+    )
+
+    def to_page(match: re.Match[str]) -> str:
+        target, anchor = match.group(1), match.group(2) or ""
+        if target not in pages:
+            return match.group(0)
+        return f'href="{reverse("document", args=[target])}{anchor}"'
+
+    # (the document is the repository's own text, not a visitor's: its HTML is trusted)
+    page = mark_safe(DOCUMENT_LINK.sub(to_page, body))
+    return render(request, "demo/document.html", {"title": title_of(path), "body": page})
 
 
 class ThrottledObtainAuthToken(ObtainAuthToken):

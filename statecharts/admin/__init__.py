@@ -18,7 +18,8 @@ registers them all):
 - ``subjects``: between an execution and the object it is about (:class:`ExecutionsInline`
   for a host's own admin);
 - shared: ``bases`` (the admins' base classes), ``actions`` (bulk actions' confirmation
-  page), ``steps`` (who acts, how refusals are reported), ``forms``.
+  page), ``steps`` (who acts, how refusals are reported), ``forms``, ``display`` (values laid
+  out to fit a 1280 px window: JSON tokens, short session ids, compact dates).
 
 The names other apps build their admins on (the timers, invocations and routes apps) are
 importable from here.
@@ -35,6 +36,7 @@ from statecharts.admin.actions import (
 )
 from statecharts.admin.bases import ReadOnlyAdmin, TextOnlyQueries
 from statecharts.admin.charts import ChartAdmin, diagram
+from statecharts.admin.display import compact_date, short_session_id
 from statecharts.admin.executions import ExecutionAdmin, InStateFilter
 from statecharts.admin.history import HistoryEntryAdmin
 from statecharts.admin.host import StatechartFieldAdminMixin
@@ -55,11 +57,13 @@ __all__ = [
     "StatechartFieldAdminMixin",
     "TextOnlyQueries",
     "caller_context",
+    "compact_date",
     "confirm_action",
     "confirmed",
     "diagram",
     "report_form_errors",
     "report_refusal",
+    "short_session_id",
     "subject_link",
     "too_many",
 ]

@@ -15,11 +15,13 @@ from django.contrib import admin
 from django.contrib.admin.utils import unquote
 from django.db.models import Exists, OuterRef, QuerySet
 from django.http import HttpRequest, HttpResponse
+from django.utils.safestring import SafeString
 
 from statecharts import extensions
 from statecharts.admin.bases import ReadOnlyAdmin
 from statecharts.admin.cancelling import CancelActions
 from statecharts.admin.charts import diagram
+from statecharts.admin.display import compact_date, json_tokens, short_session_id
 from statecharts.admin.erasure import EraseAction
 from statecharts.admin.forms import CancelForm, SendEventForm
 from statecharts.admin.migration import MigrateAction
@@ -79,15 +81,14 @@ class InStateFilter(admin.SimpleListFilter):
 @admin.register(Execution)
 class ExecutionAdmin(StepViews, CancelActions, MigrateAction, EraseAction, ReadOnlyAdmin):
     list_display = [
-        "id",
-        "session_id",
+        "session",
         "chart",
         "business_key",
         "status",
         "in_states",
-        "steps",
-        "updated",
+        "updated_at",
     ]
+    list_display_links = ["session"]
     list_filter = [
         "status",
         "chart",
@@ -107,22 +108,16 @@ class ExecutionAdmin(StepViews, CancelActions, MigrateAction, EraseAction, ReadO
         "trace_selected",
         "untrace_selected",
     ]
-    # (shown as *_json below; the subject's two columns as one link)
-    exclude = [
-        "position", "configuration", "donedata", "metadata", "subject_content_type",
-        "subject_object_id",
-    ]
-    readonly_fields = [
+    # The read-only field list shows what "Where it stands" above it does not (the status,
+    # the configuration, the donedata and the failure reason are there); the invocation's
+    # fields and the donedata error only on an execution that has them.
+    FIELDS = [
         "chart",
         "subject_link",
-        "status",
         "session_id",
         "business_key",
-        "configuration_json",
         "steps",
-        "donedata_json",
         "outcome",
-        "failure_reason",
         "metadata_json",
         "created",
         "updated",
@@ -130,6 +125,18 @@ class ExecutionAdmin(StepViews, CancelActions, MigrateAction, EraseAction, ReadO
         "erased",
         "tracing",
     ]
+    readonly_fields = [
+        *FIELDS, "parent", "invokeid", "invoke_ordinal", "donedata_error", "status",
+        "configuration_json", "donedata_json", "failure_reason",
+    ]
+
+    def get_fields(self, request: HttpRequest, obj: Execution | None = None) -> list[str]:
+        fields = list(self.FIELDS)
+        if obj is not None and obj.parent_id is not None:
+            fields += ["parent", "invokeid", "invoke_ordinal"]
+        if obj is not None and obj.donedata_error:
+            fields.append("donedata_error")
+        return fields
 
     # The JSON columns shown through the read model's json_text: bounded, never failing on a
     # value nested too deeply (Django's own display would recurse into it).
@@ -147,7 +154,17 @@ class ExecutionAdmin(StepViews, CancelActions, MigrateAction, EraseAction, ReadO
 
     @admin.display(description="about")
     def subject_link(self, execution: Execution) -> str:
-        return subject_link(execution)
+        return subject_link(execution) or self.get_empty_value_display()  # "-", as other blanks
+
+    # Shortened, the whole in the title: a 32-character id would push the columns after it
+    # out of a 1280 px window.
+    @admin.display(description="session id", ordering="session_id")
+    def session(self, execution: Execution) -> SafeString:
+        return short_session_id(execution.session_id)
+
+    @admin.display(description="updated", ordering="updated")
+    def updated_at(self, execution: Execution) -> SafeString | None:
+        return compact_date(execution.updated)
 
     @admin.display(description="in states")
     def in_states(self, execution: Execution) -> str:
@@ -184,6 +201,7 @@ class ExecutionAdmin(StepViews, CancelActions, MigrateAction, EraseAction, ReadO
             (panel, view.sections.get(panel.section, Unreadable("the section was not read")))
             for panel in extensions.ordered_panels()
         ]
+        history = view.history_page(request.GET.get("history", 1))
         context = {
             "view": view,
             "subtitle": view.title,
@@ -194,7 +212,9 @@ class ExecutionAdmin(StepViews, CancelActions, MigrateAction, EraseAction, ReadO
                 else json_text(view.datamodel, indent=2)
             ),
             "donedata_text": json_text(view.donedata),
-            "history_page": view.history_page(request.GET.get("history", 1)),
+            "history_page": history,
+            # each row with its data as JSON tokens a line never breaks
+            "history_rows": [(row, json_tokens(row.data)) for row in history.rows],
             "panels": panels,
             "outbox": execution.outbox.order_by("-id")[:50],
             "send_form": SendEventForm(events=events, accepted=accepted, available=available),

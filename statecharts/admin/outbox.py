@@ -6,6 +6,9 @@ from __future__ import annotations
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
 from statecharts import stepper
 from statecharts.admin.actions import (
@@ -16,15 +19,18 @@ from statecharts.admin.actions import (
     too_many,
 )
 from statecharts.admin.bases import ReadOnlyAdmin
+from statecharts.admin.display import compact_date, short_session_id
 from statecharts.models import OutboxMessage
 from statecharts.models.outbox import OutboxStatus
+from statecharts.operations.inspection import title_of
 
 
 @admin.register(OutboxMessage)
 class OutboxMessageAdmin(ReadOnlyAdmin):
-    list_display = ["id", "sender", "target_session_id", "event_name", "status", "created"]
+    list_display = ["id", "sender_title", "target", "event_name", "status", "created_at"]
     list_filter = ["status"]
     search_fields = ["target_session_id", "sender__session_id"]
+    list_select_related = ["sender__chart"]
     actions = ["retry_selected"]
 
     def has_retry_permission(self, request: HttpRequest) -> bool:
@@ -71,6 +77,23 @@ class OutboxMessageAdmin(ReadOnlyAdmin):
             f"{len(retryable) - delivered} still undeliverable.",
         )
         return None
+
+    @admin.display(description="sender", ordering="sender_id")
+    def sender_title(self, message: OutboxMessage) -> SafeString:
+        url = reverse("admin:statecharts_execution_change", args=[message.sender_id])
+        return format_html(
+            '<a href="{}" title="{}">{}</a>', url, message.sender.session_id,
+            title_of(message.sender),
+        )
+
+    # Shortened, the whole in the title (a 32-character id does not fit the list).
+    @admin.display(description="target session id", ordering="target_session_id")
+    def target(self, message: OutboxMessage) -> SafeString:
+        return short_session_id(message.target_session_id)
+
+    @admin.display(description="created", ordering="created")
+    def created_at(self, message: OutboxMessage) -> SafeString | None:
+        return compact_date(message.created)
 
     @admin.display(description="event")
     def event_name(self, message: OutboxMessage) -> str:

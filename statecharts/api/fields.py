@@ -22,6 +22,14 @@ class JSONValueField(serializers.JSONField):
         return json_safe(super().to_representation(value))
 
 
+class BlankJSON(str):
+    """No JSON text at all: the browsable API's HTML form shows an unset JSON field empty
+    (``StrictInput``). DRF draws a value marked ``is_json_string`` as it is, where it would
+    write ``None`` as ``null``."""
+
+    is_json_string = True
+
+
 class InputJSONField(serializers.JSONField):
     """A JSON value from a request, handed to the stepper as it came: from a JSON body as
     parsed, from a form field as :class:`~statecharts.stepper.JSONText` (the stepper's gate

@@ -10,11 +10,12 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.exceptions import PermissionDenied
+from rest_framework.utils.serializer_helpers import JSONBoundField
 from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
 from statecharts import extensions, stepper
 from statecharts.api.availability import AvailableEventsField, SubjectInput
-from statecharts.api.fields import InputJSONField, JSONValueField, json_safe
+from statecharts.api.fields import BlankJSON, InputJSONField, JSONValueField, json_safe
 from statecharts.api.filters import LARGEST_ID
 from statecharts.core.errors import ChartError, StatechartError
 from statecharts.exceptions import InvalidInput, printable
@@ -73,6 +74,14 @@ class StrictInput(serializers.Serializer[Any]):
                     }
                 )
         return super().to_internal_value(data)
+
+    def __getitem__(self, key: str) -> Any:
+        # The browsable API's form: an unset JSON field shown empty, not "null" (the raw
+        # JSON form keeps its null).
+        bound = super().__getitem__(key)
+        if isinstance(bound, JSONBoundField) and bound.value is None:
+            return JSONBoundField(bound._field, BlankJSON(), bound.errors, bound._prefix)
+        return bound
 
 
 class ChartSerializer(serializers.ModelSerializer[Chart]):
@@ -204,6 +213,10 @@ class ExecutionSerializer(serializers.ModelSerializer[Execution]):
 
     url = serializers.HyperlinkedIdentityField(view_name=_view("execution-detail"))
     chart = serializers.PrimaryKeyRelatedField(read_only=True)
+    # The chart's address too (the id stays: clients read it), a link in the browsable API.
+    chart_url = serializers.HyperlinkedRelatedField(
+        source="chart", view_name=_view("chart-detail"), read_only=True
+    )
 
     def get_fields(self) -> dict[str, serializers.Field]:  # type: ignore[type-arg]
         fields = super().get_fields()
@@ -218,6 +231,7 @@ class ExecutionSerializer(serializers.ModelSerializer[Execution]):
             "id",
             "url",
             "chart",
+            "chart_url",
             "session_id",
             "business_key",
             "status",

@@ -15,6 +15,7 @@ from drf_spectacular.utils import (
     extend_schema_view,
 )
 from rest_framework import mixins, status, viewsets
+from rest_framework import serializers as rest_serializers
 from rest_framework.decorators import action
 from rest_framework.exceptions import APIException, ErrorDetail, NotFound, ValidationError
 from rest_framework.parsers import FormParser, MultiPartParser
@@ -98,6 +99,10 @@ SVG = {
     409: OpenApiResponse(description="The chart's stored source no longer compiles."),
     501: OpenApiResponse(description="The diagram renderer (statecharts.diagram) is missing."),
 }
+
+
+class NoInput(rest_serializers.Serializer[Any]):
+    """An input with no fields (a cancel): the browsable API draws its POST as a button."""
 
 
 class APIViewSet(viewsets.GenericViewSet):  # type: ignore[type-arg]
@@ -347,6 +352,7 @@ class ExecutionViewSet(
         "create": serializers.ExecutionCreateSerializer,
         "retrieve": serializers.ExecutionDetailSerializer,
         "send": serializers.EventSerializer,
+        "cancel": NoInput,
         "history": serializers.HistoryEntrySerializer,
     }
 
@@ -414,9 +420,16 @@ class ExecutionViewSet(
             **IDEMPOTENT,
         },
     )
-    @action(detail=True, methods=["post"])
+    @extend_schema(methods=["GET"], exclude=True)  # the browsable API's page, not an operation
+    @action(detail=True, methods=["get", "post"])
     def send(self, request: Request, pk: str | None = None) -> Response:
+        """Send an event to this execution: POST ``{"name": EVENT, "data": ANY}`` (data
+        optional). The event is applied in one step of the stepper and recorded in the
+        execution's history; the answer says whether it was applied and where the execution
+        stands. A GET describes this (the browsable API shows its form under it)."""
         execution = self.get_object()
+        if request.method == "GET":
+            return self._describe(request, execution, "send")
         context, key = _caller(request)
         event = serializers.EventSerializer(data=request.data)
         event.is_valid(raise_exception=True)
@@ -443,14 +456,35 @@ class ExecutionViewSet(
             **IDEMPOTENT,
         },
     )
-    @action(detail=True, methods=["post"])
+    @extend_schema(methods=["GET"], exclude=True)  # the browsable API's page, not an operation
+    @action(detail=True, methods=["get", "post"])
     def cancel(self, request: Request, pk: str | None = None) -> Response:
+        """Cancel this execution: POST with no body. Its onexit handlers run and it ends as
+        cancelled, in one step recorded in its history. A GET describes this (the browsable
+        API shows its button under it)."""
         execution = self.get_object()
+        if request.method == "GET":
+            return self._describe(request, execution, "cancel")
         context, key = _caller(request)
         cancel = stepper.CancelRequest(
             execution=execution, caller_context=context, idempotency_key=key, user=request.user
         )
         return self._step(request, cancel)
+
+    def _describe(self, request: Request, execution: Execution, name: str) -> Response:
+        """What a GET of the send or cancel address answers: which execution, where it
+        stands and how to act on it (the POST does it)."""
+        view = inspect(execution)
+        url = reverse(
+            f"{serializers.NAMESPACE}:execution-detail",
+            kwargs={"pk": execution.pk},
+            request=request,
+        )
+        how = {
+            "send": 'POST {"name": EVENT, "data": ANY} (data optional) to this address',
+            "cancel": "POST to this address, with no body",
+        }[name]
+        return Response({"execution": url, "title": view.title, "where": view.where, "how": how})
 
     @extend_schema(
         summary="Migrate executions to another version of their chart (or a dry run)",

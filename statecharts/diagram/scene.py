@@ -26,7 +26,8 @@ TRACE_BUDGET = 300_000
 BORDER_CLEARANCE = 2.0  # how near a label may come to a container's border
 
 # What a course runs through, by kind: ("thing", n) for box n or title n of
-# ``Scene.obstacles``, ("room", n) for container n of ``Scene.rooms``.
+# ``Scene.obstacles``, ("room", n) for container n of ``Scene.rooms``, ("wall", n) for
+# region separator n of ``Scene.walls``.
 Hit = tuple[str, int]
 
 
@@ -38,8 +39,10 @@ class Scene:
         self.taken = Grid()
         self.arrows = Lines()
         self.walls = Lines()  # the dashed lines between parallel regions
-        for number, (_parallel, a, b) in enumerate(layout.separators):
+        self.wall_of: list[int] = []  # the parallel state each separator divides
+        for number, (parallel, a, b) in enumerate(layout.separators):
             self.walls.add(a, b, number)
+            self.wall_of.append(parallel)
         for box in self.boxes:
             shape = box.rect if box.role in LEAVES else _title(box)
             self.obstacles.add(shape, box.index)
@@ -57,6 +60,9 @@ class Scene:
         return found
 
     def rect(self, hit: Hit) -> Rect:
+        if hit[0] == "wall":
+            (ax, ay), (bx, by) = self.walls.segments[hit[1]]
+            return Rect(min(ax, bx), min(ay, by), abs(bx - ax), abs(by - ay))
         grid = self.obstacles if hit[0] == "thing" else self.rooms
         return grid.rects[hit[1]]
 
@@ -74,9 +80,15 @@ class Scene:
 
     def crossing(self, path: Path, ends: tuple[int, int], related: set[int]) -> list[Hit]:
         """What the course runs through, ascending: boxes and titles other than its two
-        ends, and containers holding neither end."""
+        ends, containers holding neither end, and the separators between the regions of a
+        parallel state that does not hold both ends (an arrow between two regions crosses
+        their separator; one leaving a region for outside the parallel need not)."""
         found: set[Hit] = set()
+        shared = self.lineage(ends[0]) & self.lineage(ends[1])
         for p, q in chords(path):
+            for n in self.walls.crossing(p, q):
+                if self.wall_of[n] not in shared:
+                    found.add(("wall", n))
             for n in self.obstacles.along(p, q):
                 if self.obstacles.tags[n] not in ends:
                     found.add(("thing", n))
@@ -87,8 +99,9 @@ class Scene:
 
     @staticmethod
     def cost(hits: list[Hit]) -> int:
-        """3 per box or title crossed, 1 per unrelated container entered."""
-        return sum(3 if kind == "thing" else 1 for kind, _ in hits)
+        """3 per box, title or region separator crossed, 1 per unrelated container
+        entered."""
+        return sum(1 if kind == "room" else 3 for kind, _ in hits)
 
     # -- labels ------------------------------------------------------------------------------
 

@@ -101,3 +101,21 @@ class Lines(_Cells):
             for n in self._in(self._box_keys(rect))
             if segment_meets(*self.segments[n], rect)
         }
+
+    def crossing(self, p: Point, q: Point) -> set[int]:
+        """Numbers of the stored segments the segment ``p``-``q`` crosses (touching at an
+        end point counts)."""
+        return {
+            n
+            for n in self._in(self._line_keys(p, q))
+            if _segments_cross(p, q, *self.segments[n])
+        }
+
+
+def _segments_cross(p: Point, q: Point, a: Point, b: Point) -> bool:
+    def side(o: Point, u: Point, v: Point) -> float:
+        return (u[0] - o[0]) * (v[1] - o[1]) - (u[1] - o[1]) * (v[0] - o[0])
+
+    d1, d2 = side(a, b, p), side(a, b, q)
+    d3, d4 = side(p, q, a), side(p, q, b)
+    return d1 * d2 <= 0 and d3 * d4 <= 0 and (d1, d2) != (0, 0)

@@ -49,7 +49,7 @@ def write_svg(
     active: Set[str],
     invoking: Set[str] = frozenset(),
 ) -> str:
-    frame = _frame(layout, routes)
+    frame = frame_of(layout, routes)
     bounds = frame.inflate(MARGIN)
     name = escape(chart.name or "scxml")
     out: list[str] = [
@@ -75,13 +75,17 @@ def write_svg(
     return "\n".join(out) + "\n"
 
 
-def _frame(layout: Layout, routes: list[Route]) -> Rect:
-    """The chart's own box, grown to hold every arrow and label."""
+# How far a label keeps from the chart's frame when the frame grows to hold it.
+LABEL_CLEARANCE = 4.0
+
+
+def frame_of(layout: Layout, routes: list[Route]) -> Rect:
+    """The chart's own box, grown to hold every arrow and label (a label clear of its line)."""
     area = layout.boxes[0].rect
     for r in routes:
         area = area.union(path_bounds(r.path))
         if r.label is not None:
-            area = area.union(r.label)
+            area = area.union(r.label.inflate(LABEL_CLEARANCE))
     return area
 
 

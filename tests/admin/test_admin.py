@@ -241,11 +241,20 @@ def test_history_shows_data_as_json_and_effects_without_a_trailing_comma(
 ) -> None:
     execution.send("pay", {"amount": 12, "note": None})
     body = change_page(admin_client, execution)
-    assert "<code>{&quot;amount&quot;: 12, &quot;note&quot;: null}</code>" in body
+    # Each JSON token in a span a line never breaks (statecharts.admin.display.json_tokens).
+    data = re.findall(r'<td class="sc-data"><code>(.*?)</code></td>', body, re.S)
+    assert data[0] == (
+        '{<span class="sc-token">&quot;amount&quot;</span>: <span class="sc-token">12</span>, '
+        '<span class="sc-token">&quot;note&quot;</span>: <span class="sc-token">null</span>}'
+    )
     effects = re.findall(r'<td class="sc-effects">(.*?)</td>', body, re.S)
     # Newest first: the pay step changed only the datamodel; the start scheduled a timer.
     assert effects[0] == ""
-    assert re.fullmatch(r'<span title="[^"]*">send_delayed nudge</span>', effects[1])
+    assert re.fullmatch(
+        r'<span title="[^"]*"><span class="sc-token">send_delayed</span> '
+        r'<span class="sc-token">nudge</span></span>',
+        effects[1],
+    )
 
 
 @pytest.mark.parametrize(

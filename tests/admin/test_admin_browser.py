@@ -29,7 +29,7 @@ from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
 
-from statecharts.models import Chart, Execution
+from statecharts.models import Chart, Execution, HistoryEntry
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -292,3 +292,131 @@ def test_the_readme_thirty_second_path_in_the_browser(
     shot("5-api-docs")
     with capsys.disabled():
         print(f"\nscreenshots of the README's path: {folder}")
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
+SHOTS = Path("/tmp/h32-shots")  # outside the repository: for a person to look at
+PROJECT_APPS = {"statecharts", "timers", "invocations", "routes"}
+
+
+def horizontal_overflow(driver: WebDriver) -> int:
+    """How many pixels the page, or a list's own scrolling box (the changelist's
+    ``.results``), scrolls sideways (0: it fits the window)."""
+    overflow = driver.execute_script(
+        """
+        return Math.max(0, ...[document.documentElement, ...document.querySelectorAll('.results')]
+            .map(e => e.scrollWidth - e.clientWidth));
+        """
+    )
+    assert isinstance(overflow, int)
+    return overflow
+
+
+def broken_tokens(driver: WebDriver) -> list[str]:
+    """The history table's JSON tokens (and effect names) the browser paints on more than one
+    line: each one's client rects counted, one rect per painted line."""
+    found = driver.execute_script(
+        """
+        return [...document.querySelectorAll(
+            'table.statecharts-history td.sc-data .sc-token,'
+            + ' table.statecharts-history td.sc-effects .sc-token'
+        )].filter(e => e.getClientRects().length > 1).map(e => e.textContent);
+        """
+    )
+    assert isinstance(found, list)
+    return found
+
+
+@pytest.mark.parametrize("width", [1280, 1600])
+@pytest.mark.django_db(transaction=True)  # the live server's thread must see committed rows
+def test_no_admin_page_scrolls_sideways_at_desktop_widths(
+    live_server: LiveServer, browser: WebDriver, width: int
+) -> None:
+    """Every admin list and an execution's page fit a 1280 and a 1600 px window: nothing scrolls
+    sideways, and the history table never breaks a JSON token or an effect name across lines.
+    The pages are filled as the demo fills them (its examples, a few inputs each, a pending
+    timer, long JSON data). Screenshots go to /tmp/h32-shots for a person to look at."""
+    from django.contrib import admin
+
+    User.objects.create_superuser("admin", "admin@example.com", "correct horse")
+    charts = {
+        path.stem: Chart.objects.load(path.read_text(), name=path.stem)
+        for path in sorted(EXAMPLES.glob("*.scxml"))
+    }
+    signup = Execution.objects.start(
+        charts["signup"], business_key="ada-lovelace-invitation", data={"nudge_after": "10s"}
+    )
+    signup.send("signed_up", {"email": "ada@example.com", "name": "Ada King, Countess of Lovelace"})
+    waiting = Execution.objects.start(charts["signup"], business_key="grace-hopper-invitation")
+    waiting.send("unknown.event", {"note": "x" * 120, "tags": ["alpha", "beta", "gamma"]})
+    Execution.objects.start(charts["order"], business_key="order-2024-000017")
+    loan = Execution.objects.start(charts["loan"], business_key="loan-application-77")
+    loan.send("documents.uploaded", {"files": ["passport-scan.pdf", "utility-bill.pdf"]})
+    loan.send("score.ready", {"score": 640, "bureau": "experian", "reference": "a" * 40})
+
+    browser.set_window_size(width, 1000)
+    browser.get(f"{live_server.url}/admin/login/")
+    browser.find_element(By.ID, "id_username").send_keys("admin")
+    browser.find_element(By.ID, "id_password").send_keys("correct horse")
+    browser.find_element(By.CSS_SELECTOR, '#login-form [type="submit"]').click()
+    wait(browser).until(ec.presence_of_element_located((By.ID, "logout-form")))
+    SHOTS.mkdir(parents=True, exist_ok=True)
+
+    def visit(url: str, name: str) -> int:
+        browser.get(f"{live_server.url}{url}")
+        wait(browser).until(ec.presence_of_element_located((By.ID, "content")))
+        overflow = horizontal_overflow(browser)
+        # The whole page in one picture: the window as tall as the page, then back.
+        height = browser.execute_script("return document.documentElement.scrollHeight;")
+        browser.set_window_size(width, min(int(height) + 100, 6000))
+        browser.save_screenshot(str(SHOTS / f"{width}-{name}.png"))
+        browser.set_window_size(width, 1000)
+        return overflow
+
+    overflowing: dict[str, int] = {}
+    for model in admin.site._registry:
+        opts = model._meta
+        if opts.app_label not in PROJECT_APPS:
+            continue
+        name = f"{opts.app_label}_{opts.model_name}"
+        if overflow := visit(reverse(f"admin:{name}_changelist"), f"list-{name}"):
+            overflowing[f"list {name}"] = overflow
+    chart_url = reverse("admin:statecharts_chart_change", args=[charts["loan"].pk])
+    if overflow := visit(chart_url, "chart-loan"):
+        overflowing["chart loan"] = overflow
+    # The start form is laid out as an admin form: inputs aligned, help in the help style,
+    # nothing prefilled.
+    start = browser.find_element(By.CSS_SELECTOR, "form.statecharts-start")
+    inputs = start.find_elements(By.CSS_SELECTOR, "textarea, input[type=text]")
+    assert len(inputs) == 2 and len({field.location["x"] for field in inputs}) == 1
+    assert all(field.get_attribute("value") == "" for field in inputs)
+    help_text = start.find_element(By.CSS_SELECTOR, ".help")
+    assert "top-level data" in help_text.text
+    label = start.find_element(By.CSS_SELECTOR, "label")
+    size = "return parseFloat(getComputedStyle(arguments[0]).fontSize);"
+    assert browser.execute_script(size, help_text) < browser.execute_script(size, label)
+    entry = HistoryEntry.objects.filter(execution=signup).order_by("seq").last()
+    assert entry is not None
+    entry_url = reverse("admin:statecharts_historyentry_change", args=[entry.pk])
+    if overflow := visit(entry_url, "history-entry"):
+        overflowing["history entry"] = overflow
+    broken: dict[str, list[str]] = {}
+    for execution in (signup, waiting, loan):
+        url = reverse("admin:statecharts_execution_change", args=[execution.pk])
+        key = str(execution.business_key)
+        if overflow := visit(url, f"execution-{key}"):
+            overflowing[f"execution {key}"] = overflow
+        assert browser.find_elements(By.CSS_SELECTOR, "table.statecharts-history .sc-token")
+        if tokens := broken_tokens(browser):
+            broken[key] = tokens
+        dates = browser.find_elements(By.CSS_SELECTOR, "table.statecharts-history td.sc-when")
+        assert len(dates) == HistoryEntry.objects.filter(execution=execution).count()
+        lines = [
+            browser.execute_script("return arguments[0].getClientRects().length;", date)
+            for date in browser.find_elements(
+                By.CSS_SELECTOR, "table.statecharts-history td.sc-when time"
+            )
+        ]
+        assert lines and set(lines) == {1}, f"a date in {key}'s history wraps: {lines}"
+    assert not overflowing, f"scrolls sideways at {width} px (pixels): {overflowing}"
+    assert not broken, f"tokens broken across lines at {width} px: {broken}"

@@ -344,6 +344,7 @@ TOP_OF_STATECHARTS = {
     "management": "manage.py statechart",
     "diagram": "the chart diagram (SVG)",
     "templates": "the admin's templates",
+    "static": "the admin's stylesheet (static/statecharts/admin.css: the lists fit 1280 px)",
     "migrations": "the database migrations",
     # the app itself
     "apps": "the AppConfig",

@@ -72,6 +72,10 @@ def test_demo_site_serves_admin_and_api_and_stops_on_ctrl_c(tmp_path: Path) -> N
             output
         ), output
         assert f"site:  http://127.0.0.1:{port}/" in output
+        # The banner with the password comes last: after the cluster says it runs.
+        running = [n for n, line in enumerate(lines) if "Q Cluster" in line and "running" in line]
+        banner = [n for n, line in enumerate(lines) if line.startswith("admin: ")]
+        assert running and banner and running[0] < banner[0], output
         assert f"docs: http://127.0.0.1:{port}/api/docs/" in output
         for name in ("order", "signup", "loan"):
             assert f"{name} v1  (docs/examples/{name}.scxml)" in output

@@ -56,6 +56,7 @@ def test_manage_py_without_a_secret_key_or_debug_refuses_to_start(tmp_path: Path
     assert done.returncode != 0
     assert "DJANGO_SECRET_KEY is not set (demo.settings.site)" in done.stderr
     assert "export DJANGO_DEBUG=1" in done.stderr and "docs/deployment.md" in done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
 def test_debug_is_off_unless_asked_for(tmp_path: Path) -> None:
@@ -103,6 +104,7 @@ def test_the_production_settings_refuse_to_start_without_a_key_or_hosts(tmp_path
     )
     assert no_key.returncode != 0
     assert "DJANGO_SECRET_KEY is not set (demo.settings.production)" in no_key.stderr
+    assert "Traceback" not in no_key.stderr
     no_hosts = python(
         ["manage.py", "check"],
         environment(tmp_path, DJANGO_SECRET_KEY=secrets.token_urlsafe(50), **production),

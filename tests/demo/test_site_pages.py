@@ -54,15 +54,27 @@ def test_the_admins_view_site_link_leads_to_the_landing_page() -> None:
     assert client.get("/").status_code == 200
 
 
-def test_documents_are_served_as_text_and_nothing_else_is() -> None:
+def test_documents_are_served_as_html_pages_and_nothing_else_is() -> None:
     client = Client()
     response = client.get("/docs/installation.md")
     assert response.status_code == 200
-    assert response["Content-Type"] == "text/plain; charset=utf-8"
-    assert response.content.decode().startswith("# Installing into your Django project")
-    assert client.get("/docs/README.md").status_code == 200
+    assert response["Content-Type"] == "text/html; charset=utf-8"
+    page = response.content.decode()
+    assert "<title>Installing into your Django project · django-statecharts demo</title>" in page
+    assert re.search(r"<h1[^>]*>Installing into your Django project</h1>", page)
+    assert "<pre><code" in page  # a fenced block, rendered
+    # A link to another document leads to that document's page on this site.
+    readme = client.get("/docs/README.md").content.decode()
+    assert re.search(r'href="/docs/[\w-]+\.md(#[^"]*)?"', readme), "no link between documents"
+    assert 'href="docs/' not in readme
     for name in ("nope.md", "..%2Fpyproject.toml", "examples", "LICENSE", "%2Fetc%2Fpasswd"):
         assert client.get(f"/docs/{name}").status_code == 404, name
+
+
+def test_the_front_page_shows_no_literal_backticks() -> None:
+    page = Client().get("/").content.decode()
+    titles = re.findall(r'<li><a href="/docs/[^"]+">([^<]*)</a>', page)
+    assert len(titles) > 5 and not [title for title in titles if "`" in title]
 
 
 def test_the_api_docs_page_is_for_signed_in_users() -> None:

@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import logging
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
@@ -124,7 +125,16 @@ class Command(BaseCommand):
             subcommand.add_arguments(add(subcommand.name, help=subcommand.help))
 
     def handle(self, *args: Any, **options: Any) -> None:
-        BY_NAME[options["subcommand"]].handle(self, options)
+        # django-q2 logs each task it enqueues (a timer's wake-up) at INFO, "[Q] INFO
+        # Enqueued ...": not this command's answer; shown from --verbosity 2 on.
+        queue_log = logging.getLogger("django-q")
+        level = queue_log.level
+        if options.get("verbosity", 1) < 2:
+            queue_log.setLevel(max(level, logging.WARNING))
+        try:
+            BY_NAME[options["subcommand"]].handle(self, options)
+        finally:
+            queue_log.setLevel(level)
 
     def say(self, line: str = "") -> None:
         self.stdout.write(line)
