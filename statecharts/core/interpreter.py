@@ -87,6 +87,9 @@ class Step:
     # The bytes (UTF-8 JSON) the effects carried, with ``Host.output_bytes_spent`` (what the
     # step's earlier calls carried) included: the ``output_bytes`` budget's running total.
     output_bytes: int = 0
+    # ``handle_event`` only: no transition was selected for the external event (spec
+    # mainEventLoop: it was still consumed, bound to ``_event``, finalized and autoforwarded).
+    unhandled: bool = False
 
 
 _new_step = positional_constructor(Step)
@@ -270,7 +273,10 @@ class Interpreter:
             enabled = self.selectTransitions(event)
             if enabled:
                 self.microstep(enabled)
-            return self._finish_macrostep()
+                return self._finish_macrostep()
+            # (only an event no transition selected pays for saying so)
+            step = self._finish_macrostep()
+            return _new_step(step.state, step.effects, step.output_bytes, True)
         except BudgetExceeded as exc:
             return self._rolled_back(state, exc)
 
@@ -515,7 +521,7 @@ class Interpreter:
                 new_counters(0, 0, 0, 0, 0, 0, 0), self.parent_session_id, self.invokeid,
                 "budget_exhausted", self.io_processors,
             )
-        step: Step = _new_step(state, (effect,), self._host.output_bytes_spent)
+        step: Step = _new_step(state, (effect,), self._host.output_bytes_spent, False)
         return step
 
     def _discard_live(self) -> None:
@@ -773,7 +779,7 @@ class Interpreter:
             self._dm = self.dm
         else:
             self.dm.close()
-        step: Step = _new_step(state, tuple(effects), self._output_bytes)
+        step: Step = _new_step(state, tuple(effects), self._output_bytes, False)
         return step
 
     # ==== spec functions =======================================================================

@@ -22,7 +22,7 @@ from statecharts.core.plan import InstructionKind
 from statecharts.core.position import ChartIdentity, Position, decode, encode
 from statecharts.core.state import State
 from statecharts.drivers.durable import START, Advance, Input, advance, status_of
-from statecharts.exceptions import Halted, StartRefused, StepRefused
+from statecharts.exceptions import EventUnhandled, Halted, StartRefused, StepRefused
 from statecharts.models import Execution, HistoryEntry
 from statecharts.models.history import Disposition
 from statecharts.runtime import interpreter_for
@@ -42,7 +42,7 @@ from statecharts.stepper.recording import (
     _record_unapplied,
     _stored_input,
 )
-from statecharts.stepper.transaction import StepResult, phase
+from statecharts.stepper.transaction import UNHANDLED, StepResult, phase
 
 # Decoding the same blob twice gives the same state; reusing the very State object lets the
 # thread's interpreter keep its datamodel engine alive instead of rebuilding it.
@@ -78,6 +78,7 @@ def _apply(
     outbox: list[int],
     caller_context: dict[str, Any] | None = None,
     cause: dict[str, Any] | None = None,
+    strict: bool = False,
 ) -> tuple[StepResult, StepRefused | None]:
     interpreter = interpreter_for(compiled, tracing=execution.tracing)
     answers: dict[str, bool] = {}
@@ -124,6 +125,8 @@ def _apply(
         }
     if halted:
         return _halt(execution, position, step_input, now, halted, cause, caller_context)
+    if outcome.unhandled and strict:
+        return _refuse_unhandled(execution, step_input, now, cause, caller_context)
     execution.position = blob
     execution.status = status_of(state)
     execution.configuration = _atomic_ids(compiled, state)
@@ -160,6 +163,7 @@ def _apply(
             else registered_types_record()
         ),
         position_sha256=hashlib.sha256(blob).hexdigest(),
+        reason=UNHANDLED if outcome.unhandled else "",
         cause=cause,
         caller_context=caller_context,
         created=now,
@@ -239,6 +243,33 @@ def _halt(
     observing.halted(execution, halted)
     signals.execution_halted.send(Execution, execution=execution, entry=result.entry)
     return result, Halted(f"execution {execution.session_id} halted: {reason}")
+
+
+def _refuse_unhandled(
+    execution: Execution,
+    step_input: Input,
+    now: datetime,
+    cause: dict[str, Any] | None,
+    caller_context: dict[str, Any] | None,
+) -> tuple[StepResult, StepRefused]:
+    """Strict mode: no transition was selected for the event. Nothing of the step is kept
+    (no effect performed: a ``<finalize>``'s assignments and autoforwarded copies included;
+    the position as it was) and the input is recorded as refused; replay does not re-run it."""
+    assert step_input.event is not None
+    result = _record_unapplied(
+        execution,
+        step_input,
+        now,
+        Disposition.REFUSED,
+        f"{UNHANDLED} (strict: refused, nothing kept)",
+        cause=cause,
+        caller_context=caller_context,
+    )
+    return result, EventUnhandled(
+        f"execution {execution.session_id}: no transition takes {step_input.event.name!r} "
+        f"in {', '.join(execution.configuration) or 'its configuration'}; nothing was kept "
+        f"(history entry {result.entry.seq})"
+    )
 
 
 def _atomic_ids(compiled: CompiledChart, state: State) -> list[str]:
