@@ -198,6 +198,10 @@ class Interpreter:
         self._uses_in = chart.datamodel != "null" and any(
             "In" in e.source for e in chart.expressions
         )
+        # _x (the host's chart facts, which it may read rows for): only for code that names it.
+        self._uses_x = chart.datamodel != "null" and any(
+            "_x" in e.source for e in chart.expressions
+        )
 
     # ==== entry points =========================================================================
 
@@ -444,12 +448,14 @@ class Interpreter:
 
     def _new_datamodel(self, name: str | None = None) -> Datamodel:
         dm = create_datamodel(self.chart.engine or self.chart.datamodel, self.limits)
+        chart_row = self._host.chart if self._uses_x else None
         dm.bind_system(
             self.session_id,
             name if name is not None else self.chart.name,
             ioprocessors(self.session_id, self.io_processors),
             self._in_state,
             self._active_ids,
+            None if chart_row is None else {"chart": dict(chart_row())},
         )
         if not self._uses_in:
             dm.configuration_unused()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -103,7 +104,13 @@ def _apply(
         route_answers.append([route, send_type, target, answer.to_text()])
         return answer
 
-    host = Host(registered_types(), is_reachable, step_clock(), check_route=check_route)
+    host = Host(
+        registered_types(),
+        is_reachable,
+        step_clock(),
+        check_route=check_route,
+        chart=chart_facts(execution),
+    )
     outcome = advance(
         interpreter,
         position.state if position is not None else None,
@@ -186,6 +193,30 @@ def _apply(
     if finished:
         signals.execution_finished.send(Execution, execution=execution)
     return StepResult(execution, entry, effects, instructions), None
+
+
+def chart_facts(execution: Execution) -> Callable[[], dict[str, Any]]:
+    """``_x.chart`` for ``execution`` (``statecharts.core.host.Host.chart``): its chart
+    row's version and, when it was migrated, the version it came from and when, from its
+    last ``migrated`` history entry (never the clock). Read only when the chart's code names
+    ``_x`` and its datamodel is built; replay reads the same."""
+
+    def facts() -> dict[str, Any]:
+        migrated = (
+            HistoryEntry.objects.using(sql.database())
+            .filter(execution_id=execution.pk, disposition=Disposition.MIGRATED)
+            .order_by("-seq")
+            .values_list("input", "created")
+            .first()
+        )
+        source = (migrated[0] or {}).get("from") or {} if migrated is not None else {}
+        return {
+            "version": execution.chart.version or None,
+            "migratedFrom": (source.get("version") or None) if migrated is not None else None,
+            "migratedAt": migrated[1].isoformat() if migrated is not None else None,
+        }
+
+    return facts
 
 
 def step_clock() -> Any:

@@ -41,6 +41,9 @@ from statecharts.core.datamodel.base import (
 from statecharts.core.errors import DatamodelError, SnapshotLimitError
 from statecharts.core.model import Data, Expr
 
+# ``_x`` when the host says nothing of a chart row (the in-memory driver, a bare interpreter).
+_NO_PLATFORM = json.dumps({"chart": {"version": None, "migratedFrom": None, "migratedAt": None}})
+
 _SANDBOX = resources.files("statecharts.core.datamodel").joinpath("sandbox.js").read_text()
 # The prelude evaluates to a function taking the codec's source, which it compiles on first use.
 _PRELUDE, _CODEC = _SANDBOX.split("\n// ==== codec: compiled on first use (loadCodec above) ====\n")
@@ -430,11 +433,13 @@ class EcmascriptDatamodel(Datamodel):
         ioprocessors: dict[str, Any],
         in_state: Callable[[str], bool],
         active_ids: Callable[[], list[str]],
+        platform: dict[str, Any] | None = None,
     ) -> None:
         self._active_ids = active_ids
+        x = _NO_PLATFORM if platform is None else json.dumps(platform)
         self._call_js(
             "system variables",
-            lambda: self._install(session_id, name, json.dumps(ioprocessors)),
+            lambda: self._install(session_id, name, json.dumps(ioprocessors), x),
         )
 
     def declare(self, data: Data, *, bind: bool) -> None:
@@ -587,7 +592,7 @@ class EcmascriptDatamodel(Datamodel):
     def _check_location(self, location: Expr) -> None:
         source = location.source.strip()
         head = source.split(".", 1)[0].split("[", 1)[0]
-        if head in ("_event", "_sessionid", "_name", "_ioprocessors", "In"):
+        if head in ("_event", "_sessionid", "_name", "_ioprocessors", "_x", "In"):
             raise DatamodelError(f"{source!r} is a read-only system variable")
 
     def run_script(self, script: Expr) -> None:
