@@ -41,9 +41,6 @@ from statecharts.core.datamodel.base import (
 from statecharts.core.errors import DatamodelError, SnapshotLimitError
 from statecharts.core.model import Data, Expr
 
-# ``_x`` when the host says nothing of a chart row (the in-memory driver, a bare interpreter).
-_NO_PLATFORM = json.dumps({"chart": {"version": None, "migratedFrom": None, "migratedAt": None}})
-
 _SANDBOX = resources.files("statecharts.core.datamodel").joinpath("sandbox.js").read_text()
 # The prelude evaluates to a function taking the codec's source, which it compiles on first use.
 _PRELUDE, _CODEC = _SANDBOX.split("\n// ==== codec: compiled on first use (loadCodec above) ====\n")
@@ -436,7 +433,7 @@ class EcmascriptDatamodel(Datamodel):
         platform: dict[str, Any] | None = None,
     ) -> None:
         self._active_ids = active_ids
-        x = _NO_PLATFORM if platform is None else json.dumps(platform)
+        x = None if platform is None else json.dumps(platform)
         self._call_js(
             "system variables",
             lambda: self._install(session_id, name, json.dumps(ioprocessors), x),

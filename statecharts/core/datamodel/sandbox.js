@@ -166,6 +166,10 @@
   // The system variables: read-only for chart code, the same objects for every session an
   // engine serves (install sets what they give).
   let sessionId = "", sessionName = null, ioprocessors = null, platform = null, currentEvent;
+  // _x when the host gives no chart facts (the in-memory driver, a chart whose code never
+  // names _x: the stepper then reads no row for it).
+  const NO_PLATFORM = '{"chart":{"version":null,"migratedFrom":null,"migratedAt":null}}';
+  let noPlatform = null;
   // True from a reset to the next install: the engine then holds nothing of any session (no
   // code runs in an engine between its release, which resets it, and the next install), so
   // install need not reset it again. A new engine starts false: install resets it.
@@ -490,7 +494,9 @@
       sessionId = id;
       sessionName = name;
       ioprocessors = loadDeepFrozen(parse(io));
-      platform = loadDeepFrozen(parse(x));
+      // (null: the host gave no chart facts; the all-null object is built once per engine)
+      platform = x === null ? (noPlatform || (noPlatform = loadDeepFrozen(parse(NO_PLATFORM))))
+        : loadDeepFrozen(parse(x));
     },
     // What a session leaves in the engine is removed: its variables (every global that is
     // not the realm's), its event, configuration and loops. The realm itself is frozen.
