@@ -559,7 +559,7 @@ def compile_document(
         base_path=base_path,
         warnings=tuple(problems) + tuple(compiler.problems),
         content_columns=tuple(compiler.content_columns),
-        outside=outside.outside_events(root, states),
+        external_events=root.get(outside.EXTERNAL_EVENTS),
     )
 
 

@@ -525,8 +525,11 @@ class Chart:
     # The column of each executable content element's start tag, by its content_index (its
     # line is the action's own): where an error.execution it raises points.
     content_columns: tuple[int, ...] = ()
-    # Which events the doors offer the outside (issue 36: not those it only sends itself).
-    outside: OutsideEvents = OutsideEvents()
+    # Its ``ds:external-events`` (None: not declared), and which events the doors offer the
+    # outside, made on first use (``statecharts.core.outside.of``: it reads every state, and
+    # loading makes none of them).
+    external_events: str | None = None
+    _outside: OutsideEvents | None = field(default=None, repr=False)
     # Per event-name cache of candidate transitions per state is built lazily by the
     # interpreter; it lives here so every interpreter of this chart shares it.
     _event_cache: dict[str, Any] = field(default_factory=dict, repr=False)

@@ -6,7 +6,8 @@ An event the chart only sends itself is not one a person should press as a butto
 name is **self-only** when every ``<raise>`` and ``<send>`` that names it is such a one. A
 ``<send eventexpr=...>`` anywhere makes every name potentially public (the name it sends is
 only known when it runs: nothing is left out). The doors leave self-only names out of their
-lists (``statecharts.policies.availability``); nothing here refuses a send.
+lists (``statecharts.policies.availability``, through :func:`of`); nothing here refuses a
+send.
 
 A chart may instead list what the outside may send: ``ds:external-events="order.paid
 order.cancel"`` on ``<scxml>`` (``xmlns:ds="urn:django-statecharts"``), event descriptors as
@@ -18,12 +19,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from lxml import etree
-
 from statecharts.core.errors import Problem
 from statecharts.core.events import split_descriptor
 from statecharts.core.host import SCXML_SEND_TYPES
-from statecharts.core.model import Action, Block, Foreach, If, OutsideEvents, Raise, Send, StateNode
+from statecharts.core.model import (
+    Action,
+    Block,
+    Chart,
+    Foreach,
+    If,
+    OutsideEvents,
+    Raise,
+    Send,
+    StateNode,
+)
 from statecharts.core.parse import ParsedDocument
 
 EXTENSION_NS = "urn:django-statecharts"
@@ -61,10 +70,19 @@ def problems(document: ParsedDocument) -> list[Problem]:
     return found
 
 
-def outside_events(root: etree._Element, states: Iterable[StateNode]) -> OutsideEvents:
-    """The chart's :class:`OutsideEvents`: its declared list, or the names it only sends
-    itself (every ``<raise>`` and ``<send>`` of its states, transitions and finalizes)."""
-    listed = root.get(EXTERNAL_EVENTS)
+def of(chart: Chart) -> OutsideEvents:
+    """``chart``'s :class:`OutsideEvents`, made once per compiled chart (on first use: it
+    reads every state, which loading does not make)."""
+    known = chart._outside
+    if known is None:
+        known = chart._outside = outside_events(chart.external_events, chart.states)
+    return known
+
+
+def outside_events(listed: str | None, states: Iterable[StateNode]) -> OutsideEvents:
+    """The :class:`OutsideEvents` of a chart with ``ds:external-events`` ``listed`` (None:
+    not declared) and ``states``: the declared list, or the names it only sends itself
+    (every ``<raise>`` and ``<send>`` of its states, transitions and finalizes)."""
     if listed is not None:
         return OutsideEvents(declared=tuple(split_descriptor(t) for t in listed.split()))
     to_self: set[str] = set()

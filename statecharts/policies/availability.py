@@ -15,6 +15,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from statecharts.core import outside
 from statecharts.core.availability import Availability, AvailableEvent, GuardTime
 from statecharts.core.availability import available_events as core_available_events
 from statecharts.core.errors import StatechartError
@@ -45,7 +46,7 @@ def offered(compiled: CompiledChart, name: str, user: Any = None) -> bool:
     itself (or one its ``ds:external-events`` leaves out), unless the user has
     ``statecharts.send_internal_events``. Offering is not permitting: a name left out can
     still be sent (``EVENT_PERMISSIONS`` is what refuses)."""
-    if compiled.outside.may_send(name):
+    if outside.of(compiled).may_send(name):
         return True
     return user is not None and bool(user.has_perm(INTERNAL_EVENTS_PERMISSION))
 

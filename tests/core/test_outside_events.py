@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from statecharts.core import outside
 from statecharts.core.compile import load_chart
 from statecharts.core.errors import ChartError
 
@@ -26,10 +27,10 @@ def test_names_sent_only_to_itself_are_left_out() -> None:
         <if cond="true"><foreach array="[1]" item="i"><raise event="nested"/></foreach></if>
       </onentry>
       <transition event="nudge.due raised inside own nested pay"/>"""))
-    outside = compiled.outside
-    assert outside.self_only == {"nudge.due", "raised", "inside", "own", "nested"}
-    assert not outside.may_send("nudge.due") and outside.may_send("pay")
-    assert outside.may_send("nudge")  # (a descriptor above it: not the same name)
+    offered = outside.of(compiled)
+    assert offered.self_only == {"nudge.due", "raised", "inside", "own", "nested"}
+    assert not offered.may_send("nudge.due") and offered.may_send("pay")
+    assert offered.may_send("nudge")  # (a descriptor above it: not the same name)
 
 
 def test_a_name_also_sent_elsewhere_or_by_another_type_is_public() -> None:
@@ -41,13 +42,13 @@ def test_a_name_also_sent_elsewhere_or_by_another_type_is_public() -> None:
         <send event="somewhere" targetexpr="'#_scxml_' + other"/>
         <raise event="typed"/><raise event="somewhere"/>
       </onentry>"""))
-    assert compiled.outside.self_only == frozenset()
+    assert outside.of(compiled).self_only == frozenset()
 
 
 def test_an_eventexpr_anywhere_leaves_nothing_out() -> None:
     compiled = load_chart(chart("""
       <onentry><raise event="raised"/><send eventexpr="'x'"/></onentry>"""))
-    assert compiled.outside.may_send("raised")
+    assert outside.of(compiled).may_send("raised")
 
 
 def test_the_chart_may_list_what_the_outside_sends() -> None:
@@ -55,10 +56,10 @@ def test_the_chart_may_list_what_the_outside_sends() -> None:
         chart('<onentry><raise event="order.raised"/></onentry>',
               f'{DS} ds:external-events="order approve.*"')
     )
-    outside = compiled.outside
-    assert outside.may_send("order.paid") and outside.may_send("order.raised")
-    assert outside.may_send("approve") and not outside.may_send("refund")
-    everything = load_chart(chart("", f'{DS} ds:external-events="*"')).outside
+    offered = outside.of(compiled)
+    assert offered.may_send("order.paid") and offered.may_send("order.raised")
+    assert offered.may_send("approve") and not offered.may_send("refund")
+    everything = outside.of(load_chart(chart("", f'{DS} ds:external-events="*"')))
     assert everything.may_send("anything")
 
 
