@@ -126,6 +126,11 @@ SETTINGS = (
     Setting(
         "PAYLOAD_KEYS", [], "EncryptingCodec: [{'id': ..., 'key': ...}], newest (writing) first"
     ),
+    Setting(
+        "STRICT_EVENTS",
+        False,
+        "an event sent through a door that no transition takes is refused (409), not consumed",
+    ),
     # Permissions (statecharts.policies.authorization, docs/permissions-and-available-events.md).
     Setting("EVENT_PERMISSIONS", {}, "chart name ('*': every chart) -> {event descriptor: rule}"),
     Setting(

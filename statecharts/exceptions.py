@@ -30,6 +30,12 @@ class Halted(StepRefused):
     refused until it is cancelled (or migrated); ``failure_reason`` says which budget."""
 
 
+class EventUnhandled(StepRefused):
+    """Strict mode (``EventRequest.strict``, the ``STRICT_EVENTS`` setting): no transition
+    was selected for the event, so the whole step was rolled back and the input recorded as
+    refused (docs/durable-executions.md, "Events no transition takes")."""
+
+
 class NeedsRepair(StepRefused):
     """The execution's stored data cannot be stepped (a position or datamodel that cannot be
     read back). Inputs are refused until someone repairs it or cancels it."""

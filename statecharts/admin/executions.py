@@ -36,7 +36,12 @@ from statecharts.operations.inspection import (
     json_text,
 )
 from statecharts.policies import authorization
-from statecharts.policies.availability import AvailableEvent, Unavailable, available_events
+from statecharts.policies.availability import (
+    AvailableEvent,
+    Unavailable,
+    available_events,
+    offered,
+)
 
 
 class InStateFilter(admin.SimpleListFilter):
@@ -187,6 +192,8 @@ class ExecutionAdmin(StepViews, CancelActions, MigrateAction, EraseAction, ReadO
         view = inspect(execution)  # what the API and `statechart show` display too
         hints = None if isinstance(view.compiled, Unreadable) else chart_hints(view.compiled)
         events = hints.events if hints is not None else ()
+        if hints is not None:  # not the events it only sends itself (issue 36)
+            events = tuple(e for e in events if offered(view.compiled, e.name, request.user))
         accepted = hints.accepted_in(view.active_states) if hints is not None else ()
         try:  # what this user can send now (statecharts.policies.availability)
             available: tuple[AvailableEvent, ...] | None = available_events(

@@ -111,12 +111,14 @@ def step_view(
 
 def said_sent(result: stepper.StepResult, cleaned: dict[str, Any]) -> tuple[int, str]:
     execution = result.execution
-    level = messages.SUCCESS if result.applied else messages.WARNING
+    level = messages.SUCCESS if result.applied and result.handled else messages.WARNING
+    # An event no transition took was consumed all the same (SCXML): say so.
+    unhandled = "" if result.handled else ", unhandled: no transition selected it"
     # "Sent ..." first: the admin capitalises a message's first letter, and an event
     # name must read as it is spelled.
     return (
         level,
-        f"Sent {cleaned['name']}: {result.disposition} "
+        f"Sent {cleaned['name']}: {result.disposition}{unhandled} "
         f"({where(execution.status, execution.configuration)})",
     )
 

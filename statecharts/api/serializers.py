@@ -429,6 +429,14 @@ class EventSerializer(StrictInput, serializers.Serializer[Any]):
         default=None,
         help_text="_event.data: any JSON value (the tagged encoding: docs/admin-and-api.md).",
     )
+    strict = serializers.BooleanField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="true: refuse the event (409, reason 'unhandled', nothing kept) when no "
+        "transition takes it; false: consume it (handled: false); absent or null: the "
+        "STRICT_EVENTS setting.",
+    )
 
 
 class StepResultSerializer(serializers.Serializer[Any]):
@@ -441,6 +449,12 @@ class StepResultSerializer(serializers.Serializer[Any]):
     status = serializers.ChoiceField(choices=ExecutionStatus.choices)
     configuration = serializers.ListField(child=serializers.CharField())
     donedata = JSONValueField(allow_null=True)
+    handled = serializers.BooleanField(
+        allow_null=True,
+        help_text="An event: false when no transition was selected for it (SCXML consumes it: "
+        "_event was bound, <finalize> ran, autoforwarding happened; the history entry's reason "
+        "says 'unhandled'). null for a cancel.",
+    )
     repeated = serializers.BooleanField(
         default=False,
         help_text="True when the Idempotency-Key repeated an earlier request's: nothing was "

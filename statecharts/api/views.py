@@ -48,8 +48,9 @@ ERRORS = {
     404: OpenApiResponse(description="No such object."),
 }
 CONFLICT = OpenApiResponse(
-    description="The execution is finished (the input was recorded as discarded) or needs "
-    "migration (recorded as refused)."
+    description="The execution is finished (the input was recorded as discarded), needs "
+    "migration, is halted, or (a strict send: reason 'unhandled') no transition takes the "
+    "event: recorded as refused, nothing kept."
 )
 IDEMPOTENT = {
     422: OpenApiResponse(
@@ -440,6 +441,7 @@ class ExecutionViewSet(
             user=request.user,
             caller_context=context,
             idempotency_key=key,
+            strict=event.validated_data["strict"],
         )
         return self._step(request, send)
 
@@ -566,6 +568,7 @@ class ExecutionViewSet(
                 "status": execution.status,
                 "configuration": execution.configuration,
                 "donedata": execution.donedata,
+                "handled": result.handled if isinstance(step, stepper.EventRequest) else None,
                 "repeated": result.repeated,
             }
         )

@@ -11,6 +11,7 @@ from typing import Any
 
 from lxml import etree
 
+from statecharts.core import outside
 from statecharts.core.delays import parse_delay
 from statecharts.core.errors import ChartError, LoadCheck, Problem, ResolveError
 from statecharts.core.events import split_descriptor
@@ -531,7 +532,7 @@ def compile_document(
 ) -> Chart:
     """Validate and compile ``document``. ``default_datamodel`` is the datamodel of an
     ``<scxml>`` without a ``datamodel`` attribute ("null" or "ecmascript")."""
-    problems = validate(document, default_datamodel)
+    problems = validate(document, default_datamodel) + outside.problems(document)
     if _any_error(problems):
         raise ChartError(problems, source_name=source_name)
     compiler = _Compiler(document, resolver, base_path)
@@ -558,6 +559,7 @@ def compile_document(
         base_path=base_path,
         warnings=tuple(problems) + tuple(compiler.problems),
         content_columns=tuple(compiler.content_columns),
+        external_events=root.get(outside.EXTERNAL_EVENTS),
     )
 
 

@@ -151,6 +151,13 @@ class Host:
     # ``output_bytes`` budget): the budget then bounds every call of the step together.
     output_bytes_spent: int = 0
     check_route: Callable[[str, str, str | None], RouteAnswer] = _any_target
+    # ``_x.chart``, read-only to chart code: the chart row's ``version`` and, for a migrated
+    # execution, ``migratedFrom`` (the version it came from) and ``migratedAt`` (ISO 8601),
+    # from its ``migrated`` history entry; None: all three null (no chart row). Called only
+    # when code of the chart names ``_x`` and its datamodel is built (a host may read rows).
+    # Never in the position: given again whenever it is built, so replay gives the same
+    # positions.
+    chart: Callable[[], Mapping[str, Any]] | None = None
 
 
 DEFAULT_HOST = Host()

@@ -87,6 +87,9 @@ class Step:
     # The bytes (UTF-8 JSON) the effects carried, with ``Host.output_bytes_spent`` (what the
     # step's earlier calls carried) included: the ``output_bytes`` budget's running total.
     output_bytes: int = 0
+    # ``handle_event`` only: no transition was selected for the external event (spec
+    # mainEventLoop: it was still consumed, bound to ``_event``, finalized and autoforwarded).
+    unhandled: bool = False
 
 
 _new_step = positional_constructor(Step)
@@ -195,6 +198,10 @@ class Interpreter:
         self._uses_in = chart.datamodel != "null" and any(
             "In" in e.source for e in chart.expressions
         )
+        # _x (the host's chart facts, which it may read rows for): only for code that names it.
+        self._uses_x = chart.datamodel != "null" and any(
+            "_x" in e.source for e in chart.expressions
+        )
 
     # ==== entry points =========================================================================
 
@@ -270,7 +277,10 @@ class Interpreter:
             enabled = self.selectTransitions(event)
             if enabled:
                 self.microstep(enabled)
-            return self._finish_macrostep()
+                return self._finish_macrostep()
+            # (only an event no transition selected pays for saying so)
+            step = self._finish_macrostep()
+            return _new_step(step.state, step.effects, step.output_bytes, True)
         except BudgetExceeded as exc:
             return self._rolled_back(state, exc)
 
@@ -438,12 +448,14 @@ class Interpreter:
 
     def _new_datamodel(self, name: str | None = None) -> Datamodel:
         dm = create_datamodel(self.chart.engine or self.chart.datamodel, self.limits)
+        chart_row = self._host.chart if self._uses_x else None
         dm.bind_system(
             self.session_id,
             name if name is not None else self.chart.name,
             ioprocessors(self.session_id, self.io_processors),
             self._in_state,
             self._active_ids,
+            None if chart_row is None else {"chart": dict(chart_row())},
         )
         if not self._uses_in:
             dm.configuration_unused()
@@ -515,7 +527,7 @@ class Interpreter:
                 new_counters(0, 0, 0, 0, 0, 0, 0), self.parent_session_id, self.invokeid,
                 "budget_exhausted", self.io_processors,
             )
-        step: Step = _new_step(state, (effect,), self._host.output_bytes_spent)
+        step: Step = _new_step(state, (effect,), self._host.output_bytes_spent, False)
         return step
 
     def _discard_live(self) -> None:
@@ -773,7 +785,7 @@ class Interpreter:
             self._dm = self.dm
         else:
             self.dm.close()
-        step: Step = _new_step(state, tuple(effects), self._output_bytes)
+        step: Step = _new_step(state, tuple(effects), self._output_bytes, False)
         return step
 
     # ==== spec functions =======================================================================

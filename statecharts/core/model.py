@@ -483,6 +483,25 @@ class UnreadStateNode(StateNode):
         return object.__reduce_ex__(self, protocol)
 
 
+@dataclass(frozen=True, slots=True)
+class OutsideEvents:
+    """Which events the outside may send (``statecharts.core.outside``): the chart's own
+    list (``declared``: split descriptors; ``()`` is ``*``), else every name but those it
+    only sends itself (``self_only``). The default leaves nothing out."""
+
+    declared: tuple[tuple[str, ...], ...] | None = None
+    self_only: frozenset[str] = frozenset()
+
+    def may_send(self, name: str) -> bool:
+        """Whether the doors offer ``name`` (an event name or a descriptor as an available
+        event shows it) to the outside."""
+        declared = self.declared
+        if declared is None:
+            return name not in self.self_only
+        parts = tuple(name.split("."))
+        return any(parts[: len(d)] == d for d in declared)
+
+
 @dataclass(slots=True, eq=False)
 class Chart:
     """A validated, compiled chart. Share it freely: it is never mutated after compile."""
@@ -506,6 +525,11 @@ class Chart:
     # The column of each executable content element's start tag, by its content_index (its
     # line is the action's own): where an error.execution it raises points.
     content_columns: tuple[int, ...] = ()
+    # Its ``ds:external-events`` (None: not declared), and which events the doors offer the
+    # outside, made on first use (``statecharts.core.outside.of``: it reads every state, and
+    # loading makes none of them).
+    external_events: str | None = None
+    _outside: OutsideEvents | None = field(default=None, repr=False)
     # Per event-name cache of candidate transitions per state is built lazily by the
     # interpreter; it lives here so every interpreter of this chart shares it.
     _event_cache: dict[str, Any] = field(default_factory=dict, repr=False)

@@ -170,6 +170,9 @@ class Advance:
     # Set when the step went over a budget ({"budget", "limit", "used"}): the step is rolled
     # back (the core returned the state it was given), and a host keeps nothing of it.
     halted: dict[str, Any] | None = None
+    # An event input that no transition selected (``Step.unhandled``: the input's own event,
+    # not the self-sends drained after it).
+    unhandled: bool = False
 
 
 def advance(
@@ -219,6 +222,8 @@ def advance(
             outcome = reason if reason in CANCELLED_OUTCOMES else "cancelled"
             step = interpreter.cancel(state, reason=outcome, host=host)
     result = Advance(step.state)
+    if step.unhandled and step_input.kind == EVENT:
+        result.unhandled = True
     pending: deque[Event] = deque()
     _collect(result, step.effects, pending)
     while pending and result.state.running and result.halted is None:

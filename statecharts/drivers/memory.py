@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import sys
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -37,6 +38,10 @@ from statecharts.core.telemetry import TelemetryEvent
 from statecharts.drivers.durable import CANCEL, EVENT, INTERNAL, START, status_of
 
 MEMORY = telemetry.Driver.MEMORY.value
+# The datamodel of a chart without a ``datamodel`` attribute when Django has no
+# ``STATECHARTS["DEFAULT_DATAMODEL"]`` to say: the shipped default of that setting
+# (statecharts/declaration.py; tests/drivers hold the two equal).
+DEFAULT_DATAMODEL = "ecmascript"
 STARTED = TelemetryEvent.EXECUTION_STARTED
 # Instructions not reported as performed: observations, self-sends (consumed inside the
 # step, as the durable stepper does) and unroutable ones (reported as such).
@@ -178,8 +183,25 @@ class MemorySession:
         return self
 
 
+def configured_default_datamodel() -> str:
+    """The ``DEFAULT_DATAMODEL`` setting when Django is configured, else its shipped default.
+
+    The driver stands on the core alone (tests/architecture): it imports no Django, and only
+    reads the settings of a Django that the process has already imported and configured, so
+    that the same document runs under the same datamodel in memory and in the database."""
+    conf = sys.modules.get("django.conf")
+    if conf is None or not conf.settings.configured:
+        return DEFAULT_DATAMODEL
+    configured = getattr(conf.settings, "STATECHARTS", None) or {}
+    return str(configured.get("DEFAULT_DATAMODEL", DEFAULT_DATAMODEL))
+
+
 class MemoryDriver:
-    """Runs sessions in memory on a virtual clock, starting at ``clock_ms`` (default 0)."""
+    """Runs sessions in memory on a virtual clock, starting at ``clock_ms`` (default 0).
+
+    ``datamodel`` is the datamodel of a chart without a ``datamodel`` attribute (the spec
+    leaves it to the platform): by default the ``DEFAULT_DATAMODEL`` setting when Django is
+    configured, ``ecmascript`` otherwise, as for a chart loaded into the database."""
 
     def __init__(
         self,
@@ -194,8 +216,10 @@ class MemoryDriver:
         on_instruction: Callable[[MemorySession, Instruction], None] | None = None,
         types: RegisteredTypes = IN_MEMORY_TYPES,
         routes: Mapping[str, MemoryRoute] | None = None,
+        datamodel: str | None = None,
     ) -> None:
         self.tracing = tracing
+        self.datamodel = datamodel if datamodel is not None else configured_default_datamodel()
         self.resolver = resolver
         self.round_budget = round_budget
         self.budgets = budgets or StepBudgets(rounds=round_budget)
@@ -233,7 +257,11 @@ class MemoryDriver:
     ) -> Chart:
         """Compile a chart from a string (ChartError lists every problem)."""
         return load_chart(
-            source, base_path=base_path, resolver=self.resolver, source_name=source_name
+            source,
+            base_path=base_path,
+            resolver=self.resolver,
+            source_name=source_name,
+            default_datamodel=self.datamodel,
         )
 
     def load_file(self, path: str | Path) -> Chart:
@@ -660,7 +688,10 @@ class MemoryDriver:
         chart = self._chart_cache.get(key)
         if chart is None:
             chart = self._chart_cache[key] = load_chart(
-                source, base_path=base_path, resolver=self.resolver
+                source,
+                base_path=base_path,
+                resolver=self.resolver,
+                default_datamodel=self.datamodel,
             )
         return chart
 

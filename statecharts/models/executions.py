@@ -237,6 +237,7 @@ class Execution(models.Model):
         ordering = ["-created", "-id"]
         permissions = [
             ("erase_execution", "Can erase the personal data of executions"),
+            ("send_internal_events", "Can see and send the events a chart only sends itself"),
         ]
         indexes = [
             # Partial: most executions are about no object, and an index entry for them would
@@ -274,13 +275,19 @@ class Execution(models.Model):
         active = self.active_states
         return isinstance(active, list) and state_id in active
 
-    def available_events(self, *, user: Any = None, include_reserved: bool = False) -> Any:
+    def available_events(
+        self, *, user: Any = None, include_reserved: bool = False, include_internal: bool = True
+    ) -> Any:
         """The events that would enable a transition now (``statecharts.policies.availability``);
-        with ``user``, only those ``statecharts.policies.authorization`` lets them send."""
+        with ``user``, only those ``statecharts.policies.authorization`` lets them send. The
+        whole truth by default: ``include_internal=False`` leaves out what the chart only
+        sends itself, as the doors do."""
         if _available_events is None:
             _the_stepper()  # (says the app is not ready)
         assert _available_events is not None
-        return _available_events(self, user=user, include_reserved=include_reserved)
+        return _available_events(
+            self, user=user, include_reserved=include_reserved, include_internal=include_internal
+        )
 
     def send(self, name: str, data: Any = None, **fields: Any) -> StepResult:
         """Feed one external event (``statecharts.stepper.send``), then reload this row.

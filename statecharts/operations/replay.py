@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -41,6 +41,7 @@ from statecharts.models import Execution
 from statecharts.models.history import Disposition
 from statecharts.policies import codecs
 from statecharts.runtime import compiled_chart, fresh_interpreter
+from statecharts.stepper.applying import chart_facts
 
 # What every step had before the snapshot was recorded (see the module docstring).
 LEGACY_TYPES = RegisteredTypes.of(invoke=SCXML_INVOKE_TYPES, timers=True)
@@ -160,10 +161,13 @@ def replay(execution: Execution | int) -> ReplayReport:
             )  # fmt: skip
         state = decode(blob, chart=compiled).state
         entries = entries.filter(seq__gt=migrated.seq)
+    facts = chart_facts(execution)  # (_x.chart: as the steps since the migration had it)
     for entry in entries:
         if entry.disposition != Disposition.APPLIED:
             continue
-        host = recorded_host(entry.registered_types, entry.reachability)
+        host = replace(
+            recorded_host(entry.registered_types, entry.reachability), chart=facts
+        )
         step_input = Input.from_dict(codecs.decode_input(entry.input, entry.codec))
         outcome = advance(
             interpreter,

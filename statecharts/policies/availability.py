@@ -2,7 +2,9 @@
 
 A thin wrapper over the core's pure function (``statecharts.core.availability``): it reads the
 execution's last committed position (never locking it, never writing anything), leaves out
-the names outsiders may not send (``RESERVED_EVENT_PREFIXES``) and, given a ``user``, the
+the names outsiders may not send (``RESERVED_EVENT_PREFIXES``), the events the chart only
+sends itself (``statecharts.core.outside``: a delayed ``<send>`` to itself is not a button;
+a user with ``statecharts.send_internal_events`` still sees them) and, given a ``user``, the
 events ``statecharts.policies.authorization`` would refuse them. The API's execution detail
 (``available_events``) and the admin's send form show the same list.
 """
@@ -13,9 +15,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from statecharts.core import outside
 from statecharts.core.availability import Availability, AvailableEvent, GuardTime
 from statecharts.core.availability import available_events as core_available_events
 from statecharts.core.errors import StatechartError
+from statecharts.core.model import Chart as CompiledChart
 from statecharts.core.position import decode
 from statecharts.models import Execution, ExecutionStatus
 from statecharts.policies import authorization
@@ -30,7 +34,21 @@ __all__ = [
     "as_json",
     "available_events",
     "guard_time",
+    "offered",
 ]
+
+# Who is offered the events a chart only sends itself (buttons, pick lists, the API's list).
+INTERNAL_EVENTS_PERMISSION = "statecharts.send_internal_events"
+
+
+def offered(compiled: CompiledChart, name: str, user: Any = None) -> bool:
+    """Whether the doors offer ``name`` to ``user``: not an event ``compiled`` only sends
+    itself (or one its ``ds:external-events`` leaves out), unless the user has
+    ``statecharts.send_internal_events``. Offering is not permitting: a name left out can
+    still be sent (``EVENT_PERMISSIONS`` is what refuses)."""
+    if outside.of(compiled).may_send(name):
+        return True
+    return user is not None and bool(user.has_perm(INTERNAL_EVENTS_PERMISSION))
 
 
 class Unavailable(StatechartError):
@@ -49,6 +67,7 @@ def available_events(
     *,
     user: Any = None,
     include_reserved: bool = False,
+    include_internal: bool = False,
     guards: GuardTime | None = None,
 ) -> tuple[AvailableEvent, ...]:
     """The events that would enable a transition of ``execution`` now (document order).
@@ -59,7 +78,8 @@ def available_events(
     ``statecharts.policies.authorization`` refuses them are left out (a wildcard entry stays: which
     names it takes is decided when one is sent); a user who may send no event at all
     (``statecharts.change_execution``) gets none. Raises :class:`Unavailable` when the chart
-    or the position cannot be read.
+    or the position cannot be read. The events the chart only sends itself are left out
+    (:func:`offered`) unless ``include_internal`` (the whole truth: ``Execution.available_events``).
     """
     if execution.status != ExecutionStatus.ACTIVE:
         return ()
@@ -79,6 +99,10 @@ def available_events(
     )
     if not include_reserved:
         events = tuple(event for event in events if not event.reserved)
+    if not include_internal:
+        events = tuple(
+            event for event in events if event.any_name or offered(compiled, event.name, user)
+        )
     if user is not None:
         events = tuple(
             event

@@ -24,6 +24,7 @@ refusal                        reason                API  inbound
 ``NeedsMigration``             needs_migration       409  409
 ``NeedsRepair``                needs_repair          409  409
 ``Halted``                     halted                409  409
+``EventUnhandled``             unhandled             409  409
 ``StartRefused``               start_refused         409  409
 ``StepRefused`` (any other)    refused               409  409
 (input discarded: finished)    finished              409  409
@@ -47,6 +48,7 @@ from django.core.exceptions import ObjectDoesNotExist
 from statecharts.core.errors import StatechartError
 from statecharts.exceptions import (
     BusinessKeyInUse,
+    EventUnhandled,
     Halted,
     IdempotencyConflict,
     InputProblem,
@@ -70,6 +72,7 @@ class Reason(StrEnum):
     NEEDS_MIGRATION = "needs_migration"
     NEEDS_REPAIR = "needs_repair"
     HALTED = "halted"
+    UNHANDLED = "unhandled"
     START_REFUSED = "start_refused"
     REFUSED = "refused"
     FINISHED = "finished"
@@ -98,6 +101,8 @@ TABLE: tuple[Row, ...] = (
     Row(NeedsMigration, Reason.NEEDS_MIGRATION, 409, 409, "the execution needs migration"),
     Row(NeedsRepair, Reason.NEEDS_REPAIR, 409, 409, "the execution needs repair"),
     Row(Halted, Reason.HALTED, 409, 409, "the execution is halted"),
+    Row(EventUnhandled, Reason.UNHANDLED, 409, 409,
+        "strict: no transition takes the event (nothing kept)"),
     Row(StartRefused, Reason.START_REFUSED, 409, 409, "the chart could not start"),
     Row(StepRefused, Reason.REFUSED, 409, 409, "the execution refused the input"),
     Row(None, Reason.FINISHED, 409, 409, "the execution has finished: the input was discarded"),

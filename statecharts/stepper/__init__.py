@@ -65,6 +65,7 @@ from typing import Any
 
 from django.db import transaction as db_transaction  # (`transaction` is a submodule here)
 
+from statecharts.conf import statecharts_settings
 from statecharts.core.events import Event
 from statecharts.drivers.durable import CANCELLED_BY_PARENT, EVENT, Input
 from statecharts.exceptions import (
@@ -118,7 +119,7 @@ from statecharts.stepper.sql import batched_writes, database
 from statecharts.stepper.starting import start_step
 from statecharts.stepper.stepping import feed_step, perform_delivery, step_locked
 from statecharts.stepper.sweeper import ensure_every_minute, ensure_scheduled
-from statecharts.stepper.transaction import StepResult, lock, lock_many
+from statecharts.stepper.transaction import UNHANDLED, StepResult, lock, lock_many
 
 
 def start(
@@ -345,9 +346,14 @@ def send(
     caller_context: dict[str, Any] | None = None,
     idempotency_key: str | None = None,
     user: Any = None,
+    strict: bool | None = None,
     **fields: Any,
 ) -> StepResult:
     """Feed one external event named ``name`` (fields: sendid, origin, origintype, invokeid).
+
+    An event no transition takes is consumed, as SCXML says (``StepResult.handled`` is then
+    False); with ``strict`` (None: the ``STRICT_EVENTS`` setting) it is refused instead:
+    ``EventUnhandled``, the step rolled back and the input recorded as refused.
 
     ``caller_context`` is opaque JSON saying who or what sent it
     (``statecharts.policies.attribution``):
@@ -373,12 +379,14 @@ def send(
             idempotency_key=idempotency_key,
             user=user,
             now=now,
+            strict=strict,
         )
     )
 
 
 def _send(request: EventRequest) -> StepResult:
     event, context, sender = gate.event(request)
+    strict = request.strict
     return feed(
         request.execution,
         Input(EVENT, event=event, sender=sender),
@@ -386,6 +394,7 @@ def _send(request: EventRequest) -> StepResult:
         caller_context=context,
         idempotency_key=request.idempotency_key,
         cause=request.cause,
+        strict=statecharts_settings.STRICT_EVENTS if strict is None else strict,
     )
 
 
@@ -440,6 +449,7 @@ def feed(
     caller_context: dict[str, Any] | None = None,
     idempotency_key: str | None = None,
     cause: dict[str, Any] | None = None,
+    strict: bool = False,
 ) -> StepResult:
     """Apply one input in one transaction, then deliver the outbox rows it wrote.
 
@@ -447,6 +457,7 @@ def feed(
     dropped connection) passes the same key; the input is applied once, and the repeat
     returns the first one's result (``StepResult.repeated``); the same key with different
     content raises ``IdempotencyConflict``. ``cause`` records where the input came from.
+    ``strict``: an event no transition takes is refused (``EventUnhandled``), nothing kept.
     """
     pk = execution.pk if isinstance(execution, Execution) else execution
     outbox: list[int] = []
@@ -458,6 +469,7 @@ def feed(
         caller_context=caller_context,
         idempotency_key=idempotency_key,
         cause=cause,
+        strict=strict,
     )
     assert result is not None
     deliver(outbox)
@@ -501,6 +513,7 @@ def _answer(request: AnswerRequest) -> StepResult:
 
 __all__ = [
     "CANCELLED_BY_PARENT",
+    "UNHANDLED",
     "AdmittedRequest",
     "AnswerRequest",
     "BusinessKeyInUse",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -22,7 +23,7 @@ from statecharts.core.plan import InstructionKind
 from statecharts.core.position import ChartIdentity, Position, decode, encode
 from statecharts.core.state import State
 from statecharts.drivers.durable import START, Advance, Input, advance, status_of
-from statecharts.exceptions import Halted, StartRefused, StepRefused
+from statecharts.exceptions import EventUnhandled, Halted, StartRefused, StepRefused
 from statecharts.models import Execution, HistoryEntry
 from statecharts.models.history import Disposition
 from statecharts.runtime import interpreter_for
@@ -42,7 +43,7 @@ from statecharts.stepper.recording import (
     _record_unapplied,
     _stored_input,
 )
-from statecharts.stepper.transaction import StepResult, phase
+from statecharts.stepper.transaction import UNHANDLED, StepResult, phase
 
 # Decoding the same blob twice gives the same state; reusing the very State object lets the
 # thread's interpreter keep its datamodel engine alive instead of rebuilding it.
@@ -78,6 +79,7 @@ def _apply(
     outbox: list[int],
     caller_context: dict[str, Any] | None = None,
     cause: dict[str, Any] | None = None,
+    strict: bool = False,
 ) -> tuple[StepResult, StepRefused | None]:
     interpreter = interpreter_for(compiled, tracing=execution.tracing)
     answers: dict[str, bool] = {}
@@ -102,7 +104,13 @@ def _apply(
         route_answers.append([route, send_type, target, answer.to_text()])
         return answer
 
-    host = Host(registered_types(), is_reachable, step_clock(), check_route=check_route)
+    host = Host(
+        registered_types(),
+        is_reachable,
+        step_clock(),
+        check_route=check_route,
+        chart=chart_facts(execution),
+    )
     outcome = advance(
         interpreter,
         position.state if position is not None else None,
@@ -124,6 +132,8 @@ def _apply(
         }
     if halted:
         return _halt(execution, position, step_input, now, halted, cause, caller_context)
+    if outcome.unhandled and strict:
+        return _refuse_unhandled(execution, step_input, now, cause, caller_context)
     execution.position = blob
     execution.status = status_of(state)
     execution.configuration = _atomic_ids(compiled, state)
@@ -157,6 +167,7 @@ def _apply(
             else registered_types_record()
         ),
         position_sha256=hashlib.sha256(blob).hexdigest(),
+        reason=UNHANDLED if outcome.unhandled else "",
         cause=cause,
         caller_context=caller_context,
         created=now,
@@ -179,6 +190,30 @@ def _apply(
     if finished:
         signals.execution_finished.send(Execution, execution=execution)
     return StepResult(execution, entry, effects, instructions), None
+
+
+def chart_facts(execution: Execution) -> Callable[[], dict[str, Any]]:
+    """``_x.chart`` for ``execution`` (``statecharts.core.host.Host.chart``): its chart
+    row's version and, when it was migrated, the version it came from and when, from its
+    last ``migrated`` history entry (never the clock). Read only when the chart's code names
+    ``_x`` and its datamodel is built; replay reads the same."""
+
+    def facts() -> dict[str, Any]:
+        migrated = (
+            HistoryEntry.objects.using(sql.database())
+            .filter(execution_id=execution.pk, disposition=Disposition.MIGRATED)
+            .order_by("-seq")
+            .values_list("input", "created")
+            .first()
+        )
+        source = (migrated[0] or {}).get("from") or {} if migrated is not None else {}
+        return {
+            "version": execution.chart.version or None,
+            "migratedFrom": (source.get("version") or None) if migrated is not None else None,
+            "migratedAt": migrated[1].isoformat() if migrated is not None else None,
+        }
+
+    return facts
 
 
 def step_clock() -> Any:
@@ -236,6 +271,33 @@ def _halt(
     observing.halted(execution, halted)
     signals.execution_halted.send(Execution, execution=execution, entry=result.entry)
     return result, Halted(f"execution {execution.session_id} halted: {reason}")
+
+
+def _refuse_unhandled(
+    execution: Execution,
+    step_input: Input,
+    now: datetime,
+    cause: dict[str, Any] | None,
+    caller_context: dict[str, Any] | None,
+) -> tuple[StepResult, StepRefused]:
+    """Strict mode: no transition was selected for the event. Nothing of the step is kept
+    (no effect performed: a ``<finalize>``'s assignments and autoforwarded copies included;
+    the position as it was) and the input is recorded as refused; replay does not re-run it."""
+    assert step_input.event is not None
+    result = _record_unapplied(
+        execution,
+        step_input,
+        now,
+        Disposition.REFUSED,
+        f"{UNHANDLED} (strict: refused, nothing kept)",
+        cause=cause,
+        caller_context=caller_context,
+    )
+    return result, EventUnhandled(
+        f"execution {execution.session_id}: no transition takes {step_input.event.name!r} "
+        f"in {', '.join(execution.configuration) or 'its configuration'}; nothing was kept "
+        f"(history entry {result.entry.seq})"
+    )
 
 
 def _atomic_ids(compiled: CompiledChart, state: State) -> list[str]:

@@ -77,6 +77,8 @@ class EventRequest:
     ``invokeid``). ``raw``: the message as it arrived (``_event.raw``; the inbound view's).
     ``capability``: the door's name when it holds a capability for this execution instead of
     a user (``"a Basic HTTP address"``). ``cause``: what caused it (``{"kind": "basichttp"}``).
+    ``strict``: refuse the event (``EventUnhandled``) when no transition takes it; None: the
+    ``STRICT_EVENTS`` setting.
     """
 
     execution: Execution | int
@@ -90,6 +92,7 @@ class EventRequest:
     capability: str | None = None
     cause: dict[str, Any] | None = None
     now: datetime | None = None
+    strict: bool | None = None
 
 
 @dataclass(slots=True, kw_only=True)

@@ -46,6 +46,7 @@ def feed_step(
     applying: int | None = None,
     cause: dict[str, Any] | None = None,
     idempotency_key: str | None = None,
+    strict: bool = False,
 ) -> StepResult | None:
     """Apply one input to the execution ``pk`` in one transaction.
 
@@ -58,7 +59,7 @@ def feed_step(
     ``idempotency_key`` (a caller's retry after losing the response): if this execution
     already took an input with that key, nothing is applied and the earlier entry comes back
     (``repeated``); with different content, ``IdempotencyConflict`` is raised. The key is
-    stored with the entry, unique per execution.
+    stored with the entry, unique per execution. ``strict``: see ``step_locked``.
     """
     database = sql.database()
     with transaction.atomic(using=database, durable=True):
@@ -85,6 +86,7 @@ def feed_step(
             outbox,
             caller_context,
             cause=cause,
+            strict=strict,
         )
         if applying is not None and refusal is None:
             AppliedMessage.objects.using(database).create(
@@ -126,6 +128,7 @@ def step_locked(
     caller_context: dict[str, Any] | None = None,
     *,
     cause: dict[str, Any] | None = None,
+    strict: bool = False,
 ) -> tuple[StepResult, StepRefused | None]:
     """Apply one input to an execution the caller locked (``lock``), in the caller's transaction.
 
@@ -139,7 +142,8 @@ def step_locked(
     An input with a cause passes the input guards apps registered first
     (``register_input_guard``): a guard may have it recorded as discarded with a reason (the
     invocations app discards what a cancelled invocation sent after its cancellation, spec
-    6.4.3).
+    6.4.3). ``strict``: an event input no transition takes is refused (``EventUnhandled``):
+    nothing of the step is kept, and the input is recorded as refused.
     """
     observing.step_started()  # (the lock wait, before it, is measured on its own)
     status_rules = rules(execution.status)
@@ -175,7 +179,7 @@ def step_locked(
             ), None
     try:
         return _apply(
-            execution, compiled, position, step_input, now, outbox, caller_context, cause
+            execution, compiled, position, step_input, now, outbox, caller_context, cause, strict
         )
     except DamagedDatamodelError as exc:
         # The datamodel snapshot is only rebuilt when the interpreter runs, before any chart

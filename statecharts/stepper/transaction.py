@@ -54,6 +54,10 @@ from statecharts.models.history import Disposition
 from statecharts.stepper import observing, sql
 from statecharts.stepper.performing import NoPerformer
 
+# The history entry's reason for an event no transition took (applied: SCXML consumes it), and
+# the start of a strict send's refusal of one (statecharts.exceptions.EventUnhandled).
+UNHANDLED = "unhandled: no transition selected the event"
+
 # Tests install a callable here to stop a real process at a phase of the step ("locked",
 # "advanced", "before_commit", "committed") and kill it there. It is never set otherwise.
 fault_hook: Callable[[str], None] | None = None
@@ -83,6 +87,13 @@ class StepResult:
     def applied(self) -> bool:
         return self.entry.disposition == Disposition.APPLIED
 
+    @property
+    def handled(self) -> bool:
+        """False when no transition was selected for the input's event: it was consumed
+        (applied) or, strictly sent, refused (docs/durable-executions.md)."""
+        entry = self.entry
+        return not (entry.input.get("kind") == "event" and entry.reason.startswith(UNHANDLED))
+
 
 def lock(pk: int) -> Execution:
     """Lock an execution row for the rest of the transaction (its chart is loaded too)."""
@@ -105,6 +116,7 @@ def lock_many(pks: set[int]) -> dict[int, Execution]:
 
 
 __all__ = [
+    "UNHANDLED",
     "BusinessKeyInUse",
     "NoPerformer",
     "StepResult",

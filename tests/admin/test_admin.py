@@ -174,7 +174,11 @@ def test_the_send_and_cancel_views_answer_alike(admin_client: Client, execution:
 
     send = reverse("admin:statecharts_execution_send", args=[execution.pk])
     unmatched = admin_client.post(send, {"name": "ship"}, follow=True)  # no transition in idle
-    assert said(unmatched) == [("success", "Sent ship: applied (status: active; in state idle)")]
+    # (consumed, as SCXML says, and said to be: a warning)
+    assert said(unmatched) == [
+        ("warning", "Sent ship: applied, unhandled: no transition selected it "
+         "(status: active; in state idle)")
+    ]
     cancel = reverse("admin:statecharts_execution_cancel", args=[execution.pk])
     cancelled = admin_client.post(cancel, follow=True)
     assert said(cancelled) == [("success", "Cancel: applied (status: cancelled)")]

@@ -346,6 +346,7 @@ def test_send_events_until_the_execution_finishes(api: APIClient, chart: Chart) 
         "status": "active",
         "configuration": ["cart"],
         "donedata": None,
+        "handled": True,
         "repeated": False,
     }
     assert send(api, pk, "checkout").json()["configuration"] == ["paying"]

@@ -100,7 +100,7 @@ def test_the_engine_machinery_is_not_reachable_from_chart_code() -> None:
     ), Event("go"))
     assert logs(steps[1]) == [
         ("0", "undefined"),
-        ("1", ["_sessionid", "_name", "_ioprocessors", "_event"]),
+        ("1", ["_sessionid", "_name", "_ioprocessors", "_event", "_x"]),
     ]
 
 

@@ -183,7 +183,10 @@ class Datamodel(ABC):
         ioprocessors: dict[str, Any],
         in_state: Callable[[str], bool],
         active_ids: Callable[[], list[str]],
-    ) -> None: ...
+        platform: dict[str, Any] | None = None,
+    ) -> None:
+        """The session's system variables; ``platform`` is ``_x`` (SCXML 5.10 leaves it to the
+        platform: ``{"chart": {...}}``, ``statecharts.core.host.Host.chart``), read-only."""
 
     def configuration_changed(self) -> None:  # noqa: B027 - optional hook
         """The interpreter entered or exited a state (In() must see the new configuration)."""

@@ -430,11 +430,13 @@ class EcmascriptDatamodel(Datamodel):
         ioprocessors: dict[str, Any],
         in_state: Callable[[str], bool],
         active_ids: Callable[[], list[str]],
+        platform: dict[str, Any] | None = None,
     ) -> None:
         self._active_ids = active_ids
+        x = None if platform is None else json.dumps(platform)
         self._call_js(
             "system variables",
-            lambda: self._install(session_id, name, json.dumps(ioprocessors)),
+            lambda: self._install(session_id, name, json.dumps(ioprocessors), x),
         )
 
     def declare(self, data: Data, *, bind: bool) -> None:
@@ -587,7 +589,7 @@ class EcmascriptDatamodel(Datamodel):
     def _check_location(self, location: Expr) -> None:
         source = location.source.strip()
         head = source.split(".", 1)[0].split("[", 1)[0]
-        if head in ("_event", "_sessionid", "_name", "_ioprocessors", "In"):
+        if head in ("_event", "_sessionid", "_name", "_ioprocessors", "_x", "In"):
             raise DatamodelError(f"{source!r} is a read-only system variable")
 
     def run_script(self, script: Expr) -> None:

@@ -34,8 +34,9 @@ class NullDatamodel(Datamodel):
         ioprocessors: dict[str, Any],
         in_state: Callable[[str], bool],
         active_ids: Callable[[], list[str]],
+        platform: dict[str, Any] | None = None,
     ) -> None:
-        self._in_state = in_state
+        self._in_state = in_state  # (no expressions: nothing can read ``_x``)
 
     def declare(self, data: Data, *, bind: bool) -> None:
         raise DatamodelError("the null datamodel has no data")

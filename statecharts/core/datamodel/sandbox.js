@@ -165,7 +165,11 @@
 
   // The system variables: read-only for chart code, the same objects for every session an
   // engine serves (install sets what they give).
-  let sessionId = "", sessionName = null, ioprocessors = null, currentEvent;
+  let sessionId = "", sessionName = null, ioprocessors = null, platform = null, currentEvent;
+  // _x when the host gives no chart facts (the in-memory driver, a chart whose code never
+  // names _x: the stepper then reads no row for it).
+  const NO_PLATFORM = '{"chart":{"version":null,"migratedFrom":null,"migratedAt":null}}';
+  let noPlatform = null;
   // True from a reset to the next install: the engine then holds nothing of any session (no
   // code runs in an engine between its release, which resets it, and the next install), so
   // install need not reset it again. A new engine starts false: install resets it.
@@ -176,7 +180,8 @@
     return configuration.has(RealString(id));
   };
   for (const [key, get] of [["_sessionid", () => sessionId], ["_name", () => sessionName],
-                            ["_ioprocessors", () => ioprocessors], ["_event", () => currentEvent]]) {
+                            ["_ioprocessors", () => ioprocessors], ["_event", () => currentEvent],
+                            ["_x", () => platform]]) {
     realDefineProperty(g, key, { get: expose({ [key]() { return get(); } }[key]),
                                  enumerable: false, configurable: false });
   }
@@ -483,12 +488,15 @@
 
   const engine = {
     // A session begins: its system variables, and nothing left by the last one.
-    install(id, name, io) {
+    install(id, name, io, x) {
       if (!resetSinceInstall) engine.reset();
       resetSinceInstall = false;
       sessionId = id;
       sessionName = name;
       ioprocessors = loadDeepFrozen(parse(io));
+      // (null: the host gave no chart facts; the all-null object is built once per engine)
+      platform = x === null ? (noPlatform || (noPlatform = loadDeepFrozen(parse(NO_PLATFORM))))
+        : loadDeepFrozen(parse(x));
     },
     // What a session leaves in the engine is removed: its variables (every global that is
     // not the realm's), its event, configuration and loops. The realm itself is frozen.
@@ -497,7 +505,7 @@
       for (let i = 0; i < present.length; i++) if (!baseline.has(present[i])) delete g[present[i]];
       currentEvent = undefined; configurationText = ""; configuration = null;
       loops.length = 0; userKeys = []; quotedKeys = []; hooks = false;
-      sessionId = ""; sessionName = null; ioprocessors = null;
+      sessionId = ""; sessionName = null; ioprocessors = null; platform = null;
       resetSinceInstall = true;
     },
     wrapValue, wrapCond, wrapAssign, wrapAssignValue,
