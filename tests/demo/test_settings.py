@@ -59,6 +59,15 @@ def test_manage_py_without_a_secret_key_or_debug_refuses_to_start(tmp_path: Path
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
+def test_manage_py_honours_settings_given_on_the_command_line(tmp_path: Path) -> None:
+    # scripts/test runs `manage.py makemigrations --check --settings demo.settings.test` with
+    # no secret key: the settings named there are the ones loaded, in both spellings.
+    for args in (["--settings", "demo.settings.test"], ["--settings=demo.settings.test"]):
+        done = python(["manage.py", "check", *args], environment(tmp_path))
+        assert done.returncode == 0, done.stderr
+        assert "System check identified no issues" in done.stdout
+
+
 def test_debug_is_off_unless_asked_for(tmp_path: Path) -> None:
     key = {"DJANGO_SECRET_KEY": secrets.token_urlsafe(50)}
     default = python(
