@@ -39,7 +39,7 @@ from statecharts.policies import validation
 from timers import observing
 from timers.conf import timer_settings
 from timers.fire_one import _fire_with, _lock_execution
-from timers.models import Timer, TimerStatus
+from timers.models import RouteTimer, Timer, TimerStatus
 
 REASON_MAX_LENGTH = 300
 
@@ -55,6 +55,11 @@ PERMISSIONS = {
     Action.FIRE_NOW: "timers.fire_timer",
     Action.CANCEL: "timers.cancel_timer",
     Action.RESCHEDULE: "timers.reschedule_timer",
+}
+ROUTE_PERMISSIONS = {
+    Action.FIRE_NOW: "timers.fire_routetimer",
+    Action.CANCEL: "timers.cancel_routetimer",
+    Action.RESCHEDULE: "timers.reschedule_routetimer",
 }
 
 
@@ -139,8 +144,7 @@ def reschedule(
     now: datetime | None = None,
 ) -> str:
     """Make a pending timer due at ``due`` (an aware datetime); returns ``rescheduled``."""
-    if not isinstance(due, datetime) or due.tzinfo is None:
-        raise validation.InvalidInput.at("due", "must be a date and time with a time zone")
+    _aware(due)
 
     def act(execution: Execution | None, timer: Timer, when: datetime) -> str:
         Timer.objects.using(stepper.database()).filter(pk=timer.pk).update(
@@ -168,34 +172,152 @@ def _operate(
 ) -> str:
     """Lock the timer's execution, read the timer again under the lock, refuse it unless it is
     pending, ``act``, record the operator's entry: one transaction."""
-    reason = operator_reason(reason)
-    database = stepper.database()
-    when = now or timer_settings.now()
-    execution_id = (
-        Timer.objects.using(database).filter(pk=timer_id).values_list("execution_id", flat=True)
-    ).first()
-    if execution_id is None:
-        raise Timer.DoesNotExist(f"timer {timer_id} does not exist")
-    with transaction.atomic(using=database, durable=True):
-        execution = _lock_execution(execution_id)
-        timer = Timer.objects.using(database).filter(pk=timer_id).first()
-        if timer is None:
-            raise Timer.DoesNotExist(f"timer {timer_id} does not exist")
+
+    def actionable(timer: Timer) -> None:
         if timer.status != TimerStatus.PENDING:
             raise NotActionable(
                 f"timer {timer_id} is {timer.status}: only a pending timer can be {_DONE[action]}"
             )
-        outcome = act(execution, timer, when)
+
+    return _locked_action(
+        Timer, "timer", action, timer_id, reason, caller_context, now, actionable, act, recorded
+    )
+
+
+def _locked_action(
+    model: type[Any],
+    what: str,
+    action: Action,
+    pk: int,
+    reason: str,
+    caller_context: dict[str, Any] | None,
+    now: datetime | None,
+    actionable: Callable[[Any], None],
+    act: Callable[[Execution | None, Any, datetime], str],
+    recorded: dict[str, Any],
+) -> str:
+    reason = operator_reason(reason)
+    database = stepper.database()
+    when = now or timer_settings.now()
+    rows = model.objects.using(database)
+    execution_id = rows.filter(pk=pk).values_list("execution_id", flat=True).first()
+    if execution_id is None:
+        raise model.DoesNotExist(_gone(what, pk))
+    with transaction.atomic(using=database, durable=True):
+        execution = _lock_execution(execution_id)
+        row = rows.filter(pk=pk).first()
+        if row is None:
+            raise model.DoesNotExist(_gone(what, pk))
+        actionable(row)
+        outcome = act(execution, row, when)
         if execution is not None:
             stepper.record_operation(
                 execution,
-                action=action.value,
-                row={"timer": timer.pk, "send_id": timer.send_id, "outcome": outcome, **recorded},
+                action=f"{action.value}" if model is Timer else f"route_timer_{action.value}",
+                row={what.replace(" ", "_"): row.pk, "send_id": row.send_id, "outcome": outcome,
+                     **recorded},
                 reason=reason,
                 now=when,
                 caller_context=caller_context,
-            )
+            )  # fmt: skip
     return outcome
+
+
+def _gone(what: str, pk: int) -> str:
+    if what == "timer":
+        return f"timer {pk} does not exist"
+    return (
+        f"{what} {pk} is not waiting: it was fired, cancelled or discarded (its fate is in "
+        "the route deliveries), or never existed"
+    )
+
+
+# Route timers (timers.routequeue: delayed route sends). A row is there while it waits and
+# leaves when it is fired, cancelled or discarded, so "not waiting" is "not found".
+
+
+def fire_route_now(
+    route_timer_id: int,
+    *,
+    reason: str,
+    caller_context: dict[str, Any] | None = None,
+    now: datetime | None = None,
+) -> str:
+    """Fire a waiting route timer now, through the route fire path (liveness, the row's
+    deletion and its key claimed in the ledger in one write, then the route's delivery
+    after the commit); returns ``fired``, ``discarded`` or ``snoozed``."""
+    from timers import routequeue  # (loaded only when the routes app is installed)
+
+    claimed: list[Any] = []
+
+    def act(execution: Execution | None, row: RouteTimer, when: datetime) -> str:
+        outcome, taken = routequeue.fire_now_locked(row, when)
+        claimed.extend(taken)
+        return outcome
+
+    outcome = _locked_action(
+        RouteTimer, "route timer", Action.FIRE_NOW, route_timer_id, reason, caller_context,
+        now, _waiting, act, {},
+    )  # fmt: skip
+    routequeue.perform_claimed(claimed)
+    return outcome
+
+
+def cancel_route(
+    route_timer_id: int,
+    *,
+    reason: str,
+    caller_context: dict[str, Any] | None = None,
+    now: datetime | None = None,
+) -> str:
+    """Cancel a waiting route timer: the row deleted, its key ``cancelled`` in the route
+    deliveries with the operator's reason; returns ``cancelled``."""
+    from timers import routequeue
+
+    def act(execution: Execution | None, row: RouteTimer, when: datetime) -> str:
+        said = f"cancelled by an operator: {reason.strip()}"[:REASON_MAX_LENGTH]
+        routequeue.cancel_locked(row, when, said)
+        return "cancelled"
+
+    return _locked_action(
+        RouteTimer, "route timer", Action.CANCEL, route_timer_id, reason, caller_context, now,
+        _waiting, act, {},
+    )  # fmt: skip
+
+
+def reschedule_route(
+    route_timer_id: int,
+    due: datetime,
+    *,
+    reason: str,
+    caller_context: dict[str, Any] | None = None,
+    now: datetime | None = None,
+) -> str:
+    """Make a waiting route timer due at ``due``; its key (the route's idempotency key) is
+    kept; returns ``rescheduled``."""
+    _aware(due)
+
+    def act(execution: Execution | None, row: RouteTimer, when: datetime) -> str:
+        RouteTimer.objects.using(stepper.database()).filter(pk=row.pk).update(
+            due=due,
+            claimed_until=None,
+            reason=f"rescheduled by an operator: {reason.strip()}"[:REASON_MAX_LENGTH],
+        )
+        return "rescheduled"
+
+    return _locked_action(
+        RouteTimer, "route timer", Action.RESCHEDULE, route_timer_id, reason, caller_context,
+        now, _waiting, act, {"due": due.isoformat()},
+    )  # fmt: skip
+
+
+def _waiting(row: RouteTimer) -> None:
+    """A route timer row that is there is waiting: every action may act on it."""
+
+
+def _aware(due: Any) -> None:
+    if not isinstance(due, datetime) or due.tzinfo is None:
+        raise validation.InvalidInput.at("due", "must be a date and time with a time zone")
 
 
 _DONE = {
