@@ -370,6 +370,12 @@ API_WRITES = {
     "(test_a_chart_named_longer_than_its_column_is_refused_at_every_door)",
     ("basichttp-address-rotate", "post"): "address rotation: a reason, no data into an "
     "execution (tests/routes/test_address_rotation.py: a bad reason is a 400)",
+    **{
+        (f"{rows}-{action}", "post"): "an operator's action: a reason (and a due time), no "
+        "data into an execution (tests/timers/test_operating_doors.py)"
+        for rows in ("timer", "route-timer")
+        for action in ("fire-now", "cancel", "reschedule")
+    },
 }
 # The admin's own views and actions of the project's models.
 ADMIN_VIEWS = {
@@ -383,7 +389,9 @@ ADMIN_ACTIONS = {
     "statecharts.Execution": {"cancel_selected", "migrate_selected", "erase_selected",
                               "trace_selected", "untrace_selected"},
     "statecharts.OutboxMessage": {"retry_selected"},
-    "timers.Timer": {"retry_selected"},
+    "timers.Timer": {"retry_selected", "fire_now_selected", "cancel_selected",
+                     "reschedule_selected"},
+    "timers.RouteTimer": {"fire_now_selected", "cancel_selected", "reschedule_selected"},
     "routes.InboundAddress": {"rotate_selected"},
 }  # (a selection of rows: no data from outside; cancel_selected submits CancelRequests)
 COMMANDS = {
@@ -400,6 +408,7 @@ COMMANDS = {
     },
     "fire_timers": "no data from outside",
     "setup_timers": "no data from outside",
+    "timer_action": "an operator's action: a reason (tests/timers/test_operating_doors.py)",
     "rotate_address": "address rotation: a reason (tests/routes/test_address_rotation.py)",
 }
 INBOUND_VIEWS = {"basichttp-inbound": "event: EVENT_DOORS['inbound']"}
