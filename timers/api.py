@@ -31,7 +31,7 @@ from rest_framework.response import Response
 from statecharts.api.exceptions import refused
 from statecharts.api.fields import JSONValueField
 from statecharts.api.filters import IntegerFilter
-from statecharts.api.serializers import NAMESPACE, execution_view
+from statecharts.api.serializers import NAMESPACE, StrictInput, execution_view
 from statecharts.api.views import APIViewSet
 from statecharts.operations.inspection import Unreadable
 from statecharts.policies import attribution
@@ -87,7 +87,7 @@ class TimerFilter(django_filters.FilterSet):
         fields = ["execution", "status"]
 
 
-class OperatorActionSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class OperatorActionSerializer(StrictInput):  # unknown top-level fields: a 400
     reason = serializers.CharField(
         max_length=operating.REASON_MAX_LENGTH,
         help_text="Why: recorded with the action in the execution's history.",

@@ -749,6 +749,8 @@ EXPECTED_PATHS = {
     "/api/route-timers/{id}/fire-now/",
     "/api/route-timers/{id}/cancel/",
     "/api/route-timers/{id}/reschedule/",
+    "/api/route-deliveries/{id}/mark-delivered/",
+    "/api/route-deliveries/{id}/mark-failed/",
     "/api/invocations/",
     "/api/invocations/{id}/",
     "/api/route-deliveries/",

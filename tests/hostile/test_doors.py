@@ -376,6 +376,11 @@ API_WRITES = {
         for rows in ("timer", "route-timer")
         for action in ("fire-now", "cancel", "reschedule")
     },
+    **{
+        (f"route-delivery-{action}", "post"): "an operator's record of a fate: a reason, no "
+        "data into an execution (tests/routes/test_route_delivery_marks.py)"
+        for action in ("mark-delivered", "mark-failed")
+    },
 }
 # The admin's own views and actions of the project's models.
 ADMIN_VIEWS = {
@@ -393,6 +398,7 @@ ADMIN_ACTIONS = {
                      "reschedule_selected"},
     "timers.RouteTimer": {"fire_now_selected", "cancel_selected", "reschedule_selected"},
     "routes.InboundAddress": {"rotate_selected"},
+    "routes.RouteDelivery": {"mark_delivered", "mark_failed"},
 }  # (a selection of rows: no data from outside; cancel_selected submits CancelRequests)
 COMMANDS = {
     "statechart start": "start: START_DOORS['command']",
@@ -408,6 +414,8 @@ COMMANDS = {
     },
     "fire_timers": "no data from outside",
     "setup_timers": "no data from outside",
+    "route_delivery": "an operator's record of a fate: a reason "
+    "(tests/routes/test_route_delivery_marks.py)",
     "timer_action": "an operator's action: a reason (tests/timers/test_operating_doors.py)",
     "rotate_address": "address rotation: a reason (tests/routes/test_address_rotation.py)",
 }
