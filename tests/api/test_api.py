@@ -751,6 +751,8 @@ EXPECTED_PATHS = {
     "/api/route-timers/{id}/reschedule/",
     "/api/route-deliveries/{id}/mark-delivered/",
     "/api/route-deliveries/{id}/mark-failed/",
+    "/api/invocations/{id}/retry-now/",
+    "/api/invocations/{id}/cancel/",
     "/api/invocations/",
     "/api/invocations/{id}/",
     "/api/route-deliveries/",

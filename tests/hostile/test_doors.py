@@ -381,6 +381,11 @@ API_WRITES = {
         "data into an execution (tests/routes/test_route_delivery_marks.py)"
         for action in ("mark-delivered", "mark-failed")
     },
+    **{
+        (f"invocation-{action}", "post"): "an operator's action: a reason, no data into an "
+        "execution (tests/invocations/test_invocation_operating.py)"
+        for action in ("retry-now", "cancel")
+    },
 }
 # The admin's own views and actions of the project's models.
 ADMIN_VIEWS = {
@@ -399,6 +404,7 @@ ADMIN_ACTIONS = {
     "timers.RouteTimer": {"fire_now_selected", "cancel_selected", "reschedule_selected"},
     "routes.InboundAddress": {"rotate_selected"},
     "routes.RouteDelivery": {"mark_delivered", "mark_failed"},
+    "invocations.Invocation": {"retry_now_selected", "cancel_selected"},
 }  # (a selection of rows: no data from outside; cancel_selected submits CancelRequests)
 COMMANDS = {
     "statechart start": "start: START_DOORS['command']",
@@ -416,6 +422,8 @@ COMMANDS = {
     "setup_timers": "no data from outside",
     "route_delivery": "an operator's record of a fate: a reason "
     "(tests/routes/test_route_delivery_marks.py)",
+    "invocation_action": "an operator's action: a reason "
+    "(tests/invocations/test_invocation_operating.py)",
     "timer_action": "an operator's action: a reason (tests/timers/test_operating_doors.py)",
     "rotate_address": "address rotation: a reason (tests/routes/test_address_rotation.py)",
 }
