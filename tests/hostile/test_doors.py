@@ -416,7 +416,7 @@ COMMANDS = {
     **{
         f"statechart {name}": "no data into an execution"
         for name in ["deliver", "diagram", "erase", "export", "health", "load", "migrate",
-                     "prune", "reencrypt", "replay", "show", "validate"]
+                     "prune", "reencrypt", "replay", "show", "trace", "validate"]
     },
     "fire_timers": "no data from outside",
     "setup_timers": "no data from outside",
