@@ -1,7 +1,8 @@
 """An operator's actions on one waiting route timer (timers.operating): fire now through the
 route fire path (the row's deletion and its key in the ledger in one write; the route's own
 key), cancel (the key ``cancelled`` in the ledger), reschedule (both keys kept); each with an
-``operated`` history entry; a row that is no longer waiting is not found."""
+``operated`` history entry; a row that is no longer waiting is not found; raced against a
+firer or a cancel on PostgreSQL: one fate per key."""
 
 from __future__ import annotations
 
@@ -76,3 +77,58 @@ def test_a_row_no_longer_waiting_is_not_found(recorder: type[Recorder]) -> None:
         refusal = refusals.refusal(gone.value)
         assert refusal is not None and refusal.reason is refusals.Reason.NOT_FOUND
     assert HistoryEntry.objects.filter(disposition=Disposition.OPERATED).count() == 1
+
+
+RACE_TRIALS = 20
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("rival", ["fire", "cancel"])
+def test_fire_now_racing_a_firer_or_a_cancel_delivers_at_most_once(
+    recorder: type[Recorder], rival: str
+) -> None:
+    import threading
+
+    from tests.timers.test_timer_races import run_threads
+    from timers import routequeue
+
+    for _ in range(RACE_TRIALS):
+        start()
+    rows = list(RouteTimer.objects.order_by("pk"))
+    due = T0 + 10 * SECOND
+    ours: dict[int, str] = {}
+    theirs: dict[int, str] = {}
+    barrier = threading.Barrier(2, timeout=60)
+
+    def operator() -> None:
+        for row in rows:
+            barrier.wait()
+            try:
+                ours[row.pk] = operating.fire_route_now(row.pk, reason="race", now=due)
+            except RouteTimer.DoesNotExist:
+                ours[row.pk] = "gone"
+
+    def other() -> None:
+        for row in rows:
+            barrier.wait()
+            try:
+                if rival == "fire":
+                    theirs[row.pk] = routequeue.fire(row.pk, now=due)
+                else:
+                    theirs[row.pk] = operating.cancel_route(row.pk, reason="race", now=due)
+            except RouteTimer.DoesNotExist:
+                theirs[row.pk] = "gone"
+
+    assert run_threads([operator, other], [barrier]) == []
+    delivered = [key for _c, _m, key in recorder.deliveries]
+    assert len(delivered) == len(set(delivered))  # never twice
+    fates = dict(RouteDelivery.objects.values_list("key", "status"))
+    for row in rows:
+        # One fate per key: fired (delivered once) or cancelled, never both.
+        acted = [f for f in (ours[row.pk], theirs[row.pk]) if f in ("fired", "cancelled")]
+        assert len(acted) == 1, (ours[row.pk], theirs[row.pk])
+        expected = DeliveryStatus.DELIVERED if acted == ["fired"] else DeliveryStatus.CANCELLED
+        assert fates[row.key] == expected
+        assert delivered.count(row.key) == (1 if acted == ["fired"] else 0)
+    assert not RouteTimer.objects.exists()
