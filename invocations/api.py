@@ -2,6 +2,9 @@
 
 - ``/api/invocations/`` and ``/api/invocations/{id}/``: invocation rows, read-only, filtered
   by ``parent`` and ``status``;
+- ``POST /api/invocations/{id}/retry-now/`` and ``.../cancel/`` (``{"reason": ...}``): an
+  operator's actions on a handler's invocation (``invocations.operating``;
+  ``invocations.retry_invocation``, ``invocations.cancel_invocation``);
 - ``invocations`` in the execution detail: its invocations, read from the same read-model
   section as the admin's panel.
 """
@@ -13,13 +16,19 @@ from typing import Any
 import django_filters
 from drf_spectacular.utils import extend_schema, extend_schema_field, extend_schema_view
 from rest_framework import mixins, serializers
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
 
+from invocations import operating
 from invocations.models import Invocation, InvocationStatus
+from statecharts.api.exceptions import refused
 from statecharts.api.fields import JSONValueField
 from statecharts.api.filters import IntegerFilter
-from statecharts.api.serializers import NAMESPACE, execution_view
+from statecharts.api.serializers import NAMESPACE, StrictInput, execution_view
 from statecharts.api.views import APIViewSet
 from statecharts.operations.inspection import Unreadable
+from statecharts.policies import attribution
 
 
 class InvocationSerializer(serializers.ModelSerializer[Invocation]):
@@ -58,6 +67,18 @@ class InvocationFilter(django_filters.FilterSet):
         fields = ["parent", "status"]
 
 
+class InvocationActionSerializer(StrictInput):  # unknown top-level fields: a 400
+    reason = serializers.CharField(
+        max_length=operating.REASON_MAX_LENGTH,
+        help_text="Why: recorded with the action in the parent's history.",
+    )
+
+
+class InvocationOutcomeSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    id = serializers.IntegerField()
+    outcome = serializers.CharField(help_text="what the start did (retry now), cancelled")
+
+
 @extend_schema_view(
     list=extend_schema(summary="List invocations (<invoke>s started by executions)"),
     retrieve=extend_schema(summary="An invocation"),
@@ -68,6 +89,41 @@ class InvocationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, APIVie
     queryset = Invocation.objects.all()
     serializer_class = InvocationSerializer
     filterset_class = InvocationFilter
+    action_permissions = {name: [perm] for name, perm in operating.PERMISSIONS.items()}
+
+    def _operate(self, request: Request, pk: str | None, name: str) -> Response:
+        body = InvocationActionSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        act = operating.retry_now if name == "retry_now" else operating.cancel
+        try:
+            context = attribution.from_request(request, attribution.Door.API)
+            outcome = act(
+                int(pk or 0), reason=body.validated_data["reason"], caller_context=context
+            )
+        except Exception as exc:
+            answer = refused(exc)
+            if answer is None:
+                raise
+            raise answer from exc
+        return Response({"id": int(pk or 0), "outcome": outcome})
+
+    @extend_schema(
+        summary="Retry a waiting handler start now (an operator's action)",
+        request=InvocationActionSerializer,
+        responses=InvocationOutcomeSerializer,
+    )
+    @action(detail=True, methods=["post"], url_path="retry-now", filter_backends=[])
+    def retry_now(self, request: Request, pk: str | None = None) -> Response:
+        return self._operate(request, pk, "retry_now")
+
+    @extend_schema(
+        summary="Cancel an open handler invocation (an operator's action)",
+        request=InvocationActionSerializer,
+        responses=InvocationOutcomeSerializer,
+    )
+    @action(detail=True, methods=["post"], filter_backends=[])
+    def cancel(self, request: Request, pk: str | None = None) -> Response:
+        return self._operate(request, pk, "cancel")
 
 
 @extend_schema_field(InvocationSerializer(many=True))

@@ -145,6 +145,11 @@ class Invocation(models.Model):
                 fields=["parent", "ordinal"], name="invocations_one_per_ordinal"
             )
         ]
+        # An operator's actions on a handler's invocation (invocations.operating).
+        permissions = [
+            ("retry_invocation", "Can retry a waiting handler start now"),
+            ("cancel_invocation", "Can cancel an open handler invocation"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.invokeid} #{self.ordinal} ({self.status})"

@@ -15,7 +15,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.views.decorators.http import require_POST
 
-from routes import addresses
+from routes import addresses, operating
 from routes.conf import route_settings
 from routes.models import DeliveryStatus, InboundAddress, RouteDelivery
 from statecharts import stepper
@@ -31,6 +31,16 @@ from statecharts.admin import (
 )
 from statecharts.exceptions import InvalidInput
 from statecharts.models import Execution
+from statecharts.policies import refusals, validation
+
+
+class MarkForm(forms.Form):
+    """What marking an in-doubt delivery asks: why (what the operator found)."""
+
+    reason = forms.CharField(
+        max_length=operating.REASON_MAX_LENGTH,
+        help_text="What you found at the destination: recorded in the execution's history.",
+    )
 
 
 @admin.register(RouteDelivery)
@@ -42,6 +52,76 @@ class RouteDeliveryAdmin(ReadOnlyAdmin):
     list_filter = ["status", "route", "delayed"]
     search_fields = ["key", "target", "send_id", "=execution__id"]
     ordering = ["-id"]
+    actions = ["mark_delivered", "mark_failed"]
+
+    def has_mark_delivered_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.has_perm(operating.PERMISSIONS["mark_delivered"]))
+
+    def has_mark_failed_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.has_perm(operating.PERMISSIONS["mark_failed"]))
+
+    @admin.action(
+        description="Mark the selected deliveries in doubt delivered",
+        permissions=["mark_delivered"],
+    )
+    def mark_delivered(
+        self, request: HttpRequest, queryset: QuerySet[RouteDelivery]
+    ) -> HttpResponse | None:
+        return self._mark(request, queryset, "mark_delivered")
+
+    @admin.action(
+        description="Mark the selected deliveries in doubt failed", permissions=["mark_failed"]
+    )
+    def mark_failed(
+        self, request: HttpRequest, queryset: QuerySet[RouteDelivery]
+    ) -> HttpResponse | None:
+        return self._mark(request, queryset, "mark_failed")
+
+    def _mark(
+        self, request: HttpRequest, queryset: QuerySet[RouteDelivery], action: str
+    ) -> HttpResponse | None:
+        """Record the fate of each selected delivery in doubt (``routes.operating``), each
+        in its own transaction; a count per outcome, one message per refused row."""
+        chosen = list(queryset.order_by("pk")[: MAX_BULK_ROWS + 1])
+        if too_many(self, request, chosen):
+            return None
+        fate = operating.MARKS[action]
+        form = MarkForm(request.POST) if confirmed(request) else MarkForm()
+        if not confirmed(request) or not form.is_valid():
+            return confirm_action(
+                self,
+                request,
+                action=action,
+                title=f"Mark {fate}",
+                summary=f"Record {len(chosen)} delivery(ies) in doubt as {fate}? This only "
+                "records what you found at the destination: nothing is delivered again. "
+                "Deliveries not in doubt are refused.",
+                rows=[ConfirmRow(str(row), row.reason) for row in chosen],
+                pks=[row.pk for row in chosen],
+                button=f"Yes, mark {len(chosen)} {fate}",
+                form=form,
+            )
+        try:
+            context = caller_context(request)
+        except validation.InvalidInput as exc:
+            self.message_user(request, str(exc), messages.ERROR)
+            return None
+        outcomes: dict[str, int] = {}
+        for row in chosen:
+            try:
+                outcome = operating.mark(
+                    row.pk, action, reason=form.cleaned_data["reason"], caller_context=context
+                )
+            except Exception as exc:  # the refusal table says what each refusal answers
+                refused = refusals.refusal(exc)
+                if refused is None:
+                    raise
+                outcome = str(refused.reason)
+                self.message_user(request, f"{row}: {exc}", messages.ERROR)
+            outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        said = ", ".join(f"{n} {outcome}" for outcome, n in sorted(outcomes.items()))
+        self.message_user(request, f"Mark {fate}: {said}.")
+        return None
 
     @admin.display(description="execution", ordering="execution_id")
     def execution_link(self, delivery: RouteDelivery) -> SafeString:

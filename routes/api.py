@@ -2,6 +2,9 @@
 
 - ``/api/route-deliveries/`` and ``/api/route-deliveries/{id}/``: the delivery ledger,
   read-only, filtered by ``execution``, ``route`` and ``status``;
+- ``POST /api/route-deliveries/{id}/mark-delivered/`` and ``.../mark-failed/``
+  (``{"reason": ...}``): an operator's record of an in-doubt delivery's fate
+  (``routes.operating``; ``routes.mark_delivered_routedelivery``, ...);
 - ``route_deliveries`` in the execution detail: its newest deliveries, from the same
   read-model section as the admin's panel;
 - ``/api/basichttp-addresses/`` and ``/api/basichttp-addresses/{execution id}/``: when each
@@ -27,10 +30,12 @@ from rest_framework.exceptions import NotFound, PermissionDenied, ValidationErro
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from routes import operating
 from routes.addresses import REASON_MAX_LENGTH, NoAddress, RotationNotPermitted, rotate
 from routes.conf import route_settings
 from routes.models import DeliveryStatus, InboundAddress, RouteDelivery
 from statecharts import stepper
+from statecharts.api.exceptions import refused
 from statecharts.api.filters import IntegerFilter
 from statecharts.api.serializers import NAMESPACE, StrictInput, execution_view
 from statecharts.api.views import APIViewSet
@@ -56,7 +61,6 @@ class RouteDeliverySerializer(serializers.ModelSerializer[RouteDelivery]):
         ]  # fmt: skip
         read_only_fields = fields
 
-
     def get_in_doubt(self, delivery: RouteDelivery) -> bool:
         return is_in_doubt(delivery, route_settings.now())
 
@@ -78,17 +82,64 @@ class RouteDeliveryFilter(django_filters.FilterSet):
         fields = ["execution", "route", "status"]
 
 
+class MarkRequestSerializer(StrictInput):  # unknown top-level fields: a 400
+    reason = serializers.CharField(
+        max_length=operating.REASON_MAX_LENGTH,
+        help_text="What the operator found at the destination (recorded in the history).",
+    )
+
+
+class MarkAnswerSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    id = serializers.IntegerField()
+    outcome = serializers.CharField(help_text="delivered or failed")
+
+
 @extend_schema_view(
     list=extend_schema(summary="List route deliveries (the delivery ledger)"),
     retrieve=extend_schema(summary="A route delivery"),
 )
 class RouteDeliveryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, APIViewSet):
-    """The delivery ledger: one row per route send's idempotency key, read-only
-    (docs/routes.md)."""
+    """The delivery ledger: one row per route send's idempotency key (docs/routes.md); an
+    operator may record the fate of one in doubt (``mark-delivered``, ``mark-failed``)."""
 
     queryset = RouteDelivery.objects.all()
     serializer_class = RouteDeliverySerializer
     filterset_class = RouteDeliveryFilter
+    action_permissions = {name: [permission] for name, permission in operating.PERMISSIONS.items()}
+
+    def _mark(self, request: Request, pk: str | None, action: str) -> Response:
+        body = MarkRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            context = attribution.from_request(request, attribution.Door.API)
+            outcome = operating.mark(
+                int(pk or 0), action, reason=body.validated_data["reason"],
+                caller_context=context,
+            )  # fmt: skip
+        except Exception as exc:
+            answer = refused(exc)
+            if answer is None:
+                raise
+            raise answer from exc
+        return Response({"id": int(pk or 0), "outcome": outcome})
+
+    @extend_schema(
+        summary="Mark a delivery in doubt delivered (an operator's record)",
+        request=MarkRequestSerializer,
+        responses=MarkAnswerSerializer,
+    )
+    @action(detail=True, methods=["post"], url_path="mark-delivered", filter_backends=[])
+    def mark_delivered(self, request: Request, pk: str | None = None) -> Response:
+        return self._mark(request, pk, "mark_delivered")
+
+    @extend_schema(
+        summary="Mark a delivery in doubt failed (an operator's record)",
+        request=MarkRequestSerializer,
+        responses=MarkAnswerSerializer,
+    )
+    @action(detail=True, methods=["post"], url_path="mark-failed", filter_backends=[])
+    def mark_failed(self, request: Request, pk: str | None = None) -> Response:
+        return self._mark(request, pk, "mark_failed")
 
 
 @extend_schema_field(RouteDeliverySerializer(many=True))

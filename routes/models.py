@@ -68,6 +68,11 @@ class RouteDelivery(models.Model):
             ),
         ]
         verbose_name_plural = "route deliveries"
+        # An operator's record of an in-doubt delivery's fate (routes.operating).
+        permissions = [
+            ("mark_delivered_routedelivery", "Can mark an in-doubt route delivery delivered"),
+            ("mark_failed_routedelivery", "Can mark an in-doubt route delivery failed"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.route} {self.event_name} -> {self.target} ({self.status})"

@@ -2,6 +2,12 @@
 
 - ``/api/timers/`` and ``/api/timers/{id}/``: timers, read-only, filtered by ``execution``
   and ``status`` (URL names ``statecharts_api:timer-list`` / ``timer-detail``);
+- ``POST /api/timers/{id}/fire-now/``, ``.../cancel/``, ``.../reschedule/``: an operator's
+  actions on a pending timer (``timers.operating``), each behind its own permission
+  (``timers.fire_timer``, ``timers.cancel_timer``, ``timers.reschedule_timer``), with a
+  ``reason`` (and ``due`` to reschedule); refused as the refusal table says;
+- ``/api/route-timers/`` and ``/api/route-timers/{id}/``: waiting route timers, with the same
+  three actions (``timers.fire_routetimer``, ...);
 - ``pending_timers`` in the execution detail: the execution's pending timers, soonest first,
   read from the same read-model section as the admin's timers panel.
 
@@ -11,18 +17,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import django_filters
 from drf_spectacular.utils import extend_schema, extend_schema_field, extend_schema_view
 from rest_framework import mixins, serializers
+from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound
+from rest_framework.request import Request
+from rest_framework.response import Response
 
+from statecharts.api.exceptions import refused
 from statecharts.api.fields import JSONValueField
 from statecharts.api.filters import IntegerFilter
-from statecharts.api.serializers import NAMESPACE, execution_view
+from statecharts.api.serializers import NAMESPACE, StrictInput, execution_view
 from statecharts.api.views import APIViewSet
 from statecharts.operations.inspection import Unreadable
-from timers.models import Timer, TimerStatus
+from statecharts.policies import attribution
+from timers import operating
+from timers.models import RouteTimer, Timer, TimerStatus
 
 
 class TimerSerializer(serializers.ModelSerializer[Timer]):
@@ -73,16 +87,154 @@ class TimerFilter(django_filters.FilterSet):
         fields = ["execution", "status"]
 
 
+class OperatorActionSerializer(StrictInput):  # unknown top-level fields: a 400
+    reason = serializers.CharField(
+        max_length=operating.REASON_MAX_LENGTH,
+        help_text="Why: recorded with the action in the execution's history.",
+    )
+
+
+class RescheduleSerializer(OperatorActionSerializer):
+    due = serializers.DateTimeField(help_text="The new due time (with a time zone).")
+
+
+class OperatorOutcomeSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    id = serializers.IntegerField()
+    outcome = serializers.CharField(
+        help_text="fired, discarded or snoozed (fire now: what the fire did), cancelled, "
+        "rescheduled."
+    )
+
+
+# Each action needs its own permission: <app>.fire_<model>, cancel_..., reschedule_...
+ACTION_PERMISSIONS = {
+    "fire_now": ["%(app_label)s.fire_%(model_name)s"],
+    "cancel": ["%(app_label)s.cancel_%(model_name)s"],
+    "reschedule": ["%(app_label)s.reschedule_%(model_name)s"],
+}
+
+
+class OperatorActionsMixin:
+    """``fire-now``, ``cancel`` and ``reschedule`` on one row (``timers.operating``): the
+    caller context of the request, the reason (and due time) checked by a serializer, the
+    refusals answered as the refusal table says."""
+
+    action_permissions = ACTION_PERMISSIONS
+    operations: dict[str, Callable[..., str]] = {}
+
+    def _operate(self, request: Request, pk: str | None, name: str, **data: Any) -> Response:
+        serializer_class = (
+            RescheduleSerializer if name == "reschedule" else OperatorActionSerializer
+        )
+        given = serializer_class(data=request.data)
+        given.is_valid(raise_exception=True)
+        values = dict(given.validated_data)
+        try:
+            context = attribution.from_request(request, attribution.Door.API)
+            row_id = int(pk or "")
+        except ValueError as exc:  # InvalidInput is a ValueError; a pk that is no number
+            answer = refused(exc)
+            if answer is None:
+                raise NotFound() from exc
+            raise answer from exc
+        operation = self.operations[name]
+        args = (row_id, values.pop("due")) if name == "reschedule" else (row_id,)
+        try:
+            outcome = operation(*args, reason=values["reason"], caller_context=context)
+        except operating.FireFailed as exc:
+            return Response({"detail": str(exc), "reason": "failed"}, status=502)
+        except Exception as exc:
+            answer = refused(exc)
+            if answer is None:
+                raise
+            raise answer from exc
+        return Response({"id": row_id, "outcome": outcome})
+
+    @extend_schema(
+        summary="Fire now (an operator's action)",
+        request=OperatorActionSerializer,
+        responses=OperatorOutcomeSerializer,
+    )
+    @action(detail=True, methods=["post"], url_path="fire-now")
+    def fire_now(self, request: Request, pk: str | None = None) -> Response:
+        return self._operate(request, pk, "fire_now")
+
+    @extend_schema(
+        summary="Cancel (an operator's action)",
+        request=OperatorActionSerializer,
+        responses=OperatorOutcomeSerializer,
+    )
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: str | None = None) -> Response:
+        return self._operate(request, pk, "cancel")
+
+    @extend_schema(
+        summary="Reschedule (an operator's action)",
+        request=RescheduleSerializer,
+        responses=OperatorOutcomeSerializer,
+    )
+    @action(detail=True, methods=["post"])
+    def reschedule(self, request: Request, pk: str | None = None) -> Response:
+        return self._operate(request, pk, "reschedule")
+
+
 @extend_schema_view(
     list=extend_schema(summary="List timers (delayed sends)"),
     retrieve=extend_schema(summary="A timer"),
 )
-class TimerViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, APIViewSet):
-    """Timers: one row per delayed send, read-only (see docs/timers.md)."""
+class TimerViewSet(
+    OperatorActionsMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, APIViewSet
+):
+    """Timers: one row per delayed send (see docs/timers.md); an operator may fire a pending
+    one now, cancel or reschedule it."""
 
     queryset = Timer.objects.all()
     serializer_class = TimerSerializer
     filterset_class = TimerFilter
+    operations = {
+        "fire_now": operating.fire_now,
+        "cancel": operating.cancel,
+        "reschedule": operating.reschedule,
+    }
+
+
+class RouteTimerSerializer(serializers.ModelSerializer[RouteTimer]):
+    url = serializers.HyperlinkedIdentityField(view_name=f"{NAMESPACE}:route-timer-detail")
+    execution = serializers.IntegerField(source="execution_id", read_only=True)
+
+    class Meta:
+        model = RouteTimer
+        fields = ["id", "url", "execution", "send_id", "key", "route", "due", "reason", "created"]
+        read_only_fields = fields
+
+
+class RouteTimerFilter(django_filters.FilterSet):
+    execution = IntegerFilter(field_name="execution_id")
+
+    class Meta:
+        model = RouteTimer
+        fields = ["execution", "route"]
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List waiting route timers (delayed route sends)"),
+    retrieve=extend_schema(summary="A waiting route timer"),
+)
+class RouteTimerViewSet(
+    OperatorActionsMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, APIViewSet
+):
+    """Delayed route sends waiting (a row leaves when it fires, is cancelled or discarded:
+    its fate is in the route deliveries); an operator may fire one now, cancel or reschedule
+    it."""
+
+    queryset = RouteTimer.objects.all()
+    serializer_class = RouteTimerSerializer
+    filterset_class = RouteTimerFilter
+    operations = {
+        "fire_now": operating.fire_route_now,
+        "cancel": operating.cancel_route,
+        "reschedule": operating.reschedule_route,
+    }
 
 
 @extend_schema_field(TimerSerializer(many=True))

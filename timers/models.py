@@ -163,6 +163,12 @@ class Timer(models.Model):
             # Unique across every status, forever: a replayed step cannot schedule twice.
             models.UniqueConstraint(fields=["execution", "ordinal"], name="timers_timer_dedup")
         ]
+        # The operator's actions on a pending timer (timers.operating), one permission each.
+        permissions = [
+            ("fire_timer", "Can fire a pending timer now"),
+            ("cancel_timer", "Can cancel a pending timer"),
+            ("reschedule_timer", "Can reschedule a pending timer"),
+        ]
         indexes = [
             models.Index(
                 fields=["due", "id"],
@@ -234,6 +240,11 @@ class RouteTimer(models.Model):
         indexes = [
             models.Index(fields=["due", "id"], name="timers_routetimer_due"),
             models.Index(fields=["execution", "send_id"], name="timers_routetimer_cancel"),
+        ]
+        permissions = [
+            ("fire_routetimer", "Can fire a waiting route timer now"),
+            ("cancel_routetimer", "Can cancel a waiting route timer"),
+            ("reschedule_routetimer", "Can reschedule a waiting route timer"),
         ]
 
     def __str__(self) -> str:

@@ -400,3 +400,31 @@ def unregistered_routes() -> list[tuple[str, int]]:
     )
     return [(name, rows) for name, rows in counted]
 
+
+# An operator's actions on one waiting row (timers.operating), each inside the operator's
+# transaction, under the row's execution's lock.
+
+
+def fire_now_locked(row: RouteTimer, now: datetime) -> tuple[str, list[Claimed]]:
+    """Fire now: the row made due ``now`` and fired as a chunk of one (liveness, the
+    take-and-decide write, its own key in the ledger); its outcome and what to perform
+    after the commit (:func:`perform_claimed`)."""
+    RouteTimer.objects.using(stepper.database()).filter(pk=row.pk).update(due=now)
+    row.due = now
+    outcomes, claimed = _fire_chunk_locked([row], now)
+    return outcomes[0], claimed
+
+
+def perform_claimed(claimed: list[Claimed]) -> None:
+    """Step 4 of ``fire_rows`` for keys claimed by :func:`fire_now_locked`."""
+    if claimed:
+        more: list[int] = []
+        perform_many(claimed, more, before=_taken)
+        if more:
+            stepper.deliver(more)
+
+
+def cancel_locked(row: RouteTimer, now: datetime, reason: str) -> None:
+    """Cancel: the row deleted, its key ``cancelled`` in the ledger with ``reason``."""
+    ledger.write(_clear_message(row), row.key, DeliveryStatus.CANCELLED, now, reason)
+    RouteTimer.objects.using(stepper.database()).filter(pk=row.pk).delete()

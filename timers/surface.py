@@ -4,7 +4,7 @@
 - the read model's ``timers`` section (``timers.inspection``): pending and settled timers;
 - the admin execution page's timers panel (``timers/admin/timers_panel.html``);
 - the API's ``pending_timers`` field of an execution, and the ``/api/timers/`` endpoints
-  (``timers.api``);
+  (``timers.api``), with the operator's actions, and ``/api/route-timers/``;
 - the ``timers:`` lines of ``manage.py statechart show`` (from the section).
 """
 
@@ -28,6 +28,12 @@ def _timer_viewset() -> Any:
     from timers.api import TimerViewSet
 
     return TimerViewSet
+
+
+def _route_timer_viewset() -> Any:
+    from timers.api import RouteTimerViewSet
+
+    return RouteTimerViewSet
 
 
 def register() -> None:
@@ -54,5 +60,8 @@ def register() -> None:
             viewset=_timer_viewset,
             # Three fields are called "status" with different choices: name this set.
             enum_names={"TimerStatusEnum": "timers.models.TimerStatus"},
+        ),
+        extensions.Endpoint(
+            app=APP, prefix="route-timers", basename="route-timer", viewset=_route_timer_viewset
         ),
     )

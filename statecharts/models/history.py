@@ -27,6 +27,10 @@ class Disposition(models.TextChoices):
     # Created from an exported document (statecharts.operations.transfer): the input holds the
     # position.
     IMPORTED = "imported", "imported from an export"
+    # An operator acted on one of its rows (a timer fired now, cancelled or rescheduled; an
+    # invocation retried; a route delivery's fate recorded): the input names the action, the
+    # row and the operator's reason; the caller context says who. Replay skips it.
+    OPERATED = "operated", "an operator acted on its rows"
 
 
 class HistoryEntry(models.Model):

@@ -16,6 +16,7 @@ the core's public names)::
     feed(execution, step_input, *, now, caller_context, idempotency_key)  # any Input
     step_locked(execution, step_input, now, outbox, caller_context)
     lock(pk) / lock_many(pks)                                   # inside your transaction
+    record_operation(execution, action, row, reason, now, caller_context)  # under its lock
     batched_writes(expected)                                    # a batch of steps, one txn
     perform_delivery(execution, instruction, now, outbox, caller_context)
     deliver(message_ids) / deliver_pending() / retry_message(message_id)
@@ -98,6 +99,7 @@ from statecharts.stepper.performing import (
     register_start_check,
     registered_types,
 )
+from statecharts.stepper.recording import record_operation
 from statecharts.stepper.requests import (
     AdmittedRequest,
     AnswerRequest,
@@ -554,6 +556,7 @@ __all__ = [
     "lock",
     "lock_many",
     "perform_delivery",
+    "record_operation",
     "register_input_guard",
     "register_invoke_types",
     "register_message_kind",

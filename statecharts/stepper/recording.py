@@ -164,3 +164,33 @@ def _unsteppable(
     refusal = _refusal(execution)
     refusal.__cause__ = exc
     return result, refusal
+
+
+def record_operation(
+    execution: Execution,
+    *,
+    action: str,
+    row: dict[str, Any],
+    reason: str,
+    now: datetime,
+    caller_context: dict[str, Any] | None = None,
+) -> HistoryEntry:
+    """Record an operator's action on a row of a locked ``execution`` (a timer fired now,
+    cancelled or rescheduled, ...) as its next history entry, disposition ``operated``: the
+    input names the ``action`` and the ``row`` it touched, ``reason`` is what the operator
+    typed, ``caller_context`` who did it (``statecharts.policies.attribution``). Its
+    position does not change; replay skips the entry. Call it inside the transaction that
+    locked ``execution`` (``lock``) and did the action."""
+    execution.steps += 1
+    execution.updated = now
+    execution.save(update_fields=["steps", "updated"])
+    entry = HistoryEntry.of(
+        execution,
+        input={"kind": "operation", "action": action, "row": row},
+        disposition=Disposition.OPERATED,
+        created=now,
+        reason=reason[:10_000],
+        caller_context=caller_context,
+    )
+    entry.save(using=sql.database())
+    return entry

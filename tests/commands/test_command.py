@@ -594,3 +594,17 @@ def test_deliver_refuses_a_bad_limit() -> None:
 
 def test_a_subcommand_is_required() -> None:
     assert "SUBCOMMAND" in fails()
+
+
+def test_trace_turns_tracing_on_and_off_as_the_admins_actions_do() -> None:
+    ns = 'xmlns="http://www.w3.org/2005/07/scxml" version="1.0" datamodel="null"'
+    chart = Chart.objects.load(f'<scxml {ns} initial="s"><state id="s"/></scxml>')
+    execution = stepper.start(chart)
+    out = io.StringIO()
+    call_command("statechart", "trace", str(execution.pk), execution.session_id, stdout=out)
+    assert out.getvalue().strip() == "Tracing on: 1 changed, 1 already on."
+    assert Execution.objects.get(pk=execution.pk).tracing is True
+    out = io.StringIO()
+    call_command("statechart", "trace", str(execution.pk), "--off", stdout=out)
+    assert out.getvalue().strip() == "Tracing off: 1 changed, 0 already off."
+    assert Execution.objects.get(pk=execution.pk).tracing is False

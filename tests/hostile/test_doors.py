@@ -373,6 +373,22 @@ API_WRITES = {
     ("basichttp-address-rotate", "post"): "address rotation: an OperatorRequest (a reason) "
     "through the gate, no data into an execution (tests/routes/test_address_rotation.py: a "
     "bad reason is a 400)",
+    **{
+        (f"{rows}-{action}", "post"): "an operator's action: a reason (and a due time), no "
+        "data into an execution (tests/timers/test_operating_doors.py)"
+        for rows in ("timer", "route-timer")
+        for action in ("fire-now", "cancel", "reschedule")
+    },
+    **{
+        (f"route-delivery-{action}", "post"): "an operator's record of a fate: a reason, no "
+        "data into an execution (tests/routes/test_route_delivery_marks.py)"
+        for action in ("mark-delivered", "mark-failed")
+    },
+    **{
+        (f"invocation-{action}", "post"): "an operator's action: a reason, no data into an "
+        "execution (tests/invocations/test_invocation_operating.py)"
+        for action in ("retry-now", "cancel")
+    },
 }
 # The admin's own views and actions of the project's models.
 ADMIN_VIEWS = {
@@ -386,8 +402,12 @@ ADMIN_ACTIONS = {
     "statecharts.Execution": {"cancel_selected", "migrate_selected", "erase_selected",
                               "trace_selected", "untrace_selected"},
     "statecharts.OutboxMessage": {"retry_selected"},
-    "timers.Timer": {"retry_selected"},
+    "timers.Timer": {"retry_selected", "fire_now_selected", "cancel_selected",
+                     "reschedule_selected"},
+    "timers.RouteTimer": {"fire_now_selected", "cancel_selected", "reschedule_selected"},
     "routes.InboundAddress": {"rotate_selected"},
+    "routes.RouteDelivery": {"mark_delivered", "mark_failed"},
+    "invocations.Invocation": {"retry_now_selected", "cancel_selected"},
 }  # (a selection of rows: no data from outside; cancel_selected submits CancelRequests)
 COMMANDS = {
     "statechart start": "start: START_DOORS['command']",
@@ -403,10 +423,15 @@ COMMANDS = {
     **{
         f"statechart {name}": "no data into an execution"
         for name in ["deliver", "diagram", "export", "health", "prune", "reencrypt", "replay",
-                     "show", "validate"]
+                     "show", "trace", "validate"]
     },
     "fire_timers": "no data from outside",
     "setup_timers": "no data from outside",
+    "route_delivery": "an operator's record of a fate: a reason "
+    "(tests/routes/test_route_delivery_marks.py)",
+    "invocation_action": "an operator's action: a reason "
+    "(tests/invocations/test_invocation_operating.py)",
+    "timer_action": "an operator's action: a reason (tests/timers/test_operating_doors.py)",
     "rotate_address": "address rotation: an OperatorRequest (--reason) through the gate "
     "(NO_STEP_DOORS['operator reason'], tests/routes/test_address_rotation.py)",
 }

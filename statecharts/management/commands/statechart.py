@@ -22,6 +22,7 @@ Subcommands::
                                                 cancel an execution (its onexit handlers run;
                                                 as that user: the cancel permissions are
                                                 checked, the user recorded)
+    trace EXECUTION [EXECUTION ...] [--off]     keep the core's trace of their next steps
     replay EXECUTION                            re-drive the history; fails if it diverges
     replay --all [--chart CHART] [--status S]   the same for many executions, with a progress
                                                 display; fails if any diverges
@@ -81,6 +82,7 @@ from statecharts.management.statechart import (
     reencrypt,
     replay,
     show,
+    trace,
     transfer,
 )
 from statecharts.management.statechart.common import Subcommand
@@ -93,6 +95,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     inputs.SEND,
     show.SUBCOMMAND,
     inputs.CANCEL,
+    trace.SUBCOMMAND,
     replay.SUBCOMMAND,
     deliver.SUBCOMMAND,
     prune.SUBCOMMAND,
