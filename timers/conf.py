@@ -43,10 +43,11 @@ def check(configured: Mapping[str, Any]) -> list[CheckMessage]:
                 id="timers.E001",
             )
         )
-    if not isinstance(configured.get("TIMER_SWEEPER_FIRES", True), bool):
-        problems.append(
-            Error("STATECHARTS['TIMER_SWEEPER_FIRES'] must be True or False.", id="timers.E005")
-        )
+    for switch in ("TIMER_SWEEPER_FIRES", "TIMER_SWEEP_AT_START"):
+        if not isinstance(configured.get(switch, True), bool):
+            problems.append(
+                Error(f"STATECHARTS['{switch}'] must be True or False.", id="timers.E005")
+            )
     problems.extend(check_deliveries(configured))
     return problems
 

@@ -32,6 +32,11 @@ SETTINGS = (
     Setting("TIMER_POLL_MS", 200, "how often a sweeper looks for due timers"),
     Setting("TIMER_SWEEP_SECONDS", 90, "how long one sweeper task lives (a schedule restarts it)"),
     Setting(
+        "TIMER_SWEEP_AT_START",
+        True,
+        "a starting django-q2 cluster starts a sweeper (not 30 s later, by the schedule)",
+    ),
+    Setting(
         "TIMER_SWEEPER_FIRES",
         True,
         "a sweeper fires due timers itself, not only by enqueueing drains",
@@ -64,6 +69,7 @@ DECLARATION = Declaration(
         "timers.payloads.register",  # the rows `statechart reencrypt` rewrites
         "timers.transfer.register",  # pending timers travel with an exported execution
         "timers.health.register",  # this app's figures in `statechart health`
+        "timers.dispatch.register",  # a starting django-q2 cluster starts a sweeper at once
     ),
     step_models=True,
 )
