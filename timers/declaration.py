@@ -26,6 +26,13 @@ SETTINGS = (
     ),
     Setting("TIMER_MAX_ATTEMPTS", 5, "attempts (raised or timed out) before a timer is failed"),
     Setting("TIMER_RETRY_SECONDS", 5, "retry backoff base: 5 s, 10 s, 20 s, ..."),
+    Setting("TIMER_RETRY_COEFFICIENT", 2.0, "each retry's backoff is the last one's times this"),
+    Setting("TIMER_RETRY_MAX_SECONDS", 3600, "the longest retry backoff"),
+    Setting(
+        "TIMER_RETRY_JITTER",
+        0.0,
+        "a backoff moves by up to this fraction of itself (derived from the row's key)",
+    ),
     Setting(
         "TIMER_SNOOZE_SECONDS", 300, "an execution that cannot take a timer now: tried again then"
     ),

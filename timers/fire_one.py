@@ -23,7 +23,8 @@ from timers import observing
 from timers.conf import timer_settings
 from timers.delivery import Delivery, DeliveryUnavailable, Fire, Snooze, resolve
 from timers.models import Timer, TimerStatus
-from timers.settling import FIRED, SKIPPED, _record_attempt, _settle, _snooze
+from timers.retry_policy import GiveUp, policy_for
+from timers.settling import FIRED, SKIPPED, _give_up, _record_attempt, _settle, _snooze
 
 log = logging.getLogger("timers")
 
@@ -33,8 +34,8 @@ class Undecodable(Exception):
 
 
 class InvalidAnswer(Exception):
-    """A delivery answered something other than None or ``Snooze(positive int)``: it is
-    treated as a raise (rolled back, the attempt spent)."""
+    """A delivery answered something other than None, ``Cancel``, ``Discard`` or
+    ``Snooze(positive int)``: it is treated as a raise (rolled back, the attempt spent)."""
 
 
 def fire(timer_id: int, *, now: datetime | None = None) -> str:
@@ -204,10 +205,15 @@ def _deliver(
         said = f": {answer.reason}" if answer.reason else ""
         reason = f"delivery {timer.delivery!r} asked to snooze {answer.seconds} s{said}"
         return _snooze(timer, now, taken=True, reason=reason, seconds=answer.seconds)
+    if isinstance(answer, GiveUp) and answer.status in (
+        TimerStatus.CANCELLED,
+        TimerStatus.DISCARDED,
+    ):
+        return _give_up(timer, now, answer, timer.delivery)
     # Rolls the fire back; the attempt is spent as for any raise.
     raise InvalidAnswer(
-        f"delivery {timer.delivery!r} answered {answer!r}: not None or Snooze(seconds) with "
-        "seconds a positive int"
+        f"delivery {timer.delivery!r} answered {answer!r}: not None, Cancel, Discard or "
+        "Snooze(seconds) with seconds a positive int"
     )
 
 
@@ -215,4 +221,4 @@ def _retry_or_fail(timer: Timer, now: datetime, exc: Exception) -> str:
     """Record a failed delivery: retry later with backoff, or give up after the last attempt."""
     with transaction.atomic(using=stepper.database(), durable=True):
         _lock_execution(timer.execution_id)  # the same lock order as every step
-        return _record_attempt(timer, now, exc)
+        return _record_attempt(timer, now, exc, policy_for(timer.delivery))

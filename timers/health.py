@@ -35,9 +35,7 @@ def measure(now: datetime) -> list[health.Figure]:
     return [
         health.Figure("timers.pending", pending.count(), "timers"),
         health.Figure("timers.due", Timer.objects.due(now).count(), "timers"),
-        health.Figure(
-            "timers.oldest_overdue_seconds", late, "s", detail, warning=60, critical=600
-        ),
+        health.Figure("timers.oldest_overdue_seconds", late, "s", detail, warning=60, critical=600),
         health.Figure(
             "timers.failed",
             of_live.filter(status=TimerStatus.FAILED).count(),
@@ -47,16 +45,12 @@ def measure(now: datetime) -> list[health.Figure]:
         ),
         health.Figure(
             "timers.undecodable",
-            of_live.filter(
-                status=TimerStatus.DISCARDED, reason__startswith="undecodable"
-            ).count(),
+            of_live.filter(status=TimerStatus.DISCARDED, reason__startswith="undecodable").count(),
             "timers",
             "discarded: their row could not be read back",
             warning=1,
         ),
-        health.Figure(
-            "timers.held", pending.filter(reason__endswith="snoozed").count(), "timers"
-        ),
+        health.Figure("timers.held", pending.filter(reason__endswith="snoozed").count(), "timers"),
         health.schedule_figure(SCHEDULE_NAME, "timers_sweep", now),
     ]
 

@@ -21,6 +21,7 @@ from statecharts.core.telemetry import TelemetryEvent
 from timers import observing
 from timers.conf import timer_settings
 from timers.models import Timer, TimerStatus
+from timers.retry_policy import GiveUp, RetryPolicy, policy_of, timer_key
 
 FIRED = "fired"
 DISCARDED = "discarded"
@@ -28,6 +29,7 @@ SNOOZED = "snoozed"
 RETRYING = "retrying"
 FAILED = "failed"
 SKIPPED = "skipped"  # settled or taken by someone else meanwhile
+CANCELLED = "cancelled"  # by its delivery's give-up answer (timers.retry_policy.Cancel)
 
 
 def _still_pending(timer: Timer, now: datetime) -> Any:
@@ -134,19 +136,54 @@ def _snooze(
     return SNOOZED
 
 
-def _record_attempt(timer: Timer, now: datetime, exc: Exception) -> str:
+def _give_up(timer: Timer, now: datetime, answer: GiveUp, delivery_name: str) -> str:
+    """A delivery's give-up answer (``Cancel``/``Discard``) on a row its fire has taken: the
+    row ends now with that status and the delivery's reason, no attempt spent."""
+    said = f": {answer.reason}" if answer.reason else ""
+    verb = "cancelled" if answer.status == TimerStatus.CANCELLED else "discarded"
+    reason = f"delivery {delivery_name!r} {verb} it{said}"
+    Timer.objects.using(stepper.database()).filter(pk=timer.pk).update(
+        status=answer.status,
+        reason=reason[:300],
+        settled=now,
+        claimed_until=None,
+        fire_deadline=None,
+    )
+    event = (
+        TelemetryEvent.TIMER_CANCELLED
+        if answer.status == TimerStatus.CANCELLED
+        else TelemetryEvent.TIMER_DISCARDED
+    )
+    observing.timer_event(event, timer, now=now, reason=reason)
+    return DISCARDED if answer.status == TimerStatus.DISCARDED else CANCELLED
+
+
+def _record_attempt(
+    timer: Timer, now: datetime, exc: Exception, policy: RetryPolicy | None = None
+) -> str:
+    """Spend an attempt of a delivery that raised: retry after the policy's backoff
+    (``timers.retry_policy``; the settings' without one), or fail the timer after its last
+    attempt, or at once for an error the policy calls non-retryable."""
+    policy = policy or policy_of(None)
     rows = _still_pending(timer, now)
     current = rows.values_list("attempts", flat=True).first()
     if current is None:
         return SKIPPED  # settled by someone else meanwhile
     attempts = current + 1
     error = f"{type(exc).__name__}: {exc}"
-    if attempts >= timer_settings.TIMER_MAX_ATTEMPTS:
+    retryable = policy.retryable(exc)
+    assert policy.max_attempts is not None
+    if attempts >= policy.max_attempts or not retryable:
+        reason = (
+            f"delivery failed {attempts} times"
+            if retryable
+            else f"delivery failed: {type(exc).__name__} is not retryable"
+        )
         rows.update(
             status=TimerStatus.FAILED,
             attempts=F("attempts") + 1,
             last_error=error,
-            reason=f"delivery failed {attempts} times",
+            reason=reason,
             settled=now,
             claimed_until=None,
             fire_deadline=None,
@@ -157,10 +194,10 @@ def _record_attempt(timer: Timer, now: datetime, exc: Exception) -> str:
             now=now,
             attempts=attempts,
             error=error,
-            reason=f"delivery failed {attempts} times",
+            reason=reason,
         )
         return FAILED
-    backoff = timer_settings.TIMER_RETRY_SECONDS * 2 ** (attempts - 1)
+    backoff = policy.backoff(attempts, timer_key(timer.execution_id, timer.ordinal))
     rows.update(
         attempts=F("attempts") + 1,
         last_error=error,
