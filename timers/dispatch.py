@@ -45,6 +45,7 @@ import contextlib
 import logging
 import multiprocessing
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -115,7 +116,7 @@ def sweep(
     # The sweeper's own claims are renewed like a drain's while it fires.
     heartbeat = leases.running() if fires else contextlib.nullcontext()
     with _stop_on_signal() as stopping, heartbeat:
-        while monotonic() < deadline and not stopping.is_set():
+        while monotonic() < deadline and not stopping.is_set() and not _cluster_stopping():
             look = _look(batch * workers)
             waiting, suspects = look.waiting, look.suspects
             if not waiting:
@@ -307,7 +308,7 @@ def drain(
                 if gap is None:
                     break
                 sleep(gap)
-            if monotonic() >= deadline:
+            if monotonic() >= deadline or _cluster_stopping():
                 break
     return handled
 
@@ -361,6 +362,9 @@ def _enqueue(func: str, **kwargs: Any) -> str:
 # process), so the cluster's workers, and the replacements its sentinel forks later, see one
 # flag. A cluster started again is a new process, with a new flag.
 _started_at_start: Any = None
+# The cluster's stop event (django-q2's ``Cluster.stop_event``, shared with the sentinel and
+# its forked workers), found when this worker was spawned; None outside a cluster.
+_stop_event: Any = None
 
 
 def register() -> None:
@@ -385,6 +389,8 @@ def sweep_at_start(sender: object = None, proc_name: str = "", **kwargs: Any) ->
 
     Never raises: a worker whose spawn signal raises dies and is forked again, in a loop.
     """
+    global _stop_event
+    _stop_event = _stop_event or _sentinels_stop_event()
     flag = _started_at_start
     if flag is None or not timer_settings.TIMER_SWEEP_AT_START:
         return None
@@ -397,3 +403,33 @@ def sweep_at_start(sender: object = None, proc_name: str = "", **kwargs: Any) ->
     except Exception:  # (a broker or database down: the schedule starts the next sweeper)
         log.exception("timers: the start-up sweeper of worker %s was not enqueued", proc_name)
         return None
+
+
+def _sentinels_stop_event() -> Any:
+    """The stop event of the django-q2 cluster this worker belongs to, or None.
+
+    django-q2 tells a stopping cluster's workers nothing until their task ends (SIGTERM goes
+    to the cluster's main process, which sets this event; the sentinel then waits for every
+    running task), so a sweeper in a worker would keep a plain ``kill``, a container stop,
+    from ending the cluster for its whole life. django-q2 gives a worker no handle on it
+    either: this worker was forked inside its sentinel's ``spawn_process``, whose frame (and
+    its ``self``, the ``Sentinel``) is still on this process's stack at ``post_spawn``.
+    """
+    from django_q.cluster import Sentinel
+
+    frame = sys._getframe(1)
+    while frame is not None:
+        owner = frame.f_locals.get("self")
+        if isinstance(owner, Sentinel):
+            return getattr(owner, "stop_event", None)
+        frame = frame.f_back
+    return None
+
+
+def _cluster_stopping() -> bool:
+    """Whether this worker's cluster was told to stop (False outside a cluster)."""
+    event = _stop_event
+    try:
+        return bool(event is not None and event.is_set())
+    except (OSError, ValueError):  # (the event's semaphore is gone with its cluster)
+        return True

@@ -684,3 +684,37 @@ def test_a_worker_group_sigkilled_and_restarted_fires_what_was_due_within_second
         assert execution.configuration == ["awake"] and execution.steps == 2  # delivered once
     claimed.refresh_from_db()
     assert claimed.settled >= killed + lease  # taken over only once its lease ran out
+
+
+@pytest.mark.django_db
+def test_a_worker_finds_its_clusters_stop_event_and_a_sweeper_ends_when_it_is_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SIGTERM reaches only the cluster's main process, which sets the stop event its
+    sentinel and workers share; a sweeper (90 s) must end at its next poll, or the cluster
+    waits for it."""
+    import multiprocessing
+
+    from django_q.cluster import Sentinel
+
+    event = multiprocessing.get_context("fork").Event()
+
+    class Spawning(Sentinel):  # (not started: only what a worker's stack holds at post_spawn)
+        def __init__(self) -> None:
+            self.stop_event = event
+
+        def spawn_process(self, *args: Any) -> Any:
+            return dispatch._sentinels_stop_event()
+
+    assert Spawning().spawn_process() is event
+    assert dispatch._sentinels_stop_event() is None  # not in a cluster: nothing found
+    monkeypatch.setattr(dispatch, "_stop_event", event)
+    polls: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        polls.append(seconds)
+        if len(polls) == 2:
+            event.set()  # the cluster's main process got SIGTERM
+
+    assert dispatch.sweep(3600, enqueue=lambda func: None, sleep=sleep) == 0
+    assert len(polls) == 2  # it ended at the poll after the stop, not after an hour
