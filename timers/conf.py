@@ -54,11 +54,14 @@ def check(configured: Mapping[str, Any]) -> list[CheckMessage]:
 
 
 def check_retry(configured: Mapping[str, Any]) -> list[CheckMessage]:
-    """The global retry policy (``timers.retry_policy``): numbers in their range."""
+    """The global retry policy (``timers.retry_policy``) and the snooze bounds: numbers in
+    their range."""
     bounds = {
         "TIMER_RETRY_COEFFICIENT": (1, None),
         "TIMER_RETRY_MAX_SECONDS": (0, None),
         "TIMER_RETRY_JITTER": (0, 1),
+        "TIMER_UNDEPLOYED_MAX_SECONDS": (0, None),
+        "TIMER_SNOOZE_MAX_SECONDS": (1, None),
     }
     problems: list[CheckMessage] = []
     for key, (low, high) in bounds.items():

@@ -36,6 +36,12 @@ SETTINGS = (
     Setting(
         "TIMER_SNOOZE_SECONDS", 300, "an execution that cannot take a timer now: tried again then"
     ),
+    Setting(
+        "TIMER_UNDEPLOYED_MAX_SECONDS",
+        86_400,
+        "a timer whose delivery, codec or key is not deployed snoozes this long, then fails",
+    ),
+    Setting("TIMER_SNOOZE_MAX_SECONDS", 86_400, "the longest snooze a delivery may ask for"),
     Setting("TIMER_POLL_MS", 200, "how often a sweeper looks for due timers"),
     Setting("TIMER_SWEEP_SECONDS", 90, "how long one sweeper task lives (a schedule restarts it)"),
     Setting(

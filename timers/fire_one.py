@@ -24,7 +24,15 @@ from timers.conf import timer_settings
 from timers.delivery import Delivery, DeliveryUnavailable, Fire, Snooze, resolve
 from timers.models import Timer, TimerStatus
 from timers.retry_policy import GiveUp, policy_for
-from timers.settling import FIRED, SKIPPED, _give_up, _record_attempt, _settle, _snooze
+from timers.settling import (
+    FIRED,
+    SKIPPED,
+    _give_up,
+    _record_attempt,
+    _settle,
+    _snooze,
+    _snooze_undeployed,
+)
 
 log = logging.getLogger("timers")
 
@@ -94,7 +102,7 @@ def _prepare(
     except codecs.CodecUnavailable as exc:
         # The row's codec, or the key it was written under, is not deployed here (yet): a
         # fact about this deployment, like an unresolvable delivery. No attempt spent.
-        return _snooze(timer, now, reason=f"{exc}: snoozed")
+        return _snooze_undeployed(timer, now, str(exc))
     delivery = resolved.get(timer.delivery)
     if delivery is None:
         try:
@@ -105,7 +113,7 @@ def _prepare(
     if isinstance(delivery, DeliveryUnavailable):
         # A fact about this deployment (a rolling deploy, a setting not yet changed), not
         # about the row: try again later, no attempt spent.
-        return _snooze(timer, now, reason=f"{delivery}: snoozed")
+        return _snooze_undeployed(timer, now, str(delivery))
     return instruction, delivery
 
 
@@ -191,7 +199,7 @@ def _deliver(
     except stepper.NoPerformer as exc:
         # A fact about this deployment (e.g. the app that delivers to invoked children is not
         # installed here yet), not about the row: try again later, no attempt spent.
-        return _snooze(timer, now, taken=True, reason=f"{exc}: snoozed")
+        return _snooze_undeployed(timer, now, str(exc), taken=True)
     if answer is None:
         observing.timer_event(
             TelemetryEvent.TIMER_FIRED,
@@ -203,8 +211,9 @@ def _deliver(
         return FIRED
     if isinstance(answer, Snooze) and answer.valid:
         said = f": {answer.reason}" if answer.reason else ""
+        seconds = min(answer.seconds, timer_settings.TIMER_SNOOZE_MAX_SECONDS)
         reason = f"delivery {timer.delivery!r} asked to snooze {answer.seconds} s{said}"
-        return _snooze(timer, now, taken=True, reason=reason, seconds=answer.seconds)
+        return _snooze(timer, now, taken=True, reason=reason, seconds=seconds)
     if isinstance(answer, GiveUp) and answer.status in (
         TimerStatus.CANCELLED,
         TimerStatus.DISCARDED,

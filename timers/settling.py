@@ -10,6 +10,7 @@ order of every step: execution, then its timers).
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -156,6 +157,45 @@ def _give_up(timer: Timer, now: datetime, answer: GiveUp, delivery_name: str) ->
     )
     observing.timer_event(event, timer, now=now, reason=reason)
     return DISCARDED if answer.status == TimerStatus.DISCARDED else CANCELLED
+
+
+# The mark a not-deployed snooze leaves in the row's reason: since when it has been waiting
+# for this deployment (the row has no column for it; the reason travels with the row).
+_SINCE = re.compile(r" \(waiting since (\S+)\): snoozed$")
+NEEDS_ATTENTION = "needs attention"
+
+
+def _snooze_undeployed(timer: Timer, now: datetime, what: str, *, taken: bool = False) -> str:
+    """Snooze a timer this deployment cannot fire now (its delivery, codec, key or performer
+    is not deployed here), no attempt spent, for at most ``TIMER_UNDEPLOYED_MAX_SECONDS``
+    from its first such snooze; after that it ends ``failed``, reason ``needs attention:
+    ...``, counted by ``statechart health`` (an operator deploys what is missing and retries
+    it). The first snooze's time is kept in the reason."""
+    found = _SINCE.search(timer.reason or "")
+    since = datetime.fromisoformat(found.group(1)) if found else now
+    waited = (now - since).total_seconds()
+    if waited < timer_settings.TIMER_UNDEPLOYED_MAX_SECONDS:
+        reason = f"{what} (waiting since {since.isoformat()}): snoozed"
+        return _snooze(timer, now, reason=reason, taken=taken)
+    reason = f"{NEEDS_ATTENTION}: {what} for {int(waited)} s"
+    rows = (
+        Timer.objects.using(stepper.database()).filter(pk=timer.pk)
+        if taken
+        else _still_pending(timer, now)
+    )
+    if not rows.update(
+        status=TimerStatus.FAILED,
+        reason=reason[:300],
+        last_error=what[:1000],
+        settled=now,
+        claimed_until=None,
+        fire_deadline=None,
+    ):
+        return SKIPPED
+    observing.timer_event(
+        TelemetryEvent.TIMER_FAILED, timer, now=now, attempts=timer.attempts, reason=reason
+    )
+    return FAILED
 
 
 def _record_attempt(

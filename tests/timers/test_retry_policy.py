@@ -176,3 +176,61 @@ def test_a_system_check_validates_the_retry_settings(
     with override_settings(STATECHARTS=setting):
         found = [m.id for m in run_checks() if (m.id or "").startswith("timers.")]
     assert found == expected
+
+
+# ---- bounded snoozes --------------------------------------------------------------------------
+
+
+def test_a_timer_waiting_for_an_undeployed_delivery_fails_after_the_bound_needing_attention() -> (
+    None
+):
+    """Snoozed (no attempt spent) while the deployment lacks its delivery, for at most
+    TIMER_UNDEPLOYED_MAX_SECONDS from the first snooze; then failed, "needs attention", a
+    critical health figure; once deployed, an operator's retry fires it."""
+    from statecharts.operations import health
+    from timers import health as timer_health
+    from timers.retrying import retry
+
+    execution = start()
+    Timer.objects.update(delivery="audited")  # a name this deployment does not have
+    settings = {"TIMER_UNDEPLOYED_MAX_SECONDS": 3600, "TIMER_SNOOZE_SECONDS": 1000}
+    with override_settings(STATECHARTS=settings):
+        assert firing.fire_all_due(now=DUE).outcomes == {"snoozed": 1}
+        timer = Timer.objects.get(execution=execution)
+        assert (timer.status, timer.attempts, timer.due) == ("pending", 0, DUE + 1000 * S)
+        assert timer.reason == (
+            "delivery 'audited' is not in TIMER_DELIVERIES here"
+            f" (waiting since {DUE.isoformat()}): snoozed"
+        )
+        assert firing.fire_all_due(now=DUE + 1000 * S).outcomes == {"snoozed": 1}
+        timer.refresh_from_db()
+        assert f"(waiting since {DUE.isoformat()})" in timer.reason  # the first snooze's time
+        assert firing.fire_all_due(now=DUE + 3000 * S).outcomes == {"snoozed": 1}
+        assert firing.fire_all_due(now=DUE + 4000 * S).outcomes == {"failed": 1}
+    timer.refresh_from_db()
+    assert (timer.status, timer.attempts, timer.settled) == ("failed", 0, DUE + 4000 * S)
+    assert timer.reason == (
+        "needs attention: delivery 'audited' is not in TIMER_DELIVERIES here for 4000 s"
+    )
+    (figure,) = [f for f in timer_health.measure(DUE) if f.name == "timers.needs_attention"]
+    assert (figure.value, figure.critical) == (1, 1)
+    assert health.level_of(figure.value, figure.warning, figure.critical) == health.Level.CRITICAL
+    # Deployed now: the operator retries it, and it fires.
+    deployed = {"TIMER_DELIVERIES": {"default": POLICY, "audited": POLICY}}
+    with override_settings(STATECHARTS=deployed):
+        assert retry(timer.pk, now=DUE + 5000 * S) == "retried"
+        assert firing.fire_all_due(now=DUE + 5000 * S).outcomes == {"fired": 1}
+    assert nudges(execution) == 1
+
+
+def test_a_snooze_a_delivery_asks_for_is_capped() -> None:
+    from timers.delivery import Snooze
+
+    execution = start()
+    deliveries.answer["value"] = Snooze(10**7, "come back next year")
+    settings = {"TIMER_DELIVERIES": {"default": ANSWER}, "TIMER_SNOOZE_MAX_SECONDS": 600}
+    with override_settings(STATECHARTS=settings):
+        assert firing.fire_all_due(now=DUE).outcomes == {"snoozed": 1}
+    timer = Timer.objects.get(execution=execution)
+    assert (timer.status, timer.due) == ("pending", DUE + 600 * S)
+    assert timer.reason == "delivery 'default' asked to snooze 10000000 s: come back next year"
