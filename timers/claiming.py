@@ -207,7 +207,7 @@ def _spend_timed_out(stale: list[Timer], now: datetime) -> set[int]:
 def _max_attempts(delivery: str) -> int:
     """The attempts a row of this delivery has (its retry policy's, the settings' by
     default): a timed-out attempt spends one of the same attempts as a raise."""
-    from timers.retry_policy import policy_for
+    from timers.delivery import policy_for
 
     attempts = policy_for(delivery).max_attempts
     assert attempts is not None

@@ -38,7 +38,7 @@ from statecharts.conf import NamedClasses
 from statecharts.core.plan import Instruction
 from statecharts.models import Execution
 from timers.models import Timer
-from timers.retry_policy import Cancel, Discard, GiveUp, RetryPolicy
+from timers.retry_policy import Cancel, Discard, GiveUp, RetryPolicy, policy_of
 
 __all__ = [
     "Cancel",
@@ -50,6 +50,7 @@ __all__ = [
     "RetryPolicy",
     "Snooze",
     "StepperDelivery",
+    "policy_for",
     "resolve",
 ]
 
@@ -120,3 +121,12 @@ def resolve(name: str) -> Delivery:
     """The delivery registered under ``name`` (loaded once per name and path); raises
     ``DeliveryUnavailable`` when this deployment has no such name or cannot load it."""
     return _named.resolve(name)
+
+
+def policy_for(name: str) -> RetryPolicy:
+    """The retry policy of the delivery registered under ``name`` (``timers.retry_policy``);
+    the settings' when this deployment cannot resolve it now."""
+    try:
+        return policy_of(resolve(name))
+    except DeliveryUnavailable:
+        return policy_of(None)

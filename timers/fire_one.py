@@ -21,9 +21,9 @@ from statecharts.policies import codecs
 from statecharts.statuses import TimerRule, rules
 from timers import observing
 from timers.conf import timer_settings
-from timers.delivery import Delivery, DeliveryUnavailable, Fire, Snooze, resolve
+from timers.delivery import Delivery, DeliveryUnavailable, Fire, Snooze, policy_for, resolve
 from timers.models import Timer, TimerStatus
-from timers.retry_policy import GiveUp, policy_for
+from timers.retry_policy import GiveUp
 from timers.settling import (
     FIRED,
     SKIPPED,

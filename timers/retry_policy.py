@@ -85,17 +85,6 @@ def policy_of(delivery: object | None) -> RetryPolicy:
     return policy.with_defaults()
 
 
-def policy_for(name: str) -> RetryPolicy:
-    """The policy of the delivery registered under ``name``; the settings' when this
-    deployment cannot resolve it now."""
-    from timers.delivery import DeliveryUnavailable, resolve
-
-    try:
-        return policy_of(resolve(name))
-    except DeliveryUnavailable:
-        return policy_of(None)
-
-
 def timer_key(execution_id: int, ordinal: int) -> str:
     """The jitter's seed: the row's key, which a replay or an import keeps."""
     return f"{execution_id}:{ordinal}"
