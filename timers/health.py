@@ -38,7 +38,9 @@ def measure(now: datetime) -> list[health.Figure]:
     return [
         health.Figure("timers.pending", pending.count(), "timers"),
         health.Figure("timers.due", Timer.objects.due(now).count(), "timers"),
-        health.Figure("timers.oldest_overdue_seconds", late, "s", detail, warning=60, critical=600),
+        health.Figure(
+            "timers.oldest_overdue_seconds", late, "s", detail, warning=60, critical=600
+        ),
         health.Figure(
             "timers.failed",
             of_live.filter(status=TimerStatus.FAILED).count(),

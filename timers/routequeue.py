@@ -123,11 +123,11 @@ def cancel_for_step(context: stepper.StepContext, instruction: Instruction) -> i
     if queue is None:
         return 0
     return queue.cancel(
-        context.execution.pk,
-        instruction.data["send_id"],
-        now=context.now,
-        reason=f"cancelled by <cancel> in step {context.seq}",
-    )
+            context.execution.pk,
+            instruction.data["send_id"],
+            now=context.now,
+            reason=f"cancelled by <cancel> in step {context.seq}",
+        )
 
 
 def _message(row: RouteTimer) -> RouteMessage:
@@ -255,7 +255,9 @@ def _taken() -> None:
         fault_hook("taken")
 
 
-def _fire_chunk_locked(rows: list[RouteTimer], now: datetime) -> tuple[list[str], list[Claimed]]:
+def _fire_chunk_locked(
+    rows: list[RouteTimer], now: datetime
+) -> tuple[list[str], list[Claimed]]:
     """Steps 1-3 of ``fire_rows``, in its transaction: the outcomes, and the keys claimed
     whose action is still to be done (in the rows' order)."""
     executions = stepper.lock_many({row.execution_id for row in rows})
@@ -368,9 +370,9 @@ def _snooze(row: RouteTimer, now: datetime, reason: str) -> str:
 
 
 def next_due() -> datetime | None:
-    due: datetime | None = RouteTimer.objects.using(stepper.database()).aggregate(first=Min("due"))[
-        "first"
-    ]
+    due: datetime | None = RouteTimer.objects.using(stepper.database()).aggregate(
+        first=Min("due")
+    )["first"]
     return due
 
 
@@ -397,3 +399,4 @@ def unregistered_routes() -> list[tuple[str, int]]:
         .order_by("route")
     )
     return [(name, rows) for name, rows in counted]
+

@@ -137,14 +137,12 @@ def discard_when_finished(sender: object, execution: Execution, **kwargs: object
     completed, failed or been cancelled are marked discarded in that same step, so lists of
     pending timers stay true. (Firing re-checks liveness anyway: this is not the guarantee.)"""
     reason = f"execution {execution.status} before the timer was due"
-    discarded = (
-        Timer.objects.using(database())
-        .filter(execution=execution, status=TimerStatus.PENDING)
-        .update(
-            status=TimerStatus.DISCARDED,
-            reason=reason,
-            settled=execution.ended or execution.updated,
-            claimed_until=None,
-        )
+    discarded = Timer.objects.using(database()).filter(
+        execution=execution, status=TimerStatus.PENDING
+    ).update(
+        status=TimerStatus.DISCARDED,
+        reason=reason,
+        settled=execution.ended or execution.updated,
+        claimed_until=None,
     )
     observing.bulk_event(TelemetryEvent.TIMER_DISCARDED, execution, discarded, reason=reason)

@@ -641,7 +641,9 @@ def test_a_timer_ends_timed_out_while_a_hung_transaction_still_holds_its_executi
     pk = stepper.start(chart, now=T0).pk
     fire_at = T0 + SECOND
     [timer_id] = firing.claim(fire_at, 10)
-    Timer.objects.filter(pk=timer_id).update(attempts=statecharts_settings.TIMER_MAX_ATTEMPTS - 1)
+    Timer.objects.filter(pk=timer_id).update(
+        attempts=statecharts_settings.TIMER_MAX_ATTEMPTS - 1
+    )
     later = fire_at + timedelta(seconds=statecharts_settings.TIMER_LEASE_SECONDS) + SECOND
     holding, release = threading.Event(), threading.Event()
     outcome: dict[str, Any] = {}
