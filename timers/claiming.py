@@ -169,7 +169,7 @@ def _spend_timed_out(stale: list[Timer], now: datetime) -> set[int]:
         error = _timed_out_error(timer)
         attempts = timer.attempts + 1
         rows = Timer.objects.using(database).filter(pk=timer.pk, status=TimerStatus.PENDING)
-        if attempts >= timer_settings.TIMER_MAX_ATTEMPTS:
+        if attempts >= _max_attempts(timer.delivery):
             rows.update(
                 status=TimerStatus.FAILED,
                 attempts=F("attempts") + 1,
@@ -202,6 +202,16 @@ def _spend_timed_out(stale: list[Timer], now: datetime) -> set[int]:
                 reason=TIMED_OUT,
             )
     return ended
+
+
+def _max_attempts(delivery: str) -> int:
+    """The attempts a row of this delivery has (its retry policy's, the settings' by
+    default): a timed-out attempt spends one of the same attempts as a raise."""
+    from timers.delivery import policy_for
+
+    attempts = policy_for(delivery).max_attempts
+    assert attempts is not None
+    return attempts
 
 
 def _timed_out_error(timer: Timer) -> str:

@@ -43,11 +43,38 @@ def check(configured: Mapping[str, Any]) -> list[CheckMessage]:
                 id="timers.E001",
             )
         )
-    if not isinstance(configured.get("TIMER_SWEEPER_FIRES", True), bool):
-        problems.append(
-            Error("STATECHARTS['TIMER_SWEEPER_FIRES'] must be True or False.", id="timers.E005")
-        )
+    for switch in ("TIMER_SWEEPER_FIRES", "TIMER_SWEEP_AT_START"):
+        if not isinstance(configured.get(switch, True), bool):
+            problems.append(
+                Error(f"STATECHARTS['{switch}'] must be True or False.", id="timers.E005")
+            )
+    problems.extend(check_retry(configured))
     problems.extend(check_deliveries(configured))
+    return problems
+
+
+def check_retry(configured: Mapping[str, Any]) -> list[CheckMessage]:
+    """The global retry policy (``timers.retry_policy``) and the snooze bounds: numbers in
+    their range."""
+    bounds = {
+        "TIMER_RETRY_COEFFICIENT": (1, None),
+        "TIMER_RETRY_MAX_SECONDS": (0, None),
+        "TIMER_RETRY_JITTER": (0, 1),
+        "TIMER_UNDEPLOYED_MAX_SECONDS": (0, None),
+        "TIMER_SNOOZE_MAX_SECONDS": (1, None),
+    }
+    problems: list[CheckMessage] = []
+    for key, (low, high) in bounds.items():
+        value = configured.get(key, default(key))
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if not number or value < low or (high is not None and value > high):
+            upper = f" and at most {high}" if high is not None else ""
+            problems.append(
+                Error(
+                    f"STATECHARTS['{key}'] must be a number of at least {low}{upper}.",
+                    id="timers.E006",
+                )
+            )
     return problems
 
 

@@ -26,11 +26,29 @@ SETTINGS = (
     ),
     Setting("TIMER_MAX_ATTEMPTS", 5, "attempts (raised or timed out) before a timer is failed"),
     Setting("TIMER_RETRY_SECONDS", 5, "retry backoff base: 5 s, 10 s, 20 s, ..."),
+    Setting("TIMER_RETRY_COEFFICIENT", 2.0, "each retry's backoff is the last one's times this"),
+    Setting("TIMER_RETRY_MAX_SECONDS", 3600, "the longest retry backoff"),
+    Setting(
+        "TIMER_RETRY_JITTER",
+        0.0,
+        "a backoff moves by up to this fraction of itself (derived from the row's key)",
+    ),
     Setting(
         "TIMER_SNOOZE_SECONDS", 300, "an execution that cannot take a timer now: tried again then"
     ),
+    Setting(
+        "TIMER_UNDEPLOYED_MAX_SECONDS",
+        86_400,
+        "a timer whose delivery, codec or key is not deployed snoozes this long, then fails",
+    ),
+    Setting("TIMER_SNOOZE_MAX_SECONDS", 86_400, "the longest snooze a delivery may ask for"),
     Setting("TIMER_POLL_MS", 200, "how often a sweeper looks for due timers"),
     Setting("TIMER_SWEEP_SECONDS", 90, "how long one sweeper task lives (a schedule restarts it)"),
+    Setting(
+        "TIMER_SWEEP_AT_START",
+        True,
+        "a starting django-q2 cluster starts a sweeper (not 30 s later, by the schedule)",
+    ),
     Setting(
         "TIMER_SWEEPER_FIRES",
         True,
@@ -64,6 +82,7 @@ DECLARATION = Declaration(
         "timers.payloads.register",  # the rows `statechart reencrypt` rewrites
         "timers.transfer.register",  # pending timers travel with an exported execution
         "timers.health.register",  # this app's figures in `statechart health`
+        "timers.dispatch.register",  # a starting django-q2 cluster starts a sweeper at once
     ),
     step_models=True,
 )

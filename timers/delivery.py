@@ -13,9 +13,12 @@ timer row already taken (pending -> fired), and answers:
 - ``None``: delivered; whatever it wrote commits with the timer marked fired;
 - ``Snooze(seconds)``: not now: the timer stays pending, due ``seconds`` later, no attempt
   spent. Answer it *before* doing anything: what the delivery wrote commits with the snooze;
+- ``Cancel(reason)`` or ``Discard(reason)`` (``timers.retry_policy``): never deliver this
+  row: it ends ``cancelled`` or ``discarded`` now, the reason recorded, no attempt spent.
+  Answer it before doing anything, like a snooze;
 - a raise (or any other answer, ``Snooze(0)`` and ``Snooze(-1)`` included): the transaction
-  rolls back and the attempt is spent (retried with backoff, failed after
-  ``TIMER_MAX_ATTEMPTS``);
+  rolls back and the attempt is spent (retried with backoff, failed after the last attempt:
+  the class's ``retry_policy``, ``timers.retry_policy.RetryPolicy``, or the settings);
 - ``stepper.StepRefused`` (the execution cannot take it now) and ``stepper.NoPerformer``
   (nothing in this deployment performs it) snooze the timer, no attempt spent.
 
@@ -35,6 +38,21 @@ from statecharts.conf import NamedClasses
 from statecharts.core.plan import Instruction
 from statecharts.models import Execution
 from timers.models import Timer
+from timers.retry_policy import Cancel, Discard, GiveUp, RetryPolicy, policy_of
+
+__all__ = [
+    "Cancel",
+    "Delivery",
+    "DeliveryUnavailable",
+    "Discard",
+    "Fire",
+    "GiveUp",
+    "RetryPolicy",
+    "Snooze",
+    "StepperDelivery",
+    "policy_for",
+    "resolve",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +87,7 @@ class Fire:
 
 
 class Delivery(Protocol):
-    def deliver(self, fire: Fire) -> Snooze | None: ...
+    def deliver(self, fire: Fire) -> Snooze | GiveUp | None: ...
 
 
 class StepperDelivery:
@@ -103,3 +121,12 @@ def resolve(name: str) -> Delivery:
     """The delivery registered under ``name`` (loaded once per name and path); raises
     ``DeliveryUnavailable`` when this deployment has no such name or cannot load it."""
     return _named.resolve(name)
+
+
+def policy_for(name: str) -> RetryPolicy:
+    """The retry policy of the delivery registered under ``name`` (``timers.retry_policy``);
+    the settings' when this deployment cannot resolve it now."""
+    try:
+        return policy_of(resolve(name))
+    except DeliveryUnavailable:
+        return policy_of(None)

@@ -12,7 +12,13 @@ There is no django-q2 ``Schedule`` per timer (its scheduler looks at schedules o
   fires them until nothing is claimable (waiting for a timer due within a poll), on whichever
   worker of whichever host picked it up;
 - one django-q2 ``Schedule`` (every minute) starts a new sweeper, so a lost wake-up or a dead
-  sweeper only delays timers until the next one; sweepers overlap, which is harmless.
+  sweeper only delays timers until the next one; sweepers overlap, which is harmless;
+- a **starting cluster** starts a sweeper of its own (``sweep_at_start``, on django-q2's
+  ``post_spawn`` signal, once per cluster: ``TIMER_SWEEP_AT_START``). django-q2's guard runs
+  the scheduler only 30 s after a cluster starts, so without it a worker group restarted after
+  a crash or a deploy left the timers due meanwhile (and those its dead firers had claimed)
+  waiting that long; with it they fire within a poll of the restart (a claim a dead firer
+  held: within its lease).
 
 ``ensure_schedule()`` creates that schedule (the ``setup_timers`` command calls it) and
 ``wake()`` starts a sweeper right away.
@@ -36,7 +42,10 @@ How this sits on django-q2 (checked against django-q2 1.11):
 from __future__ import annotations
 
 import contextlib
+import logging
+import multiprocessing
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -52,6 +61,8 @@ from timers import leases
 from timers.conf import timer_settings
 from timers.firing import FireReport, fire_due, walk_due_index
 from timers.models import Timer
+
+log = logging.getLogger("timers")
 
 SCHEDULE_NAME = "statecharts timers: sweep"
 SWEEP = "timers.dispatch.sweep"
@@ -105,7 +116,7 @@ def sweep(
     # The sweeper's own claims are renewed like a drain's while it fires.
     heartbeat = leases.running() if fires else contextlib.nullcontext()
     with _stop_on_signal() as stopping, heartbeat:
-        while monotonic() < deadline and not stopping.is_set():
+        while monotonic() < deadline and not stopping.is_set() and not _cluster_stopping():
             look = _look(batch * workers)
             waiting, suspects = look.waiting, look.suspects
             if not waiting:
@@ -297,7 +308,7 @@ def drain(
                 if gap is None:
                     break
                 sleep(gap)
-            if monotonic() >= deadline:
+            if monotonic() >= deadline or _cluster_stopping():
                 break
     return handled
 
@@ -344,3 +355,81 @@ def _enqueue(func: str, **kwargs: Any) -> str:
     from django_q.tasks import async_task
 
     return async_task(func, save=func != DRAIN, **TASK_OPTIONS, **kwargs)
+
+
+# Set by the first worker of a cluster that enqueued its start-up sweeper: shared memory made
+# before django-q2 forks its sentinel and workers (``register``, in the cluster's main
+# process), so the cluster's workers, and the replacements its sentinel forks later, see one
+# flag. A cluster started again is a new process, with a new flag.
+_started_at_start: Any = None
+# The cluster's stop event (django-q2's ``Cluster.stop_event``, shared with the sentinel and
+# its forked workers), found when this worker was spawned; None outside a cluster.
+_stop_event: Any = None
+
+
+def register() -> None:
+    """Start a sweeper when a django-q2 cluster starts (``sweep_at_start``). A contribution of
+    the timers app (``timers.declaration``), run by ``ready()`` in every process, before
+    django-q2 forks its workers."""
+    global _started_at_start
+    if not apps.is_installed("django_q") or "fork" not in multiprocessing.get_all_start_methods():
+        return  # (django-q2 forks its workers where it can; elsewhere the schedule does it)
+    from django_q.signals import post_spawn
+
+    if _started_at_start is None:
+        _started_at_start = multiprocessing.get_context("fork").Value("b", 0)
+    post_spawn.connect(sweep_at_start, dispatch_uid="timers.sweep_at_start")
+
+
+def sweep_at_start(sender: object = None, proc_name: str = "", **kwargs: Any) -> str | None:
+    """django-q2's ``post_spawn`` (in a worker, before its first task): the first worker of a
+    cluster enqueues a sweeper; the others, and a worker the sentinel forks to replace a dead
+    one (the sweepers already running cover its claims once their lease ends), do nothing.
+    Returns the sweeper's task id, or None.
+
+    Never raises: a worker whose spawn signal raises dies and is forked again, in a loop.
+    """
+    global _stop_event
+    _stop_event = _stop_event or _sentinels_stop_event()
+    flag = _started_at_start
+    if flag is None or not timer_settings.TIMER_SWEEP_AT_START:
+        return None
+    with flag.get_lock():
+        if flag.value:
+            return None
+        flag.value = 1
+    try:
+        return _enqueue(SWEEP)
+    except Exception:  # (a broker or database down: the schedule starts the next sweeper)
+        log.exception("timers: the start-up sweeper of worker %s was not enqueued", proc_name)
+        return None
+
+
+def _sentinels_stop_event() -> Any:
+    """The stop event of the django-q2 cluster this worker belongs to, or None.
+
+    django-q2 tells a stopping cluster's workers nothing until their task ends (SIGTERM goes
+    to the cluster's main process, which sets this event; the sentinel then waits for every
+    running task), so a sweeper in a worker would keep a plain ``kill``, a container stop,
+    from ending the cluster for its whole life. django-q2 gives a worker no handle on it
+    either: this worker was forked inside its sentinel's ``spawn_process``, whose frame (and
+    its ``self``, the ``Sentinel``) is still on this process's stack at ``post_spawn``.
+    """
+    from django_q.cluster import Sentinel
+
+    frame = sys._getframe(1)
+    while frame is not None:
+        owner = frame.f_locals.get("self")
+        if isinstance(owner, Sentinel):
+            return getattr(owner, "stop_event", None)
+        frame = frame.f_back
+    return None
+
+
+def _cluster_stopping() -> bool:
+    """Whether this worker's cluster was told to stop (False outside a cluster)."""
+    event = _stop_event
+    try:
+        return bool(event is not None and event.is_set())
+    except (OSError, ValueError):  # (the event's semaphore is gone with its cluster)
+        return True

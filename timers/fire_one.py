@@ -21,9 +21,18 @@ from statecharts.policies import codecs
 from statecharts.statuses import TimerRule, rules
 from timers import observing
 from timers.conf import timer_settings
-from timers.delivery import Delivery, DeliveryUnavailable, Fire, Snooze, resolve
+from timers.delivery import Delivery, DeliveryUnavailable, Fire, Snooze, policy_for, resolve
 from timers.models import Timer, TimerStatus
-from timers.settling import FIRED, SKIPPED, _record_attempt, _settle, _snooze
+from timers.retry_policy import GiveUp
+from timers.settling import (
+    FIRED,
+    SKIPPED,
+    _give_up,
+    _record_attempt,
+    _settle,
+    _snooze,
+    _snooze_undeployed,
+)
 
 log = logging.getLogger("timers")
 
@@ -33,8 +42,8 @@ class Undecodable(Exception):
 
 
 class InvalidAnswer(Exception):
-    """A delivery answered something other than None or ``Snooze(positive int)``: it is
-    treated as a raise (rolled back, the attempt spent)."""
+    """A delivery answered something other than None, ``Cancel``, ``Discard`` or
+    ``Snooze(positive int)``: it is treated as a raise (rolled back, the attempt spent)."""
 
 
 def fire(timer_id: int, *, now: datetime | None = None) -> str:
@@ -93,7 +102,7 @@ def _prepare(
     except codecs.CodecUnavailable as exc:
         # The row's codec, or the key it was written under, is not deployed here (yet): a
         # fact about this deployment, like an unresolvable delivery. No attempt spent.
-        return _snooze(timer, now, reason=f"{exc}: snoozed")
+        return _snooze_undeployed(timer, now, str(exc))
     delivery = resolved.get(timer.delivery)
     if delivery is None:
         try:
@@ -104,7 +113,7 @@ def _prepare(
     if isinstance(delivery, DeliveryUnavailable):
         # A fact about this deployment (a rolling deploy, a setting not yet changed), not
         # about the row: try again later, no attempt spent.
-        return _snooze(timer, now, reason=f"{delivery}: snoozed")
+        return _snooze_undeployed(timer, now, str(delivery))
     return instruction, delivery
 
 
@@ -190,7 +199,7 @@ def _deliver(
     except stepper.NoPerformer as exc:
         # A fact about this deployment (e.g. the app that delivers to invoked children is not
         # installed here yet), not about the row: try again later, no attempt spent.
-        return _snooze(timer, now, taken=True, reason=f"{exc}: snoozed")
+        return _snooze_undeployed(timer, now, str(exc), taken=True)
     if answer is None:
         observing.timer_event(
             TelemetryEvent.TIMER_FIRED,
@@ -202,12 +211,18 @@ def _deliver(
         return FIRED
     if isinstance(answer, Snooze) and answer.valid:
         said = f": {answer.reason}" if answer.reason else ""
+        seconds = min(answer.seconds, timer_settings.TIMER_SNOOZE_MAX_SECONDS)
         reason = f"delivery {timer.delivery!r} asked to snooze {answer.seconds} s{said}"
-        return _snooze(timer, now, taken=True, reason=reason, seconds=answer.seconds)
+        return _snooze(timer, now, taken=True, reason=reason, seconds=seconds)
+    if isinstance(answer, GiveUp) and answer.status in (
+        TimerStatus.CANCELLED,
+        TimerStatus.DISCARDED,
+    ):
+        return _give_up(timer, now, answer, timer.delivery)
     # Rolls the fire back; the attempt is spent as for any raise.
     raise InvalidAnswer(
-        f"delivery {timer.delivery!r} answered {answer!r}: not None or Snooze(seconds) with "
-        "seconds a positive int"
+        f"delivery {timer.delivery!r} answered {answer!r}: not None, Cancel, Discard or "
+        "Snooze(seconds) with seconds a positive int"
     )
 
 
@@ -215,4 +230,4 @@ def _retry_or_fail(timer: Timer, now: datetime, exc: Exception) -> str:
     """Record a failed delivery: retry later with backoff, or give up after the last attempt."""
     with transaction.atomic(using=stepper.database(), durable=True):
         _lock_execution(timer.execution_id)  # the same lock order as every step
-        return _record_attempt(timer, now, exc)
+        return _record_attempt(timer, now, exc, policy_for(timer.delivery))

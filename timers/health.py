@@ -7,6 +7,8 @@
   is a delayed send that never happened; the admin can retry it);
 - ``timers.undecodable``: timers of such executions discarded because their row could not be
   read back (warning from 1);
+- ``timers.needs_attention``: timers failed after waiting ``TIMER_UNDEPLOYED_MAX_SECONDS``
+  for a delivery, codec or key this deployment lacks (critical from 1);
 - ``timers.held``: pending timers snoozed by their execution's status or an unavailable
   delivery (for reading);
 - ``schedules.timers_sweep.late_seconds``: the sweeper schedule's liveness.
@@ -19,6 +21,7 @@ from datetime import datetime
 from statecharts.operations import health, retention
 from timers.dispatch import SCHEDULE_NAME
 from timers.models import Timer, TimerStatus
+from timers.settling import NEEDS_ATTENTION
 
 
 def measure(now: datetime) -> list[health.Figure]:
@@ -47,16 +50,20 @@ def measure(now: datetime) -> list[health.Figure]:
         ),
         health.Figure(
             "timers.undecodable",
-            of_live.filter(
-                status=TimerStatus.DISCARDED, reason__startswith="undecodable"
-            ).count(),
+            of_live.filter(status=TimerStatus.DISCARDED, reason__startswith="undecodable").count(),
             "timers",
             "discarded: their row could not be read back",
             warning=1,
         ),
         health.Figure(
-            "timers.held", pending.filter(reason__endswith="snoozed").count(), "timers"
+            "timers.needs_attention",
+            of_live.filter(status=TimerStatus.FAILED, reason__startswith=NEEDS_ATTENTION).count(),
+            "timers",
+            "failed after waiting TIMER_UNDEPLOYED_MAX_SECONDS for a delivery, codec or key"
+            " this deployment lacks (deploy it, then retry them)",
+            critical=1,
         ),
+        health.Figure("timers.held", pending.filter(reason__endswith="snoozed").count(), "timers"),
         health.schedule_figure(SCHEDULE_NAME, "timers_sweep", now),
     ]
 

@@ -10,6 +10,7 @@ order of every step: execution, then its timers).
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -21,6 +22,7 @@ from statecharts.core.telemetry import TelemetryEvent
 from timers import observing
 from timers.conf import timer_settings
 from timers.models import Timer, TimerStatus
+from timers.retry_policy import GiveUp, RetryPolicy, policy_of, timer_key
 
 FIRED = "fired"
 DISCARDED = "discarded"
@@ -28,6 +30,7 @@ SNOOZED = "snoozed"
 RETRYING = "retrying"
 FAILED = "failed"
 SKIPPED = "skipped"  # settled or taken by someone else meanwhile
+CANCELLED = "cancelled"  # by its delivery's give-up answer (timers.retry_policy.Cancel)
 
 
 def _still_pending(timer: Timer, now: datetime) -> Any:
@@ -134,19 +137,93 @@ def _snooze(
     return SNOOZED
 
 
-def _record_attempt(timer: Timer, now: datetime, exc: Exception) -> str:
+def _give_up(timer: Timer, now: datetime, answer: GiveUp, delivery_name: str) -> str:
+    """A delivery's give-up answer (``Cancel``/``Discard``) on a row its fire has taken: the
+    row ends now with that status and the delivery's reason, no attempt spent."""
+    said = f": {answer.reason}" if answer.reason else ""
+    verb = "cancelled" if answer.status == TimerStatus.CANCELLED else "discarded"
+    reason = f"delivery {delivery_name!r} {verb} it{said}"
+    Timer.objects.using(stepper.database()).filter(pk=timer.pk).update(
+        status=answer.status,
+        reason=reason[:300],
+        settled=now,
+        claimed_until=None,
+        fire_deadline=None,
+    )
+    event = (
+        TelemetryEvent.TIMER_CANCELLED
+        if answer.status == TimerStatus.CANCELLED
+        else TelemetryEvent.TIMER_DISCARDED
+    )
+    observing.timer_event(event, timer, now=now, reason=reason)
+    return DISCARDED if answer.status == TimerStatus.DISCARDED else CANCELLED
+
+
+# The mark a not-deployed snooze leaves in the row's reason: since when it has been waiting
+# for this deployment (the row has no column for it; the reason travels with the row).
+_SINCE = re.compile(r" \(waiting since (\S+)\): snoozed$")
+NEEDS_ATTENTION = "needs attention"
+
+
+def _snooze_undeployed(timer: Timer, now: datetime, what: str, *, taken: bool = False) -> str:
+    """Snooze a timer this deployment cannot fire now (its delivery, codec, key or performer
+    is not deployed here), no attempt spent, for at most ``TIMER_UNDEPLOYED_MAX_SECONDS``
+    from its first such snooze; after that it ends ``failed``, reason ``needs attention:
+    ...``, counted by ``statechart health`` (an operator deploys what is missing and retries
+    it). The first snooze's time is kept in the reason."""
+    found = _SINCE.search(timer.reason or "")
+    since = datetime.fromisoformat(found.group(1)) if found else now
+    waited = (now - since).total_seconds()
+    if waited < timer_settings.TIMER_UNDEPLOYED_MAX_SECONDS:
+        reason = f"{what} (waiting since {since.isoformat()}): snoozed"
+        return _snooze(timer, now, reason=reason, taken=taken)
+    reason = f"{NEEDS_ATTENTION}: {what} for {int(waited)} s"
+    rows = (
+        Timer.objects.using(stepper.database()).filter(pk=timer.pk)
+        if taken
+        else _still_pending(timer, now)
+    )
+    if not rows.update(
+        status=TimerStatus.FAILED,
+        reason=reason[:300],
+        last_error=what[:1000],
+        settled=now,
+        claimed_until=None,
+        fire_deadline=None,
+    ):
+        return SKIPPED
+    observing.timer_event(
+        TelemetryEvent.TIMER_FAILED, timer, now=now, attempts=timer.attempts, reason=reason
+    )
+    return FAILED
+
+
+def _record_attempt(
+    timer: Timer, now: datetime, exc: Exception, policy: RetryPolicy | None = None
+) -> str:
+    """Spend an attempt of a delivery that raised: retry after the policy's backoff
+    (``timers.retry_policy``; the settings' without one), or fail the timer after its last
+    attempt, or at once for an error the policy calls non-retryable."""
+    policy = policy or policy_of(None)
     rows = _still_pending(timer, now)
     current = rows.values_list("attempts", flat=True).first()
     if current is None:
         return SKIPPED  # settled by someone else meanwhile
     attempts = current + 1
     error = f"{type(exc).__name__}: {exc}"
-    if attempts >= timer_settings.TIMER_MAX_ATTEMPTS:
+    retryable = policy.retryable(exc)
+    assert policy.max_attempts is not None
+    if attempts >= policy.max_attempts or not retryable:
+        reason = (
+            f"delivery failed {attempts} times"
+            if retryable
+            else f"delivery failed: {type(exc).__name__} is not retryable"
+        )
         rows.update(
             status=TimerStatus.FAILED,
             attempts=F("attempts") + 1,
             last_error=error,
-            reason=f"delivery failed {attempts} times",
+            reason=reason,
             settled=now,
             claimed_until=None,
             fire_deadline=None,
@@ -157,10 +234,10 @@ def _record_attempt(timer: Timer, now: datetime, exc: Exception) -> str:
             now=now,
             attempts=attempts,
             error=error,
-            reason=f"delivery failed {attempts} times",
+            reason=reason,
         )
         return FAILED
-    backoff = timer_settings.TIMER_RETRY_SECONDS * 2 ** (attempts - 1)
+    backoff = policy.backoff(attempts, timer_key(timer.execution_id, timer.ordinal))
     rows.update(
         attempts=F("attempts") + 1,
         last_error=error,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from timers.delivery import Fire, Snooze, StepperDelivery
+from timers.delivery import Fire, RetryPolicy, Snooze, StepperDelivery
 
 # What the recording deliveries saw, in order: (delivery, timer id, id of the fire's outbox
 # list: timers fired in one transaction share it).
@@ -47,3 +47,24 @@ class NotADelivery:
 
 def not_a_class(fire: Fire) -> Snooze | None:
     return None
+
+
+# What PolicyDelivery raises on each fire (an exception instance), or None to deliver.
+raises: dict[str, BaseException | None] = {"value": None}
+
+
+class PolicyDelivery(StepperDelivery):
+    """The default delivery with a retry policy of its own: raises ``raises["value"]``."""
+
+    retry_policy = RetryPolicy(
+        max_attempts=4,
+        initial_seconds=2,
+        coefficient=3,
+        maximum_seconds=10,
+        non_retryable=(PermissionError,),
+    )
+
+    def deliver(self, fire: Fire) -> None:
+        if raises["value"] is not None:
+            raise raises["value"]
+        super().deliver(fire)

@@ -360,6 +360,8 @@ def test_a_delayed_send_to_a_child_nobody_performs_here_is_snoozed_not_spent() -
         ({"TIMER_DELIVERIES": {"default": DEFAULT, "a": RECORDING}, "TIMER_DELIVERY": "a"}, []),
         ({"TIMER_SWEEPER_FIRES": 1}, ["timers.E005"]),
         ({"TIMER_SWEEPER_FIRES": False}, []),
+        ({"TIMER_SWEEP_AT_START": "yes"}, ["timers.E005"]),
+        ({"TIMER_SWEEP_AT_START": False}, []),
     ],
     ids=[
         "not-a-dict",
@@ -370,6 +372,8 @@ def test_a_delayed_send_to_a_child_nobody_performs_here_is_snoozed_not_spent() -
         "good",
         "sweeper-fires-not-a-bool",
         "sweeper-fires-off",
+        "sweep-at-start-not-a-bool",
+        "sweep-at-start-off",
     ],
 )
 def test_a_system_check_validates_the_delivery_settings(

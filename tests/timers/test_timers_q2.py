@@ -509,7 +509,8 @@ def test_a_real_cluster_fires_a_due_timer(
     via: str, monkeypatch: pytest.MonkeyPatch, spawn: Spawn
 ) -> None:
     """By a woken sweeper (which fires it itself), or by a drain enqueued directly (what a
-    sweeper enqueues for a backlog, or always with TIMER_SWEEPER_FIRES off)."""
+    sweeper enqueues for a backlog, or always with TIMER_SWEEPER_FIRES off); or by the
+    sweeper the starting cluster enqueued itself (TIMER_SWEEP_AT_START), whichever is first."""
     started = timezone.now()
     # Started a minute ago with a 1 s delay: due in real time before the cluster exists.
     execution = stepper.start(Chart.objects.load(ALARM), now=started - timedelta(minutes=1))
@@ -525,9 +526,9 @@ def test_a_real_cluster_fires_a_due_timer(
     def fired() -> bool:
         return Timer.objects.filter(pk=timer.pk, status="fired").exists()
 
-    def done() -> bool:  # the sweeper saved, every task acknowledged
+    def done() -> bool:  # the sweeper saved, every task acknowledged but the start-up sweeper
         saved = via == "drain" or Task.objects.filter(id=sweeper).exists()
-        return saved and not OrmQ.objects.exists()
+        return saved and [task["func"] for task in queued()] in ([], [dispatch.SWEEP])
 
     with tempfile.TemporaryFile("w+") as log, qcluster(spawn, log) as cluster:
         if via == "sweeper":
@@ -554,8 +555,9 @@ def test_a_real_cluster_fires_a_due_timer(
         others = Task.objects.exclude(id=sweeper)
     else:
         others = Task.objects.all()
-    # A drain that succeeded is not saved (save=False), and nothing failed.
-    assert list(others.values_list("func", "success")) == []
+    # A drain that succeeded is not saved (save=False), and nothing failed; the start-up
+    # sweeper, stopped with the cluster, is saved like any sweeper.
+    assert list(others.values_list("func", "success")) in ([], [(dispatch.SWEEP, True)])
     assert not OrmQ.objects.exists()  # every task was acknowledged
 
 
@@ -574,3 +576,145 @@ def test_a_sweeper_stops_at_its_next_poll_when_its_worker_is_told_to_stop() -> N
     assert enqueued == 0
     assert len(polls) == 2  # it stopped right after the signal, not after an hour
     assert signal.getsignal(signal.SIGINT) is before  # the worker's own handling is restored
+
+
+# ---- a cluster that starts (again) -----------------------------------------------------------
+
+
+@pytest.fixture
+def start_flag(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A fresh once-per-cluster flag, as a newly started cluster has."""
+    import multiprocessing
+
+    flag = multiprocessing.get_context("fork").Value("b", 0)
+    monkeypatch.setattr(dispatch, "_started_at_start", flag)
+    return flag
+
+
+@pytest.mark.django_db
+def test_the_first_worker_of_a_starting_cluster_enqueues_one_sweeper_the_others_none(
+    start_flag: Any,
+) -> None:
+    """Four workers spawn, and later a replacement for a dead one: one sweeper, enqueued by
+    the first, with the sweepers' options (the scheduled sweepers cover the rest)."""
+    answers = [dispatch.sweep_at_start(proc_name=f"Process-{n}") for n in range(5)]
+    assert answers[0] is not None and answers[1:] == [None] * 4
+    (task,) = queued()
+    assert (task["id"], task["func"], task["kwargs"], task["ack_failure"]) == (
+        answers[0],
+        dispatch.SWEEP,
+        {},
+        True,
+    )
+
+
+@pytest.mark.django_db
+def test_no_start_up_sweeper_when_switched_off_and_a_failing_broker_does_not_kill_the_worker(
+    start_flag: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    with override_settings(STATECHARTS={**settings.STATECHARTS, "TIMER_SWEEP_AT_START": False}):
+        assert dispatch.sweep_at_start(proc_name="Process-1") is None
+    assert queued() == [] and start_flag.value == 0
+
+    def broker_down(func: str, **kwargs: Any) -> str:
+        raise ConnectionError("broker down")
+
+    monkeypatch.setattr(dispatch, "_enqueue", broker_down)
+    assert dispatch.sweep_at_start(proc_name="Process-1") is None  # logged, not raised
+    assert "start-up sweeper of worker Process-1 was not enqueued" in caplog.text
+
+
+def test_the_start_up_sweeper_is_connected_to_django_q2s_spawn_signal() -> None:
+    from django_q.signals import post_spawn
+
+    receivers = [entry[1]() for entry in post_spawn.receivers]  # (key, weak reference, ...)
+    assert dispatch.sweep_at_start in receivers
+    assert dispatch._started_at_start is not None  # made in this (the parent) process
+
+
+# How long a restarted cluster may take to fire a timer due before the kill, its own start
+# included: generous for a loaded 2-CPU machine, and well below the ~30 s django-q2's
+# scheduler takes to start the scheduled sweeper (the only sweeper before TIMER_SWEEP_AT_START).
+RESTART_BOUND = 15.0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_group_sigkilled_and_restarted_fires_what_was_due_within_seconds(
+    spawn: Spawn,
+) -> None:
+    """The whole group SIGKILLed (a crash, a lost host), then started again as a supervisor
+    would: no ``wake()``, no ``setup_timers``, and the every-minute schedule far from due, so
+    only the restarted cluster's own start-up sweeper can fire them. Two timers due before the
+    kill: one nobody claimed, one a dead firer of the killed group had claimed (its lease still
+    running at the restart): both fire once, the claimed one after its lease."""
+    dispatch.ensure_schedule()
+    Schedule.objects.filter(name=dispatch.SCHEDULE_NAME).update(
+        next_run=timezone.now() + timedelta(hours=1)
+    )
+    with tempfile.TemporaryFile("w+") as log:
+        with qcluster(spawn, log) as first:
+            wait_for(lambda: " running." in read(log), first, log, "first cluster")
+            os.killpg(first.pid, signal.SIGKILL)
+            first.wait(timeout=STOP_GRACE)
+        killed = timezone.now()
+        past = killed - timedelta(minutes=1)
+        unclaimed = Timer.objects.get(execution=stepper.start(Chart.objects.load(ALARM), now=past))
+        claimed = Timer.objects.get(execution=stepper.start(Chart.objects.load(ALARM), now=past))
+        lease = timedelta(seconds=statecharts_settings.TIMER_LEASE_SECONDS)
+        Timer.objects.filter(pk=claimed.pk).update(
+            claimed_until=killed + lease,
+            fire_deadline=killed + timedelta(minutes=2),
+            claim_token=7,
+        )
+        for stale in OrmQ.objects.all():  # what the killed group had queued (its sweeper)
+            stale.delete()
+
+        def fired() -> bool:
+            return (
+                Timer.objects.filter(pk__in=[unclaimed.pk, claimed.pk], status="fired").count() == 2
+            )
+
+        with qcluster(spawn, log) as second:
+            took = wait_for(fired, second, log, "both timers fired after the restart")
+            assert took < RESTART_BOUND, read(log)
+    for timer in (unclaimed, claimed):
+        timer.refresh_from_db()
+        assert timer.settled is not None and timer.settled > killed
+        execution = Execution.objects.get(pk=timer.execution_id)
+        assert execution.configuration == ["awake"] and execution.steps == 2  # delivered once
+    claimed.refresh_from_db()
+    assert claimed.settled >= killed + lease  # taken over only once its lease ran out
+
+
+@pytest.mark.django_db
+def test_a_worker_finds_its_clusters_stop_event_and_a_sweeper_ends_when_it_is_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SIGTERM reaches only the cluster's main process, which sets the stop event its
+    sentinel and workers share; a sweeper (90 s) must end at its next poll, or the cluster
+    waits for it."""
+    import multiprocessing
+
+    from django_q.cluster import Sentinel
+
+    event = multiprocessing.get_context("fork").Event()
+
+    class Spawning(Sentinel):  # (not started: only what a worker's stack holds at post_spawn)
+        def __init__(self) -> None:
+            self.stop_event = event
+
+        def spawn_process(self, *args: Any) -> Any:
+            return dispatch._sentinels_stop_event()
+
+    assert Spawning().spawn_process() is event
+    assert dispatch._sentinels_stop_event() is None  # not in a cluster: nothing found
+    monkeypatch.setattr(dispatch, "_stop_event", event)
+    polls: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        polls.append(seconds)
+        if len(polls) == 2:
+            event.set()  # the cluster's main process got SIGTERM
+
+    assert dispatch.sweep(3600, enqueue=lambda func: None, sleep=sleep) == 0
+    assert len(polls) == 2  # it ended at the poll after the stop, not after an hour
