@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from django.contrib.contenttypes.fields import GenericForeignKey
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connections, models
+from django.db import models
 
 from statecharts.models.fields import (
     PortableJSONField,
