@@ -155,7 +155,7 @@ OURS = (
 MEMBERSHIP = ("membership", "membership_byexec", "membership_trigger", "shipped")
 PEERS = ("fsm", "fsm_indexed")
 ALL = OURS + PEERS
-INDEXED = ("gin", "membership", "config_code", "side_gin", "side_code", "noindex")
+INDEXED = ("gin", "membership", "shipped", "config_code", "side_gin", "side_code", "noindex")
 CODES = {("a",): 1, ("b",): 2, ("c",): 3, ("f", "r"): 4, ("p", "s", "t"): 5}
 
 
