@@ -14,6 +14,9 @@ ALLOWED_HOSTS = ["testserver", "localhost", "127.0.0.1"]
 
 # A task function for the invoke-handler test that runs a real django-q2 cluster (the
 # cluster reads these settings, so it cannot be given the task any other way).
+# A host project's own app with StatechartField models (tests/fields).
+INSTALLED_APPS = [*INSTALLED_APPS, "tests.fields.hostapp"]  # noqa: F405
+
 STATECHARTS = {"TASKS": {"double": "tests.invocations.task_functions.double"}}
 
 # Django's own advice for test suites ("Speeding up the tests"): the default PBKDF2 hasher

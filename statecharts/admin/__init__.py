@@ -37,6 +37,7 @@ from statecharts.admin.bases import ReadOnlyAdmin, TextOnlyQueries
 from statecharts.admin.charts import ChartAdmin, diagram
 from statecharts.admin.executions import ExecutionAdmin, InStateFilter
 from statecharts.admin.history import HistoryEntryAdmin
+from statecharts.admin.host import StatechartFieldAdminMixin
 from statecharts.admin.outbox import OutboxMessageAdmin
 from statecharts.admin.steps import caller_context, report_form_errors, report_refusal
 from statecharts.admin.subjects import ExecutionsInline, subject_link
@@ -51,6 +52,7 @@ __all__ = [
     "InStateFilter",
     "OutboxMessageAdmin",
     "ReadOnlyAdmin",
+    "StatechartFieldAdminMixin",
     "TextOnlyQueries",
     "caller_context",
     "confirm_action",

@@ -1,4 +1,4 @@
-"""Erasing the personal data of selected executions (``statecharts.operations.retention``),
+"""Erasing the personal data of selected executions (``statecharts.operations.erasure``),
 an action of the executions' list: the confirmation page lists each execution and the
 children it invoked (erased with it), and offers to cancel those still running first."""
 
@@ -17,7 +17,7 @@ from statecharts.admin.actions import (
     too_many,
 )
 from statecharts.models import Execution
-from statecharts.operations import retention
+from statecharts.operations import erasure
 from statecharts.operations.inspection import title_of
 
 
@@ -52,7 +52,7 @@ class EraseAction(admin.ModelAdmin):  # type: ignore[type-arg]
             return None
         form = EraseForm(request.POST if confirmed(request) else None)
         if not confirmed(request) or not form.is_valid():
-            everything = retention.family(ids)
+            everything = erasure.family(ids)
             found = Execution.objects.filter(pk__in=everything).select_related("chart")
             rows = [
                 ConfirmRow(
@@ -87,13 +87,13 @@ class EraseAction(admin.ModelAdmin):  # type: ignore[type-arg]
                 warning=warning,
             )
         try:
-            report = retention.erase(
+            report = erasure.erase(
                 ids,
                 reason=form.cleaned_data["reason"],
                 cancel=form.cleaned_data["cancel_running"],
                 requested_by=request.user.get_username(),
             )
-        except retention.ErasureRefused as exc:
+        except erasure.ErasureRefused as exc:
             self.message_user(request, f"Nothing was erased: {exc}", messages.ERROR)
             return None
         self.message_user(request, f"Erasure: {report}.")

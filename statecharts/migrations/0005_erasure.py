@@ -19,7 +19,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='execution',
             name='erased',
-            field=models.DateTimeField(blank=True, help_text='When its personal data was erased (statecharts.operations.retention.erase): its datamodel, donedata, metadata, business key and the data of its inputs are gone.', null=True),
+            field=models.DateTimeField(blank=True, help_text='When its personal data was erased (statecharts.operations.erasure.erase): its datamodel, donedata, metadata, business key and the data of its inputs are gone.', null=True),
         ),
         migrations.AlterField(
             model_name='historyentry',

@@ -233,7 +233,7 @@ class Execution(models.Model):
     erased = models.DateTimeField(
         null=True,
         blank=True,
-        help_text="When its personal data was erased (statecharts.operations.retention.erase): its "
+        help_text="When its personal data was erased (statecharts.operations.erasure.erase): its "
         "datamodel, donedata, metadata, business key and the data of its inputs are gone.",
     )
 
@@ -276,6 +276,12 @@ class Execution(models.Model):
     @property
     def is_terminal(self) -> bool:
         return self.status in TERMINAL_STATUSES
+
+    def in_state(self, state_id: str) -> bool:
+        """Whether ``state_id`` (atomic, compound or parallel) was active after its last step,
+        as this row was read: the instance's answer to ``Execution.objects.in_state``."""
+        active = self.active_states
+        return isinstance(active, list) and state_id in active
 
     def available_events(self, *, user: Any = None, include_reserved: bool = False) -> Any:
         """The events that would enable a transition now (``statecharts.policies.availability``);

@@ -21,8 +21,10 @@ the others are still measured. Every measure only reads.
 
 The ``statecharts`` app's own figures: executions by status (and ``executions.held``: halted
 or needing migration or repair), the outbox (pending, the oldest pending message's age,
-messages whose delivery raised, undeliverable ones), and its django-q2 schedules' liveness
-(:func:`schedule_figure`: how late a schedule's next run is, and how its last run ended).
+messages whose delivery raised, undeliverable ones), its django-q2 schedules' liveness
+(:func:`schedule_figure`: how late a schedule's next run is, and how its last run ended), and
+``executions.orphaned``: live executions of a ``StatechartField`` whose object is gone (deleted
+by raw SQL, which no receiver sees).
 """
 
 from __future__ import annotations
@@ -294,6 +296,47 @@ def measure_outbox(now: datetime) -> list[Figure]:
     ]
 
 
+def measure_orphans(now: datetime) -> list[Figure]:
+    """Live executions started by a host model's ``StatechartField`` (their subject is of
+    that model, their chart the field's) that no row of the model links to any more."""
+    from django.contrib.contenttypes.models import ContentType
+    from django.db.models import Exists, OuterRef, Q
+
+    from statecharts.fields import statechart_fields
+
+    orphaned = 0
+    examples: list[str] = []
+    for model in apps.get_models():
+        fields = [one for one in statechart_fields(model) if one.model is model]
+        if not fields:  # (a proxy's or a child's fields belong to its concrete parent)
+            continue
+        linked = Q()
+        for one in fields:
+            linked |= Q(Exists(model._base_manager.filter(**{one.attname: OuterRef("pk")})))
+        count = (
+            Execution.objects.active()
+            .filter(
+                subject_content_type=ContentType.objects.get_for_model(model),
+                chart__name__in=sorted({one.chart for one in fields}),
+            )
+            .exclude(linked)
+            .count()
+        )
+        orphaned += count
+        if count:
+            examples.append(f"{model._meta.label}: {count}")
+    return [
+        Figure(
+            "executions.orphaned",
+            orphaned,
+            "executions",
+            "live executions of a StatechartField whose object was deleted without its "
+            "receivers (raw SQL): " + (", ".join(examples) or "none"),
+            warning=1,
+        )
+    ]
+
+
 def measure_schedules(now: datetime) -> list[Figure]:
     from statecharts.operations.retention import SCHEDULE_NAME as PRUNE
     from statecharts.stepper.sweeper import SCHEDULE_NAME as OUTBOX_SWEEP
@@ -307,3 +350,4 @@ def measure_schedules(now: datetime) -> list[Figure]:
 register(HealthCheck("statecharts", "executions", measure_executions))
 register(HealthCheck("statecharts", "outbox", measure_outbox))
 register(HealthCheck("statecharts", "schedules", measure_schedules))
+register(HealthCheck("statecharts", "orphans", measure_orphans))

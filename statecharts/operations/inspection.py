@@ -153,7 +153,7 @@ def active_states(compiled: CompiledChart | Unreadable, atomic: Iterable[str]) -
 def datamodel_of(execution: Execution) -> dict[str, Any] | Unreadable:
     """The datamodel of the last committed step as plain values (a lossy, read-only view: see
     docs/embedding.md, "Reading from Python"), or why the position cannot be read (or that
-    it was erased: ``statecharts.operations.retention.erase``)."""
+    it was erased: ``statecharts.operations.erasure.erase``)."""
     if execution.erased is not None:
         return Unreadable(f"personal data erased at {execution.erased.isoformat()}")
     try:

@@ -121,6 +121,7 @@ def start(
     idempotency_key: str | None = None,
     tracing: bool = False,
     user: Any = None,
+    joined: bool = False,
 ) -> Execution:
     """Create an execution of ``chart`` and run it to its first stable configuration (one
     transaction), then deliver what it sent to other executions: a :class:`StartRequest`
@@ -147,7 +148,9 @@ def start(
     ``user``: the user starting it; ``statecharts.policies.authorization`` checks they may
     (``statecharts.add_execution`` and ``START_PERMISSIONS``; else ``StartNotPermitted``, a
     ``PermissionDenied``, and nothing is written) and the history records who started it.
-    Without it the caller is trusted code and nothing is checked."""
+    Without it the caller is trusted code and nothing is checked.
+
+    ``joined``: inside the caller's transaction (see :func:`start_result`)."""
     return start_result(
         chart,
         data=data,
@@ -160,6 +163,7 @@ def start(
         idempotency_key=idempotency_key,
         tracing=tracing,
         user=user,
+        joined=joined,
     ).execution
 
 
@@ -176,10 +180,18 @@ def start_result(
     idempotency_key: str | None = None,
     tracing: bool = False,
     user: Any = None,
+    joined: bool = False,
 ) -> StepResult:
     """:func:`start`, returning the step's result: the execution, its first history entry,
     and ``repeated`` when the idempotency key repeated an earlier start's (nothing was
-    started; ``execution`` is the one the earlier start created)."""
+    started; ``execution`` is the one the earlier start created).
+
+    ``joined``: start inside the caller's transaction, if one is open (a savepoint of it: the
+    execution, its first history entry, its timers and its outbox rows commit or roll back
+    with the caller's rows; what it sent is delivered after the outer commit, through
+    ``transaction.on_commit``). Without it a start is a durable transaction of its own, and
+    calling it inside another raises ``RuntimeError``. ``statecharts.fields.StatechartField``
+    starts its executions this way, on the host object's first save."""
     request = StartRequest(
         chart=chart,
         data=data,
@@ -193,7 +205,7 @@ def start_result(
         now=now,
         tracing=tracing,
     )
-    return _start(request)
+    return _start(request, joined=joined)
 
 
 def submit(request: Request) -> StepResult:
@@ -246,6 +258,7 @@ def _start(
     invokeid: str | None = None,
     invoke_ordinal: int | None = None,
     outbox: list[int] | None = None,
+    joined: bool = False,
 ) -> StepResult:
     checked, starter = gate.start(request, trusted_data=parent is not None)
     deliver_now = outbox is None
@@ -267,8 +280,12 @@ def _start(
         idempotency_key=checked.idempotency_key,
         tracing=checked.tracing,
         sender=starter,
+        joined=joined,
     )
-    if deliver_now:
+    if deliver_now and joined:  # (after the caller's commit; at once when none is open)
+        sent = list(outbox)
+        db_transaction.on_commit(lambda: deliver(sent), using=database())
+    elif deliver_now:
         deliver(outbox)
     return result
 

@@ -40,6 +40,7 @@ def start_step(
     idempotency_key: str | None = None,
     tracing: bool = False,
     sender: dict[str, Any] | None = None,
+    joined: bool = False,
 ) -> StepResult:
     """Create an execution of ``chart`` and run it to its first stable configuration, in one
     transaction; the outbox ids it wrote are appended to ``outbox``. ``parent``, ``invokeid``
@@ -49,7 +50,10 @@ def start_step(
     ``idempotency_key``: unique per chart *name* (``statecharts.policies.idempotency``); a start
     that
     repeats one returns the execution the first started (``repeated``), starting nothing,
-    and one that asked for something else raises ``IdempotencyConflict``."""
+    and one that asked for something else raises ``IdempotencyConflict``.
+
+    ``joined``: the start may run inside the caller's transaction (a savepoint of it: its rows
+    commit or roll back with the caller's); otherwise it is a durable transaction of its own."""
     observing.step_started()
     compiled = compiled_chart(chart)
     if data is not None:
@@ -59,7 +63,7 @@ def start_step(
     database = sql.database()
     written = len(outbox)
     try:
-        with transaction.atomic(using=database, durable=True):
+        with transaction.atomic(using=database, durable=not joined):
             if idempotency_key is not None:
                 earlier = idempotency.earlier_start(chart, idempotency_key, asked, using=database)
                 if earlier is not None:

@@ -354,6 +354,7 @@ TOP_OF_STATECHARTS = {
     "signals": "the signals the stepper sends",
     "extensions": "what other apps add to the admin, the API and the read model",
     "testing": "test helpers for host projects (a clock, a workbench, assertions)",
+    "fields": "StatechartField: a host model's own execution (a model field, its lookup)",
 }
 
 

@@ -1,4 +1,4 @@
-"""Erasure (statecharts.operations.retention.erase, ``statechart erase``): what a person gave is
+"""Erasure (statecharts.operations.erasure.erase, ``statechart erase``): what a person gave is
 gone from
 every row, the erasure is recorded, and replay reports "erased" instead of diverging."""
 
@@ -16,7 +16,7 @@ from rest_framework.test import APIClient
 from invocations.models import Invocation
 from statecharts import stepper
 from statecharts.models import AppliedMessage, Chart, Execution, HistoryEntry, OutboxMessage
-from statecharts.operations import retention
+from statecharts.operations import erasure
 from statecharts.operations.inspection import Unreadable, inspect
 from statecharts.operations.replay import Verdict, replay
 from tests.operations.world import EMAIL, NS, T0, peer, signup
@@ -54,7 +54,7 @@ def test_erasing_an_execution_leaves_no_trace_of_what_the_person_gave_in_its_row
     assert ("Execution", execution.pk) in before  # its datamodel, donedata
     assert {"HistoryEntry", "OutboxMessage", "Timer"} <= {model for model, _ in before}
 
-    report = retention.erase([execution], reason="GDPR request 17", requested_by="dpo")
+    report = erasure.erase([execution], reason="GDPR request 17", requested_by="dpo")
 
     assert report.execution_ids == (execution.pk,)
     assert report.rows["history"] == 3 and report.rows["outbox"] == 1
@@ -84,14 +84,14 @@ def test_erasing_an_execution_leaves_no_trace_of_what_the_person_gave_in_its_row
     ]
     assert names == [("start", None), ("event", "tell"), ("event", "signed_up")]
 
-    retention.erase([listener], cancel=True)
+    erasure.erase([listener], cancel=True)
     assert where_found(EMAIL) == set()
 
 
 def test_replay_and_every_door_say_erased_rather_than_failing() -> None:
     execution, _ = told_and_finished()
     assert replay(execution.pk).ok
-    retention.erase([execution])
+    erasure.erase([execution])
     report = replay(execution.pk)
     assert report.verdict is Verdict.ERASED and not report.diverged
     assert str(report).startswith("not replayed: erased (step 4: personal data erased")
@@ -116,12 +116,12 @@ def test_replay_and_every_door_say_erased_rather_than_failing() -> None:
 
 def test_an_input_after_the_erasure_is_recorded_as_for_any_finished_execution() -> None:
     execution, _ = told_and_finished()
-    retention.erase([execution])
+    erasure.erase([execution])
     result = stepper.send(execution.pk, "signed_up", {"again": 1})
     assert result.disposition == "discarded"
     assert stepper.cancel(execution.pk).disposition == "discarded"
     # Erasing again removes what came since, and says so once more.
-    retention.erase([execution])
+    erasure.erase([execution])
     assert HistoryEntry.objects.filter(execution=execution, disposition="erased").count() == 2
     assert "again" not in json.dumps(list(HistoryEntry.objects.values_list("input", flat=True)))
 
@@ -145,11 +145,11 @@ def test_running_executions_are_refused_unless_cancelled_first_children_included
     assert child.status == "active"
     before = where_found(EMAIL)
     assert ("Invocation", Invocation.objects.get().pk) in before
-    with pytest.raises(retention.ErasureRefused, match="2 execution\\(s\\) may still step"):
-        retention.erase([parent])
+    with pytest.raises(erasure.ErasureRefused, match="2 execution\\(s\\) may still step"):
+        erasure.erase([parent])
     assert where_found(EMAIL) == before  # nothing erased
 
-    report = retention.erase([parent], cancel=True)
+    report = erasure.erase([parent], cancel=True)
 
     assert report.execution_ids == (parent.pk, child.pk)
     assert parent.pk in report.cancelled
@@ -168,12 +168,12 @@ def test_erasing_a_business_key_erases_it_in_every_chart() -> None:
     stepper.send(other, "stop")
     unrelated = signup("user-8")
     stepper.send(unrelated, "signed_up", now=T0)
-    report = retention.erase_business_key("user-7")
+    report = erasure.erase_business_key("user-7")
     assert set(report.execution_ids) == {first.pk, other.pk}
     assert Execution.objects.get(pk=unrelated.pk).erased is None
-    assert retention.erase_business_key("user-7").execution_ids == ()  # the key is gone too
-    assert str(retention.erase_business_key("nobody")) == "nothing to erase"
-    assert retention.erase([999_999]).execution_ids == ()  # no such execution
+    assert erasure.erase_business_key("user-7").execution_ids == ()  # the key is gone too
+    assert str(erasure.erase_business_key("nobody")) == "nothing to erase"
+    assert erasure.erase([999_999]).execution_ids == ()  # no such execution
 
 
 PEER_WITH_KEY = f"""<scxml {NS} name="other" initial="a">

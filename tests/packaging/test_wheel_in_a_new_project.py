@@ -127,6 +127,53 @@ with open("pages.json", "w") as out:
 """
 
 
+# The admin of the installation page's own model (docs/installation.md, "In your own code"):
+# its change page's buttons, one pressed; writes what it saw.
+SHOP_PAGES = """import json
+import os
+
+import django
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hostsite.settings")
+django.setup()
+
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.test.utils import setup_test_environment
+
+from shop.models import Order
+
+setup_test_environment()
+client = Client()
+client.force_login(get_user_model().objects.get(username="admin"))
+order = Order.objects.create(number="B-2")
+page = client.get(f"/admin/shop/order/{order.pk}/change/")
+pressed = client.post(
+    f"/admin/shop/order/{order.pk}/statechart/flow/send/", {"statechart_event": "paid"}
+)
+order.flow.refresh_from_db()
+with open("shop.json", "w") as out:
+    json.dump(
+        {
+            "status": page.status_code,
+            "body": page.content.decode(),
+            "pressed": pressed.status_code,
+            "after": order.flow.status,
+            "who": order.flow.history.last().caller_context["user"]["username"],
+        },
+        out,
+    )
+"""
+
+
+def shop_block(text: str) -> str:
+    """The installation page's commands that migrate its own app's model."""
+    for block in re.findall(r"```sh\n(.*?)```", text, re.DOTALL):
+        if "makemigrations shop" in block:
+            return block
+    raise AssertionError("docs/installation.md has no sh block that migrates the shop app")
+
+
 def try_it_block(text: str) -> str:
     """The installation page's "Try it" commands: the ```sh block that loads a chart."""
     for block in re.findall(r"```sh\n(.*?)```", text, re.DOTALL):
@@ -277,6 +324,21 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     # The rest of "Try it": the payment completes the order.
     outputs["paid"] = manage("statechart", "send", "1", "paid")
     outputs["shown_paid"] = manage("statechart", "show", "1", "--json")
+    # "In your own code": the project's own app with a StatechartField, as written there.
+    manage("startapp", "shop")
+    (project / "shop" / "models.py").write_text(python_block(docs, "# shop/models.py"))
+    (project / "shop" / "admin.py").write_text(python_block(docs, "# shop/admin.py"))
+    settings.write_text(settings.read_text() + '\nINSTALLED_APPS = [*INSTALLED_APPS, "shop"]\n')
+    outputs["shop_check"] = manage("check", "--fail-level", "WARNING")
+    outputs["shop_migrate"] = run(
+        ["bash", "-euo", "pipefail", "-c", shop_block(docs)],
+        cwd=project,
+        env={**env, "PATH": f"{bin_}{os.pathsep}{env.get('PATH', '')}"},
+    )
+    outputs["shop_shell"] = manage("shell", "-c", python_block(docs, "# using the field"))
+    (project / "shop_pages.py").write_text(SHOP_PAGES)
+    run([python, "shop_pages.py"], cwd=project, env=env)
+    pages["shop"] = json.loads((project / "shop.json").read_text())
     return {
         "wheel": wheel,
         "build_output": build_output,
@@ -399,3 +461,19 @@ def test_the_anonymous_browsable_api_links_a_login_page(host: dict[str, Any]) ->
     browsable = host["pages"]["anonymous_browsable"]
     assert browsable["status"] in (401, 403)
     assert "/api-auth/login/?next=/statecharts/api/executions/" in browsable["body"]
+
+
+def test_a_model_of_the_project_with_a_statechart_field_works_as_documented(
+    host: dict[str, Any],
+) -> None:
+    outputs, shop = host["outputs"], host["pages"]["shop"]
+    assert "no issues" in outputs["shop_check"]
+    assert "Create model Order" in outputs["shop_migrate"]
+    assert "Applying shop.0001_initial" in outputs["shop_migrate"]
+    # The shell block ran its asserts: started on save, sent, filtered by state and status.
+    assert "Traceback" not in outputs["shop_shell"]
+    assert shop["status"] == 200
+    assert re.search(r'<svg[^>]*class="sc-diagram"', shop["body"]), "the order shows its diagram"
+    assert 'name="statechart_event" value="paid"' in shop["body"]
+    assert 'name="statechart_event" value="remind"' in shop["body"]
+    assert shop["pressed"] == 302 and shop["after"] == "completed" and shop["who"] == "admin"

@@ -21,7 +21,7 @@ from routes.models import DeliveryStatus, RouteDelivery
 from routes.queue import WaitingSend
 from statecharts import stepper
 from statecharts.models import Chart, Execution
-from statecharts.operations import retention
+from statecharts.operations import erasure, retention
 from tests.routes.recording import Recorder
 from timers import firing
 from timers.models import RouteTimer
@@ -131,7 +131,7 @@ def test_settled_deliveries_of_finished_executions_are_pruned_and_targets_erased
 
     other = stepper.start(Chart.objects.load(CHART, name="surface"), now=T0)
     stepper.send(other, "stop", now=T0)
-    retention.erase([other], reason="a request")
+    erasure.erase([other], reason="a request")
     erased = RouteDelivery.objects.filter(execution=other).values_list("target", flat=True)
     assert list(erased) == [""]
 

@@ -1,5 +1,5 @@
 """``statechart erase (EXECUTION | --key KEY [--chart CHART]) [--cancel] [--reason R]
-[--yes]``: erase personal data (``statecharts.operations.retention.erase``; recorded in the
+[--yes]``: erase personal data (``statecharts.operations.erasure.erase``; recorded in the
 history), after asking on a terminal."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from statecharts.management.statechart.common import (
     find_chart,
     find_execution,
 )
-from statecharts.operations import retention
+from statecharts.operations import erasure
 from statecharts.policies import validation
 
 
@@ -45,24 +45,24 @@ def handle(console: Console, options: dict[str, Any]) -> None:
         raise CommandError(f"--reason {exc.problems[0].message}") from None
     if key is not None:
         chart = find_chart(options["chart"]) if options["chart"] is not None else None
-        ids = retention.executions_with_key(key, chart=chart)
+        ids = erasure.executions_with_key(key, chart=chart)
         if not ids:
             raise CommandError(f"no execution has the business key {key!r}")
         what = f"the {len(ids)} execution(s) with business key {key!r}"
     else:
         ids = [find_execution(ref).pk]
         what = f"execution {ids[0]}"
-    everything = retention.family(ids)
+    everything = erasure.family(ids)
     children = len(everything) - len(ids)
     if children:
         what += f" and {children} invoked child execution(s)"
     if not options["yes"]:
         confirm(f"Erase the personal data of {what}? This cannot be undone.")
     try:
-        report = retention.erase(
+        report = erasure.erase(
             ids, reason=reason, cancel=options["cancel"], requested_by="statechart erase"
         )
-    except retention.ErasureRefused as exc:
+    except erasure.ErasureRefused as exc:
         raise CommandError(str(exc)) from None
     console.say(str(report))
     console.say(f"executions: {', '.join(map(str, report.execution_ids))}")

@@ -342,7 +342,7 @@ def test_the_timers_panel_says_which_step_cancelled_a_timer() -> None:
 
 def test_erasing_an_execution_erases_who_acted_on_it() -> None:
     from statecharts.models import StartKey
-    from statecharts.operations import retention
+    from statecharts.operations import erasure
 
     pong = start(PONG)
     ping = start(
@@ -352,7 +352,7 @@ def test_erasing_an_execution_erases_who_acted_on_it() -> None:
     execution = start(caller_context={"user": {"id": 1}})
     stepper.send(execution.pk, "arm", caller_context={"user": {"id": 1}}, now=T0)
     stepper.send(execution.pk, "stop", caller_context={"user": {"id": 2}}, now=T0)
-    retention.erase([ping, execution], reason="asked", cancel=True)
+    erasure.erase([ping, execution], reason="asked", cancel=True)
     erased = HistoryEntry.objects.filter(execution__in=[ping, execution]).exclude(
         disposition="erased"
     )
