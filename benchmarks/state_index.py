@@ -146,15 +146,16 @@ OURS = (
     "membership",
     "membership_byexec",
     "membership_trigger",
+    "shipped",
     "config_code",
     "side_gin",
     "side_code",
     "noindex",
 )
-MEMBERSHIP = ("membership", "membership_byexec", "membership_trigger")
+MEMBERSHIP = ("membership", "membership_byexec", "membership_trigger", "shipped")
 PEERS = ("fsm", "fsm_indexed")
 ALL = OURS + PEERS
-INDEXED = ("gin", "membership", "config_code", "side_gin", "side_code", "noindex")
+INDEXED = ("gin", "membership", "shipped", "config_code", "side_gin", "side_code", "noindex")
 CODES = {("a",): 1, ("b",): 2, ("c",): 3, ("f", "r"): 4, ("p", "s", "t"): 5}
 
 
@@ -286,6 +287,36 @@ CREATE TRIGGER sync_membership_update AFTER UPDATE OF active_states ON {s}.execu
     EXECUTE FUNCTION {s}.sync_membership()
 """
 
+
+def shipped_ddl(s: str) -> list[str]:
+    """shipped: what statecharts ships (migration 0013): its key (state first), its PL/pgSQL
+    function and triggers, on this schema's tables."""
+    import ast
+
+    path = os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        "statecharts",
+        "migrations",
+        "0013_state_index.py",
+    )
+    with open(path, encoding="utf-8") as file:
+        tree = ast.parse(file.read())
+    # (only its SQL constants: importing the migration would need Django's settings)
+    wanted = {"_POSTGRES_FUNCTION", "POSTGRES_TRIGGERS"}
+    constants: dict[str, Any] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and {getattr(t, "id", "") for t in node.targets} & wanted:
+            exec(compile(ast.Module([node], []), path, "exec"), constants)
+
+    def here(sql: str) -> str:
+        sql = sql.replace("statecharts_executionstate", f"{s}.membership")
+        sql = sql.replace("FUNCTION statecharts_execution_states()", f"FUNCTION {s}.sync_states()")
+        return re.sub(r"\bstatecharts_execution\b", f"{s}.execution", sql)
+
+    primary = f"ALTER TABLE {s}.membership ADD PRIMARY KEY (state, chart_id, execution_id)"
+    return [primary, *(here(x) for x in constants["POSTGRES_TRIGGERS"])]
+
+
 GIN = "CREATE INDEX {name} ON {s}.execution USING gin (active_states jsonb_path_ops){opts};"
 
 
@@ -354,6 +385,8 @@ def index_ddl(candidate: str, s: str) -> list[str]:
             return [primary, f"CREATE INDEX ON {s}.membership (execution_id)"]
         if candidate == "membership_trigger":
             return [primary, *(x for x in TRIGGER.format(s=s).split(";;") if x.strip())]
+        if candidate == "shipped":
+            return shipped_ddl(s)
         return [primary]
     if candidate == "config_code":
         return [
@@ -451,6 +484,7 @@ def tables_of(candidate: str) -> list[str]:
         "membership": ["membership"],
         "membership_byexec": ["membership"],
         "membership_trigger": ["membership"],
+        "shipped": ["membership"],
         "config_code": ["configurations"],
         "side_gin": ["side"],
         "side_code": ["side"],

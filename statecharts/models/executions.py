@@ -8,15 +8,13 @@ ready (``install_stepper``).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from django.contrib.contenttypes.fields import GenericForeignKey
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connections, models
-from django.db.models.functions import Cast
+from django.db import models
 
 from statecharts.models.fields import (
     PortableJSONField,
@@ -25,7 +23,13 @@ from statecharts.models.fields import (
 )
 from statecharts.statuses import LIVE_STATUSES, TERMINAL_STATUSES, ExecutionStatus
 
-__all__ = ["LIVE_STATUSES", "TERMINAL_STATUSES", "Execution", "ExecutionStatus"]
+__all__ = [
+    "LIVE_STATUSES",
+    "TERMINAL_STATUSES",
+    "Execution",
+    "ExecutionState",
+    "ExecutionStatus",
+]
 
 if TYPE_CHECKING:
     from statecharts.stepper import StepResult
@@ -83,10 +87,11 @@ class ExecutionQuerySet(models.QuerySet["Execution"]):
 
     def in_state(self, state_id: str) -> ExecutionQuerySet:
         """Executions where ``state_id`` (atomic, compound or parallel) is active now, as the
-        stepper recorded it in the same transaction as the step: ``in_state("paid")``.
+        step that put it there committed it: ``in_state("paid")``.
 
-        On PostgreSQL it uses a GIN index on ``active_states`` (it stays fast with millions of
-        executions); on SQLite it is a scan of the matching rows' JSON text.
+        Answered by the ``ExecutionState`` table (one row per active state, kept by the
+        database's triggers in the statement that writes ``active_states``) through its
+        primary key: fast with millions of executions, on PostgreSQL and SQLite alike.
         """
         return self.in_states([state_id])
 
@@ -98,25 +103,28 @@ class ExecutionQuerySet(models.QuerySet["Execution"]):
         )
 
     def in_states(self, state_ids: Any, *, every: bool = False) -> ExecutionQuerySet:
-        """Executions in any of ``state_ids`` (all of them with ``every=True``)."""
-        ids = list(state_ids)
+        """Executions in any of ``state_ids`` (all of them with ``every=True``).
+
+        The one lookup by state every other one delegates to (the admin's and the API's
+        filters, ``in_state``). Each state is an ``EXISTS`` on the membership table keyed by
+        (state, chart, execution): correlated on the chart too, so a query that also filters
+        by chart uses the whole key."""
+        ids = list(dict.fromkeys(state_ids))
         if not ids:
             return self.none()
-        if connections[self.db].vendor == "postgresql":
-            if every:
-                return self.filter(active_states__contains=ids)
-            condition = models.Q()
-            for state_id in ids:
-                condition |= models.Q(active_states__contains=[state_id])
-            return self.filter(condition)
-        # Elsewhere (SQLite): the JSON text holds each id quoted; an id cannot hold a quote
-        # (state ids are XML IDs), so '"paid"' matches exactly the element "paid".
-        texts = self.alias(_active_text=Cast("active_states", output_field=models.TextField()))
-        condition = models.Q() if every else models.Q(pk__in=[])
-        for state_id in ids:
-            one = models.Q(_active_text__contains=json.dumps(state_id))
-            condition = (condition & one) if every else (condition | one)
-        return texts.filter(condition)
+
+        def member_of(states: list[str]) -> models.Exists:
+            return models.Exists(
+                ExecutionState.objects.filter(
+                    state__in=states,
+                    chart_id=models.OuterRef("chart_id"),
+                    execution_id=models.OuterRef("pk"),
+                )
+            )
+
+        if every:
+            return self.filter(*(member_of([state_id]) for state_id in ids))
+        return self.filter(member_of(ids))
 
 
 class ExecutionManager(models.Manager.from_queryset(ExecutionQuerySet)):  # type: ignore[misc]
@@ -174,7 +182,7 @@ class Execution(models.Model):
     active_states = PortableJSONField(
         default=list,
         help_text="Every active state, ancestors included, after the last step (for queries: "
-        "Execution.objects.in_state; indexed on PostgreSQL).",
+        "Execution.objects.in_state, through ExecutionState).",
     )
     steps = models.PositiveIntegerField(default=0, help_text="Inputs recorded in the history.")
     donedata = PortableJSONField(null=True, blank=True)
@@ -239,9 +247,12 @@ class Execution(models.Model):
             ("erase_execution", "Can erase the personal data of executions"),
             ("send_internal_events", "Can see and send the events a chart only sends itself"),
         ]
+        # No index may cover a column a running step writes (position, configuration,
+        # active_states, steps, updated): the step's UPDATE is then HOT, with no index entry
+        # (tests/stepper/test_state_index.py). The state index is ExecutionState, below.
         indexes = [
             # Partial: most executions are about no object, and an index entry for them would
-            # be one more write per step (the UPDATE is not HOT: benchmarks/JOURNAL.md). Every
+            # be one more write whenever an UPDATE is not HOT (benchmarks/JOURNAL.md). Every
             # lookup by subject names its content type, which implies the condition.
             models.Index(
                 fields=["subject_content_type", "subject_object_id"],
@@ -316,3 +327,46 @@ nul_matches_nothing(
     Execution._meta.get_field("business_key"),
     Execution._meta.get_field("invokeid"),
 )
+
+
+class ExecutionState(models.Model):
+    """One active state of one execution: the state index ``Execution.objects.in_state``
+    reads (issue 31, ``benchmarks/STATE_INDEX.md``).
+
+    Written only by the database: row triggers on the execution table (migration 0013) insert
+    an execution's states when it is inserted, move exactly the states a change of
+    ``active_states`` (or of its chart) exits and enters, and delete them with the execution,
+    inside the statement that changes the execution, so in its transaction and under its
+    lock: a query sees both or neither, whoever wrote the row (the stepper, a chart
+    migration, an import, ``queryset.update``, raw SQL). Never write it from Python.
+
+    Its composite primary key (state, chart, execution) is its only index: a lookup by state
+    (and chart) is an index-only scan, and the execution row keeps no index on a column a step
+    writes, so the step's UPDATE is HOT.
+    """
+
+    pk = models.CompositePrimaryKey("state", "chart_id", "execution_id")
+    # (text: a state id is an XML ID of any length)
+    state = models.TextField()
+    chart = models.ForeignKey(
+        "statecharts.Chart",
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        related_name="+",
+    )
+    # (no index on execution_id: one more entry per changed state per step; the delete
+    # trigger finds an execution's rows by the primary key, from its active_states)
+    execution = models.ForeignKey(
+        Execution,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        related_name="+",
+    )
+
+    class Meta:
+        default_permissions = ()
+
+    def __str__(self) -> str:
+        return f"{self.execution_id} in {self.state}"

@@ -1,5 +1,6 @@
 """Finding executions by where they stand: ``Execution.objects.in_state("paid")``, any active
-state (atomic, compound or parallel), kept exact by the stepper in each step's transaction."""
+state (atomic, compound or parallel), kept exact in each step's transaction (the
+``ExecutionState`` table, written by the database's triggers: tests/stepper/test_state_index.py)."""
 
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ def test_in_state_finds_atomic_compound_and_parallel_states_as_the_steps_leave_t
 
 
 @pytest.mark.postgres
-def test_on_postgresql_the_query_uses_its_gin_index() -> None:
+def test_on_postgresql_the_query_uses_the_state_tables_primary_key() -> None:
     chart = Chart.objects.load(ORDER)
     stepper.start(chart)
     with connection.cursor() as cursor:
@@ -60,7 +61,8 @@ def test_on_postgresql_the_query_uses_its_gin_index() -> None:
         cursor.execute(f"EXPLAIN {sql}", params)
         plan = "\n".join(row[0] for row in cursor.fetchall())
         cursor.execute("SET enable_seqscan = on")
-    assert "statecharts_execution_active_states" in plan, plan
+    assert "statecharts_executionstate_pkey" in plan, plan
+    assert "statecharts_execution_active_states" not in plan, plan
 
 
 def _plan(queryset: object) -> str:
@@ -75,9 +77,10 @@ def _plan(queryset: object) -> str:
 
 @pytest.mark.postgres
 def test_on_postgresql_a_step_writes_no_duplicate_index_and_the_lookups_keep_theirs() -> None:
-    """Every index of the execution table takes an entry at every step (the GIN index on
-    active_states makes its UPDATE a non-HOT one), so none duplicates another: the lookups
-    the dropped ones served use the index that covers them (migration 0011)."""
+    """Every index of the execution table takes an entry whenever its UPDATE is not HOT (a
+    step that ends it changes the indexed status), so none duplicates another: the lookups
+    the dropped ones served use the index that covers them (migration 0011); the GIN index
+    on active_states is gone (migration 0013)."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT tablename, indexname FROM pg_indexes WHERE tablename IN"
@@ -85,7 +88,7 @@ def test_on_postgresql_a_step_writes_no_duplicate_index_and_the_lookups_keep_the
         )
         names = {(table, name) for table, name in cursor.fetchall()}
     assert not {n for n in names if n[1].endswith("_like")}, names
-    assert len([n for n in names if n[0] == "statecharts_execution"]) == 8, names
+    assert len([n for n in names if n[0] == "statecharts_execution"]) == 7, names
     assert len([n for n in names if n[0] == "statecharts_historyentry"]) == 3, names
     execution = stepper.start(Chart.objects.load(ORDER))
     children = _plan(Execution.objects.filter(parent_id=execution.pk).values("pk"))
