@@ -297,7 +297,7 @@ def shipped_ddl(s: str) -> list[str]:
         os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
         "statecharts",
         "migrations",
-        "0013_state_index.py",
+        "0015_state_index.py",
     )
     with open(path, encoding="utf-8") as file:
         tree = ast.parse(file.read())

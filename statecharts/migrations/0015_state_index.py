@@ -180,7 +180,7 @@ def uninstall(apps: Any, schema_editor: Any) -> None:
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('statecharts', '0012_subject_index_partial'),
+        ('statecharts', '0014_operated_disposition'),
     ]
 
     operations = [
