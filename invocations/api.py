@@ -22,6 +22,7 @@ from rest_framework.response import Response
 
 from invocations import operating
 from invocations.models import Invocation, InvocationStatus
+from statecharts import stepper
 from statecharts.api.exceptions import refused
 from statecharts.api.fields import JSONValueField
 from statecharts.api.filters import IntegerFilter
@@ -96,7 +97,10 @@ class InvocationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, APIVie
         body.is_valid(raise_exception=True)
         act = operating.retry_now if name == "retry_now" else operating.cancel
         try:
-            context = attribution.from_request(request, attribution.Door.API)
+            asked = stepper.CallerContextRequest(
+                door=attribution.Door.API, headers=request.headers, user=request.user
+            )
+            context = stepper.admit(asked)
             outcome = act(
                 int(pk or 0), reason=body.validated_data["reason"], caller_context=context
             )

@@ -34,7 +34,6 @@ from invocations.models import OPEN_STATUSES, Invocation, InvocationStatus
 from statecharts import stepper
 from statecharts.exceptions import StepRefused
 from statecharts.models import Execution
-from statecharts.policies import validation
 
 REASON_MAX_LENGTH = 300
 ACTIONS = ("retry_now", "cancel")
@@ -83,11 +82,10 @@ def _locked(
     now: datetime | None,
 ) -> Invocation:
     """Check the action under the parent's lock and record it; the invocation as read."""
-    text = reason.strip() if isinstance(reason, str) else ""
-    if not text:
-        raise validation.InvalidInput.at("reason", "is required: say why (it is recorded)")
-    if len(text) > REASON_MAX_LENGTH:
-        raise validation.InvalidInput.at("reason", f"is longer than {REASON_MAX_LENGTH} characters")
+    # The stepper's gate checks the reason (required, not blank, fits, no NUL), as it does
+    # for every operator action (docs/durable-executions.md, "Data from outside").
+    text = reason.strip() if isinstance(reason, str) else reason
+    stepper.admit(stepper.OperatorRequest(reason=text, max_length=REASON_MAX_LENGTH))
     database = stepper.database()
     when = now or invocation_settings.now()
     rows = Invocation.objects.using(database)

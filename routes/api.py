@@ -111,7 +111,10 @@ class RouteDeliveryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, API
         body = MarkRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
-            context = attribution.from_request(request, attribution.Door.API)
+            asked = stepper.CallerContextRequest(
+                door=attribution.Door.API, headers=request.headers, user=request.user
+            )
+            context = stepper.admit(asked)
             outcome = operating.mark(
                 int(pk or 0), action, reason=body.validated_data["reason"],
                 caller_context=context,

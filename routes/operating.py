@@ -30,7 +30,6 @@ from routes.models import DeliveryStatus, RouteDelivery
 from statecharts import stepper
 from statecharts.exceptions import StepRefused
 from statecharts.models import Execution
-from statecharts.policies import validation
 
 REASON_MAX_LENGTH = 300
 # The fates an operator may record, by the action's name.
@@ -56,11 +55,10 @@ def mark(
     """Record an in-doubt delivery's fate (``action``: ``mark_delivered`` or
     ``mark_failed``); returns the status it now has."""
     status = MARKS[action]
-    text = reason.strip() if isinstance(reason, str) else ""
-    if not text:
-        raise validation.InvalidInput.at("reason", "is required: say why (it is recorded)")
-    if len(text) > REASON_MAX_LENGTH:
-        raise validation.InvalidInput.at("reason", f"is longer than {REASON_MAX_LENGTH} characters")
+    # The stepper's gate checks the reason (required, not blank, fits, no NUL), as it does
+    # for every operator action (docs/durable-executions.md, "Data from outside").
+    text = reason.strip() if isinstance(reason, str) else reason
+    stepper.admit(stepper.OperatorRequest(reason=text, max_length=REASON_MAX_LENGTH))
     database = stepper.database()
     when = now or route_settings.now()
     rows = RouteDelivery.objects.using(database)

@@ -28,6 +28,7 @@ from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from statecharts import stepper
 from statecharts.api.exceptions import refused
 from statecharts.api.fields import JSONValueField
 from statecharts.api.filters import IntegerFilter
@@ -130,7 +131,10 @@ class OperatorActionsMixin:
         given.is_valid(raise_exception=True)
         values = dict(given.validated_data)
         try:
-            context = attribution.from_request(request, attribution.Door.API)
+            asked = stepper.CallerContextRequest(
+                door=attribution.Door.API, headers=request.headers, user=request.user
+            )
+            context = stepper.admit(asked)
             row_id = int(pk or "")
         except ValueError as exc:  # InvalidInput is a ValueError; a pk that is no number
             answer = refused(exc)

@@ -33,9 +33,8 @@ from django.db import transaction
 
 from statecharts import stepper
 from statecharts.core.telemetry import TelemetryEvent
-from statecharts.exceptions import StepRefused
+from statecharts.exceptions import InvalidInput, StepRefused
 from statecharts.models import Execution
-from statecharts.policies import validation
 from timers import observing
 from timers.conf import timer_settings
 from timers.fire_one import _fire_with, _lock_execution
@@ -74,11 +73,10 @@ class FireFailed(Exception):
 def operator_reason(reason: Any) -> str:
     """The reason the operator typed, stripped: required, at most 300 characters;
     ``InvalidInput`` (the refusal table's ``invalid_input``) otherwise."""
-    text = reason.strip() if isinstance(reason, str) else ""
-    if not text:
-        raise validation.InvalidInput.at("reason", "is required: say why (it is recorded)")
-    if len(text) > REASON_MAX_LENGTH:
-        raise validation.InvalidInput.at("reason", f"is longer than {REASON_MAX_LENGTH} characters")
+    # The stepper's gate checks the reason (required, not blank, fits, no NUL), as it does
+    # for every operator action (docs/durable-executions.md, "Data from outside").
+    text = reason.strip() if isinstance(reason, str) else reason
+    stepper.admit(stepper.OperatorRequest(reason=text, max_length=REASON_MAX_LENGTH))
     return text
 
 
@@ -101,7 +99,7 @@ def fire_now(
 
     try:
         outcome = _operate(Action.FIRE_NOW, timer_id, reason, caller_context, now, act)
-    except (NotActionable, validation.InvalidInput, Timer.DoesNotExist):
+    except (NotActionable, InvalidInput, Timer.DoesNotExist):
         raise
     except Exception as exc:  # the delivery's own failure: everything was rolled back
         raise FireFailed(f"timer {timer_id}: fire now failed, nothing changed: {exc}") from exc
@@ -317,7 +315,7 @@ def _waiting(row: RouteTimer) -> None:
 
 def _aware(due: Any) -> None:
     if not isinstance(due, datetime) or due.tzinfo is None:
-        raise validation.InvalidInput.at("due", "must be a date and time with a time zone")
+        raise InvalidInput.at("due", "must be a date and time with a time zone")
 
 
 _DONE = {
