@@ -78,23 +78,26 @@ class Accelerator:
 
     def __init__(self, states: Sequence[StateNode]) -> None:
         self._states = states
-        self._matching: dict[str, Any] = {}
-        self._domains: dict[int, int | None] = {}
-        self._entry_sets: dict[int, EntrySet] = {}
+        # Event name -> (state -> matching transitions): read by the interpreter directly.
+        self.tables: dict[str, Any] = {}
+        # Transition index -> domain, for the domains kept: read by the interpreter directly.
+        self.domains: dict[int, int | None] = {}
+        # Transition index -> entry set, for those kept: read by the interpreter directly.
+        self.entry_sets: dict[int, EntrySet] = {}
         self._ids: dict[tuple[int, ...], list[str]] = {}
         self._raised: dict[int, Event] = {}
 
     def _table(self, compute: Callable[[Any], Any]) -> Any:
         return _Kept(compute)
 
-    def matching(self, name: str, compute: Callable[[int], tuple[Transition, ...]]) -> Any:
-        """For the event ``name``: state index -> ``compute(state)`` (the transitions of the
-        state and its ancestors whose descriptors match the name)."""
-        table = self._matching.get(name)
-        if table is None:
-            if len(self._matching) >= _EVENT_NAMES:  # (names come from outside)
-                self._matching.clear()
-            table = self._matching[name] = self._table(compute)
+    def matching(
+        self, event: Event, compute: Callable[[int, Event], tuple[Transition, ...]]
+    ) -> Any:
+        """For ``event``'s name: state index -> ``compute(state, event)`` (the transitions of
+        the state and its ancestors whose descriptors match the name), kept in ``tables``."""
+        if len(self.tables) >= _EVENT_NAMES:  # (names come from outside)
+            self.tables.clear()
+        table = self.tables[event.name] = self._table(lambda state: compute(state, event))
         return table
 
     def eventless(self, compute: Callable[[int], tuple[Transition, ...]]) -> Any:
@@ -104,12 +107,9 @@ class Accelerator:
     def domain(self, t: Transition, compute: Callable[[Transition], int | None]) -> int | None:
         """``compute(t)``, kept when it is a function of the transition alone (no target is
         a history state, whose meaning depends on the history values)."""
-        index = t.index
-        if index in self._domains:
-            return self._domains[index]
         found = compute(t)
-        if index >= 0 and not any(self._states[s].is_history for s in t.targets):
-            self._domains[index] = found
+        if t.index >= 0 and not any(self._states[s].is_history for s in t.targets):
+            self.domains[t.index] = found
         return found
 
     def entry_set(
@@ -120,13 +120,13 @@ class Accelerator:
         computation met no history state (then it depends on the transition alone)."""
         single = len(transitions) == 1 and transitions[0].index >= 0
         if single:
-            kept = self._entry_sets.get(transitions[0].index)
+            kept = self.entry_sets.get(transitions[0].index)
             if kept is not None:
                 return kept
         ordered, defaults, history_content, history_met = compute(transitions)
         entry: EntrySet = (ordered, defaults, history_content)
         if single and not history_met:
-            self._entry_sets[transitions[0].index] = entry
+            self.entry_sets[transitions[0].index] = entry
         return entry
 
     def ids(self, configuration: tuple[int, ...]) -> list[str]:
@@ -155,8 +155,10 @@ class Unaccelerated(Accelerator):
     def _table(self, compute: Callable[[Any], Any]) -> Any:
         return _Recomputing(compute)
 
-    def matching(self, name: str, compute: Callable[[int], tuple[Transition, ...]]) -> Any:
-        return _Recomputing(compute)
+    def matching(
+        self, event: Event, compute: Callable[[int, Event], tuple[Transition, ...]]
+    ) -> Any:
+        return _Recomputing(lambda state: compute(state, event))  # (tables stays empty)
 
     def domain(self, t: Transition, compute: Callable[[Transition], int | None]) -> int | None:
         return compute(t)

@@ -172,6 +172,9 @@ class Interpreter:
         # False, or None with STATECHARTS_ACCELERATOR=off: everything computed when needed.
         self.accelerator = accelerator_for(chart.states, accelerated)
         self._eventless = self.accelerator.eventless(self._eventless_of)
+        self._domains = self.accelerator.domains
+        self._entry_sets = self.accelerator.entry_sets
+        self._matching = self.accelerator.tables
         self._is_atomic = [node.is_atomic for node in chart.states]
         self._is_final = [node.kind == Kind.FINAL for node in chart.states]
         # Charts without eventless transitions or invokes skip those per-macrostep scans.
@@ -845,15 +848,15 @@ class Interpreter:
 
     def selectTransitions(self, event: Event) -> list[Transition]:
         enabled: list[Transition] = []
-
-        def matching(state: int) -> tuple[Transition, ...]:
-            """The transitions of ``state`` and its ancestors whose descriptors match."""
-            return tuple(t for s in self._self_and_ancestors(state) for t in s.transitions
-                         if not t.eventless and self.nameMatch(t, event))
-
-        candidatesOf = self.accelerator.matching(event.name, matching)
+        # (state -> _matching_of(state, event); the accelerator's, a hit inline)
+        candidatesOf = self._matching.get(event.name)
+        if candidatesOf is None:
+            candidatesOf = self.accelerator.matching(event, self._matching_of)
+        atomicStates = self._atomics
+        if atomicStates is None:
+            atomicStates = self._atomic_states()
         timed = self._clock is not None
-        for state in self._atomic_states():
+        for state in atomicStates:
             if timed:
                 self._tick(len(enabled) + 1)
             for t in candidatesOf[state]:
@@ -863,6 +866,11 @@ class Interpreter:
                     enabled.append(t)
                     break
         return enabled if len(enabled) < 2 else self.removeConflictingTransitions(enabled)
+
+    def _matching_of(self, state: int, event: Event) -> tuple[Transition, ...]:
+        """The transitions of ``state`` and its ancestors whose descriptors match ``event``."""
+        return tuple(t for s in self._self_and_ancestors(state) for t in s.transitions
+                     if not t.eventless and self.nameMatch(t, event))
 
     def _self_and_ancestors(self, state: int) -> list[StateNode]:
         states = self.states
@@ -1017,9 +1025,11 @@ class Interpreter:
             self.executeContent(t.body)
 
     def enterStates(self, enabled: list[Transition]) -> None:
-        statesToEnter, statesForDefaultEntry, defaultHistoryContent = (
-            self.accelerator.entry_set(enabled, self.computeEntrySet)
-        )
+        # (the accelerator's entry set of a single transition, kept: a hit read inline)
+        entry = self._entry_sets.get(enabled[0].index) if len(enabled) == 1 else None
+        if entry is None:
+            entry = self.accelerator.entry_set(enabled, self.computeEntrySet)
+        statesToEnter, statesForDefaultEntry, defaultHistoryContent = entry
         if self.tracing:
             self._emit(fx.TRACE_ENTRY, states=self._ids(statesToEnter))
         states = self.states
@@ -1200,6 +1210,8 @@ class Interpreter:
         return False
 
     def getTransitionDomain(self, t: Transition) -> int | None:
+        if t.index in self._domains:  # (the accelerator's domains kept: a hit read inline)
+            return self._domains[t.index]
         return self.accelerator.domain(t, self._transition_domain)
 
     def _transition_domain(self, t: Transition) -> int | None:
