@@ -5,7 +5,10 @@ held against the spec. The interpreter is a fold: each entry point takes a :clas
 and returns a :class:`Step` (the new state and the effects, as data). It owns no clock,
 thread, randomness or I/O. For speed it keeps the datamodel engine of the last state it
 produced alive; given any other state it rebuilds the engine from that state's snapshot,
-so results never depend on which states were seen before.
+so results never depend on which states were seen before. The answers that depend on the
+chart alone (which transitions match an event name, a transition's domain or entry set, ...)
+are kept by its accelerator (``statecharts.core.accelerator``), which it consults through
+small hooks; the step budgets (``statecharts.core.budget``) are its own, and always on.
 """
 
 from __future__ import annotations
