@@ -5,7 +5,10 @@ held against the spec. The interpreter is a fold: each entry point takes a :clas
 and returns a :class:`Step` (the new state and the effects, as data). It owns no clock,
 thread, randomness or I/O. For speed it keeps the datamodel engine of the last state it
 produced alive; given any other state it rebuilds the engine from that state's snapshot,
-so results never depend on which states were seen before.
+so results never depend on which states were seen before. The answers that depend on the
+chart alone (which transitions match an event name, a transition's domain or entry set, ...)
+are kept by its accelerator (``statecharts.core.accelerator``), which it consults through
+small hooks; the step budgets (``statecharts.core.budget``) are its own, and always on.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from statecharts.core import effects as fx
+from statecharts.core.accelerator import accelerator_for
 from statecharts.core.budget import DEFAULT_ROUND_BUDGET, BudgetExceeded, StepBudgets
 from statecharts.core.datamodel import Datamodel, Limits, create_datamodel, plain, tagged
 from statecharts.core.delays import parse_time, time_problem
@@ -68,8 +72,6 @@ from statecharts.core.state import (
 )
 from statecharts.core.targets import Target, TargetKind
 
-_CONFIGURATION_CACHE_SIZE = 1024
-_EVENT_NAME_CACHE_SIZE = 1024
 # Units of the interpreter's own work (about one set operation each) between two reads of
 # the step's clock in loops that run no chart code (see Interpreter._tick): a read every few
 # milliseconds at most, and none at all in a small chart's step.
@@ -146,6 +148,7 @@ class Interpreter:
         host: Host | None = None,
         is_reachable: Callable[[str], bool] | None = None,
         budgets: StepBudgets | None = None,
+        accelerated: bool | None = None,
     ) -> None:
         self.chart = chart
         self.states = chart.states
@@ -171,25 +174,28 @@ class Interpreter:
         self._live: State | None = None
         self._dm: Datamodel | None = None
         self._starting = False  # in a start, until its snapshot (datamodel_init)
-        self._select_cache: dict[str, list[tuple[Transition, ...] | None]] = {}
-        self._eventless: dict[int, tuple[Transition, ...]] = {}
-        self._domain_cache: dict[int, int | None] = {}
+        # What is worked out once and kept (statecharts.core.accelerator); ``accelerated``
+        # False, or None with STATECHARTS_ACCELERATOR=off: everything computed when needed.
+        self.accelerator = accelerator_for(chart.states, accelerated)
+        self._eventless = self.accelerator.eventless(self._eventless_of)
+        self._domains = self.accelerator.domains
+        self._entry_sets = self.accelerator.entry_sets
+        self._matching = self.accelerator.tables
         self._is_atomic = [node.is_atomic for node in chart.states]
-        self._is_history = [node.is_history for node in chart.states]
         self._is_final = [node.kind == Kind.FINAL for node in chart.states]
         # Charts without eventless transitions or invokes skip those per-macrostep scans.
         self._any_eventless = any(t.eventless for node in chart.states for t in node.transitions)
         self._any_invokes = any(node.invokes for node in chart.states)
         self._any_history = any(node.history for node in chart.states)
-        # Entry sets of single transitions whose computation met no history state: they
-        # depend on the transition alone (spec computeEntrySet), so they are computed once.
-        self._entry_cache: dict[int, tuple[list[int], frozenset[int]]] = {}
+        # Executable content, by element (spec 4.2-4.6, 5.9, 6.2-6.3): see _run_action.
+        self._performers: dict[type[Action], Callable[[Any, Block], None]] = {
+            Raise: self._raise, Assign: self._assign, Log: self._log, If: self._if,
+            Send: self.send, Cancel: self._cancel, Script: self._script,
+            Foreach: self._foreach,
+        }
         self._bound_cache: tuple[int, ...] = ()  # sorted self.bound (it only ever grows)
         self._atomics: list[int] | None = None  # atomic active states, doc order; None = stale
-        # Per configuration (bounded): its state ids, computed once.
-        self._ids_cache: dict[tuple[int, ...], list[str]] = {}
         self._config_tuple: tuple[int, ...] | None = None  # sorted configuration, or None
-        self._raised: dict[int, Event] = {}  # id(<raise>) -> its event (actions live in chart)
         # _event, and the configuration In() reads, are only pushed into the datamodel when
         # some code of the chart mentions them (docs/embedding.md, "The ECMAScript sandbox").
         self._uses_event = chart.datamodel != "null" and any(
@@ -545,13 +551,7 @@ class Interpreter:
     def _active_ids(self) -> list[str]:
         """Ids of the active states in document order. The same list object comes back for
         the same configuration (datamodels may cache on it): callers must not change it."""
-        key = self._configuration_tuple()
-        ids = self._ids_cache.get(key)
-        if ids is None:
-            if len(self._ids_cache) >= _CONFIGURATION_CACHE_SIZE:
-                self._ids_cache.clear()
-            ids = self._ids_cache[key] = [self.states[i].id for i in key]
-        return ids
+        return self.accelerator.ids(self._configuration_tuple())
 
     def _in_state(self, state_id: str) -> bool:
         index = self.chart.ids.get(state_id)
@@ -843,62 +843,53 @@ class Interpreter:
         enabled: list[Transition] = []
         if not self._any_eventless:
             return enabled
-        eventless = self._eventless
+        candidatesOf = self._eventless  # (the accelerator's: state -> _eventless_of(state))
         timed = self._clock is not None
         for state in self._atomic_states():
             if timed:
                 self._tick(len(enabled) + 1)
-            candidates = eventless.get(state)
-            if candidates is None:
-                node = self.states[state]
-                candidates = eventless[state] = tuple(
-                    t
-                    for s in (state, *node.ancestors)
-                    for t in self.states[s].transitions
-                    if t.eventless
-                )
-            for t in candidates:
-                if t not in enabled and self.conditionMatch(t):
-                    enabled.append(t)
-                    break
-                if t in enabled:
-                    break
-        return enabled if len(enabled) < 2 else self.removeConflictingTransitions(enabled)
-
-    def selectTransitions(self, event: Event) -> list[Transition]:
-        enabled: list[Transition] = []
-        # Per event name, a list indexed by state: the transitions whose descriptors match,
-        # the state's own first, then its ancestors' (None until first needed).
-        per_state = self._select_cache.get(event.name)
-        if per_state is None:
-            if len(self._select_cache) >= _EVENT_NAME_CACHE_SIZE:  # (names come from outside)
-                self._select_cache.clear()
-            per_state = self._select_cache[event.name] = [None] * len(self.states)
-        atomics = self._atomics
-        if atomics is None:
-            atomics = self._atomic_states()
-        timed = self._clock is not None
-        for state in atomics:
-            if timed:
-                self._tick(len(enabled) + 1)
-            candidates = per_state[state]
-            if not candidates:
-                if candidates is not None:
-                    continue
-                node = self.states[state]
-                candidates = per_state[state] = tuple(
-                    t
-                    for s in (state, *node.ancestors)
-                    for t in self.states[s].transitions
-                    if not t.eventless and self.nameMatch(t, event)
-                )
-            for t in candidates:
+            for t in candidatesOf[state]:
                 if t in enabled:
                     break
                 if self.conditionMatch(t):
                     enabled.append(t)
                     break
         return enabled if len(enabled) < 2 else self.removeConflictingTransitions(enabled)
+
+    def _eventless_of(self, state: int) -> tuple[Transition, ...]:
+        """The eventless transitions of ``state`` and of its ancestors, in that order."""
+        return tuple(t for s in self._self_and_ancestors(state) for t in s.transitions
+                     if t.eventless)
+
+    def selectTransitions(self, event: Event) -> list[Transition]:
+        enabled: list[Transition] = []
+        # (state -> _matching_of(state, event); the accelerator's, a hit inline)
+        candidatesOf = self._matching.get(event.name)
+        if candidatesOf is None:
+            candidatesOf = self.accelerator.matching(event, self._matching_of)
+        atomicStates = self._atomics
+        if atomicStates is None:
+            atomicStates = self._atomic_states()
+        timed = self._clock is not None
+        for state in atomicStates:
+            if timed:
+                self._tick(len(enabled) + 1)
+            for t in candidatesOf[state]:
+                if t in enabled:  # (already enabled for another atomic state)
+                    break
+                if self.conditionMatch(t):
+                    enabled.append(t)
+                    break
+        return enabled if len(enabled) < 2 else self.removeConflictingTransitions(enabled)
+
+    def _matching_of(self, state: int, event: Event) -> tuple[Transition, ...]:
+        """The transitions of ``state`` and its ancestors whose descriptors match ``event``."""
+        return tuple(t for s in self._self_and_ancestors(state) for t in s.transitions
+                     if not t.eventless and self.nameMatch(t, event))
+
+    def _self_and_ancestors(self, state: int) -> list[StateNode]:
+        states = self.states
+        return [states[state], *(states[s] for s in states[state].ancestors)]
 
     @staticmethod
     def nameMatch(t: Transition, event: Event) -> bool:
@@ -981,33 +972,10 @@ class Interpreter:
         ordered = sorted(statesToExit, reverse=True)
         if self.tracing:
             self._emit(fx.TRACE_EXIT, states=self._ids(ordered))
+        if self._any_history:
+            for s in ordered:
+                self._remember_history(self.states[s])
         states = self.states
-        for s in ordered if self._any_history else ():
-            node = states[s]
-            if node.history and self._clock is not None:
-                self._tick(len(self.configuration) * len(node.history))
-            for h in node.history:
-                hnode = self.states[h]
-                if hnode.kind == Kind.HISTORY_DEEP:
-                    remembered = tuple(
-                        sorted(
-                            s0
-                            for s0 in self.configuration
-                            if self.states[s0].is_atomic and s0 in node.descendants
-                        )
-                    )
-                else:
-                    remembered = tuple(
-                        sorted(s0 for s0 in self.configuration if self.states[s0].parent == s)
-                    )
-                if self._history_shared:  # copy on write: returned states never change
-                    self.historyValue = dict(self.historyValue)
-                    self._history_shared = False
-                self.historyValue[h] = remembered
-                if self.tracing:
-                    self._emit(
-                        fx.TRACE_HISTORY, history=hnode.id, states=self._ids(remembered)
-                    )
         configuration = self.configuration
         # (told only to a datamodel that tracks the configuration: see configuration_unused)
         configuration_changed = self.dm.configuration_changed if self._uses_in else None
@@ -1032,6 +1000,28 @@ class Interpreter:
                 configuration_changed()
             self._config_tuple = None
 
+    def _remember_history(self, node: StateNode) -> None:
+        """The spec's exitStates, first loop: the history values of ``node``'s history states."""
+        if node.history and self._clock is not None:
+            self._tick(len(self.configuration) * len(node.history))
+        for h in node.history:
+            hnode = self.states[h]
+            if hnode.kind == Kind.HISTORY_DEEP:
+                remembered = tuple(sorted(
+                    s0 for s0 in self.configuration
+                    if self.states[s0].is_atomic and s0 in node.descendants
+                ))
+            else:
+                remembered = tuple(sorted(
+                    s0 for s0 in self.configuration if self.states[s0].parent == node.index
+                ))
+            if self._history_shared:  # copy on write: returned states never change
+                self.historyValue = dict(self.historyValue)
+                self._history_shared = False
+            self.historyValue[h] = remembered
+            if self.tracing:
+                self._emit(fx.TRACE_HISTORY, history=hnode.id, states=self._ids(remembered))
+
     def computeExitSet(self, transitions: list[Transition]) -> set[int]:
         statesToExit: set[int] = set()
         timed = self._clock is not None
@@ -1050,81 +1040,78 @@ class Interpreter:
             self.executeContent(t.body)
 
     def enterStates(self, enabled: list[Transition]) -> None:
-        defaultHistoryContent: dict[int, Block] = {}
-        cached = self._entry_cache.get(enabled[0].index) if len(enabled) == 1 else None
-        if cached is not None:
-            ordered, statesForDefaultEntry = cached
-        else:
-            statesToEnter: set[int] = set()
-            defaults: set[int] = set()
-            self._history_seen = False
-            self.computeEntrySet(enabled, statesToEnter, defaults, defaultHistoryContent)
-            ordered = sorted(statesToEnter)
-            statesForDefaultEntry = frozenset(defaults)
-            if len(enabled) == 1 and enabled[0].index >= 0 and not self._history_seen:
-                self._entry_cache[enabled[0].index] = (ordered, statesForDefaultEntry)
+        # (the accelerator's entry set of a single transition, kept: a hit read inline)
+        entry = self._entry_sets.get(enabled[0].index) if len(enabled) == 1 else None
+        if entry is None:
+            entry = self.accelerator.entry_set(enabled, self.computeEntrySet)
+        statesToEnter, statesForDefaultEntry, defaultHistoryContent = entry
         if self.tracing:
-            self._emit(fx.TRACE_ENTRY, states=self._ids(ordered))
+            self._emit(fx.TRACE_ENTRY, states=self._ids(statesToEnter))
         states = self.states
         configuration = self.configuration
         configuration_changed = self.dm.configuration_changed if self._uses_in else None
         # (a chart without invokes has nothing to invoke: statesToInvoke stays empty)
         statesToInvoke = self.statesToInvoke if self._any_invokes else None
         bound = self.bound
-        is_final = self._is_final
         atomics = self._atomics  # kept up to date, as in exitStates
         is_atomic = self._is_atomic
-        self._config_tuple = None
         timed = self._clock is not None
-        for s in ordered:
+        for s in statesToEnter:
             node = states[s]
             if timed:  # (keeping atomics sorted is a list operation per state)
                 self._tick(1 + (len(atomics) >> 6 if atomics else 0))
             if is_atomic[s] and atomics is not None and s not in configuration:
                 insort(atomics, s)
             configuration.add(s)
+            self._config_tuple = None
             if configuration_changed is not None:
                 configuration_changed()
-            self._config_tuple = None
             if statesToInvoke is not None:
                 statesToInvoke.add(s)
-            if s not in bound:
+            if s not in bound:  # (late binding: a state's data is bound on its first entry)
                 bound.add(s)
                 self._bind_data(node)
             for block in node.onentry:
                 self.executeContent(block)
             if s in statesForDefaultEntry and node.initial is not None:
                 self.executeContent(node.initial.body)
-            if defaultHistoryContent and s in defaultHistoryContent:
+            if s in defaultHistoryContent:
                 self.executeContent(defaultHistoryContent[s])
-            if is_final[s]:
-                if node.parent == 0:
-                    self.running = False
-                else:
-                    parent = self.states[node.parent]
-                    done = Event("done.state." + parent.id, INTERNAL, self._donedata(node)[0])
-                    self.internal_queue.append(done)
-                    if self.tracing:
-                        self._emit(fx.TRACE_RAISED, event=done.to_dict())
-                    if parent.parent >= 0:
-                        grandparent = self.states[parent.parent]
-                        if self._clock is not None:
-                            self._tick(len(grandparent.children))
-                        if grandparent.kind == Kind.PARALLEL and all(
-                            self.isInFinalState(c) for c in self.getChildStates(grandparent)
-                        ):
-                            done = Event("done.state." + grandparent.id, INTERNAL)
-                            self.internal_queue.append(done)
-                            if self.tracing:
-                                self._emit(fx.TRACE_RAISED, event=done.to_dict())
+            if self._is_final[s]:
+                self._enteredFinalState(node)
+
+    def _enteredFinalState(self, node: StateNode) -> None:
+        """The end of the spec's enterStates for a final state: the chart stops, or its
+        parent is done (and its grandparent, a parallel state whose regions all are)."""
+        if node.parent == 0:
+            self.running = False
+            return
+        parent = self.states[node.parent]
+        self._raise_done(Event("done.state." + parent.id, INTERNAL, self._donedata(node)[0]))
+        if parent.parent >= 0:
+            grandparent = self.states[parent.parent]
+            if self._clock is not None:
+                self._tick(len(grandparent.children))
+            if grandparent.kind == Kind.PARALLEL and all(
+                self.isInFinalState(c) for c in self.getChildStates(grandparent)
+            ):
+                self._raise_done(Event("done.state." + grandparent.id, INTERNAL))
+
+    def _raise_done(self, done: Event) -> None:
+        self.internal_queue.append(done)
+        if self.tracing:
+            self._emit(fx.TRACE_RAISED, event=done.to_dict())
 
     def computeEntrySet(
-        self,
-        transitions: list[Transition],
-        statesToEnter: set[int],
-        statesForDefaultEntry: set[int],
-        defaultHistoryContent: dict[int, Block],
-    ) -> None:
+        self, transitions: list[Transition]
+    ) -> tuple[list[int], frozenset[int], dict[int, Block], bool]:
+        """The spec's computeEntrySet: the states to enter (in entry order), those entered
+        by default, the default history content; and whether a history state was met (the
+        answer then depends on the history values, not on the transitions alone)."""
+        statesToEnter: set[int] = set()
+        statesForDefaultEntry: set[int] = set()
+        defaultHistoryContent: dict[int, Block] = {}
+        self._history_seen = False
         for t in transitions:
             for s in t.targets:
                 self.addDescendantStatesToEnter(
@@ -1135,6 +1122,10 @@ class Interpreter:
                 self.addAncestorStatesToEnter(
                     s, ancestor, statesToEnter, statesForDefaultEntry, defaultHistoryContent
                 )
+        return (
+            sorted(statesToEnter), frozenset(statesForDefaultEntry), defaultHistoryContent,
+            self._history_seen,
+        )
 
     def addDescendantStatesToEnter(
         self,
@@ -1234,26 +1225,21 @@ class Interpreter:
         return False
 
     def getTransitionDomain(self, t: Transition) -> int | None:
-        # Without a history target the domain is a function of the transition alone: cache it.
-        # (Only cacheable transitions are ever stored, so a hit needs no further check.)
-        if t.index in self._domain_cache:
-            return self._domain_cache[t.index]
-        domain: int | None
-        cacheable = t.index >= 0 and not any(self._is_history[s] for s in t.targets)
+        if t.index in self._domains:  # (the accelerator's domains kept: a hit read inline)
+            return self._domains[t.index]
+        return self.accelerator.domain(t, self._transition_domain)
+
+    def _transition_domain(self, t: Transition) -> int | None:
         tstates = self.getEffectiveTargetStates(t)
         if not tstates:
-            domain = None
-        elif (
+            return None
+        if (
             t.internal
             and self.states[t.source].kind == Kind.COMPOUND
             and all(self.isDescendant(s, t.source) for s in tstates)
         ):
-            domain = t.source
-        else:
-            domain = self.findLCCA([t.source, *tstates])
-        if cacheable:
-            self._domain_cache[t.index] = domain
-        return domain
+            return t.source
+        return self.findLCCA([t.source, *tstates])
 
     def findLCCA(self, stateList: list[int]) -> int:
         head, tail = stateList[0], stateList[1:]
@@ -1363,83 +1349,77 @@ class Interpreter:
             self._run_action(action, block)
 
     def _run_action(self, action: Action, block: Block) -> None:
+        """Run one element of executable content; a failing one raises ``error.execution``
+        and skips the rest of its block (spec 4.9)."""
         try:
-            kind = type(action)
-            if kind is Raise:
-                assert isinstance(action, Raise)
-                event = self._raised.get(id(action))
-                if event is None:  # events are immutable: one per <raise> is enough
-                    event = self._raised[id(action)] = Event(action.event, INTERNAL)
-                self.internal_queue.append(event)
-                if self.tracing:
-                    self._emit(fx.TRACE_RAISED, event=event.to_dict())
-            elif kind is Assign:
-                assert isinstance(action, Assign)
-                if action.expr is not None:
-                    self.dm.assign(action.location, action.expr)
-                else:
-                    self.dm.assign_value(action.location, tagged(action.body))
-            elif kind is Log:
-                assert isinstance(action, Log)
-                value = plain(self.dm.evaluate(action.expr)) if action.expr is not None else None
-                size = _json_bytes(action.label) + _json_bytes(value)
-                self._log_bytes += size
-                if self._log_bytes > self.budgets.log_bytes:
-                    raise BudgetExceeded("log_bytes", self.budgets.log_bytes, self._log_bytes)
-                # (measured once, for both budgets)
-                self._append(fx.LOG, {"label": action.label, "value": value}, size)
-            elif kind is If:
-                assert isinstance(action, If)
-                for cond, branch in action.branches:
-                    if cond is None or self.dm.evaluate_cond(cond):
-                        self._run_actions(branch, block)
-                        break
-            elif kind is Send:
-                assert isinstance(action, Send)
-                self.send(action, block)
-            elif kind is Cancel:
-                assert isinstance(action, Cancel)
-                sendid = (
-                    action.sendid if action.sendid is not None else self._string(action.sendidexpr)
-                )
-                self.n_ordinal += 1
-                self._emit(
-                    fx.CANCEL,
-                    send_id=sendid,
-                    ordinal=self.n_ordinal,
-                    content_index=action.content_index,
-                    owner=block.owner,
-                )
-            elif kind is Script:
-                assert isinstance(action, Script)
-                self.dm.run_script(action.script)
-            elif kind is Foreach:
-                assert isinstance(action, Foreach)
-                failed: list[_Stop] = []
-
-                def body() -> bool:
-                    self._foreach_iterations += 1
-                    if self._foreach_iterations > self.budgets.foreach_iterations:
-                        raise BudgetExceeded(
-                            "foreach_iterations",
-                            self.budgets.foreach_iterations,
-                            self._foreach_iterations,
-                        )
-                    if self._clock is not None:
-                        self._check_time()
-                    try:
-                        self._run_actions(action.actions, block)
-                    except _Stop as stop:
-                        failed.append(stop)
-                        return False
-                    return True
-
-                self.dm.foreach(action.array, action.item, action.index, body)
-                if failed:
-                    raise failed[0]
+            self._performers[type(action)](action, block)
         except DatamodelError as exc:
             self._raise_error("error.execution", str(exc), reason=exc.reason, where=action)
             raise _Stop() from None
+
+    def _raise(self, action: Raise, block: Block) -> None:
+        event = self.accelerator.raised(action)
+        self.internal_queue.append(event)
+        if self.tracing:
+            self._emit(fx.TRACE_RAISED, event=event.to_dict())
+
+    def _assign(self, action: Assign, block: Block) -> None:
+        if action.expr is not None:
+            self.dm.assign(action.location, action.expr)
+        else:
+            self.dm.assign_value(action.location, tagged(action.body))
+
+    def _log(self, action: Log, block: Block) -> None:
+        value = plain(self.dm.evaluate(action.expr)) if action.expr is not None else None
+        size = _json_bytes(action.label) + _json_bytes(value)
+        self._log_bytes += size
+        if self._log_bytes > self.budgets.log_bytes:
+            raise BudgetExceeded("log_bytes", self.budgets.log_bytes, self._log_bytes)
+        # (measured once, for both budgets)
+        self._append(fx.LOG, {"label": action.label, "value": value}, size)
+
+    def _if(self, action: If, block: Block) -> None:
+        for cond, branch in action.branches:
+            if cond is None or self.dm.evaluate_cond(cond):
+                self._run_actions(branch, block)
+                return
+
+    def _cancel(self, action: Cancel, block: Block) -> None:
+        sendid = action.sendid if action.sendid is not None else self._string(action.sendidexpr)
+        self.n_ordinal += 1
+        self._emit(
+            fx.CANCEL,
+            send_id=sendid,
+            ordinal=self.n_ordinal,
+            content_index=action.content_index,
+            owner=block.owner,
+        )
+
+    def _script(self, action: Script, block: Block) -> None:
+        self.dm.run_script(action.script)
+
+    def _foreach(self, action: Foreach, block: Block) -> None:
+        failed: list[_Stop] = []
+
+        def body() -> bool:
+            self._foreach_iterations += 1
+            if self._foreach_iterations > self.budgets.foreach_iterations:
+                raise BudgetExceeded(
+                    "foreach_iterations", self.budgets.foreach_iterations,
+                    self._foreach_iterations,
+                )
+            if self._clock is not None:
+                self._check_time()
+            try:
+                self._run_actions(action.actions, block)
+            except _Stop as stop:
+                failed.append(stop)
+                return False
+            return True
+
+        self.dm.foreach(action.array, action.item, action.index, body)
+        if failed:
+            raise failed[0]
 
     def _string(self, expr: Any) -> str:
         value = self.dm.evaluate(expr)
@@ -1448,30 +1428,11 @@ class Interpreter:
     # ==== <send> (spec 6.2) ====================================================================
 
     def send(self, action: Send, block: Block) -> None:
-        dm = self.dm
         # Evaluate everything first: a failure sends nothing (spec 6.2, test 553).
-        name = (
-            action.event
-            if action.event is not None
-            else (self._string(action.eventexpr) if action.eventexpr is not None else None)
-        )
-        target = (
-            action.target
-            if action.target is not None
-            else (self._string(action.targetexpr) if action.targetexpr is not None else None)
-        )
-        send_type = (
-            action.type
-            if action.type is not None
-            else (self._string(action.typeexpr) if action.typeexpr is not None else None)
-        )
-        if action.delayexpr is not None:
-            delay_text = self._string(action.delayexpr)
-            delay_ms = parse_time(delay_text)
-            if delay_ms is None:
-                raise DatamodelError(f"<send> delayexpr: {time_problem(delay_text)}")
-        else:
-            delay_ms = action.delay_ms or 0
+        name = self._attribute(action.event, action.eventexpr) or ""
+        target = self._attribute(action.target, action.targetexpr)
+        send_type = self._attribute(action.type, action.typeexpr)
+        delay_ms = self._delay_ms(action)
         if action.content is not None:
             data = self._content_value(action.content)
             payload = "content"  # (an I/O processor such as Basic HTTP sends it as the body)
@@ -1481,100 +1442,124 @@ class Interpreter:
         self.n_send += 1  # the send's ordinal (and its generated id)
         send_id = action.id if action.id is not None else f"send_{self.n_send}"
         if action.idlocation is not None:
-            dm.assign_value(action.idlocation, send_id)
-        author_id = action.id is not None or action.idlocation is not None
-        if name is None:
-            name = ""
-        origin = f"#_scxml_{self.session_id}"
-        sendid = send_id if author_id else None
-        resolved: Target | None
+            self.dm.assign_value(action.idlocation, send_id)
         if send_type is None or send_type in SCXML_SEND_TYPES:
             resolved = self._resolve_target(target, send_id, action)
-            if resolved is None:
-                return
         else:
-            route = self._host.types.route_for(send_type)
-            if route is None:  # spec 6.2.4: a type the platform does not support
-                self._raise_error(
-                    "error.execution", f"<send> type {send_type!r} is not supported", send_id,
-                    where=action,
-                )
-                raise _Stop()
-            answer = self._host.check_route(route, send_type, target)
-            if answer.verdict is RouteVerdict.INVALID:  # spec 6.2.4: an invalid target
-                self._raise_error(
-                    "error.execution",
-                    f"<send> target {target!r} is not valid for {send_type!r}: {answer.reason}",
-                    send_id,
-                    where=action,
-                )
-                raise _Stop()
-            if answer.verdict is RouteVerdict.UNREACHABLE:  # it cannot be dispatched
-                self._raise_error(
-                    "error.communication",
-                    f"<send> to {target!r} by {send_type!r} cannot be dispatched: "
-                    f"{answer.reason}",
-                    send_id,
-                    where=action,
-                )
-                return
-            resolved = Target(TargetKind.ROUTE, route=route, type=send_type, address=target)
-        kind = resolved.kind
-        if kind is TargetKind.INTERNAL and delay_ms <= 0:
-            internal = Event(name, INTERNAL, data, sendid=sendid, origin=origin,
-                             origintype=SCXML_PROCESSOR)
-            self.internal_queue.append(internal)
-            if self.tracing:
-                self._emit(fx.TRACE_RAISED, event=internal.to_dict())
+            resolved = self._route_target(send_type, target, send_id, action)
+        if resolved is None:
             return
-        if kind is TargetKind.INTERNAL:
-            event = Event(name, INTERNAL, data, sendid=sendid, origin=origin,
-                          origintype=SCXML_PROCESSOR)
-        elif kind is TargetKind.PARENT:
-            event = Event(name, EXTERNAL, data, sendid=sendid, origin=origin,
-                          origintype=SCXML_PROCESSOR, invokeid=self.invokeid)
-        else:
-            event = Event(name, EXTERNAL, data, sendid=sendid, origin=origin,
-                          origintype=SCXML_PROCESSOR)
-        if delay_ms > 0:
-            if kind is TargetKind.ROUTE and not self._host.types.route_timers:
-                # No timer queue for delayed route sends here: refused, never dropped.
-                self._raise_error(
-                    "error.communication",
-                    f"<send> with a delay by {send_type!r}: this host has no timer queue for "
-                    "delayed sends on routes",
-                    send_id,
-                    where=action,
-                )
-                return
-            if not self._host.types.timers:
-                # The host keeps no delayed sends: it cannot dispatch this one (spec 6.2).
-                self._raise_error(
-                    "error.communication",
-                    "<send> with a delay: this host has no timer queue for delayed sends",
-                    send_id,
-                    where=action,
-                )
-                return
-            self.n_ordinal += 1
-            self._emit(
-                fx.SEND_DELAYED,
-                target=resolved,
-                event=event.to_dict(),
-                send_id=send_id,
-                send_ordinal=self.n_send,
-                payload=payload,
-                delay_ms=delay_ms,
-                ordinal=self.n_ordinal,
-                content_index=action.content_index,
-                owner=block.owner,
-                id_from_author=action.id is not None,
-            )
+        author_id = action.id is not None or action.idlocation is not None
+        event = Event(
+            name,
+            INTERNAL if resolved.kind is TargetKind.INTERNAL else EXTERNAL,
+            data,
+            sendid=send_id if author_id else None,
+            origin=f"#_scxml_{self.session_id}",
+            origintype=SCXML_PROCESSOR,
+            invokeid=self.invokeid if resolved.kind is TargetKind.PARENT else None,
+        )
+        if resolved.kind is TargetKind.INTERNAL and delay_ms <= 0:
+            self.internal_queue.append(event)
+            if self.tracing:
+                self._emit(fx.TRACE_RAISED, event=event.to_dict())
+        elif delay_ms > 0:
+            self._send_delayed(action, block, resolved, event, send_id, payload, delay_ms)
         else:
             self._emit(
                 fx.SEND, target=resolved, event=event.to_dict(), send_id=send_id,
                 send_ordinal=self.n_send, payload=payload,
             )
+
+    def _attribute(self, value: str | None, expr: Any) -> str | None:
+        """An attribute given as a value or as an expression (``event``/``eventexpr``...)."""
+        if value is not None:
+            return value
+        return self._string(expr) if expr is not None else None
+
+    def _delay_ms(self, action: Send) -> int:
+        if action.delayexpr is None:
+            return action.delay_ms or 0
+        delay_text = self._string(action.delayexpr)
+        delay_ms = parse_time(delay_text)
+        if delay_ms is None:
+            raise DatamodelError(f"<send> delayexpr: {time_problem(delay_text)}")
+        return delay_ms
+
+    def _route_target(
+        self, send_type: str, target: str | None, send_id: str, action: Send
+    ) -> Target | None:
+        """Where a send of a host type goes (a route); None (with an error event raised) when
+        it cannot be dispatched."""
+        route = self._host.types.route_for(send_type)
+        if route is None:  # spec 6.2.4: a type the platform does not support
+            self._raise_error(
+                "error.execution", f"<send> type {send_type!r} is not supported", send_id,
+                where=action,
+            )
+            raise _Stop()
+        answer = self._host.check_route(route, send_type, target)
+        if answer.verdict is RouteVerdict.INVALID:  # spec 6.2.4: an invalid target
+            self._raise_error(
+                "error.execution",
+                f"<send> target {target!r} is not valid for {send_type!r}: {answer.reason}",
+                send_id,
+                where=action,
+            )
+            raise _Stop()
+        if answer.verdict is RouteVerdict.UNREACHABLE:  # it cannot be dispatched
+            self._raise_error(
+                "error.communication",
+                f"<send> to {target!r} by {send_type!r} cannot be dispatched: {answer.reason}",
+                send_id,
+                where=action,
+            )
+            return None
+        return Target(TargetKind.ROUTE, route=route, type=send_type, address=target)
+
+    def _send_delayed(
+        self,
+        action: Send,
+        block: Block,
+        resolved: Target,
+        event: Event,
+        send_id: str,
+        payload: str | None,
+        delay_ms: int,
+    ) -> None:
+        if resolved.kind is TargetKind.ROUTE and not self._host.types.route_timers:
+            # No timer queue for delayed route sends here: refused, never dropped.
+            self._raise_error(
+                "error.communication",
+                f"<send> with a delay by {resolved.type!r}: this host has no timer queue for "
+                "delayed sends on routes",
+                send_id,
+                where=action,
+            )
+            return
+        if not self._host.types.timers:
+            # The host keeps no delayed sends: it cannot dispatch this one (spec 6.2).
+            self._raise_error(
+                "error.communication",
+                "<send> with a delay: this host has no timer queue for delayed sends",
+                send_id,
+                where=action,
+            )
+            return
+        self.n_ordinal += 1
+        self._emit(
+            fx.SEND_DELAYED,
+            target=resolved,
+            event=event.to_dict(),
+            send_id=send_id,
+            send_ordinal=self.n_send,
+            payload=payload,
+            delay_ms=delay_ms,
+            ordinal=self.n_ordinal,
+            content_index=action.content_index,
+            owner=block.owner,
+            id_from_author=action.id is not None,
+        )
 
     def _resolve_target(self, target: str | None, send_id: str, action: Send) -> Target | None:
         """Where an SCXML send goes; None (with an error event raised) when it cannot go."""

@@ -31,6 +31,7 @@ from typing import Any
 
 import quickjs
 
+from statecharts.core.datamodel import refusals
 from statecharts.core.datamodel.base import (
     MAX_VALUE_DEPTH,
     Datamodel,
@@ -43,6 +44,8 @@ from statecharts.core.model import Data, Expr
 
 _SANDBOX = resources.files("statecharts.core.datamodel").joinpath("sandbox.js").read_text()
 # The prelude evaluates to a function taking the codec's source, which it compiles on first use.
+# What the realm refuses, removes or fixes (refusals.py), as the prelude reads it.
+_REFUSALS = refusals.as_json()
 _PRELUDE, _CODEC = _SANDBOX.split("\n// ==== codec: compiled on first use (loadCodec above) ====\n")
 # What a call into QuickJS can raise: what the engine threw (the prelude turns everything
 # chart code throws into text first), and the binding's own conversion errors.
@@ -158,7 +161,7 @@ class _Engine:
         self.context.set_memory_limit(limits.memory_bytes)
         self.context.set_max_stack_size(limits.stack_bytes)
         self.context.set_time_limit(limits.time_ms / 1000)
-        pick = self.context.eval(_PRELUDE)(_CODEC, MAX_VALUE_DEPTH)
+        pick = self.context.eval(_PRELUDE)(_CODEC, MAX_VALUE_DEPTH, _REFUSALS)
         self.functions: dict[str, Any] = {name: pick(name) for name in _ENGINE_FUNCTIONS}
         # (wrapper name or "", text) -> compiled chart function; each is frozen and stateless,
         # so sessions share them.

@@ -14,7 +14,7 @@
 // 4. defines the engine: wrappers that run chart code and turn whatever it throws into a
 //    plain message (never a value whose conversion would run chart code), the snapshot that
 //    writes only what restore reads back, and restore.
-(function (CODEC, MAX_DEPTH) {
+(function (CODEC, MAX_DEPTH, REFUSALS) {
   "use strict";
   const g = globalThis;
 
@@ -41,6 +41,8 @@
   const indirectEval = g.eval;
   const TAG = "$sc";
   const hasOwn = (o, k) => apply(hasOwnProperty, o, [k]);
+  // What the realm refuses, removes or fixes: one declared table (refusals.py, as JSON).
+  const T = parse(REFUSALS);
 
   // ---- 2. determinism -------------------------------------------------------------------
   // Every function the machinery puts where chart code can reach it is frozen with the
@@ -52,28 +54,21 @@
   } }.refused);
   const SafeDate = new RealProxy(RealDate, {
     construct(target, args, newTarget) {
-      if (args.length === 0) refuse("new Date() without arguments")();
+      if (args.length === 0) refuse(T.date_constructed_without_arguments)();
       return R.construct(target, args, newTarget);
     },
-    apply: refuse("Date()"),
+    apply: refuse(T.date_called),
   });
-  RealDate.now = refuse("Date.now()");
+  for (const [holder, member, what] of T.refused_calls) g[holder][member] = refuse(what);
   DateProto.constructor = SafeDate;
   g.Date = SafeDate;
-  Math.random = refuse("Math.random()");
-  // Removed: the clock; what garbage collection decides (WeakRef.deref, finalizers); a job
-  // queue that no step ever runs.
-  // Proxies: a snapshot must read a value without running chart code, and every question
-  // asked of a proxy (its prototype, its keys) runs its handler.
-  for (const name of ["performance", "WeakRef", "FinalizationRegistry", "queueMicrotask", "Proxy"]) {
-    delete g[name];
-  }
-  // QuickJS keeps these two in the context, behind setters: replaced by read-only values.
-  for (const name of ["prepareStackTrace", "stackTraceLimit"]) {
-    const d = gopd(g.Error, name);
+  for (const name of T.removed_globals) delete g[name];
+  for (const [holderName, name] of T.fixed_members) {
+    const holder = g[holderName];
+    const d = gopd(holder, name);
     if (d !== undefined && d.configurable) {
-      defineProperty(g.Error, name, { value: d.get ? apply(d.get, g.Error, []) : d.value,
-                                      writable: false, enumerable: false, configurable: false });
+      defineProperty(holder, name, { value: d.get ? apply(d.get, holder, []) : d.value,
+                                     writable: false, enumerable: false, configurable: false });
     }
   }
 
@@ -107,8 +102,8 @@
     if (o === g) { try { checkGlobalDefine(key, d); } catch (e) { return false; } }
     return realReflectDefine(o, key, d);
   } }.defineProperty);
-  for (const [holder, name] of [[O, "freeze"], [O, "seal"], [O, "preventExtensions"],
-                                [R, "preventExtensions"], [O, "setPrototypeOf"], [R, "setPrototypeOf"]]) {
+  for (const [holderName, name] of T.refused_on_the_global_object) {
+    const holder = g[holderName];
     const real = holder[name];
     const reflect = holder === R;
     holder[name] = expose({ [name](o, ...rest) {
@@ -116,7 +111,7 @@
       return apply(real, holder, [o, ...rest]);
     } }[name]);
   }
-  for (const name of ["__defineGetter__", "__defineSetter__"]) {
+  for (const name of T.accessors_refused_on_the_global_object) {
     const real = ObjectProto[name];
     ObjectProto[name] = expose({ [name](...args) {
       if (this === g) refuseOnGlobal("an accessor");

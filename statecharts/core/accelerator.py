@@ -1,0 +1,183 @@
+"""The interpreter's accelerator: answers of Appendix D that are worked out once and kept.
+
+The interpreter (``statecharts.core.interpreter``) reads as the spec: each event it selects
+transitions by walking the atomic states and their ancestors, each microstep it computes the
+exit and entry sets. Many of those answers depend on the chart alone (or on the chart and a
+key such as the event's name), so the interpreter asks for them through this module, which
+computes each one the first time and keeps it:
+
+- the transitions of a state and its ancestors whose descriptors match an event name
+  (``matching``), and the eventless ones (``eventless``);
+- a transition's domain, when it has no history target (``domain``);
+- a single transition's entry set, when its computation met no history state (``entry_set``);
+- the ids of the states of a configuration (``ids``; the ECMAScript datamodel keeps the list
+  it was last given, so the same configuration gives the same list object);
+- the event a ``<raise>`` puts on the internal queue (events are immutable).
+
+With the accelerator off (``Interpreter(chart, accelerated=False)``, or the environment
+variable ``STATECHARTS_ACCELERATOR=off`` for every interpreter of the process) each answer is
+computed again every time it is asked for: the same effects, only slower
+(tests/core/test_accelerator.py holds that). The step budgets (``core/budget.py``) are not
+here: they are the interpreter's, and are on either way.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, Generic, TypeVar
+
+from statecharts.core.events import INTERNAL, Event
+from statecharts.core.model import Raise, StateNode, Transition
+
+# Bounds of the tables whose keys come from outside the chart (event names) or grow with its
+# run (configurations): a table that reaches its bound starts again empty.
+_EVENT_NAMES = 1024
+_CONFIGURATIONS = 1024
+
+ENABLED = os.environ.get("STATECHARTS_ACCELERATOR", "on").strip().lower() not in (
+    "off", "0", "false", "no",
+)
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+EntrySet = tuple[list[int], frozenset[int], dict[int, Any]]
+
+
+class _Kept(dict, Generic[K, V]):  # type: ignore[type-arg]
+    """``table[key]`` is ``compute(key)``, computed on first use and kept (a hit is one dict
+    lookup, in C)."""
+
+    __slots__ = ("_compute",)
+
+    def __init__(self, compute: Callable[[Any], Any]) -> None:
+        super().__init__()
+        self._compute = compute
+
+    def __missing__(self, key: Any) -> Any:
+        value = self[key] = self._compute(key)
+        return value
+
+
+class _Recomputing:
+    """The same table, computed every time: ``table[key]`` calls ``compute(key)``."""
+
+    __slots__ = ("_compute",)
+
+    def __init__(self, compute: Callable[[Any], Any]) -> None:
+        self._compute = compute
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._compute(key)
+
+
+class Accelerator:
+    """What one interpreter keeps about its chart between events. One per interpreter."""
+
+    enabled = True
+
+    def __init__(self, states: Sequence[StateNode]) -> None:
+        self._states = states
+        # Event name -> (state -> matching transitions): read by the interpreter directly.
+        self.tables: dict[str, Any] = {}
+        # Transition index -> domain, for the domains kept: read by the interpreter directly.
+        self.domains: dict[int, int | None] = {}
+        # Transition index -> entry set, for those kept: read by the interpreter directly.
+        self.entry_sets: dict[int, EntrySet] = {}
+        self._ids: dict[tuple[int, ...], list[str]] = {}
+        self._raised: dict[int, Event] = {}
+
+    def _table(self, compute: Callable[[Any], Any]) -> Any:
+        return _Kept(compute)
+
+    def matching(
+        self, event: Event, compute: Callable[[int, Event], tuple[Transition, ...]]
+    ) -> Any:
+        """For ``event``'s name: state index -> ``compute(state, event)`` (the transitions of
+        the state and its ancestors whose descriptors match the name), kept in ``tables``."""
+        if len(self.tables) >= _EVENT_NAMES:  # (names come from outside)
+            self.tables.clear()
+        table = self.tables[event.name] = self._table(lambda state: compute(state, event))
+        return table
+
+    def eventless(self, compute: Callable[[int], tuple[Transition, ...]]) -> Any:
+        """State index -> ``compute(state)`` (its and its ancestors' eventless transitions)."""
+        return self._table(compute)
+
+    def domain(self, t: Transition, compute: Callable[[Transition], int | None]) -> int | None:
+        """``compute(t)``, kept when it is a function of the transition alone (no target is
+        a history state, whose meaning depends on the history values)."""
+        found = compute(t)
+        if t.index >= 0 and not any(self._states[s].is_history for s in t.targets):
+            self.domains[t.index] = found
+        return found
+
+    def entry_set(
+        self, transitions: list[Transition], compute: Callable[[list[Transition]], Any]
+    ) -> EntrySet:
+        """``compute(transitions)``: (states to enter in entry order, states for default
+        entry, default history content, history met); kept for a single transition whose
+        computation met no history state (then it depends on the transition alone)."""
+        single = len(transitions) == 1 and transitions[0].index >= 0
+        if single:
+            kept = self.entry_sets.get(transitions[0].index)
+            if kept is not None:
+                return kept
+        ordered, defaults, history_content, history_met = compute(transitions)
+        entry: EntrySet = (ordered, defaults, history_content)
+        if single and not history_met:
+            self.entry_sets[transitions[0].index] = entry
+        return entry
+
+    def ids(self, configuration: tuple[int, ...]) -> list[str]:
+        """The ids of the states ``configuration`` (sorted indexes) holds, in that order."""
+        ids = self._ids.get(configuration)
+        if ids is None:
+            if len(self._ids) >= _CONFIGURATIONS:
+                self._ids.clear()
+            states = self._states
+            ids = self._ids[configuration] = [states[i].id for i in configuration]
+        return ids
+
+    def raised(self, action: Raise) -> Event:
+        """The event ``action`` (a ``<raise>``) puts on the internal queue."""
+        event = self._raised.get(id(action))
+        if event is None:
+            event = self._raised[id(action)] = Event(action.event, INTERNAL)
+        return event
+
+
+class Unaccelerated(Accelerator):
+    """The accelerator off: every answer computed when asked for, nothing kept."""
+
+    enabled = False
+
+    def _table(self, compute: Callable[[Any], Any]) -> Any:
+        return _Recomputing(compute)
+
+    def matching(
+        self, event: Event, compute: Callable[[int, Event], tuple[Transition, ...]]
+    ) -> Any:
+        return _Recomputing(lambda state: compute(state, event))  # (tables stays empty)
+
+    def domain(self, t: Transition, compute: Callable[[Transition], int | None]) -> int | None:
+        return compute(t)
+
+    def entry_set(
+        self, transitions: list[Transition], compute: Callable[[list[Transition]], Any]
+    ) -> EntrySet:
+        ordered, defaults, history_content, _ = compute(transitions)
+        return ordered, defaults, history_content
+
+    def ids(self, configuration: tuple[int, ...]) -> list[str]:
+        states = self._states
+        return [states[i].id for i in configuration]
+
+    def raised(self, action: Raise) -> Event:
+        return Event(action.event, INTERNAL)
+
+
+def accelerator_for(states: Sequence[StateNode], enabled: bool | None = None) -> Accelerator:
+    """The accelerator of one interpreter; ``enabled`` None: as ``ENABLED`` (the environment)."""
+    on = ENABLED if enabled is None else enabled
+    return Accelerator(states) if on else Unaccelerated(states)
