@@ -30,6 +30,18 @@ from django.db import migrations, models
 # PostgreSQL: one PL/pgSQL function for the three triggers. An update moves an exited
 # state's row to an entered state (one row version, one index entry), and deletes or inserts
 # the rest; a change of chart rewrites them all.
+# The states a row's active_states holds: the strings of its array. A damaged value (not an
+# array, or with other elements) holds no states rather than failing every write of its row.
+_POSTGRES_STATES_OF = """
+CREATE OR REPLACE FUNCTION statecharts_states_of(states jsonb) RETURNS text[]
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT coalesce(array_agg(DISTINCT e #>> '{}'), '{}')
+    FROM jsonb_array_elements(
+        CASE WHEN jsonb_typeof(states) = 'array' THEN states ELSE '[]'::jsonb END
+    ) e
+    WHERE jsonb_typeof(e) = 'string'
+$$
+"""
 _POSTGRES_FUNCTION = """
 CREATE OR REPLACE FUNCTION statecharts_execution_states() RETURNS trigger
 LANGUAGE plpgsql AS $$
@@ -40,8 +52,7 @@ DECLARE
 BEGIN
     IF TG_OP = 'INSERT' THEN
         INSERT INTO statecharts_executionstate (state, chart_id, execution_id)
-        SELECT DISTINCT s, NEW.chart_id, NEW.id
-        FROM jsonb_array_elements_text(NEW.active_states) s
+        SELECT unnest(statecharts_states_of(NEW.active_states)), NEW.chart_id, NEW.id
         ON CONFLICT DO NOTHING;
         RETURN NULL;
     END IF;
@@ -49,20 +60,19 @@ BEGIN
             OR OLD.id IS DISTINCT FROM NEW.id THEN
         -- (by the primary key, from the states it held: no index on execution_id is needed)
         DELETE FROM statecharts_executionstate
-        WHERE state IN (SELECT jsonb_array_elements_text(OLD.active_states))
+        WHERE state = ANY(statecharts_states_of(OLD.active_states))
         AND chart_id = OLD.chart_id AND execution_id = OLD.id;
         IF TG_OP = 'UPDATE' THEN
             INSERT INTO statecharts_executionstate (state, chart_id, execution_id)
-            SELECT DISTINCT s, NEW.chart_id, NEW.id
-            FROM jsonb_array_elements_text(NEW.active_states) s
+            SELECT unnest(statecharts_states_of(NEW.active_states)), NEW.chart_id, NEW.id
             ON CONFLICT DO NOTHING;
         END IF;
         RETURN NULL;
     END IF;
-    SELECT coalesce(array_agg(DISTINCT x), '{}') INTO exited
-    FROM jsonb_array_elements_text(OLD.active_states) x WHERE NOT NEW.active_states ? x;
-    SELECT coalesce(array_agg(DISTINCT x), '{}') INTO entered
-    FROM jsonb_array_elements_text(NEW.active_states) x WHERE NOT OLD.active_states ? x;
+    exited := ARRAY(SELECT unnest(statecharts_states_of(OLD.active_states))
+                    EXCEPT SELECT unnest(statecharts_states_of(NEW.active_states)));
+    entered := ARRAY(SELECT unnest(statecharts_states_of(NEW.active_states))
+                     EXCEPT SELECT unnest(statecharts_states_of(OLD.active_states)));
     pairs := least(cardinality(exited), cardinality(entered));
     IF pairs > 0 THEN
         UPDATE statecharts_executionstate m SET state = p.entered
@@ -84,6 +94,7 @@ END $$
 """
 
 POSTGRES_TRIGGERS = (
+    _POSTGRES_STATES_OF,
     _POSTGRES_FUNCTION,
     "CREATE TRIGGER statecharts_execution_states_insert AFTER INSERT"
     " ON statecharts_execution FOR EACH ROW EXECUTE FUNCTION statecharts_execution_states()",
@@ -100,13 +111,15 @@ POSTGRES_DROP_TRIGGERS = (
     "DROP TRIGGER IF EXISTS statecharts_execution_states_update ON statecharts_execution",
     "DROP TRIGGER IF EXISTS statecharts_execution_states_delete ON statecharts_execution",
     "DROP FUNCTION IF EXISTS statecharts_execution_states()",
+    "DROP FUNCTION IF EXISTS statecharts_states_of(jsonb)",
 )
 POSTGRES_BACKFILL = (
     # (no step may change a configuration between the copy and the triggers)
     "LOCK TABLE statecharts_execution IN SHARE MODE",
+    _POSTGRES_STATES_OF,
     "INSERT INTO statecharts_executionstate (state, chart_id, execution_id)"
     " SELECT DISTINCT s, e.chart_id, e.id FROM statecharts_execution e,"
-    " jsonb_array_elements_text(e.active_states) s",
+    " unnest(statecharts_states_of(e.active_states)) s",
 )
 GIN_INDEX = (
     "CREATE INDEX IF NOT EXISTS statecharts_execution_active_states"
@@ -120,7 +133,9 @@ SQLITE_TRIGGERS = (
     """CREATE TRIGGER statecharts_execution_states_insert AFTER INSERT ON statecharts_execution
 BEGIN
     INSERT OR IGNORE INTO statecharts_executionstate (state, chart_id, execution_id)
-    SELECT DISTINCT value, NEW.chart_id, NEW.id FROM json_each(NEW.active_states);
+    SELECT DISTINCT value, NEW.chart_id, NEW.id FROM json_each(CASE WHEN json_type(NEW.active_states) = 'array'
+        THEN NEW.active_states ELSE '[]' END)
+    WHERE type = 'text';
 END""",
     """CREATE TRIGGER statecharts_execution_states_update
 AFTER UPDATE OF active_states, chart_id, id ON statecharts_execution
@@ -128,17 +143,22 @@ WHEN OLD.active_states IS NOT NEW.active_states OR OLD.chart_id IS NOT NEW.chart
     OR OLD.id IS NOT NEW.id
 BEGIN
     DELETE FROM statecharts_executionstate
-    WHERE state IN (SELECT value FROM json_each(OLD.active_states))
+    WHERE state IN (SELECT value FROM json_each(CASE WHEN json_type(OLD.active_states) = 'array'
+        THEN OLD.active_states ELSE '[]' END) WHERE type = 'text')
     AND chart_id = OLD.chart_id AND execution_id = OLD.id
     AND (OLD.chart_id IS NOT NEW.chart_id OR OLD.id IS NOT NEW.id
-         OR state NOT IN (SELECT value FROM json_each(NEW.active_states)));
+         OR state NOT IN (SELECT value FROM json_each(CASE WHEN json_type(NEW.active_states) = 'array'
+        THEN NEW.active_states ELSE '[]' END) WHERE type = 'text'));
     INSERT OR IGNORE INTO statecharts_executionstate (state, chart_id, execution_id)
-    SELECT DISTINCT value, NEW.chart_id, NEW.id FROM json_each(NEW.active_states);
+    SELECT DISTINCT value, NEW.chart_id, NEW.id FROM json_each(CASE WHEN json_type(NEW.active_states) = 'array'
+        THEN NEW.active_states ELSE '[]' END)
+    WHERE type = 'text';
 END""",
     """CREATE TRIGGER statecharts_execution_states_delete AFTER DELETE ON statecharts_execution
 BEGIN
     DELETE FROM statecharts_executionstate
-    WHERE state IN (SELECT value FROM json_each(OLD.active_states))
+    WHERE state IN (SELECT value FROM json_each(CASE WHEN json_type(OLD.active_states) = 'array'
+        THEN OLD.active_states ELSE '[]' END) WHERE type = 'text')
     AND chart_id = OLD.chart_id AND execution_id = OLD.id;
 END""",
 )
@@ -150,7 +170,8 @@ SQLITE_DROP_TRIGGERS = (
 SQLITE_BACKFILL = (
     "INSERT INTO statecharts_executionstate (state, chart_id, execution_id)"
     " SELECT DISTINCT j.value, e.chart_id, e.id FROM statecharts_execution e,"
-    " json_each(e.active_states) j",
+    " json_each(CASE WHEN json_type(e.active_states) = 'array' THEN e.active_states"
+    " ELSE '[]' END) j WHERE j.type = 'text'",
 )
 
 

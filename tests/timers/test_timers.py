@@ -331,6 +331,14 @@ def test_due_query_uses_the_partial_index_order() -> None:
     due = list(Timer.objects.due(T0 + 3 * DAY))
     assert due[0].due == T0 and len(due) == 3
     assert list(Timer.objects.due(T0 + DAY)) == due[:1]
+    if connection.vendor == "postgresql":
+        # Three rows: whether the planner prefers a bitmap scan (then a sort) depends on the
+        # table's statistics of the moment. What is asserted is that the index can serve the
+        # query in its order, so the scans that would not show that are turned off, for this
+        # transaction only.
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL enable_bitmapscan = off")
+            cursor.execute("SET LOCAL enable_seqscan = off")
     plan = query_plan(Timer.objects.due(T0 + 3 * DAY))
     if connection.vendor == "postgresql":
         assert "Index Scan using timers_timer_due" in plan and "Sort" not in plan, plan
