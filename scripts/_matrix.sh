@@ -45,7 +45,7 @@ run_matrix_leg() {
         STATECHARTS_HOSTILE_EXAMPLES="${STATECHARTS_HOSTILE_EXAMPLES:-40}" \
         run_pytest "compatibility (3.13, $label)" "$venv/bin/python" -q \
         tests/stepper tests/timers tests/invocations tests/api tests/admin tests/commands \
-        tests/hostile tests/testing tests/project tests/architecture tests/attribution \
+        tests/hostile tests/testing tests/project tests/architecture tests/policies/attribution tests/fields \
         --deselect tests/admin/test_admin_browser.py
 }
 
