@@ -338,8 +338,8 @@ def _record_import(
 ) -> None:
     """The ``imported`` history entry: it holds the position, so replay starts from it."""
     redacted = bool(document.get("redacted"))
-    HistoryEntry.objects.using(database).create(
-        execution=execution,
+    HistoryEntry.of(
+        execution,
         seq=1,
         input={
             "kind": IMPORT_INPUT,
@@ -349,12 +349,10 @@ def _record_import(
             "position": blob.decode("utf-8"),
         },
         disposition=Disposition.IMPORTED,
-        status_after=execution.status,
-        configuration_after=execution.configuration,
         position_sha256=hashlib.sha256(blob).hexdigest(),
         reason="imported from an export" + (" (redacted)" if redacted else ""),
         created=now,
-    )
+    ).save(using=database, force_insert=True)
 
 
 def _load_parts(execution: Execution, parts_given: dict[str, tuple[Part, Any]]) -> None:
