@@ -4,7 +4,6 @@ on invoke handlers' invocations (``invocations.operating``), by id or by a filte
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -13,12 +12,11 @@ from django.db.models import Q
 from invocations import operating
 from invocations.models import Invocation, InvocationStatus
 from statecharts.management.statechart.common import (
+    act_on_rows,
     caller_options,
+    operator,
     positive_int,
-    step_refused,
-    user_named,
 )
-from statecharts.management.statechart.progress import Progress
 
 ACTIONS = {"retry-now": "retry_now", "cancel": "cancel"}
 
@@ -44,28 +42,19 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         action = ACTIONS[options["action"]]
-        user = user_named(options["as_user"]) if options["as_user"] else None
-        if user is not None and not user.has_perm(operating.PERMISSIONS[action]):
-            raise CommandError(f"not permitted: {operating.PERMISSIONS[action]} is needed")
+        user = operator(options, operating.PERMISSIONS[action])
         context = caller_options(options, user=user)["caller_context"]
         ids = list(options["ids"]) or self._select(options)
         act = operating.retry_now if action == "retry_now" else operating.cancel
-        outcomes: Counter[str] = Counter()
-        progress = Progress(self.stdout, total=len(ids), plain=options["verbosity"] >= 2)
-        for done, pk in enumerate(ids, 1):
-            try:
-                outcome = act(pk, reason=options["reason"], caller_context=context)
-            except Exception as exc:  # the refusal table's one line for each refusal
-                answer = step_refused(exc)
-                if len(ids) == 1:
-                    raise answer from None
-                outcome = "refused"
-                self.stderr.write(f"{pk}: {answer}")
-            outcomes[outcome] += 1
-            progress.update(done, f"{options['action']} {pk}: {outcome}")
-        progress.close()
-        said = ", ".join(f"{n} {outcome}" for outcome, n in sorted(outcomes.items()))
-        self.stdout.write(f"{options['action']}: {said or 'no invocations selected'}")
+        act_on_rows(
+            self.stdout,
+            self.stderr,
+            ids,
+            lambda pk: act(pk, reason=options["reason"], caller_context=context),
+            label=options["action"],
+            nothing="no invocations selected",
+            verbosity=options["verbosity"],
+        )
 
     def _select(self, options: dict[str, Any]) -> list[int]:
         if not (options["parent"] or options["type"] or options["waiting"]):

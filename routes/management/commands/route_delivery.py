@@ -7,7 +7,6 @@ permission is checked; without it the operator at the shell is trusted)."""
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -16,12 +15,11 @@ from routes import operating
 from routes.conf import route_settings
 from routes.models import RouteDelivery
 from statecharts.management.statechart.common import (
+    act_on_rows,
     caller_options,
+    operator,
     positive_int,
-    step_refused,
-    user_named,
 )
-from statecharts.management.statechart.progress import Progress
 
 ACTIONS = {"mark-delivered": "mark_delivered", "mark-failed": "mark_failed"}
 
@@ -45,9 +43,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         action = ACTIONS[options["action"]]
-        user = user_named(options["as_user"]) if options["as_user"] else None
-        if user is not None and not user.has_perm(operating.PERMISSIONS[action]):
-            raise CommandError(f"not permitted: {operating.PERMISSIONS[action]} is needed")
+        user = operator(options, operating.PERMISSIONS[action])
         context = caller_options(options, user=user)["caller_context"]
         ids = list(options["ids"])
         if not ids:
@@ -61,21 +57,14 @@ class Command(BaseCommand):
             if options["execution"]:
                 rows = rows.filter(execution_id=options["execution"])
             ids = list(rows.order_by("id").values_list("pk", flat=True)[: options["limit"]])
-        outcomes: Counter[str] = Counter()
-        progress = Progress(self.stdout, total=len(ids), plain=options["verbosity"] >= 2)
-        for done, pk in enumerate(ids, 1):
-            try:
-                outcome = operating.mark(
-                    pk, action, reason=options["reason"], caller_context=context
-                )
-            except Exception as exc:  # the refusal table's one line for each refusal
-                answer = step_refused(exc)
-                if len(ids) == 1:
-                    raise answer from None
-                outcome = "refused"
-                self.stderr.write(f"{pk}: {answer}")
-            outcomes[outcome] += 1
-            progress.update(done, f"{options['action']} {pk}: {outcome}")
-        progress.close()
-        said = ", ".join(f"{n} {outcome}" for outcome, n in sorted(outcomes.items()))
-        self.stdout.write(f"{options['action']}: {said or 'no deliveries selected'}")
+        act_on_rows(
+            self.stdout,
+            self.stderr,
+            ids,
+            lambda pk: operating.mark(
+                pk, action, reason=options["reason"], caller_context=context
+            ),
+            label=options["action"],
+            nothing="no deliveries selected",
+            verbosity=options["verbosity"],
+        )

@@ -16,6 +16,7 @@ from django.core.management.base import CommandError, OutputWrapper
 
 from statecharts import stepper
 from statecharts.exceptions import InvalidInput
+from statecharts.management.statechart.progress import Progress
 from statecharts.models import Chart, Execution
 from statecharts.operations.inspection import Unreadable
 from statecharts.policies import attribution, lookups, refusals
@@ -162,3 +163,44 @@ def step_refused(error: BaseException) -> CommandError:
     if refusal.reason is refusals.Reason.NOT_PERMITTED:
         return CommandError(f"not permitted: {refusal.detail}")
     return CommandError(refusal.detail)
+
+
+def operator(options: dict[str, Any], permission: str) -> Any:
+    """The user named by ``--as-user`` (None: the operator at the shell is trusted), refused
+    when they lack ``permission``."""
+    user = user_named(options["as_user"]) if options["as_user"] else None
+    if user is not None and not user.has_perm(permission):
+        raise CommandError(f"not permitted: {permission} is needed")
+    return user
+
+
+def act_on_rows(
+    stdout: OutputWrapper,
+    stderr: OutputWrapper,
+    ids: Sequence[int],
+    act: Callable[[int], str],
+    *,
+    label: str,
+    nothing: str,
+    verbosity: int,
+) -> None:
+    """An operator's action on each row, each its own step (``act(pk)`` returns its outcome),
+    with progress on a terminal and a count per outcome at the end. A refused row is reported
+    on stderr and the others go on; when one row was named, its refusal is the command's
+    error (the refusal table's one line)."""
+    outcomes: dict[str, int] = {}
+    progress = Progress(stdout, total=len(ids), plain=verbosity >= 2)
+    for done, pk in enumerate(ids, 1):
+        try:
+            outcome = act(pk)
+        except Exception as exc:  # the refusal table's one line for each refusal
+            answer = step_refused(exc)
+            if len(ids) == 1:
+                raise answer from None
+            outcome = "refused"
+            stderr.write(f"{pk}: {answer}")
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        progress.update(done, f"{label} {pk}: {outcome}")
+    progress.close()
+    said = ", ".join(f"{n} {outcome}" for outcome, n in sorted(outcomes.items()))
+    stdout.write(f"{label}: {said or nothing}")

@@ -8,7 +8,6 @@ The ``statechart`` command cannot carry it: ``statecharts`` never imports the ti
 
 from __future__ import annotations
 
-from collections import Counter
 from datetime import datetime
 from typing import Any
 
@@ -16,12 +15,11 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils.dateparse import parse_datetime
 
 from statecharts.management.statechart.common import (
+    act_on_rows,
     caller_options,
+    operator,
     positive_int,
-    step_refused,
-    user_named,
 )
-from statecharts.management.statechart.progress import Progress
 from timers import operating
 from timers.models import RouteTimer, Timer, TimerStatus
 
@@ -58,32 +56,28 @@ class Command(BaseCommand):
         due = _when(options["due"], "--due") if options["due"] else None
         if action is operating.Action.RESCHEDULE and due is None:
             raise CommandError("reschedule needs --due")
-        user = user_named(options["as_user"]) if options["as_user"] else None
         permissions = operating.ROUTE_PERMISSIONS if options["route"] else operating.PERMISSIONS
-        if user is not None and not user.has_perm(permissions[action]):
-            raise CommandError(f"not permitted: {permissions[action]} is needed")
+        user = operator(options, permissions[action])
         context = caller_options(options, user=user)["caller_context"]
         ids = self._select(options)
         run = _operation(action, route=options["route"])
-        outcomes: Counter[str] = Counter()
-        progress = Progress(self.stdout, total=len(ids), plain=options["verbosity"] >= 2)
-        for done, pk in enumerate(ids, 1):
+
+        def act(pk: int) -> str:
             try:
-                outcome = run(pk, due, options["reason"], context)
-            except operating.FireFailed as exc:
-                outcome = "failed"
+                return run(pk, due, options["reason"], context)
+            except operating.FireFailed as exc:  # rolled back, the timer unchanged
                 self.stderr.write(str(exc))
-            except Exception as exc:  # the refusal table's one line for each refusal
-                answer = step_refused(exc)
-                if done == 1 and len(ids) == 1:
-                    raise answer from None
-                outcome = "refused"
-                self.stderr.write(f"{pk}: {answer}")
-            outcomes[outcome] += 1
-            progress.update(done, f"{options['action']} {pk}: {outcome}")
-        progress.close()
-        said = ", ".join(f"{n} {outcome}" for outcome, n in sorted(outcomes.items()))
-        self.stdout.write(f"{options['action']}: {said or 'no rows selected'}")
+                return "failed"
+
+        act_on_rows(
+            self.stdout,
+            self.stderr,
+            ids,
+            act,
+            label=options["action"],
+            nothing="no rows selected",
+            verbosity=options["verbosity"],
+        )
 
     def _select(self, options: dict[str, Any]) -> list[int]:
         """The ids named, or those the filters select (pending timers; waiting route timers)."""
