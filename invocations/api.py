@@ -16,20 +16,15 @@ from typing import Any
 import django_filters
 from drf_spectacular.utils import extend_schema, extend_schema_field, extend_schema_view
 from rest_framework import mixins, serializers
-from rest_framework.decorators import action
-from rest_framework.request import Request
-from rest_framework.response import Response
 
 from invocations import operating
 from invocations.models import Invocation, InvocationStatus
-from statecharts import stepper
-from statecharts.api.exceptions import refused
 from statecharts.api.fields import JSONValueField
 from statecharts.api.filters import IntegerFilter
+from statecharts.api.operating import OperatorActions, operator_action
 from statecharts.api.serializers import NAMESPACE, StrictInput, execution_view
 from statecharts.api.views import APIViewSet
 from statecharts.operations.inspection import Unreadable
-from statecharts.policies import attribution
 
 
 class InvocationSerializer(serializers.ModelSerializer[Invocation]):
@@ -84,7 +79,9 @@ class InvocationOutcomeSerializer(serializers.Serializer):  # type: ignore[type-
     list=extend_schema(summary="List invocations (<invoke>s started by executions)"),
     retrieve=extend_schema(summary="An invocation"),
 )
-class InvocationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, APIViewSet):
+class InvocationViewSet(
+    OperatorActions, mixins.ListModelMixin, mixins.RetrieveModelMixin, APIViewSet
+):
     """Invocations: one row per <invoke> started, read-only (see docs/invocations.md)."""
 
     queryset = Invocation.objects.all()
@@ -92,42 +89,23 @@ class InvocationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, APIVie
     filterset_class = InvocationFilter
     action_permissions = {name: [perm] for name, perm in operating.PERMISSIONS.items()}
 
-    def _operate(self, request: Request, pk: str | None, name: str) -> Response:
-        body = InvocationActionSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        act = operating.retry_now if name == "retry_now" else operating.cancel
-        try:
-            asked = stepper.CallerContextRequest(
-                door=attribution.Door.API, headers=request.headers, user=request.user
-            )
-            context = stepper.admit(asked)
-            outcome = act(
-                int(pk or 0), reason=body.validated_data["reason"], caller_context=context
-            )
-        except Exception as exc:
-            answer = refused(exc)
-            if answer is None:
-                raise
-            raise answer from exc
-        return Response({"id": int(pk or 0), "outcome": outcome})
+    def act(self, name: str, row_id: int, values: dict[str, Any], context: dict[str, Any]) -> str:
+        do = operating.retry_now if name == "retry_now" else operating.cancel
+        return do(row_id, reason=values["reason"], caller_context=context)
 
-    @extend_schema(
+    retry_now = operator_action(
+        "retry_now",
+        url_path="retry-now",
         summary="Retry a waiting handler start now (an operator's action)",
-        request=InvocationActionSerializer,
-        responses=InvocationOutcomeSerializer,
+        body=InvocationActionSerializer,
+        answer=InvocationOutcomeSerializer,
     )
-    @action(detail=True, methods=["post"], url_path="retry-now", filter_backends=[])
-    def retry_now(self, request: Request, pk: str | None = None) -> Response:
-        return self._operate(request, pk, "retry_now")
-
-    @extend_schema(
+    cancel = operator_action(
+        "cancel",
         summary="Cancel an open handler invocation (an operator's action)",
-        request=InvocationActionSerializer,
-        responses=InvocationOutcomeSerializer,
+        body=InvocationActionSerializer,
+        answer=InvocationOutcomeSerializer,
     )
-    @action(detail=True, methods=["post"], filter_backends=[])
-    def cancel(self, request: Request, pk: str | None = None) -> Response:
-        return self._operate(request, pk, "cancel")
 
 
 @extend_schema_field(InvocationSerializer(many=True))

@@ -35,14 +35,13 @@ from routes.addresses import REASON_MAX_LENGTH, NoAddress, RotationNotPermitted,
 from routes.conf import route_settings
 from routes.models import DeliveryStatus, InboundAddress, RouteDelivery
 from statecharts import stepper
-from statecharts.api.exceptions import refused
 from statecharts.api.filters import IntegerFilter
+from statecharts.api.operating import OperatorActions, api_caller_context, operator_action
 from statecharts.api.serializers import NAMESPACE, StrictInput, execution_view
 from statecharts.api.views import APIViewSet
 from statecharts.exceptions import InvalidInput
 from statecharts.models import Execution
 from statecharts.operations.inspection import Unreadable
-from statecharts.policies import attribution
 
 
 class RouteDeliverySerializer(serializers.ModelSerializer[RouteDelivery]):
@@ -98,7 +97,9 @@ class MarkAnswerSerializer(serializers.Serializer):  # type: ignore[type-arg]
     list=extend_schema(summary="List route deliveries (the delivery ledger)"),
     retrieve=extend_schema(summary="A route delivery"),
 )
-class RouteDeliveryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, APIViewSet):
+class RouteDeliveryViewSet(
+    OperatorActions, mixins.ListModelMixin, mixins.RetrieveModelMixin, APIViewSet
+):
     """The delivery ledger: one row per route send's idempotency key (docs/routes.md); an
     operator may record the fate of one in doubt (``mark-delivered``, ``mark-failed``)."""
 
@@ -107,42 +108,23 @@ class RouteDeliveryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, API
     filterset_class = RouteDeliveryFilter
     action_permissions = {name: [permission] for name, permission in operating.PERMISSIONS.items()}
 
-    def _mark(self, request: Request, pk: str | None, action: str) -> Response:
-        body = MarkRequestSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        try:
-            asked = stepper.CallerContextRequest(
-                door=attribution.Door.API, headers=request.headers, user=request.user
-            )
-            context = stepper.admit(asked)
-            outcome = operating.mark(
-                int(pk or 0), action, reason=body.validated_data["reason"],
-                caller_context=context,
-            )  # fmt: skip
-        except Exception as exc:
-            answer = refused(exc)
-            if answer is None:
-                raise
-            raise answer from exc
-        return Response({"id": int(pk or 0), "outcome": outcome})
+    def act(self, name: str, row_id: int, values: dict[str, Any], context: dict[str, Any]) -> str:
+        return operating.mark(row_id, name, reason=values["reason"], caller_context=context)
 
-    @extend_schema(
+    mark_delivered = operator_action(
+        "mark_delivered",
+        url_path="mark-delivered",
         summary="Mark a delivery in doubt delivered (an operator's record)",
-        request=MarkRequestSerializer,
-        responses=MarkAnswerSerializer,
+        body=MarkRequestSerializer,
+        answer=MarkAnswerSerializer,
     )
-    @action(detail=True, methods=["post"], url_path="mark-delivered", filter_backends=[])
-    def mark_delivered(self, request: Request, pk: str | None = None) -> Response:
-        return self._mark(request, pk, "mark_delivered")
-
-    @extend_schema(
+    mark_failed = operator_action(
+        "mark_failed",
+        url_path="mark-failed",
         summary="Mark a delivery in doubt failed (an operator's record)",
-        request=MarkRequestSerializer,
-        responses=MarkAnswerSerializer,
+        body=MarkRequestSerializer,
+        answer=MarkAnswerSerializer,
     )
-    @action(detail=True, methods=["post"], url_path="mark-failed", filter_backends=[])
-    def mark_failed(self, request: Request, pk: str | None = None) -> Response:
-        return self._mark(request, pk, "mark_failed")
 
 
 @extend_schema_field(RouteDeliverySerializer(many=True))
@@ -242,10 +224,7 @@ class InboundAddressViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, AP
         body = RotateRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
-            asked = stepper.CallerContextRequest(
-                door=attribution.Door.API, headers=request.headers, user=request.user
-            )
-            context = stepper.admit(asked)
+            context = api_caller_context(request)
             result = rotate(
                 execution,
                 reason=body.validated_data["reason"],

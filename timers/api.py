@@ -23,19 +23,14 @@ from typing import Any
 import django_filters
 from drf_spectacular.utils import extend_schema, extend_schema_field, extend_schema_view
 from rest_framework import mixins, serializers
-from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound
-from rest_framework.request import Request
 from rest_framework.response import Response
 
-from statecharts import stepper
-from statecharts.api.exceptions import refused
 from statecharts.api.fields import JSONValueField
 from statecharts.api.filters import IntegerFilter
+from statecharts.api.operating import OperatorActions, operator_action
 from statecharts.api.serializers import NAMESPACE, StrictInput, execution_view
 from statecharts.api.views import APIViewSet
 from statecharts.operations.inspection import Unreadable
-from statecharts.policies import attribution
 from timers import operating
 from timers.models import RouteTimer, Timer, TimerStatus
 
@@ -115,71 +110,42 @@ ACTION_PERMISSIONS = {
 }
 
 
-class OperatorActionsMixin:
-    """``fire-now``, ``cancel`` and ``reschedule`` on one row (``timers.operating``): the
-    caller context of the request, the reason (and due time) checked by a serializer, the
-    refusals answered as the refusal table says."""
+class OperatorActionsMixin(OperatorActions):
+    """``fire-now``, ``cancel`` and ``reschedule`` on one row (``timers.operating``, the
+    functions a viewset names in ``operations``), through the API's one operator-action path
+    (``statecharts.api.operating``); a fire now whose delivery failed is a 502."""
 
     action_permissions = ACTION_PERMISSIONS
     operations: dict[str, Callable[..., str]] = {}
 
-    def _operate(self, request: Request, pk: str | None, name: str, **data: Any) -> Response:
-        serializer_class = (
-            RescheduleSerializer if name == "reschedule" else OperatorActionSerializer
-        )
-        given = serializer_class(data=request.data)
-        given.is_valid(raise_exception=True)
-        values = dict(given.validated_data)
-        try:
-            asked = stepper.CallerContextRequest(
-                door=attribution.Door.API, headers=request.headers, user=request.user
-            )
-            context = stepper.admit(asked)
-            row_id = int(pk or "")
-        except ValueError as exc:  # InvalidInput is a ValueError; a pk that is no number
-            answer = refused(exc)
-            if answer is None:
-                raise NotFound() from exc
-            raise answer from exc
-        operation = self.operations[name]
-        args = (row_id, values.pop("due")) if name == "reschedule" else (row_id,)
-        try:
-            outcome = operation(*args, reason=values["reason"], caller_context=context)
-        except operating.FireFailed as exc:
-            return Response({"detail": str(exc), "reason": "failed"}, status=502)
-        except Exception as exc:
-            answer = refused(exc)
-            if answer is None:
-                raise
-            raise answer from exc
-        return Response({"id": row_id, "outcome": outcome})
+    def act(self, name: str, row_id: int, values: dict[str, Any], context: dict[str, Any]) -> str:
+        args = (row_id, values["due"]) if name == "reschedule" else (row_id,)
+        return self.operations[name](*args, reason=values["reason"], caller_context=context)
 
-    @extend_schema(
+    def failed(self, error: Exception) -> Response | None:
+        if isinstance(error, operating.FireFailed):
+            return Response({"detail": str(error), "reason": "failed"}, status=502)
+        return None
+
+    fire_now = operator_action(
+        "fire_now",
+        url_path="fire-now",
         summary="Fire now (an operator's action)",
-        request=OperatorActionSerializer,
-        responses=OperatorOutcomeSerializer,
+        body=OperatorActionSerializer,
+        answer=OperatorOutcomeSerializer,
     )
-    @action(detail=True, methods=["post"], url_path="fire-now")
-    def fire_now(self, request: Request, pk: str | None = None) -> Response:
-        return self._operate(request, pk, "fire_now")
-
-    @extend_schema(
+    cancel = operator_action(
+        "cancel",
         summary="Cancel (an operator's action)",
-        request=OperatorActionSerializer,
-        responses=OperatorOutcomeSerializer,
+        body=OperatorActionSerializer,
+        answer=OperatorOutcomeSerializer,
     )
-    @action(detail=True, methods=["post"])
-    def cancel(self, request: Request, pk: str | None = None) -> Response:
-        return self._operate(request, pk, "cancel")
-
-    @extend_schema(
+    reschedule = operator_action(
+        "reschedule",
         summary="Reschedule (an operator's action)",
-        request=RescheduleSerializer,
-        responses=OperatorOutcomeSerializer,
+        body=RescheduleSerializer,
+        answer=OperatorOutcomeSerializer,
     )
-    @action(detail=True, methods=["post"])
-    def reschedule(self, request: Request, pk: str | None = None) -> Response:
-        return self._operate(request, pk, "reschedule")
 
 
 @extend_schema_view(
