@@ -27,13 +27,17 @@ from rest_framework.serializers import BaseSerializer
 
 from statecharts import stepper
 from statecharts.api import filters, serializers
+from statecharts.api.erasure import ErasureAnswerSerializer, ErasureRequestSerializer
+from statecharts.api.erasure import run as run_erasure
 from statecharts.api.exceptions import Conflict, DiagramUnavailable, Refused, refused
 from statecharts.api.migration import MigrationRequestSerializer
 from statecharts.api.migration import run as run_migration
+from statecharts.api.operating import api_caller_context
 from statecharts.api.pagination import PageNumberPagination
 from statecharts.api.parsers import JSONParser
 from statecharts.api.permissions import CHANGE, VIEW, ModelPermissions
 from statecharts.api.renderers import SVGRenderer
+from statecharts.api.tracing import TraceAnswerSerializer, TraceRequestSerializer
 from statecharts.core.errors import StatechartError
 from statecharts.core.model import Chart as CompiledChart
 from statecharts.exceptions import InvalidInput, NeedsMigration, StepRefused, printable
@@ -41,7 +45,7 @@ from statecharts.models import Chart, Execution, ExecutionStatus
 from statecharts.models.charts import source_hash
 from statecharts.models.history import Disposition
 from statecharts.operations.inspection import history_entries, inspect
-from statecharts.policies import attribution, refusals
+from statecharts.policies import refusals
 
 ERRORS = {
     400: OpenApiResponse(description="Invalid input: the reasons, by field."),
@@ -89,6 +93,17 @@ FORBIDDEN_EVENT = OpenApiResponse(
 FORBIDDEN_START = OpenApiResponse(
     description="No permission to add executions, or STATECHARTS['START_PERMISSIONS'] "
     "refuses this chart to this user: 'reasons' lists why (nothing was started)."
+)
+FORBIDDEN_ERASE = OpenApiResponse(
+    description="No permission to erase executions (statecharts.erase_execution): nothing "
+    "was erased."
+)
+FORBIDDEN_TRACE = OpenApiResponse(
+    description="No permission to change executions (statecharts.change_execution)."
+)
+STILL_RUNNING = OpenApiResponse(
+    description="Some of the executions may still step and cancel was not asked for (reason "
+    "'refused'): nothing was erased."
 )
 FORBIDDEN_CANCEL = OpenApiResponse(
     description="No permission to change executions, or STATECHARTS['CANCEL_PERMISSIONS'] "
@@ -178,10 +193,7 @@ def _caller(request: Request) -> tuple[dict[str, Any], str | None]:
     (checked by the stepper's gate with the rest of the request); a 400 naming the header
     when the caller context is bad."""
     try:
-        asked = stepper.CallerContextRequest(
-            door=attribution.Door.API, headers=request.headers, user=request.user
-        )
-        context = stepper.admit(asked)
+        context = api_caller_context(request)
     except InvalidInput as exc:
         raise _refused(exc) from None
     return context, request.headers.get(IDEMPOTENCY_KEY_HEADER)
@@ -289,7 +301,9 @@ class ExecutionViewSet(
 ):
     """Executions: one durable run of a chart each. Every input (start, event, cancel) is one
     step of the stepper, one database transaction, recorded in the execution's history.
-    Start one with a chart id or a chart name (its latest version)."""
+    Start one with a chart id or a chart name (its latest version). An operator may also
+    migrate executions to another version of their chart, erase their personal data and
+    trace their steps: the admin's actions on executions, each here too."""
 
     queryset = Execution.objects.all()
     filterset_class = filters.ExecutionFilter
@@ -297,6 +311,8 @@ class ExecutionViewSet(
         "send": [CHANGE],
         "cancel": [CHANGE],
         "migrate": [CHANGE],
+        "erase": ["%(app_label)s.erase_%(model_name)s"],
+        "trace": [CHANGE],
         "history": [VIEW],
         "diagram": [VIEW],
     }
@@ -340,10 +356,14 @@ class ExecutionViewSet(
                     continue
                 if name not in known:
                     shown = name[:40].replace("\x00", "\\0")
-                    raise ValidationError({"fields": [
-                        f"{shown!r} is not a field the list adds; one of: "
-                        + ", ".join(sorted(known))
-                    ]})
+                    raise ValidationError(
+                        {
+                            "fields": [
+                                f"{shown!r} is not a field the list adds; one of: "
+                                + ", ".join(sorted(known))
+                            ]
+                        }
+                    )
                 asked[known[name]] = None
         self._list_fields = tuple(asked)
         return self._list_fields
@@ -354,6 +374,9 @@ class ExecutionViewSet(
         "retrieve": serializers.ExecutionDetailSerializer,
         "send": serializers.EventSerializer,
         "cancel": NoInput,
+        "migrate": MigrationRequestSerializer,
+        "erase": ErasureRequestSerializer,
+        "trace": TraceRequestSerializer,
         "history": serializers.HistoryEntrySerializer,
     }
 
@@ -500,6 +523,54 @@ class ExecutionViewSet(
         body = MigrationRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         return Response(run_migration(body.validated_data))
+
+    @extend_schema(
+        summary="Erase the personal data of executions (or a dry run)",
+        request=ErasureRequestSerializer,
+        responses={
+            200: ErasureAnswerSerializer,
+            400: ERRORS[400],
+            403: FORBIDDEN_ERASE,
+            409: STILL_RUNNING,
+        },
+    )
+    @action(detail=False, methods=["post"], filter_backends=[])
+    def erase(self, request: Request) -> Response:
+        """Erase the personal data of executions, given by id or by business key, and of the
+        children they invoked: their datamodel, donedata, metadata and business key, and the
+        data of every input, message, timer and invocation of theirs. It cannot be undone;
+        each gets an 'erased' entry in its history with your username and the reason.
+        Executions still running are refused unless cancel is true. dry_run says what would
+        be erased."""
+        body = ErasureRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        return Response(run_erasure(body.validated_data, requested_by=request.user.get_username()))
+
+    @extend_schema(
+        summary="Trace an execution's next steps, or stop (on: false)",
+        request=TraceRequestSerializer,
+        responses={
+            200: TraceAnswerSerializer,
+            400: ERRORS[400],
+            403: FORBIDDEN_TRACE,
+            404: ERRORS[404],
+        },
+    )
+    @action(detail=True, methods=["post"], filter_backends=[])
+    def trace(self, request: Request, pk: str | None = None) -> Response:
+        """Keep the core's trace of this execution's next steps in its history (the
+        transitions each microstep selected, the states exited and entered, the guards
+        evaluated, the events raised), or stop with on: false. Taken under the execution's
+        lock; it changes what is recorded, never what the chart does."""
+        execution = self.get_object()
+        body = TraceRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        on = body.validated_data["on"]
+        try:
+            changed = stepper.trace(execution.pk, on)
+        except Exception as exc:  # the refusal table says what each refusal answers
+            raise _refused(exc) from None
+        return Response({"execution": execution.pk, "tracing": on, "changed": changed})
 
     @extend_schema(
         summary="The execution's input history (oldest first)",

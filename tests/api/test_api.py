@@ -736,6 +736,8 @@ EXPECTED_PATHS = {
     "/api/executions/",
     "/api/executions/{id}/",
     "/api/executions/migrate/",
+    "/api/executions/erase/",
+    "/api/executions/{id}/trace/",
     "/api/executions/{id}/send/",
     "/api/executions/{id}/cancel/",
     "/api/executions/{id}/history/",
