@@ -367,6 +367,10 @@ API_WRITES = {
     ("execution-migrate", "post"): "chart migration: a MigrationRequest (its renames) "
     "through the gate: NO_STEP_DOORS['migration renames'] "
     "(test_an_api_error_never_echoes_what_it_cannot_print, test_unknown_fields_are_a_400)",
+    ("execution-erase", "post"): "erasure: an ErasureRequest (its reason) through the "
+    "gate: NO_STEP_DOORS['erase'] (tests/api/test_execution_actions.py)",
+    ("execution-trace", "post"): "tracing on or off: a boolean, no data into an execution "
+    "(tests/api/test_execution_actions.py)",
     ("chart-list", "post"): "chart load: a document, checked by the core, then a "
     "ChartLoadRequest (name, version) through the gate "
     "(test_a_chart_named_longer_than_its_column_is_refused_at_every_door)",
@@ -896,6 +900,18 @@ def _erase_through_the_command(reason: str, tmp_path: Any) -> str:
     return command_error("erase", str(execution.pk), "--reason", reason, "--yes")
 
 
+def _erase_through_the_api(reason: str, tmp_path: Any) -> str:
+    execution = Execution.objects.start(Chart.objects.load(LOAN))
+    api = APIClient()
+    api.force_authenticate(User.objects.create_superuser("dpo", password="pw"))
+    body = {"executions": [execution.pk], "reason": reason, "cancel": True}
+    response = api.post("/api/executions/erase/", body, format="json")
+    assert response.status_code == 400, response.content
+    execution.refresh_from_db()
+    assert execution.erased is None
+    return json.dumps(response.json())
+
+
 def _rename_through_python(old_id: str, tmp_path: Any) -> str:
     from statecharts.operations.chart_migration import MigrationPlan, PlanError
 
@@ -937,7 +953,10 @@ NO_STEP_DOORS = {
         (_load_through_python, "v" * 101, "version: is 101 characters long"),
         (_load_through_python, "v\x00", "version: must not contain a NUL character"),
     ],
-    "erase": [(_erase_through_the_command, "why\x00", "--reason must not contain a NUL")],
+    "erase": [
+        (_erase_through_the_command, "why\x00", "--reason must not contain a NUL"),
+        (_erase_through_the_api, "why\x00", '{"reason": ["must not contain a NUL'),
+    ],
     "migration renames": [
         (_rename_through_python, "re\x00view", "renames: must not contain a NUL character"),
         (_rename_through_python, "r" * 201, "renames: is 201 characters long"),

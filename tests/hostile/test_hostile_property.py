@@ -261,6 +261,7 @@ class Target:
     starts_of: Any = None
     loads_chart: bool = False
     migrates: bool = False  # a migration may move any execution (and write its history)
+    erases: bool = False  # an erasure may erase (or cancel first) any execution's rows
 
 
 def assert_only_the_target_changed(
@@ -272,7 +273,7 @@ def assert_only_the_target_changed(
         if model == "Execution" and (model, pk) not in before
     }
     for key, (_, values) in after.items():
-        if key in before:
+        if key in before or (target.erases and key[0] != "Execution"):
             continue
         model = key[0]
         owner = after[key][0]
@@ -290,6 +291,8 @@ def assert_only_the_target_changed(
         if str(owner) == str(target.execution) and owner is not None:
             continue
         if target.migrates and key[0] in ("Execution", "HistoryEntry"):
+            continue
+        if target.erases and key[0] != "Chart":
             continue
         assert after.get(key, (None, None))[1] == values, f"{key} changed by {target}"
 
@@ -390,7 +393,9 @@ def test_hostile_api_writes_never_fail_and_touch_only_their_target(
     target_id = data.draw(ids(world), label="id")
     names = st.one_of(st.sampled_from(["note", "log", "echo", "cancel.nudge", "approve"]), texts)
     endpoint = data.draw(
-        st.sampled_from(["send", "cancel", "start", "load", "migrate", "inbound"]),
+        st.sampled_from(
+            ["send", "cancel", "start", "load", "migrate", "erase", "trace", "inbound"]
+        ),
         label="endpoint",
     )
     if endpoint == "send":
@@ -423,6 +428,20 @@ def test_hostile_api_writes_never_fail_and_touch_only_their_target(
         }
         payload = data.draw(body(fields), label="body")
         url, target = "/api/executions/migrate/", Target(migrates=True)
+    elif endpoint == "erase":
+        fields = {
+            "executions": st.one_of(json_values, st.lists(ids(world), max_size=3)),
+            "business_key": st.one_of(texts, st.sampled_from(["loan-1", "loan-2"])),
+            "chart": st.one_of(st.just(target_id), st.sampled_from(["loan", "flat@1"]), texts),
+            "reason": st.one_of(texts, json_values),
+            "cancel": st.one_of(st.booleans(), texts),
+            "dry_run": st.one_of(st.booleans(), texts),
+        }
+        payload = data.draw(body(fields), label="body")
+        url, target = "/api/executions/erase/", Target(erases=True)
+    elif endpoint == "trace":
+        payload = data.draw(body({"on": st.one_of(st.booleans(), json_values)}), label="body")
+        url, target = f"/api/executions/{target_id}/trace/", Target(execution=target_id)
     elif endpoint == "inbound":
         # The Basic HTTP inbound view: the execution's signed address, a hostile event name
         # in the query or the body, any body (JSON, form, text, junk), any SCXML-Origin.
