@@ -26,8 +26,10 @@ runs, ``statecharts.api.permissions``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.decorators import action
@@ -50,9 +52,22 @@ def api_caller_context(request: Request) -> dict[str, Any]:
     return context
 
 
-class OperatorActions:
+class OutsideRequestTransactions:
+    """A viewset whose views never run inside ``ATOMIC_REQUESTS``' per-request transaction:
+    the stepper (and each operator action) commits its own transaction
+    (``transaction.atomic(durable=True)``), which cannot nest in another."""
+
+    @classmethod
+    def as_view(cls, actions: Any = None, **initkwargs: Any) -> Callable[..., Any]:
+        view = super().as_view(actions, **initkwargs)  # type: ignore[misc]
+        view._non_atomic_requests = set(settings.DATABASES)
+        return view  # type: ignore[no-any-return]
+
+
+class OperatorActions(OutsideRequestTransactions):
     """A mixin for an ``APIViewSet`` whose rows take operator actions: each action's view
-    (made by :func:`operator_action`) calls :meth:`operate`, which calls :meth:`act`."""
+    (made by :func:`operator_action`) calls :meth:`operate`, which calls :meth:`act`. Its
+    views run outside any request transaction (:class:`OutsideRequestTransactions`)."""
 
     def act(self, name: str, row_id: int, values: dict[str, Any], context: dict[str, Any]) -> str:
         """Do the action ``name`` on the row ``row_id``: ``values`` is the checked body

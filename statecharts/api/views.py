@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
-from django.conf import settings
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
@@ -32,7 +31,7 @@ from statecharts.api.erasure import run as run_erasure
 from statecharts.api.exceptions import Conflict, DiagramUnavailable, Refused, refused
 from statecharts.api.migration import MigrationRequestSerializer
 from statecharts.api.migration import run as run_migration
-from statecharts.api.operating import api_caller_context
+from statecharts.api.operating import OutsideRequestTransactions, api_caller_context
 from statecharts.api.pagination import PageNumberPagination
 from statecharts.api.parsers import JSONParser
 from statecharts.api.permissions import CHANGE, VIEW, ModelPermissions
@@ -297,7 +296,12 @@ LIST_FIELDS_PARAMETER = OpenApiParameter(
     ),
 )
 class ExecutionViewSet(
-    mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, APIViewSet
+    # The stepper commits each step itself: never inside ATOMIC_REQUESTS' transaction.
+    OutsideRequestTransactions,
+    mixins.CreateModelMixin,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    APIViewSet,
 ):
     """Executions: one durable run of a chart each. Every input (start, event, cancel) is one
     step of the stepper, one database transaction, recorded in the execution's history.
@@ -316,14 +320,6 @@ class ExecutionViewSet(
         "history": [VIEW],
         "diagram": [VIEW],
     }
-
-    @classmethod
-    def as_view(cls, actions: Any = None, **initkwargs: Any) -> Callable[..., Any]:
-        view = super().as_view(actions, **initkwargs)
-        # The stepper commits each step itself (transaction.atomic(durable=True)), so these
-        # views must never run inside ATOMIC_REQUESTS' per-request transaction.
-        view._non_atomic_requests = set(settings.DATABASES)  # type: ignore[attr-defined]
-        return view
 
     def get_queryset(self) -> Any:
         queryset = super().get_queryset()

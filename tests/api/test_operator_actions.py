@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import User
+from django.urls import resolve
 from rest_framework.test import APIClient
 
 pytestmark = pytest.mark.django_db
@@ -58,3 +59,9 @@ def test_a_bad_caller_context_header_is_a_400_naming_it(api: APIClient, url: str
     )
     assert response.status_code == 400
     assert "X-Caller-Context" in response.json()
+
+
+@pytest.mark.parametrize("url", ACTIONS)
+def test_the_actions_never_run_in_a_request_transaction(url: str) -> None:
+    # Each action commits its own transaction (durable): ATOMIC_REQUESTS must not wrap it.
+    assert "default" in resolve(url.format(id=1)).func._non_atomic_requests
