@@ -25,7 +25,7 @@ from rest_framework.routers import APIRootView as RouterRootView
 from rest_framework.routers import DefaultRouter
 
 from statecharts import extensions
-from statecharts.api import views
+from statecharts.api import outbox, views
 from statecharts.api.renderers import SVGRenderer
 from statecharts.api.schema import SCHEMA_SETTINGS
 
@@ -51,6 +51,7 @@ router = DefaultRouter()
 router.APIRootView = APIRootView
 router.register("charts", views.ChartViewSet, basename="chart")
 router.register("executions", views.ExecutionViewSet, basename="execution")
+router.register("outbox", outbox.OutboxMessageViewSet, basename="outbox-message")
 # Endpoints other apps contribute (the timers app: /timers/), see statecharts.extensions.
 for endpoint in extensions.endpoints:
     router.register(endpoint.prefix, endpoint.viewset(), basename=endpoint.basename)

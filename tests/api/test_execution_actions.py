@@ -30,47 +30,50 @@ SIGNUP = f"""<scxml {NS} name="signup" datamodel="ecmascript" initial="waiting">
   <final id="end"/>
 </scxml>"""
 
-# Every action of the admin on executions: where the API and the `statechart` command do the
-# same. The key is the admin's name: a bulk action of the executions' list, or
-# "<admin>:<URL name>" for a view of an admin page (the execution page's forms, the chart
-# page's start). A new admin action that is not here fails the inventory test below: give it
-# an API route and a subcommand, then list it.
-DOORS: dict[str, tuple[str, dict[str, Any], str]] = {
-    # admin name: (API URL name, its URL kwargs, the `statechart` subcommand)
-    "cancel_selected": ("execution-cancel", {"pk": 1}, "cancel"),
-    "migrate_selected": ("execution-migrate", {}, "migrate"),
-    "erase_selected": ("execution-erase", {}, "erase"),
-    "trace_selected": ("execution-trace", {"pk": 1}, "trace"),
-    "untrace_selected": ("execution-trace", {"pk": 1}, "trace"),  # {"on": false}, --off
-    "execution:statecharts_execution_send": ("execution-send", {"pk": 1}, "send"),
-    "execution:statecharts_execution_cancel": ("execution-cancel", {"pk": 1}, "cancel"),
-    "chart:statecharts_chart_start": ("execution-list", {}, "start"),
+# Every action of the statecharts app's admin (on executions, their charts and their outbox):
+# where the API and the `statechart` command do the same. The key is the model and the
+# admin's name: a bulk action of its list, or the URL name of an extra view of its page (the
+# execution page's send and cancel forms, the chart page's start). A new admin action that is
+# not here fails the inventory test below: give it an API route and a subcommand, then list
+# it.
+DOORS: dict[tuple[str, str], tuple[str, dict[str, Any], str]] = {
+    # (model, admin name): (API URL name, its URL kwargs, the `statechart` subcommand)
+    ("execution", "cancel_selected"): ("execution-cancel", {"pk": 1}, "cancel"),
+    ("execution", "migrate_selected"): ("execution-migrate", {}, "migrate"),
+    ("execution", "erase_selected"): ("execution-erase", {}, "erase"),
+    ("execution", "trace_selected"): ("execution-trace", {"pk": 1}, "trace"),
+    ("execution", "untrace_selected"): ("execution-trace", {"pk": 1}, "trace"),  # on: false
+    ("execution", "statecharts_execution_send"): ("execution-send", {"pk": 1}, "send"),
+    ("execution", "statecharts_execution_cancel"): ("execution-cancel", {"pk": 1}, "cancel"),
+    ("chart", "statecharts_chart_start"): ("execution-list", {}, "start"),
+    ("outboxmessage", "retry_selected"): ("outbox-message-retry", {"pk": 1}, "deliver"),
 }
-# The URL names Django's admin gives every model admin (not actions of ours).
+# The URL names Django's admin gives every model admin (its own pages, not actions of ours;
+# a chart's add page is `statechart load` and POST /api/charts/).
 DJANGO_ADMIN_VIEWS = {"changelist", "add", "history", "delete", "change"}
 
 
-def admin_actions() -> set[str]:
-    """The bulk actions of the executions' list and the extra views of the execution and
-    chart pages, read from the registered admins."""
-    executions = admin.site._registry[Execution]
-    charts = admin.site._registry[Chart]
-    found = {name for name in executions.actions if name != "delete_selected"}
-    for prefix, model_admin, model in (
-        ("execution", executions, "execution"),
-        ("chart", charts, "chart"),
-    ):
+def admin_actions() -> set[tuple[str, str]]:
+    """The bulk actions and the extra page views of every admin of the statecharts app's
+    models, read from the registered admins."""
+    found: set[tuple[str, str]] = set()
+    for model, model_admin in admin.site._registry.items():
+        if model._meta.app_label != "statecharts":
+            continue
+        name = model._meta.model_name
+        actions = model_admin.actions or ()
+        found |= {(name, action) for action in actions if action != "delete_selected"}
         for pattern in model_admin.get_urls():
-            name = pattern.name or ""
-            view = name.removeprefix(f"statecharts_{model}_")
-            if view != name and view not in DJANGO_ADMIN_VIEWS:
-                found.add(f"{prefix}:{name}")
+            url_name = pattern.name or ""
+            view = url_name.removeprefix(f"statecharts_{name}_")
+            if view != url_name and view not in DJANGO_ADMIN_VIEWS:
+                found.add((name, url_name))
     return found
 
 
 def test_every_admin_action_on_executions_has_an_api_route_and_a_command() -> None:
     found = admin_actions()
-    assert {"cancel_selected", "erase_selected", "execution:statecharts_execution_send"} <= found
+    assert {("execution", "erase_selected"), ("outboxmessage", "retry_selected")} <= found
     missing = found - set(DOORS)
     assert not missing, f"admin actions with no API route or command listed: {missing}"
     assert not set(DOORS) - found, "DOORS lists an action the admin no longer has"
@@ -89,7 +92,7 @@ def test_every_admin_action_on_executions_has_an_api_route_and_a_command() -> No
 def test_the_inventory_sees_an_action_added_to_the_admin(monkeypatch: pytest.MonkeyPatch) -> None:
     executions = admin.site._registry[Execution]
     monkeypatch.setattr(executions, "actions", [*executions.actions, "export_selected"])
-    assert "export_selected" in admin_actions() - set(DOORS)
+    assert ("execution", "export_selected") in admin_actions() - set(DOORS)
 
 
 def test_the_api_and_the_command_name_each_action_in_the_schema(client_with: Any) -> None:

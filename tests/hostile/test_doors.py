@@ -371,6 +371,8 @@ API_WRITES = {
     "gate: NO_STEP_DOORS['erase'] (tests/api/test_execution_actions.py)",
     ("execution-trace", "post"): "tracing on or off: a boolean, no data into an execution "
     "(tests/api/test_execution_actions.py)",
+    ("outbox-message-retry", "post"): "delivering an undeliverable message again: no body, "
+    "no data into an execution (tests/api/test_outbox_retry.py)",
     ("chart-list", "post"): "chart load: a document, checked by the core, then a "
     "ChartLoadRequest (name, version) through the gate "
     "(test_a_chart_named_longer_than_its_column_is_refused_at_every_door)",

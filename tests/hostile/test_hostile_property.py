@@ -328,6 +328,8 @@ READ_PATHS = [
     "/api/invocations/{id}/",
     "/api/route-deliveries/",
     "/api/route-deliveries/{id}/",
+    "/api/outbox/",
+    "/api/outbox/{id}/",
     "/api/schema/",
 ]
 QUERY_NAMES = [
@@ -348,6 +350,7 @@ QUERY_NAMES = [
     "route",
     "key",
     "fields",
+    "sender",
 ]
 
 

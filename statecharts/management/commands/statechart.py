@@ -27,6 +27,8 @@ Subcommands::
     replay --all [--chart CHART] [--status S]   the same for many executions, with a progress
                                                 display; fails if any diverges
     deliver [--limit N]                         deliver outbox messages left pending
+    deliver --retry [MESSAGE ...] [--limit N]   deliver undeliverable messages again (these,
+                                                or every one)
     prune [--only STAGE] [--days STAGE=DAYS] [--batch N] [--dry-run]
                                                 delete what retention no longer keeps, in
                                                 batches, with a progress display
