@@ -8,5 +8,8 @@ through the same stepper as management commands and workers. Mount it with::
 
 One concern per module: ``serializers`` (shapes), ``validators`` (input rules), ``fields``
 (JSON values out), ``views``, ``urls``, ``permissions``, ``pagination``, ``filters``,
-``parsers``, ``renderers`` and ``exceptions``.
+``parsers``, ``renderers`` and ``exceptions``; the operator's actions on executions beyond a
+step: ``migration``, ``erasure``, ``tracing``; the outbox and its retry: ``outbox``; and
+``operating``, the one path of an operator's action on a row of another app's table (the
+timers, routes and invocations apps build their action views on it).
 """
