@@ -16,6 +16,8 @@ from statecharts.admin.actions import (
     confirmed,
     too_many,
 )
+from statecharts.admin.steps import caller_context
+from statecharts.exceptions import InvalidInput
 from statecharts.models import Execution
 from statecharts.operations import erasure
 from statecharts.operations.inspection import title_of
@@ -92,7 +94,11 @@ class EraseAction(admin.ModelAdmin):  # type: ignore[type-arg]
                 reason=form.cleaned_data["reason"],
                 cancel=form.cleaned_data["cancel_running"],
                 requested_by=request.user.get_username(),
+                caller_context=caller_context(request),
             )
+        except InvalidInput as exc:
+            self.message_user(request, f"Nothing was erased: {exc}", messages.ERROR)
+            return None
         except erasure.ErasureRefused as exc:
             self.message_user(request, f"Nothing was erased: {exc}", messages.ERROR)
             return None

@@ -126,7 +126,12 @@ def asked_ids(attrs: dict[str, Any]) -> list[int]:
     return ids
 
 
-def run(attrs: dict[str, Any], *, requested_by: str) -> dict[str, Any]:
+def run(
+    attrs: dict[str, Any],
+    *,
+    requested_by: str,
+    caller_context: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Erase (or, ``dry_run``, say what would be erased); the answer
     :class:`ErasureAnswerSerializer` describes. ``ErasureRefused`` is answered as the
     refusal table's ``refused`` row (409): nothing was erased."""
@@ -141,7 +146,11 @@ def run(attrs: dict[str, Any], *, requested_by: str) -> dict[str, Any]:
         return answer(True, everything, len(everything) - len(ids), live, (), {}, said)
     try:
         report = erasure.erase(
-            ids, reason=attrs["reason"], cancel=attrs["cancel"], requested_by=requested_by
+            ids,
+            reason=attrs["reason"],
+            cancel=attrs["cancel"],
+            requested_by=requested_by,
+            caller_context=caller_context,
         )
     except erasure.ErasureRefused as exc:
         row = refusals.BY_REASON[refusals.Reason.REFUSED]

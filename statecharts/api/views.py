@@ -540,7 +540,14 @@ class ExecutionViewSet(
         be erased."""
         body = ErasureRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        return Response(run_erasure(body.validated_data, requested_by=request.user.get_username()))
+        context = api_caller_context(request)
+        return Response(
+            run_erasure(
+                body.validated_data,
+                requested_by=request.user.get_username(),
+                caller_context=context,
+            )
+        )
 
     @extend_schema(
         summary="Trace an execution's next steps, or stop (on: false)",

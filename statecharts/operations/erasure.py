@@ -81,6 +81,7 @@ def erase(
     requested_by: str = "",
     cancel: bool = False,
     now: datetime | None = None,
+    caller_context: dict[str, Any] | None = None,
 ) -> ErasureReport:
     """Erase the personal data of these executions and of their invoked children (see the
     module docstring), recorded in each one's history.
@@ -89,7 +90,9 @@ def erase(
     unless ``cancel``: then each is cancelled first, each in its own step through the stepper
     (its ``<onexit>`` runs, its children are cancelled), and erased afterwards. An input that
     arrives after the erasure is recorded as usual (erase again to remove it). Erasing an
-    execution twice erases what came since, and records it again."""
+    execution twice erases what came since, and records it again. ``caller_context`` (the
+    door's: the admin's request, the API's, the command's) is recorded with each entry, as
+    for every operator action."""
     asked = [e.pk if isinstance(e, Execution) else int(e) for e in executions]
     ids = family(asked)
     if not ids:
@@ -117,7 +120,8 @@ def erase(
     for start in range(0, len(ids), size):
         chunk = ids[start : start + size]
         with transaction.atomic(using=stepper.database(), durable=True):
-            for name, count in _erase_locked(chunk, reason, requested_by, now).items():
+            erased = _erase_locked(chunk, reason, requested_by, now, caller_context)
+            for name, count in erased.items():
                 rows[name] = rows.get(name, 0) + count
     return ErasureReport(tuple(ids), tuple(cancelled), rows)
 
@@ -137,7 +141,11 @@ def _live(ids: Sequence[int]) -> list[int]:
 
 
 def _erase_locked(
-    ids: Sequence[int], reason: str, requested_by: str, now: datetime | None
+    ids: Sequence[int],
+    reason: str,
+    requested_by: str,
+    now: datetime | None,
+    caller_context: dict[str, Any] | None,
 ) -> dict[str, int]:
     locked = stepper.lock_many(set(ids))
     running = [pk for pk, e in locked.items() if e.status not in TERMINAL_STATUSES]
@@ -155,7 +163,15 @@ def _erase_locked(
     for pk in found:
         execution = locked[pk]
         _erase_execution_row(execution, now)
-        record_marker(execution, {"kind": "erasure"}, Disposition.ERASED, said, summary, now)
+        record_marker(
+            execution,
+            {"kind": "erasure"},
+            Disposition.ERASED,
+            said,
+            summary,
+            now,
+            caller_context=caller_context,
+        )
     return counts
 
 

@@ -235,8 +235,7 @@ def prune(
     unknown = [name for name in names if name not in stages]
     if unknown:
         raise ValueError(
-            f"no retention stage named {', '.join(map(repr, unknown))}; "
-            f"stages: {', '.join(stages)}"
+            f"no retention stage named {', '.join(map(repr, unknown))}; stages: {', '.join(stages)}"
         )
     overrides = retention or {}
     report = PruneReport(dry_run=dry_run)
@@ -510,8 +509,11 @@ def record_marker(
     reason: str,
     effects: list[dict[str, Any]],
     now: datetime,
+    *,
+    caller_context: dict[str, Any] | None = None,
 ) -> None:
-    """Append a marker entry to a locked execution's history (the next seq)."""
+    """Append a marker entry to a locked execution's history (the next seq), with the
+    caller context of the door that asked for it, if any."""
     execution.steps += 1
     execution.updated = now
     execution.save(update_fields=["steps", "updated"])
@@ -522,6 +524,7 @@ def record_marker(
         effects=effects,
         reason=reason[:10_000],
         created=now,
+        caller_context=caller_context,
     ).save(using=stepper.database(), force_insert=True)
 
 

@@ -154,7 +154,12 @@ def erase(client: APIClient, **body: Any) -> Any:
 def test_erase_records_the_user_and_the_reason_in_the_history(client_with: Any) -> None:
     execution = finished(key="alice")
     client = client_with(*ERASER, name="dpo")
-    response = erase(client, executions=[execution.pk], reason="request #881")
+    response = client.post(
+        "/api/executions/erase/",
+        {"executions": [execution.pk], "reason": "request #881"},
+        format="json",
+        HTTP_X_REQUEST_ID="erase-1",
+    )
     assert response.status_code == 200, response.content
     body = response.json()
     assert body["executions"] == [execution.pk] and body["dry_run"] is False
@@ -164,6 +169,9 @@ def test_erase_records_the_user_and_the_reason_in_the_history(client_with: Any) 
     entry = HistoryEntry.objects.filter(execution=execution).order_by("-seq").first()
     assert entry is not None and entry.disposition == Disposition.ERASED
     assert entry.reason == "personal data erased by dpo: request #881"
+    assert entry.caller_context is not None
+    assert entry.caller_context["door"] == "api" and entry.caller_context["request_id"] == "erase-1"
+    assert entry.caller_context["user"]["username"] == "dpo"
 
 
 def test_erase_refuses_running_executions_unless_cancel(client_with: Any) -> None:

@@ -198,10 +198,18 @@ def test_the_erase_command(monkeypatch: pytest.MonkeyPatch) -> None:
         run("erase", "--key", "nobody", "--yes")
     with pytest.raises(CommandError, match="--reason"):
         run("erase", "--key", "user-42", "--reason", "a\x00b", "--yes")
-    out = run("erase", "--key", "user-42", "--chart", "signup", "--reason", "ticket 9", "--yes")
+    with pytest.raises(CommandError, match="--caller-context is refused"):
+        run("erase", "--key", "user-42", "--caller-context", "[1]", "--yes")
+    assert Execution.objects.get(pk=execution.pk).erased is None
+    out = run(
+        "erase",
+        *("--key", "user-42", "--chart", "signup", "--reason", "ticket 9", "--yes"),
+        *("--caller-context", '{"ticket": 9}'),
+    )
     assert "erased 1 execution(s)" in out and f"executions: {execution.pk}" in out
     marker = HistoryEntry.objects.get(execution=execution, disposition="erased")
     assert marker.reason == "personal data erased by statechart erase: ticket 9"
+    assert marker.caller_context == {"door": "command", "given": {"ticket": 9}}
 
     running = signup("user-43")
     with pytest.raises(CommandError, match="may still step"):

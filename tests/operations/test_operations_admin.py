@@ -121,6 +121,8 @@ def test_bulk_erase_shows_what_goes_asks_for_a_reason_and_records_who() -> None:
     assert said.startswith("Erasure: erased 2 execution(s), 1 cancelled first (")
     marker = HistoryEntry.objects.get(execution=running, disposition="erased")
     assert marker.reason == "personal data erased by operator: ticket 12"
+    assert marker.caller_context is not None and marker.caller_context["door"] == "admin"
+    assert marker.caller_context["user"]["username"] == "operator"
     bad = act(client, EXECUTIONS, "erase_selected", [finished.pk], post="yes", reason="x" * 1001)
     assert "at most 1000 characters" in bad.content.decode()  # the form, shown again
 

@@ -15,6 +15,7 @@ from statecharts.exceptions import InvalidInput
 from statecharts.management.statechart.common import (
     Console,
     Subcommand,
+    caller_options,
     find_chart,
     find_execution,
 )
@@ -30,6 +31,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--reason", default="", help="why (recorded in the history)")
     parser.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    parser.add_argument(
+        "--caller-context",
+        metavar="JSON",
+        help="a JSON object recorded with each erasure entry (e.g. a ticket id)",
+    )
 
 
 def handle(console: Console, options: dict[str, Any]) -> None:
@@ -43,6 +49,7 @@ def handle(console: Console, options: dict[str, Any]) -> None:
         stepper.admit(stepper.ErasureRequest(reason=reason))
     except InvalidInput as exc:
         raise CommandError(f"--reason {exc.problems[0].message}") from None
+    context = caller_options(options)["caller_context"]
     if key is not None:
         chart = find_chart(options["chart"]) if options["chart"] is not None else None
         ids = erasure.executions_with_key(key, chart=chart)
@@ -60,7 +67,11 @@ def handle(console: Console, options: dict[str, Any]) -> None:
         confirm(f"Erase the personal data of {what}? This cannot be undone.")
     try:
         report = erasure.erase(
-            ids, reason=reason, cancel=options["cancel"], requested_by="statechart erase"
+            ids,
+            reason=reason,
+            cancel=options["cancel"],
+            requested_by="statechart erase",
+            caller_context=context,
         )
     except erasure.ErasureRefused as exc:
         raise CommandError(str(exc)) from None
