@@ -24,6 +24,7 @@ PORT_GAP = 20.0  # between two ends on one side, when the side has room
 MIN_GAP = 10.0  # closer than this two heads (8 long, 8 wide) could touch
 CORNER_ROOM = 10.0  # how near a box's corner an arrow may meet it (its corners are rounded)
 LOOK_BACK = 40.0  # how far from the side the order of the arrows is read
+_GAPS = (PORT_GAP, 16.0, 13.0, MIN_GAP)  # tried in turn, widest first
 _FIXED = 1e6  # the weight of a fixed end: where it is, its bunch is
 
 
@@ -50,16 +51,79 @@ class ArrowEnd:
 def spread(ends: list[ArrowEnd]) -> list[Point | None]:
     """The new point of each end, in the same order; None for one that stays where it is.
 
-    A side with more ends than fit at MIN_GAP between its rounded corners uses its whole
-    length, and past that they may still meet (a box too small for its arrows)."""
-    groups: dict[tuple[int, Side], list[int]] = {}
+    A side with more ends than fit MIN_GAP apart between its rounded corners passes the
+    outermost to the sides round the corners (an arrow from the top left then ends on the
+    left side, near its top); when those are full too, ends may meet (a box too small for
+    its arrows)."""
+    groups: dict[tuple[int, Side], list[tuple[int, Point]]] = {}
     for number, end in enumerate(ends):
-        groups.setdefault((end.box, side_of(end)), []).append(number)
+        groups.setdefault((end.box, side_of(end)), []).append((number, end.point))
+    for (box, side), members in list(groups.items()):
+        _overflow(ends, box, side, members, groups)
     moved: list[Point | None] = [None] * len(ends)
     for (_, side), members in groups.items():
         if len(members) > 1:
             _spread_side(ends, side, members, moved)
     return moved
+
+
+_NEXT = {  # the sides round the corners at the low and the high end of a side
+    Side.TOP: (Side.LEFT, Side.RIGHT),
+    Side.BOTTOM: (Side.LEFT, Side.RIGHT),
+    Side.LEFT: (Side.TOP, Side.BOTTOM),
+    Side.RIGHT: (Side.TOP, Side.BOTTOM),
+}
+
+
+def _overflow(
+    ends: list[ArrowEnd],
+    box: int,
+    side: Side,
+    members: list[tuple[int, Point]],
+    groups: dict[tuple[int, Side], list[tuple[int, Point]]],
+) -> None:
+    """Pass the ends a side has no room for to its neighbours, from whichever of its two
+    ends reaches further out, each to the corner it is nearest."""
+    rect = ends[members[0][0]].rect
+    low, high = _extent(rect, side)
+    fits = int((high - low) / MIN_GAP) + 1
+    if len(members) <= fits:
+        return
+    members.sort(key=lambda member: _key(ends[member[0]], side, member[1]))
+    middle = (low + high) / 2
+    while len(members) > fits:
+        first, last = members[0], members[-1]
+        outward_low = middle - _key(ends[first[0]], side, first[1])[0]
+        outward_high = _key(ends[last[0]], side, last[1])[0] - middle
+        at_low = outward_low >= outward_high
+        number = first[0] if at_low else last[0]
+        if ends[number].fixed:
+            break
+        members.pop(0 if at_low else -1)
+        neighbour = _NEXT[side][0 if at_low else 1]
+        n_low, n_high = _extent(rect, neighbour)
+        near = side in (Side.TOP, Side.LEFT)  # the corner at the neighbour's low end
+        place = n_low if near else n_high
+        groups.setdefault((box, neighbour), []).append(
+            (number, _on_side(ends[number], neighbour, place))
+        )
+
+
+def _extent(rect: Rect, side: Side) -> tuple[float, float]:
+    """Where along a side arrows may meet it: clear of its rounded corners."""
+    low, high = (rect.x, rect.x2) if side in (Side.TOP, Side.BOTTOM) else (rect.y, rect.y2)
+    room = min(CORNER_ROOM, (high - low) / 4)
+    return low + room, high - room
+
+
+def _key(end: ArrowEnd, side: Side, point: Point) -> tuple[float, float]:
+    """Where the arrow is LOOK_BACK away from the side (the arrow meeting it at ``point``):
+    sorted by it, the arrows do not cross in that last stretch."""
+    horizontal = side in (Side.TOP, Side.BOTTOM)
+    s, t = (point[0], end.toward[0]) if horizontal else (point[1], end.toward[1])
+    distance = abs(end.toward[1] - point[1]) if horizontal else abs(end.toward[0] - point[0])
+    ahead = s + (t - s) * min(1.0, LOOK_BACK / distance) if distance > 1.0 else s
+    return (round(ahead, 6), round(s, 6))
 
 
 def side_of(end: ArrowEnd) -> Side:
@@ -87,48 +151,36 @@ def side_of(end: ArrowEnd) -> Side:
 
 
 def _spread_side(
-    ends: list[ArrowEnd], side: Side, members: list[int], moved: list[Point | None]
+    ends: list[ArrowEnd],
+    side: Side,
+    members: list[tuple[int, Point]],
+    moved: list[Point | None],
 ) -> None:
     horizontal = side in (Side.TOP, Side.BOTTOM)
-    rect = ends[members[0]].rect
-
-    def along(p: Point) -> float:
-        return p[0] if horizontal else p[1]
-
-    def across(p: Point) -> float:
-        return p[1] if horizontal else p[0]
-
-    def key(number: int) -> tuple[float, float, int]:
-        """Where the arrow is LOOK_BACK away from the side: sorted by it, the arrows do
-        not cross in that last stretch."""
-        end = ends[number]
-        s, t = along(end.point), along(end.toward)
-        distance = abs(across(end.toward) - across(end.point))
-        ahead = s + (t - s) * min(1.0, LOOK_BACK / distance) if distance > 1.0 else s
-        return (round(ahead, 6), round(s, 6), number)
-
-    order = sorted(members, key=key)
-    low, high = (rect.x, rect.x2) if horizontal else (rect.y, rect.y2)
-    room = min(CORNER_ROOM, (high - low) / 4)
-    low, high = low + room, high - room
+    order = sorted(members, key=lambda m: (*_key(ends[m[0]], side, m[1]), m[0]))
+    low, high = _extent(ends[order[0][0]].rect, side)
     count = len(order)
-    gap = PORT_GAP
-    if (count - 1) * gap > high - low:
-        gap = max(MIN_GAP, (high - low) / (count - 1))
-        if (count - 1) * gap > high - low:  # the whole side, corners and all
-            low, high = low - room, high + room
-            gap = max(MIN_GAP, (high - low) / (count - 1))
-    wanted = [along(ends[n].point) for n in order]
-    places = _bunch(wanted, [_FIXED if ends[n].fixed else ends[n].weight for n in order], gap)
-    if (count - 1) * gap <= high - low:  # within the side, keeping the gaps
+    wanted = [point[0] if horizontal else point[1] for _, point in order]
+    weights = [_FIXED if ends[n].fixed else ends[n].weight for n, _ in order]
+    # The widest gap at which no heavier end (a straight arrow's, a fixed one) moves once
+    # the bunches are pushed in from the corners; else the narrowest, or what the side has.
+    gaps = [gap for gap in _GAPS if (count - 1) * gap <= high - low]
+    places = wanted
+    for gap in gaps or [(high - low) / (count - 1)]:
+        places = _bunch(wanted, weights, gap)
         for i in range(count):
             places[i] = max(places[i], low + i * gap)
         for i in reversed(range(count)):
             places[i] = min(places[i], high - (count - 1 - i) * gap)
-    for number, place, was in zip(order, places, wanted, strict=True):
+        if all(
+            w == 1.0 or abs(p - q) < 1.0 for w, p, q in zip(weights, places, wanted, strict=True)
+        ):
+            break
+    for (number, _), place in zip(order, places, strict=True):
         end = ends[number]
-        if not end.fixed and abs(place - was) >= 0.01:
-            moved[number] = _on_side(end, side, place)
+        point = _on_side(end, side, place)
+        if not end.fixed and math.dist(point, end.point) >= 0.01:
+            moved[number] = point
 
 
 def _bunch(wanted: list[float], weights: list[float], gap: float) -> list[float]:

@@ -16,7 +16,7 @@ An arrow is a path of cubic Bézier segments (straight lines are degenerate ones
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import pairwise
 
 from statecharts.diagram.edges import Edge, Relation
@@ -41,7 +41,7 @@ LANE_GAP = 18.0  # between a detour and what it goes round
 LANE_SPACING = 14.0  # between two detours side by side
 CORNER = 10.0  # radius of a detour's corners
 _BOWS = (1.0, -1.0)  # small bows tried before detours, in units of a fifth of the length
-STRAIGHT_WEIGHT = 8.0  # a straight arrow's end moves this much less than a curve's
+STRAIGHT_WEIGHT = 50.0  # a straight arrow's end moves this much less than a curve's
 VIA_HITS = 3  # obstacles whose corners a course round them may pass
 VIA_EXPAND = 3  # courses through one corner that still cross, tried with a second corner
 
@@ -120,6 +120,7 @@ class _Course:
     points: tuple[Point, ...]
     anchor: Point | None = None
     box: Box | None = None
+    cost: int = 0  # what it crosses (Scene.cost), when the router has looked
 
     @property
     def start(self) -> Point:
@@ -174,7 +175,7 @@ class _Course:
             elif self.shape == "dot":
                 ux, uy = unit(end[0] - self.anchor[0], end[1] - self.anchor[1])
                 p[0] = (self.anchor[0] + ux * DOT_RADIUS, self.anchor[1] + uy * DOT_RADIUS)
-        return _Course(self.shape, tuple(p), self.anchor, self.box)
+        return _Course(self.shape, tuple(p), self.anchor, self.box, self.cost)
 
 
 def _keep_axis(corner: Point, old: Point, new: Point) -> Point:
@@ -230,7 +231,7 @@ class _Router:
             if edge is None or edge.relation is not Relation.APART or self.scene.exhausted:
                 courses[number] = options[0]
                 continue
-            before = self._cost(edge, course)
+            before = course.cost
             for option in options:
                 if self._cost(edge, option) <= before:
                     courses[number] = option
@@ -276,12 +277,12 @@ class _Router:
         if best[0] > 0 and not self.scene.exhausted:
             via = self._via(a, b, pa, pb, hits, ends, related)
             if via is not None and via[0] < best[0]:
-                return via[1]
+                return replace(via[1], cost=via[0])
         course, lane = candidates[best[1]]
         if lane is not None:
             key = (lane.vertical, math.floor(lane.at / LANE_SPACING))
             self.lanes.setdefault(key, []).append(lane)
-        return course
+        return replace(course, cost=best[0])
 
     def _via(
         self,
