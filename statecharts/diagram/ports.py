@@ -64,6 +64,8 @@ def spread(ends: list[ArrowEnd]) -> list[Point | None]:
     for (_, side), members in groups.items():
         if len(members) > 1:
             _spread_side(ends, side, members, moved)
+        elif members[0][1] != ends[members[0][0]].point:  # passed round a corner, alone
+            moved[members[0][0]] = members[0][1]
     return moved
 
 

@@ -6,11 +6,18 @@ An arrow is a path of cubic Bézier segments (straight lines are degenerate ones
   join the same two boxes spread apart sideways. If that line runs through other boxes, the
   arrow may bow a little to either side, or detour: out of a side, along a lane just past
   what it would have crossed, and back in, with rounded corners; whichever crosses least
-  (see :meth:`Scene.crossing`), the straight line winning ties;
+  (see :meth:`Scene.crossing`), the straight line winning ties. When each of those still
+  crosses something, a polyline through one or two points just off the corners of what it
+  ran into (:meth:`_Router._via`) is taken if it crosses less;
 - a self-transition: a loop on the right side of its box;
 - into a descendant, or out to an ancestor: a short straight arrow between the inner box and
   the nearest side of the outer one;
 - an initial transition: from its container's dot to each target.
+
+Then the ends of the arrows meeting each side of a box are spread along it
+(:mod:`~statecharts.diagram.ports`), so that no two arrowheads overlap; an arrow whose ends
+moved keeps them where moving them made it cross more. All of it is a function of the layout
+alone (ties fall to document order): the same chart gives the same courses.
 """
 
 from __future__ import annotations
