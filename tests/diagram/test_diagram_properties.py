@@ -34,6 +34,8 @@ from tests.conformance import suite as w3c
 from tests.diagram.diagram_properties import problems
 from tests.diagram.test_diagram import EXAMPLES, _w3c_documents
 
+LOAN = next(path for path in EXAMPLES if path.stem == "loan")
+
 
 def separators_crossed(path: Path) -> list[str]:
     chart = MemoryDriver().load_file(path)
@@ -95,23 +97,21 @@ def test_arrows_from_a_column_of_states_into_one_state_arrive_apart() -> None:
 
 
 def test_an_arrow_goes_round_a_box_in_its_way() -> None:
-    """``a`` over ``b`` over ``c`` (the chain lays them out so): the straight arrow from
-    ``a`` to ``c`` runs through ``b``, the drawn one does not."""
-    chart = MemoryDriver().load(
-        b"""<scxml xmlns="http://www.w3.org/2005/07/scxml" version="1.0" initial="a">
-        <state id="a"><transition event="x" target="b"/><transition event="y" target="c"/>
-        </state>
-        <state id="b"><transition event="x" target="c"/></state>
-        <final id="c"/></scxml>"""
-    )
+    """The loan example's ``identity.rejected``, from ``verifying`` to ``declined``: the
+    straight line runs through ``identity_ok``, a bow or a lane round it would cross
+    ``reviewing``'s separator or ``approved``; the drawn arrow passes beside
+    ``identity_ok``'s corner and crosses nothing."""
+    chart = load_chart_file(LOAN)
     layout = layout_chart(chart)
     scene = Scene(layout)
-    a, b, c = (next(box for box in layout.boxes if box.label == n) for n in "abc")
-    assert a.rect.y2 < b.rect.y and b.rect.y2 < c.rect.y  # one column
-    straight = (line_cubic(a.rect.center, c.rect.center),)
-    assert scene.crossing(straight, (a.index, c.index), scene.lineage(a.index, c.index))
-    [arrow] = [r for r in routes(layout) if (r.source, r.target) == (a.index, c.index)]
-    assert not scene.crossing(arrow.path, (a.index, c.index), scene.lineage(a.index, c.index))
+    box = {b.label: b for b in layout.boxes}
+    ends = (box["verifying"].index, box["declined"].index)
+    related = scene.lineage(*ends)
+    straight = (line_cubic(box["verifying"].rect.center, box["declined"].rect.center),)
+    assert ("thing", box["identity_ok"].index) in scene.crossing(straight, ends, related)
+    [arrow] = [r for r in routes(layout) if (r.source, r.target) == ends]
+    assert scene.crossing(arrow.path, ends, related) == []
+    assert len(arrow.path) > 1  # a polyline with a rounded corner, not a line
 
 
 def test_a_separator_between_the_ends_regions_may_be_crossed() -> None:
