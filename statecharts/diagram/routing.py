@@ -49,8 +49,8 @@ LANE_SPACING = 14.0  # between two detours side by side
 CORNER = 10.0  # radius of a detour's corners
 _BOWS = (1.0, -1.0)  # small bows tried before detours, in units of a fifth of the length
 STRAIGHT_WEIGHT = 50.0  # a straight arrow's end moves this much less than a curve's
-VIA_HITS = 3  # obstacles whose corners a course round them may pass
-VIA_EXPAND = 3  # courses through one corner that still cross, tried with a second corner
+VIA_HITS = 4  # obstacles whose corners a course round them may pass
+VIA_EXPAND = 6  # courses through one corner that still cross, tried with a second corner
 
 
 @dataclass(frozen=True, slots=True)
