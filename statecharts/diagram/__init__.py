@@ -13,7 +13,8 @@ of many hundreds of states.
 
 The pipeline: :mod:`~statecharts.diagram.layout` places the boxes (children in layers, see
 :mod:`~statecharts.diagram.layering`), :mod:`~statecharts.diagram.routing` draws the arrows
-round what is on the canvas (:mod:`~statecharts.diagram.scene`),
+round what is on the canvas (:mod:`~statecharts.diagram.scene`) and spreads their ends along
+the sides of the boxes (:mod:`~statecharts.diagram.ports`),
 :mod:`~statecharts.diagram.labels` places their labels, :mod:`~statecharts.diagram.svg`
 writes the document.
 """
@@ -38,9 +39,7 @@ def routes(layout: Layout) -> list[Route]:
     return place_labels(route(layout, scene), scene)
 
 
-def render_svg(
-    chart: Chart, active: Iterable[str] = (), invoking: Iterable[str] = ()
-) -> str:
+def render_svg(chart: Chart, active: Iterable[str] = (), invoking: Iterable[str] = ()) -> str:
     """The chart as an SVG document; states whose id is in ``active`` are highlighted, and
     those in ``invoking`` (states with running invocations) carry a badge.
 

@@ -21,6 +21,7 @@ from statecharts.core.model import Chart, Kind, StateNode
 from statecharts.diagram.edges import Edge, Relation, chart_edges, lift, targetless_lines
 from statecharts.diagram.geometry import Point, Rect
 from statecharts.diagram.layering import layer
+from statecharts.diagram.ports import CORNER_ROOM, MIN_GAP
 from statecharts.diagram.text import SMALL_FONT, STATE_FONT, label_size, text_width, wrap_lines
 
 MARGIN = 16.0  # around the chart
@@ -39,6 +40,7 @@ MAX_LAYERS = 10  # a container with more layers packs them into shared rows
 LOOP_SIZE = 22.0  # how far a self-transition loop reaches right of its box
 LABEL_CAP = 200.0  # the widest label the gaps make room for
 LABEL_WRAP = 14  # characters per line of a label wrapped to sit beside a vertical arrow
+MAX_ARRIVALS = 12  # a box grows wider for this many arrows ending on it at most
 LABEL_SIDE = 8.0  # between an arrow and a label beside it, and between the label and a border
 
 
@@ -76,6 +78,7 @@ class _Layouter:
         self.lines: list[tuple[str, ...]] = [targetless_lines(s) for s in chart.states]
         self.edges = chart_edges(chart)
         self.loop_room = [0.0] * n  # extra room right of a box for its self loops
+        self.arrivals = [0] * n  # arrows from boxes apart ending on each state
         # container -> (child holding the source, child holding the target, label width,
         # the label's width wrapped narrow)
         self.sibling_edges: dict[int, list[tuple[int, int, float, float]]] = {}
@@ -88,7 +91,9 @@ class _Layouter:
         for edge in self.edges:
             if edge.relation is Relation.SELF:
                 loops.setdefault(edge.source, []).append(label_size(edge.label)[0])
-            elif edge.relation is Relation.APART and not edge.default:
+            elif edge.relation is Relation.APART:
+                self.arrivals[edge.target] += 1
+            if edge.relation is Relation.APART and not edge.default:
                 lifted = lift(self.chart, edge.source, edge.target)
                 if lifted is not None:
                     parent, a, b = lifted
@@ -119,7 +124,10 @@ class _Layouter:
     def _atomic(self, node: StateNode) -> None:
         lines = self.lines[node.index]
         width = max(
-            MIN_WIDTH, text_width(node.id, STATE_FONT) + 28, self._lines_width(node.index) + 16
+            MIN_WIDTH,
+            text_width(node.id, STATE_FONT) + 28,
+            self._lines_width(node.index) + 16,
+            self._arrival_room(node.index),
         )
         if node.history:  # an atomic state may own history states: circles at its right end
             width += len(node.history) * (HISTORY_SIZE + 6) + 6
@@ -127,6 +135,13 @@ class _Layouter:
         self.size[node.index] = (width, height)
         self.title[node.index] = height
         self._histories(node, width)
+
+    def _arrival_room(self, index: int) -> float:
+        """The width at which the arrows arriving on a state could all end on its top side,
+        apart enough for their heads not to meet (statecharts.diagram.ports): a state many
+        arrows end on (a test's ``fail``) grows wider, up to MAX_ARRIVALS of them (past that,
+        the ends spread round its other sides too)."""
+        return 2 * CORNER_ROOM + (min(self.arrivals[index], MAX_ARRIVALS) - 1) * (MIN_GAP + 2)
 
     def _title(self, node: StateNode) -> tuple[float, float]:
         """(width, height) of a container's title area: name, lines and history circles."""
