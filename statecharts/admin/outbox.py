@@ -1,9 +1,11 @@
 """Outbox messages in the admin: machine-owned rows, read-only; one action, delivering the
-selected undeliverable messages again (``stepper.retry_message``), with a confirmation page."""
+selected undeliverable messages again (``stepper.retry_message``), with a confirmation page
+that asks for a reason (recorded in each sender's history with who asked)."""
 
 from __future__ import annotations
 
-from django.contrib import admin
+from django import forms
+from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
@@ -20,9 +22,21 @@ from statecharts.admin.actions import (
 )
 from statecharts.admin.bases import ReadOnlyAdmin
 from statecharts.admin.display import compact_date, short_session_id
+from statecharts.admin.forms import GateText
+from statecharts.admin.steps import caller_context
+from statecharts.exceptions import InvalidInput
 from statecharts.models import OutboxMessage
 from statecharts.models.outbox import OutboxStatus
 from statecharts.operations.inspection import title_of
+
+
+class RetryForm(forms.Form):
+    """What a retry asks: why (recorded in each sender's history, with who asked)."""
+
+    reason = GateText(
+        max_length=stepper.OUTBOX_RETRY_REASON_MAX_LENGTH,
+        help_text="Why: recorded with the retry in each sender's history.",
+    )
 
 
 @admin.register(OutboxMessage)
@@ -46,7 +60,8 @@ class OutboxMessageAdmin(ReadOnlyAdmin):
         if too_many(self, request, chosen):
             return None
         retryable = [m for m in chosen if m.status == OutboxStatus.UNDELIVERABLE]
-        if not confirmed(request):
+        form = RetryForm(request.POST) if confirmed(request) else RetryForm()
+        if not confirmed(request) or not form.is_valid():
             rows = [ConfirmRow(str(m), m.reason) for m in retryable]
             rows += [
                 ConfirmRow(str(m), "only undeliverable messages are retried")
@@ -64,9 +79,17 @@ class OutboxMessageAdmin(ReadOnlyAdmin):
                 rows=rows,
                 pks=[m.pk for m in retryable],
                 button=f"Yes, retry {len(retryable)}",
+                form=form,
             )
-        for message in retryable:
-            stepper.retry_message(message.pk)
+        try:
+            context = caller_context(request)
+            for message in retryable:
+                stepper.retry_message(
+                    message.pk, reason=form.cleaned_data["reason"], caller_context=context
+                )
+        except InvalidInput as exc:  # (a bad X-Caller-Context header; the form checked the rest)
+            self.message_user(request, f"Nothing was retried: {exc}", messages.ERROR)
+            return None
         # Counted from the rows: a message its target had applied after all is delivered.
         delivered = OutboxMessage.objects.filter(
             pk__in=[m.pk for m in retryable], status=OutboxStatus.DELIVERED
@@ -82,7 +105,9 @@ class OutboxMessageAdmin(ReadOnlyAdmin):
     def sender_title(self, message: OutboxMessage) -> SafeString:
         url = reverse("admin:statecharts_execution_change", args=[message.sender_id])
         return format_html(
-            '<a href="{}" title="{}">{}</a>', url, message.sender.session_id,
+            '<a href="{}" title="{}">{}</a>',
+            url,
+            message.sender.session_id,
             title_of(message.sender),
         )
 

@@ -6,8 +6,9 @@ delivering the selected undeliverable messages" for one message.
   ``status``; the event's name, never its data;
 - ``POST /api/outbox/{id}/retry/``: deliver an undeliverable message again
   (``stepper.retry_message``, as the admin's action and ``statechart deliver --retry`` do;
-  ``statecharts.change_outboxmessage``). Its sender was told ``error.communication`` when
-  it failed and is not told again. A message that is not undeliverable is refused (409,
+  ``statecharts.change_outboxmessage``), with a ``reason`` recorded in the sender's history
+  with the caller context. Its sender was told ``error.communication`` when it failed and is
+  not told again. A message that is not undeliverable is refused (409,
   the refusal table's ``refused``)."""
 
 from __future__ import annotations
@@ -17,14 +18,11 @@ from typing import Any
 import django_filters
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, serializers
-from rest_framework.decorators import action
-from rest_framework.request import Request
-from rest_framework.response import Response
 
 from statecharts import stepper
 from statecharts.api.exceptions import Refused
 from statecharts.api.filters import IntegerFilter
-from statecharts.api.operating import OutsideRequestTransactions
+from statecharts.api.operating import OperatorActions, operator_action
 from statecharts.api.permissions import CHANGE
 from statecharts.api.serializers import NAMESPACE
 from statecharts.api.views import ERRORS, APIViewSet
@@ -61,6 +59,14 @@ class OutboxFilter(django_filters.FilterSet):
         fields = ["sender", "status"]
 
 
+class RetryRequestSerializer(serializers.Serializer[Any]):
+    reason = serializers.CharField(
+        max_length=stepper.OUTBOX_RETRY_REASON_MAX_LENGTH,
+        trim_whitespace=False,  # the stepper's gate refuses a blank one, by name
+        help_text="Why: recorded with the retry in the sender's history.",
+    )
+
+
 class RetryAnswerSerializer(serializers.Serializer[Any]):
     id = serializers.IntegerField()
     outcome = serializers.CharField(
@@ -73,7 +79,7 @@ class RetryAnswerSerializer(serializers.Serializer[Any]):
     retrieve=extend_schema(summary="An outbox message"),
 )
 class OutboxMessageViewSet(
-    OutsideRequestTransactions, mixins.ListModelMixin, mixins.RetrieveModelMixin, APIViewSet
+    OperatorActions, mixins.ListModelMixin, mixins.RetrieveModelMixin, APIViewSet
 ):
     """Outbox messages: each event an execution sent another (docs/durable-executions.md),
     read-only, the event's name but never its data; an operator may deliver an undeliverable
@@ -84,23 +90,25 @@ class OutboxMessageViewSet(
     filterset_class = OutboxFilter
     action_permissions = {"retry": [CHANGE]}
 
-    @extend_schema(
-        summary="Deliver an undeliverable message again (an operator's action)",
-        request=None,
-        responses={
+    retry = operator_action(
+        "retry",
+        body=RetryRequestSerializer,
+        answer={
             200: RetryAnswerSerializer,
+            400: ERRORS[400],
             403: OpenApiResponse(description="Without statecharts.change_outboxmessage."),
             404: ERRORS[404],
             409: OpenApiResponse(
                 description="The message is not undeliverable (reason 'refused'): nothing was done."
             ),
         },
+        summary="Deliver an undeliverable message again (an operator's action)",
     )
-    @action(detail=True, methods=["post"], filter_backends=[])
-    def retry(self, request: Request, pk: str | None = None) -> Response:
+
+    def act(self, name: str, row_id: int, values: dict[str, Any], context: dict[str, Any]) -> str:
         """Deliver this undeliverable message again (e.g. once its target is back from
-        halted). Its sender, told error.communication when it first failed, is not told
-        again if it fails again."""
+        halted), recorded in its sender's history with the reason and who asked. Its sender,
+        told error.communication when it first failed, is not told again if it fails again."""
         message = self.get_object()
         if message.status != OutboxStatus.UNDELIVERABLE:
             said = (
@@ -108,7 +116,7 @@ class OutboxMessageViewSet(
             )
             row = refusals.BY_REASON[refusals.Reason.REFUSED]
             raise Refused(refusals.Refusal(row, printable(said)))
-        stepper.retry_message(message.pk)
+        stepper.retry_message(message.pk, reason=values["reason"], caller_context=context)
         # From the row: a message its target had applied after all is delivered.
         message.refresh_from_db(fields=["status"])
-        return Response({"id": message.pk, "outcome": message.status})
+        return str(message.status)

@@ -78,6 +78,7 @@ from statecharts.exceptions import (
 )
 from statecharts.models import Chart, Execution
 from statecharts.stepper import gate
+from statecharts.stepper.delivery import REASON_MAX_LENGTH as OUTBOX_RETRY_REASON_MAX_LENGTH
 from statecharts.stepper.delivery import (
     MessageHandler,
     deliver,
@@ -515,6 +516,7 @@ def _answer(request: AnswerRequest) -> StepResult:
 
 __all__ = [
     "CANCELLED_BY_PARENT",
+    "OUTBOX_RETRY_REASON_MAX_LENGTH",
     "UNHANDLED",
     "AdmittedRequest",
     "AnswerRequest",

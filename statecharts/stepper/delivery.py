@@ -60,7 +60,9 @@ from statecharts.models import AppliedMessage, Execution, OutboxMessage
 from statecharts.models.outbox import OutboxStatus
 from statecharts.policies import codecs
 from statecharts.statuses import InputRule, rules
-from statecharts.stepper import observing, sql
+from statecharts.stepper import gate, observing, sql
+from statecharts.stepper.recording import record_operation
+from statecharts.stepper.requests import OperatorRequest
 from statecharts.stepper.stepping import feed_step, step_locked
 from statecharts.stepper.transaction import lock
 
@@ -347,18 +349,53 @@ def _settle_undelivered(
             )
 
 
-def retry(message_id: int) -> bool:
+REASON_MAX_LENGTH = 300  # an operator's reason for a retry (as for timers' actions)
+
+
+def retry(
+    message_id: int,
+    *,
+    reason: str,
+    caller_context: dict[str, Any] | None = None,
+    now: datetime | None = None,
+) -> bool:
     """Try an undeliverable message again (an operator's action: the target may be back, e.g.
     after a migration). The sender was told ``error.communication`` when it failed; if the
     retry succeeds the target gets the event after all, and if it fails again the sender is
-    not told twice. Returns whether it was delivered."""
-    reset = (
-        OutboxMessage.objects.using(sql.database())
-        .filter(pk=message_id, status=OutboxStatus.UNDELIVERABLE)
-        .update(status=OutboxStatus.PENDING, reason="", delivered=None)
+    not told twice. Returns whether it was delivered (False, and nothing recorded, for a
+    message that is not undeliverable).
+
+    An operator's action like the others: ``reason`` (required, not blank, at most
+    ``REASON_MAX_LENGTH``) and ``caller_context`` pass the gate (``OperatorRequest``;
+    ``InvalidInput`` otherwise, nothing done); the message is taken back from undeliverable
+    and the retry recorded as the sender's next history entry (disposition ``operated``,
+    action ``outbox_retry``) in one transaction under the sender's lock; the delivery runs
+    after that commit, as every delivery does."""
+    text = reason.strip() if isinstance(reason, str) else reason
+    context = gate.admit(
+        OperatorRequest(reason=text, max_length=REASON_MAX_LENGTH, caller_context=caller_context)
     )
-    if not reset:
+    database = sql.database()
+    messages = OutboxMessage.objects.using(database)
+    sender_id = messages.filter(pk=message_id).values_list("sender_id", flat=True).first()
+    if sender_id is None:
         return False
+    with transaction.atomic(using=database, durable=True):
+        sender = lock(sender_id)
+        reset = messages.filter(pk=message_id, status=OutboxStatus.UNDELIVERABLE).update(
+            status=OutboxStatus.PENDING, reason="", delivered=None
+        )
+        if not reset:
+            return False
+        target = messages.values_list("target_session_id", flat=True).get(pk=message_id)
+        record_operation(
+            sender,
+            action="outbox_retry",
+            row={"message": message_id, "target": target},
+            reason=text,
+            now=now or statecharts_settings.now(),
+            caller_context=context,
+        )
     more: list[int] = []
     delivered = deliver_one(message_id, more, tell_sender=False)
     deliver(more)

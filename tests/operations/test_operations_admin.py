@@ -181,11 +181,14 @@ def test_retrying_undeliverable_messages_delivers_them_once_the_target_is_back()
     assert message.status == OutboxStatus.UNDELIVERABLE
     page = act(client, OUTBOX, "retry_selected", [message.pk])
     assert "Deliver 1 undeliverable message(s) again?" in page.content.decode()
-    still = act(client, OUTBOX, "retry_selected", [message.pk], post="yes")
+    assert 'name="reason"' in page.content.decode()
+    blank = act(client, OUTBOX, "retry_selected", [message.pk], post="yes", reason="")
+    assert messages_of(blank) == [] and 'name="reason"' in blank.content.decode()  # asked again
+    still = act(client, OUTBOX, "retry_selected", [message.pk], post="yes", reason="try it")
     assert messages_of(still) == ["Retried 1 message(s): 0 delivered, 1 still undeliverable."]
 
     Execution.objects.filter(pk=listener.pk).update(status="active")  # repaired
-    done = act(client, OUTBOX, "retry_selected", [message.pk], post="yes")
+    done = act(client, OUTBOX, "retry_selected", [message.pk], post="yes", reason="repaired")
     assert messages_of(done) == ["Retried 1 message(s): 1 delivered, 0 still undeliverable."]
     message.refresh_from_db()
     assert message.status == OutboxStatus.DELIVERED
@@ -193,5 +196,11 @@ def test_retrying_undeliverable_messages_delivers_them_once_the_target_is_back()
     # The sender was told error.communication once, when it first failed, not at each retry.
     told = sender.history.filter(input__event__name="error.communication").count()
     assert told == 1
+    operated = sender.history.filter(disposition="operated").order_by("seq")
+    assert [(e.input["action"], e.reason) for e in operated] == [
+        ("outbox_retry", "try it"),
+        ("outbox_retry", "repaired"),
+    ]
+    assert operated[0].caller_context["door"] == "admin"
     viewer = client_with("statecharts.view_outboxmessage", name="viewer")
     assert "retry_selected" not in viewer.get(reverse(OUTBOX)).content.decode()

@@ -10,6 +10,7 @@ from django.test import override_settings
 
 from statecharts import stepper
 from statecharts.core.position import decode
+from statecharts.exceptions import InvalidInput
 from statecharts.models import AppliedMessage, Chart, Execution, OutboxMessage
 from statecharts.models.outbox import OutboxStatus
 from statecharts.stepper import sweeper
@@ -103,13 +104,25 @@ def test_retrying_an_undeliverable_message_never_tells_the_sender_twice() -> Non
     steps = Execution.objects.get(pk=sender.pk).steps
 
     # Retrying while the target is still finished marks it undeliverable again, untold.
-    assert stepper.retry_message(message.pk) is False
+    assert stepper.retry_message(message.pk, reason="target back") is False
     message.refresh_from_db()
     assert message.status == OutboxStatus.UNDELIVERABLE
-    assert Execution.objects.get(pk=sender.pk).steps == steps
+    # The retry is recorded on the sender (an operator's action), and nothing else happens.
+    assert Execution.objects.get(pk=sender.pk).steps == steps + 1
+    last = sender.history.order_by("-seq").first()
+    assert last is not None and last.disposition == "operated"
+    assert last.input == {
+        "kind": "operation",
+        "action": "outbox_retry",
+        "row": {"message": message.pk, "target": message.target_session_id},
+    }
+    assert datamodel(sender)["errors"] == 2  # not told again
+    with pytest.raises(InvalidInput):
+        stepper.retry_message(message.pk, reason=" ")
     # Only undeliverable messages are retried.
     OutboxMessage.objects.filter(pk=message.pk).update(status=OutboxStatus.DELIVERED)
-    assert stepper.retry_message(message.pk) is False
+    assert stepper.retry_message(message.pk, reason="target back") is False
+    assert Execution.objects.get(pk=sender.pk).steps == steps + 1  # nothing recorded
 
 
 @pytest.mark.django_db(transaction=True)
@@ -124,7 +137,7 @@ def test_a_retried_message_reaches_a_target_that_came_back() -> None:
     assert message.status == OutboxStatus.UNDELIVERABLE
     Execution.objects.filter(pk=receiver.pk).update(status="active")
 
-    assert stepper.retry_message(message.pk) is True
+    assert stepper.retry_message(message.pk, reason="target back") is True
     message.refresh_from_db()
     assert message.status == OutboxStatus.DELIVERED
     assert datamodel(receiver)["pings"] == 1
