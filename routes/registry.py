@@ -15,13 +15,13 @@ from __future__ import annotations
 import inspect
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
 
-from routes.base import Route, RouteConfig
+from routes.base import RetryPolicy, Route, RouteConfig
 from routes.conf import route_settings
 
 # The key of an execution's metadata that holds its route overrides.
@@ -44,6 +44,84 @@ class RegisteredRoute:
     route: Route
     types: tuple[str, ...]
     overridable: frozenset[str]
+    # Its own retry policy (the settings entry's RETRY over the class's retry_policy); the
+    # fields it leaves None come from the ROUTE_* settings when it is used (retry_policy()).
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+
+# A policy's numbers: name -> (lowest, highest or None, whether it must be an int).
+RETRY_BOUNDS: Mapping[str, tuple[float, float | None, bool]] = {
+    "max_attempts": (1, None, True),
+    "initial_seconds": (0, None, False),
+    "coefficient": (1, None, False),
+    "maximum_seconds": (0, None, False),
+    "jitter": (0, 1, False),
+}
+# The ROUTE_* settings that are every route's defaults, by policy field.
+RETRY_SETTINGS: Mapping[str, str] = {
+    "max_attempts": "ROUTE_MAX_ATTEMPTS",
+    "initial_seconds": "ROUTE_RETRY_SECONDS",
+    "coefficient": "ROUTE_RETRY_COEFFICIENT",
+    "maximum_seconds": "ROUTE_RETRY_MAX_SECONDS",
+    "jitter": "ROUTE_RETRY_JITTER",
+}
+
+
+def number_problem(name: str, value: Any) -> str | None:
+    """What is wrong with ``value`` as the policy field ``name`` (None: nothing)."""
+    low, high, integral = RETRY_BOUNDS[name]
+    kind = int if integral else int | float
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, kind)
+        or value < low
+        or (high is not None and value > high)
+    ):
+        what = "an integer" if integral else "a number"
+        upper = f" and at most {high}" if high is not None else ""
+        return f"must be {what} of at least {low}{upper}, not {value!r}"
+    return None
+
+
+def parse_retry(raw: Any, base: RetryPolicy | None) -> tuple[RetryPolicy, list[str]]:
+    """A settings entry's ``RETRY`` dict (policy field -> value; ``non_retryable`` a list of
+    dotted paths of exception classes) over the class's ``retry_policy``; the problems."""
+    base = base if isinstance(base, RetryPolicy) else RetryPolicy()
+    if raw is None:
+        return base, []
+    if not isinstance(raw, Mapping):
+        return base, ["must be a dict of policy field -> value"]
+    problems: list[str] = []
+    unknown = sorted(str(k) for k in set(raw) - {*RETRY_BOUNDS, "non_retryable"})
+    if unknown:
+        problems.append(
+            f"has unknown keys {unknown} (known: {sorted(RETRY_BOUNDS)}, non_retryable)"
+        )
+    values: dict[str, Any] = {}
+    for name in RETRY_BOUNDS:
+        if name in raw:
+            problem = number_problem(name, raw[name])
+            if problem:
+                problems.append(f"[{name!r}] {problem}")
+            else:
+                values[name] = raw[name]
+    classes: list[type[BaseException]] = []
+    paths = raw.get("non_retryable", [])
+    if not isinstance(paths, list | tuple):
+        problems.append("['non_retryable'] must be a list of dotted paths of exception classes")
+        paths = []
+    for path in paths:
+        try:
+            cls = import_string(path) if isinstance(path, str) else None
+        except ImportError as exc:
+            problems.append(f"['non_retryable'] {path!r} cannot be imported: {exc}")
+            continue
+        if not (inspect.isclass(cls) and issubclass(cls, BaseException)):
+            problems.append(f"['non_retryable'] {path!r} is not an exception class")
+            continue
+        classes.append(cls)
+    own = RetryPolicy(**values, non_retryable=tuple(classes))
+    return own.over(base), problems
 
 
 def build_routes(configured: Any) -> dict[str, RegisteredRoute]:
@@ -60,7 +138,7 @@ def build_routes(configured: Any) -> dict[str, RegisteredRoute]:
         if not isinstance(entry, Mapping):
             problems.append(f"[{name!r}] must be a dict with ROUTE, TYPES and OPTIONS")
             continue
-        unknown = set(entry) - {"ROUTE", "TYPES", "OPTIONS", "OVERRIDABLE"}
+        unknown = set(entry) - {"ROUTE", "TYPES", "OPTIONS", "OVERRIDABLE", "RETRY"}
         if unknown:
             problems.append(f"[{name!r}] has unknown keys {sorted(unknown)}")
         cls: Any = entry.get("ROUTE")
@@ -74,9 +152,7 @@ def build_routes(configured: Any) -> dict[str, RegisteredRoute]:
             problems.append(f"[{name!r}]['ROUTE'] is not a routes.base.Route subclass")
             continue
         types = entry.get("TYPES") or []
-        if not isinstance(types, list | tuple) or not all(
-            isinstance(t, str) and t for t in types
-        ):
+        if not isinstance(types, list | tuple) or not all(isinstance(t, str) and t for t in types):
             problems.append(f"[{name!r}]['TYPES'] must be a list of <send type> strings")
             continue
         for send_type in types:
@@ -95,12 +171,18 @@ def build_routes(configured: Any) -> dict[str, RegisteredRoute]:
         ):
             problems.append(f"[{name!r}]['OVERRIDABLE'] must be a list of option keys")
             continue
+        retry, retry_problems = parse_retry(entry.get("RETRY"), cls.retry_policy)
+        if retry_problems:
+            problems.extend(f"[{name!r}]['RETRY'] {problem}" for problem in retry_problems)
+            continue
         try:
             route = cls(name, dict(options))
         except Exception as exc:  # a route refusing its options: a settings problem
             problems.append(f"[{name!r}] refuses its OPTIONS: {exc}")
             continue
-        built[name] = RegisteredRoute(name, route, tuple(types), frozenset(overridable))
+        built[name] = RegisteredRoute(
+            name, route, tuple(types), frozenset(overridable), retry=retry
+        )
     if problems:
         raise RouteSettingsError(problems)
     return built
@@ -131,6 +213,18 @@ def routes() -> dict[str, RegisteredRoute]:
 
 def get(name: str) -> RegisteredRoute | None:
     return routes().get(name)
+
+
+def retry_policy(name: str) -> RetryPolicy:
+    """The filled-in retry policy of the route ``name``: its own (``RETRY``, the class's
+    ``retry_policy``), the ``ROUTE_*`` settings for what it leaves unset; the settings alone
+    for a route not registered here."""
+    known = get(name)
+    own = known.retry if known is not None else RetryPolicy()
+    defaults = RetryPolicy(
+        **{field: getattr(route_settings, key) for field, key in RETRY_SETTINGS.items()}
+    )
+    return own.over(defaults)
 
 
 def send_types() -> dict[str, str]:

@@ -1,0 +1,132 @@
+"""Retrying route deliveries that were not sent, and routes giving up (docs/routes.md).
+
+Routes are **at most once**: a delivery whose outcome is unknown (a timeout after the request
+left, a connection reset, any raise the route does not vouch for) is never retried by the
+platform. Only a failure the route declares was not sent (``routes.base.NotSent``: the
+connection was refused, the host name did not resolve; nothing reached the destination) may
+be retried, by the route's retry policy (``registry.retry_policy``: its settings entry's
+``RETRY``, its class's ``retry_policy``, the ``ROUTE_*`` settings for the rest; by default
+one attempt: no retry).
+
+A retry keeps the key (the destination sees the same idempotency key on every attempt) and is
+durable: in ONE transaction, under the sender's lock (the lock order of every step: the
+execution, then its rows), the ledger row goes ``claimed`` -> ``retrying`` (``retry_at`` the
+due) and a route timer row with the same key, due after the policy's backoff, is written to
+the route timer queue (``routes.queue``). That row fires like any delayed route send
+(liveness, cancellation by ``<cancel sendid>``, chunks): its fire takes the key back
+``claimed`` (``ledger.take_retrying``: one more attempt) and calls the route again. A crash
+before the transaction commits leaves the key ``claimed``: in doubt, never retried (the
+route's word that it was not sent is lost with the process; at most once holds).
+
+The backoff's jitter is derived from the idempotency key and the attempt
+(``statecharts.policies.retrying``): a test or a replay computes the same due.
+
+A delivery that fails for good (attempts spent, a non-retryable class, no queue to hold the
+retry, the sender gone) is ``failed`` and its sender hears ``error.communication``, as for any
+failed delivery (``routes.delivering.fail``).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from django.db import transaction
+
+from routes import ledger, registry
+from routes.base import GiveUp, NotSent, RetryPolicy, RouteConfig, RouteMessage
+from routes.models import DeliveryStatus, RouteDelivery
+from routes.queue import TimerEntry, configured_queue
+from statecharts.models import Execution
+from statecharts.statuses import TimerRule, rules
+from statecharts.stepper import database, lock
+
+log = logging.getLogger("routes")
+
+
+def error_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def retryable(policy: RetryPolicy, exc: BaseException) -> bool:
+    """Whether a ``NotSent`` may be retried under ``policy``: neither it nor the error it was
+    raised from is an instance of a ``non_retryable`` class."""
+    cause = exc.__cause__
+    return policy.retryable(exc) and (cause is None or policy.retryable(cause))
+
+
+def after_raise(
+    delivery_id: int,
+    config: RouteConfig,
+    message: RouteMessage,
+    key: str,
+    exc: BaseException,
+    now: datetime,
+) -> str | None:
+    """Decide what a raise of ``deliver`` costs the claimed key ``delivery_id``: None when a
+    retry was scheduled (or someone else settled the key meanwhile), else the reason to fail
+    it with (the caller then fails it and tells the sender: ``routes.delivering.fail``)."""
+    error = error_text(exc)
+    if not isinstance(exc, NotSent):
+        return error  # ambiguous: at most once, never retried
+    policy = registry.retry_policy(message.route)
+    assert policy.max_attempts is not None
+    if not retryable(policy, exc):
+        cause = exc.__cause__
+        named = type(cause if cause is not None and not policy.retryable(cause) else exc)
+        return f"not sent: {named.__name__} is not retryable: {error}"
+    queue = configured_queue()
+    with transaction.atomic(using=database()):
+        try:
+            sender: Execution | None = lock(message.execution_id)
+        except Execution.DoesNotExist:
+            sender = None
+        attempts = (
+            RouteDelivery.objects.using(database())
+            .filter(pk=delivery_id, status=DeliveryStatus.CLAIMED)
+            .values_list("attempts", flat=True)
+            .first()
+        )
+        if attempts is None:
+            return None  # settled meanwhile (an operator's mark): nothing to decide
+        if attempts >= policy.max_attempts:
+            if policy.max_attempts == 1:
+                return error  # (no retry policy: the reason as it always was)
+            return f"not sent after {attempts} attempts: {error}"
+        if queue is None:
+            return f"not sent, and no route timer queue to retry it: {error}"
+        if sender is None or rules(sender.status).timers is TimerRule.DISCARD:
+            return error  # nobody to deliver for any more (fail records it as discarded)
+        due = now + timedelta(seconds=policy.backoff(attempts, key))
+        reason = (
+            f"not sent (attempt {attempts} of {policy.max_attempts}): {error}; "
+            f"retry at {due.isoformat()}"
+        )
+        if not ledger.retry(delivery_id, due, reason):
+            return None  # (settled meanwhile)
+        queue.schedule(
+            TimerEntry(
+                scope=message.execution_id,
+                send_id=message.send_id,
+                key=key,
+                route=message.route,
+                config=config,
+                message=message,
+                due=due,
+                created=now,
+                scheduled_in=None,  # (a retry: no step scheduled it)
+            )
+        )
+    log.info("route %s: delivery %s not sent, retry at %s: %s", message.route, key, due, error)
+    return None
+
+
+def given_up(answer: GiveUp) -> tuple[str, str]:
+    """The ledger status and reason of a route's give-up answer (``Cancel``/``Discard``)."""
+    status = (
+        DeliveryStatus.CANCELLED
+        if answer.status == DeliveryStatus.CANCELLED
+        else DeliveryStatus.DISCARDED
+    )
+    said = f": {answer.reason}" if answer.reason else ""
+    return status, f"{status} by the route{said}"
