@@ -4,9 +4,21 @@
 
 from __future__ import annotations
 
+import socket
 from typing import Any, ClassVar
 
-from routes.base import ROUTE_OK, Route, RouteAnswer, RouteConfig, RouteMessage, RouteVerdict
+from routes.base import (
+    ROUTE_OK,
+    Cancel,
+    Discard,
+    GiveUp,
+    NotSent,
+    Route,
+    RouteAnswer,
+    RouteConfig,
+    RouteMessage,
+    RouteVerdict,
+)
 
 
 class Recorder(Route):
@@ -51,6 +63,36 @@ class FileRoute(Route):
     def deliver(self, config: RouteConfig, message: RouteMessage, key: str) -> None:
         with open(config["path"], "a", encoding="utf-8") as out:
             out.write(f"{key}\n")
+
+
+class Flaky(Route):
+    """Each call takes the next outcome from ``Flaky.script`` ("ok" once it is empty) and
+    records the key it was given in ``Flaky.calls``:
+
+    - "not_sent": ``NotSent`` (nothing left), "dns": ``NotSent`` raised from a
+      ``socket.gaierror``, "refused": from a ``ConnectionRefusedError``;
+    - "ambiguous": a plain ``TimeoutError`` (the far side may have acted);
+    - "cancel" / "discard": the give-up answers; "ok": delivered."""
+
+    script: ClassVar[list[str]] = []
+    calls: ClassVar[list[str]] = []
+
+    def deliver(self, config: RouteConfig, message: RouteMessage, key: str) -> GiveUp | None:
+        Flaky.calls.append(key)
+        outcome = Flaky.script.pop(0) if Flaky.script else "ok"
+        if outcome == "not_sent":
+            raise NotSent("the gateway refused the connection")
+        if outcome == "dns":
+            raise NotSent("no such host") from socket.gaierror(-2, "Name or service not known")
+        if outcome == "refused":
+            raise NotSent("refused") from ConnectionRefusedError(111, "Connection refused")
+        if outcome == "ambiguous":
+            raise TimeoutError("no answer after the request was written")
+        if outcome == "cancel":
+            return Cancel("the customer unsubscribed")
+        if outcome == "discard":
+            return Discard()
+        return None
 
 
 ROUTES: dict[str, Any] = {
