@@ -366,3 +366,66 @@ def test_the_global_defaults_are_checked_and_a_route_policy_fills_from_them() ->
         assert (policy.coefficient, policy.jitter) == (2.0, 0.0)
     with configure():
         assert registry.retry_policy("flaky").max_attempts == 1  # the default: no retry
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_retry_racing_its_cancel_has_exactly_one_fate() -> None:
+    """The fire of a retry row and the step that cancels its send, released together on two
+    threads (PostgreSQL row locks): the key ends delivered (called twice: the not-sent
+    attempt and the retry) or cancelled (called once), never both, never more."""
+    import threading
+    from collections import Counter
+
+    from tests.timers.test_timer_races import JOIN_TIMEOUT, run_threads
+    from timers import routequeue
+
+    trials, pairs = 40, 4
+    with configure({"max_attempts": 3, "initial_seconds": 10}):
+        chart = Chart.objects.load(CHART, name="retries")
+        executions = [stepper.start(chart, now=T0) for _ in range(trials)]
+        Flaky.script[:] = ["not_sent"] * trials
+        for execution in executions:
+            at(T0, "now", execution)
+        rows = {row.execution_id: row.pk for row in RouteTimer.objects.all()}
+        assert len(rows) == trials
+        when = T0 + 10 * S
+        clock["now"] = when
+        fired: dict[int, str] = {}
+        barriers = [threading.Barrier(2, timeout=JOIN_TIMEOUT) for _ in range(pairs)]
+
+        def firer(mine: list[int], barrier: threading.Barrier) -> Any:
+            def run() -> None:
+                for pk in mine:
+                    barrier.wait()
+                    fired[pk] = routequeue.fire(rows[pk], now=when)
+
+            return run
+
+        def canceller(mine: list[int], barrier: threading.Barrier) -> Any:
+            def run() -> None:
+                for pk in mine:
+                    barrier.wait()
+                    stepper.send(pk, "stop", now=when)
+
+            return run
+
+        pks = [execution.pk for execution in executions]
+        targets = []
+        for k, barrier in enumerate(barriers):
+            targets += [firer(pks[k::pairs], barrier), canceller(pks[k::pairs], barrier)]
+        assert run_threads(targets, barriers) == []
+        assert not RouteTimer.objects.exists()
+        calls = Counter(Flaky.calls)
+        fates: Counter[str] = Counter()
+        for delivery in RouteDelivery.objects.filter(execution_id__in=pks):
+            fates[delivery.status] += 1
+            if delivery.status == DeliveryStatus.DELIVERED:
+                assert (calls[delivery.key], delivery.attempts) == (2, 2)
+                assert fired[delivery.execution_id] == routequeue.FIRED
+            else:
+                assert delivery.status == DeliveryStatus.CANCELLED
+                assert (calls[delivery.key], delivery.attempts) == (1, 1)
+                assert fired[delivery.execution_id] == routequeue.SKIPPED
+        assert sum(fates.values()) == trials
+        print(f"\nretry fire vs cancel, {trials} trials: {dict(fates)}")
