@@ -29,6 +29,7 @@ failed delivery (``routes.delivering.fail``).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from django.db import transaction
@@ -42,6 +43,11 @@ from statecharts.statuses import TimerRule, rules
 from statecharts.stepper import database, lock
 
 log = logging.getLogger("routes")
+
+# Tests install a callable here to stop a real process at a phase of a retry ("not_sent": the
+# route raised NotSent, nothing decided yet; "retry_scheduled": the retry committed). It is
+# never set otherwise.
+fault_hook: Callable[[str], None] | None = None
 
 
 def error_text(exc: BaseException) -> str:
@@ -76,6 +82,8 @@ def after_raise(
         named = type(cause if cause is not None and not policy.retryable(cause) else exc)
         return f"not sent: {named.__name__} is not retryable: {error}"
     queue = configured_queue()
+    if fault_hook is not None:
+        fault_hook("not_sent")
     with transaction.atomic(using=database()):
         try:
             sender: Execution | None = lock(message.execution_id)
@@ -118,6 +126,8 @@ def after_raise(
             )
         )
     log.info("route %s: delivery %s not sent, retry at %s: %s", message.route, key, due, error)
+    if fault_hook is not None:
+        fault_hook("retry_scheduled")
     return None
 
 

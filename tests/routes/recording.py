@@ -95,6 +95,22 @@ class Flaky(Route):
         return None
 
 
+class NotSentOnceFileRoute(Route):
+    """``FileRoute`` whose first attempt of each key is not sent: it notes the key in
+    OPTIONS["tried"] and raises ``NotSent``; a later attempt appends the key to
+    OPTIONS["path"]. Visible across processes, for the crash tests of retries."""
+
+    def deliver(self, config: RouteConfig, message: RouteMessage, key: str) -> None:
+        with open(config["tried"], "a+", encoding="utf-8") as tried:
+            tried.seek(0)
+            if key not in tried.read().split():
+                tried.write(f"{key}\n")
+                tried.flush()
+                raise NotSent("the first attempt never leaves")
+        with open(config["path"], "a", encoding="utf-8") as out:
+            out.write(f"{key}\n")
+
+
 ROUTES: dict[str, Any] = {
     "record": {
         "ROUTE": "tests.routes.recording.Recorder",
@@ -109,6 +125,22 @@ def settings_with(**extra: Any) -> dict[str, Any]:
     from django.conf import settings
 
     return {**settings.STATECHARTS, "ROUTES": ROUTES, **extra}
+
+
+def retry_file_route_settings(path: str) -> dict[str, Any]:
+    """The ``file`` route whose first attempt of each key is not sent, retried once 10 s
+    later (``NotSentOnceFileRoute``; the keys tried in ``path`` + ".tried")."""
+    from django.conf import settings
+
+    routes = {
+        "file": {
+            "ROUTE": "tests.routes.recording.NotSentOnceFileRoute",
+            "TYPES": ["file"],
+            "OPTIONS": {"path": path, "tried": f"{path}.tried"},
+            "RETRY": {"max_attempts": 2, "initial_seconds": 10},
+        }
+    }
+    return {**settings.STATECHARTS, "ROUTES": routes}
 
 
 def file_route_settings(path: str) -> dict[str, Any]:
