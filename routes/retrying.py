@@ -81,9 +81,35 @@ def after_raise(
         cause = exc.__cause__
         named = type(cause if cause is not None and not policy.retryable(cause) else exc)
         return f"not sent: {named.__name__} is not retryable: {error}"
-    queue = configured_queue()
     if fault_hook is not None:
         fault_hook("not_sent")
+    try:
+        failed, due = _schedule_retry(delivery_id, config, message, key, policy, error, now)
+    except Exception as problem:  # (the queue refused the entry: fail it, never leave it)
+        log.exception("route %s: the retry of %s could not be scheduled", message.route, key)
+        return f"not sent, and its retry could not be scheduled ({error_text(problem)}): {error}"
+    if failed is not None or due is None:
+        return failed
+    log.info("route %s: delivery %s not sent, retry at %s: %s", message.route, key, due, error)
+    if fault_hook is not None:
+        fault_hook("retry_scheduled")
+    return None
+
+
+def _schedule_retry(
+    delivery_id: int,
+    config: RouteConfig,
+    message: RouteMessage,
+    key: str,
+    policy: RetryPolicy,
+    error: str,
+    now: datetime,
+) -> tuple[str | None, datetime | None]:
+    """``after_raise``'s transaction: (the reason to fail the key with, None) or (None, the
+    retry's due) once scheduled; (None, None) if the key was settled meanwhile. Lock order:
+    the sender's execution, then the ledger row, then the route timer row (a step's order)."""
+    assert policy.max_attempts is not None
+    queue = configured_queue()
     with transaction.atomic(using=database()):
         try:
             sender: Execution | None = lock(message.execution_id)
@@ -96,22 +122,22 @@ def after_raise(
             .first()
         )
         if attempts is None:
-            return None  # settled meanwhile (an operator's mark): nothing to decide
+            return None, None  # settled meanwhile (an operator's mark): nothing to decide
         if attempts >= policy.max_attempts:
             if policy.max_attempts == 1:
-                return error  # (no retry policy: the reason as it always was)
-            return f"not sent after {attempts} attempts: {error}"
+                return error, None  # (no retry policy: the reason as it always was)
+            return f"not sent after {attempts} attempts: {error}", None
         if queue is None:
-            return f"not sent, and no route timer queue to retry it: {error}"
+            return f"not sent, and no route timer queue to retry it: {error}", None
         if sender is None or rules(sender.status).timers is TimerRule.DISCARD:
-            return error  # nobody to deliver for any more (fail records it as discarded)
+            return error, None  # nobody to deliver for any more (fail records it as discarded)
         due = now + timedelta(seconds=policy.backoff(attempts, key))
         reason = (
             f"not sent (attempt {attempts} of {policy.max_attempts}): {error}; "
             f"retry at {due.isoformat()}"
         )
         if not ledger.retry(delivery_id, due, reason):
-            return None  # (settled meanwhile)
+            return None, None  # (settled meanwhile)
         queue.schedule(
             TimerEntry(
                 scope=message.execution_id,
@@ -125,10 +151,7 @@ def after_raise(
                 scheduled_in=None,  # (a retry: no step scheduled it)
             )
         )
-    log.info("route %s: delivery %s not sent, retry at %s: %s", message.route, key, due, error)
-    if fault_hook is not None:
-        fault_hook("retry_scheduled")
-    return None
+    return None, due
 
 
 def given_up(answer: GiveUp) -> tuple[str, str]:

@@ -293,6 +293,29 @@ def test_without_a_route_timer_queue_a_not_sent_failure_fails_at_once() -> None:
         assert errors(execution) == [["error.communication", "ping", None]]
 
 
+class RefusingQueue:
+    """A route timer queue that refuses every entry (a custom ROUTE_TIMER_QUEUE gone wrong)."""
+
+    def schedule(self, entry: Any) -> None:
+        raise RuntimeError("the queue is full")
+
+    def cancel(self, scope: int, send_id: str, *, now: datetime, reason: str) -> int:
+        return 0
+
+
+def test_a_retry_the_queue_refuses_fails_the_key_and_writes_nothing() -> None:
+    with configure({"max_attempts": 3}, ROUTE_TIMER_QUEUE=RefusingQueue):
+        execution = start()
+        Flaky.script[:] = ["not_sent"]
+        at(T0, "now", execution)
+        delivery = RouteDelivery.objects.get()
+        assert (delivery.status, delivery.retry_at) == (DeliveryStatus.FAILED, None)
+        assert delivery.reason.startswith(
+            "not sent, and its retry could not be scheduled (RuntimeError: the queue is full): "
+        )
+        assert errors(execution) == [["error.communication", "ping", None]]
+
+
 def test_basic_http_retries_a_refused_connection_then_fails_it() -> None:
     probe = socket.socket()
     probe.bind(("127.0.0.1", 0))
