@@ -121,7 +121,7 @@ def parse_retry(raw: Any, base: RetryPolicy | None) -> tuple[RetryPolicy, list[s
             continue
         classes.append(cls)
     own = RetryPolicy(**values, non_retryable=tuple(classes))
-    return own.over(base), problems
+    return own.filled(base), problems
 
 
 def build_routes(configured: Any) -> dict[str, RegisteredRoute]:
@@ -224,7 +224,7 @@ def retry_policy(name: str) -> RetryPolicy:
     defaults = RetryPolicy(
         **{field: getattr(route_settings, key) for field, key in RETRY_SETTINGS.items()}
     )
-    return own.over(defaults)
+    return own.filled(defaults)
 
 
 def send_types() -> dict[str, str]:

@@ -22,56 +22,36 @@ A delivery may also give up on a row without spending attempts (Oban's ``{:cance
 reason recorded. Like ``Snooze``, answer it before doing anything: what the delivery wrote
 commits with the row's end.
 
-The types (``RetryPolicy``'s fields, backoff and jitter; ``GiveUp``, ``Cancel``, ``Discard``)
-are ``statecharts.policies.retrying``'s, shared with the routes app (which may not import
-this one); this module adds the timers' settings as defaults.
+The policy type and the give-up answers live in ``statecharts.policies.retrying`` (re-exported
+here), shared with the invocations app's handler policies: neither app may import the other.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
-from statecharts.policies import retrying
-from statecharts.policies.retrying import Cancel, Discard, GiveUp
+from statecharts.policies.retrying import Cancel, Discard, GiveUp, RetryPolicy
 from timers.conf import timer_settings
 
-__all__ = ["Cancel", "Discard", "GiveUp", "RetryPolicy", "policy_of", "timer_key"]
+__all__ = ["Cancel", "Discard", "GiveUp", "RetryPolicy", "defaults", "policy_of", "timer_key"]
 
 
-@dataclass(frozen=True, slots=True)
-class RetryPolicy(retrying.RetryPolicy):
-    """What a raise costs a timer; ``None`` fields come from the global settings. (The type,
-    its backoff and jitter are ``statecharts.policies.retrying``'s, shared with the routes
-    app; this class adds the timers' defaults.)"""
-
-    def with_defaults(self) -> RetryPolicy:
-        """This policy, each ``None`` field filled from the settings."""
-        filled = self.over(
-            retrying.RetryPolicy(
-                max_attempts=timer_settings.TIMER_MAX_ATTEMPTS,
-                initial_seconds=timer_settings.TIMER_RETRY_SECONDS,
-                coefficient=timer_settings.TIMER_RETRY_COEFFICIENT,
-                maximum_seconds=timer_settings.TIMER_RETRY_MAX_SECONDS,
-                jitter=timer_settings.TIMER_RETRY_JITTER,
-            )
-        )
-        assert isinstance(filled, RetryPolicy)
-        return filled
+def defaults() -> RetryPolicy:
+    """The global policy of every delivery: the ``TIMER_*`` settings."""
+    return RetryPolicy(
+        max_attempts=timer_settings.TIMER_MAX_ATTEMPTS,
+        initial_seconds=timer_settings.TIMER_RETRY_SECONDS,
+        coefficient=timer_settings.TIMER_RETRY_COEFFICIENT,
+        maximum_seconds=timer_settings.TIMER_RETRY_MAX_SECONDS,
+        jitter=timer_settings.TIMER_RETRY_JITTER,
+    )
 
 
 def policy_of(delivery: object | None) -> RetryPolicy:
     """The filled-in policy of a delivery (its class's ``retry_policy``, the settings for
     what it leaves unset); the settings alone for none, or for one without a policy."""
-    policy: Any = getattr(delivery, "retry_policy", None)
-    if isinstance(policy, retrying.RetryPolicy) and not isinstance(policy, RetryPolicy):
-        policy = RetryPolicy(**{name: getattr(policy, name) for name in _FIELDS})
+    policy = getattr(delivery, "retry_policy", None)
     if not isinstance(policy, RetryPolicy):
         policy = RetryPolicy()
-    return policy.with_defaults()
-
-
-_FIELDS = tuple(retrying.RetryPolicy.__dataclass_fields__)
+    return policy.filled(defaults())
 
 
 def timer_key(execution_id: int, ordinal: int) -> str:
