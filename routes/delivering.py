@@ -102,43 +102,45 @@ def perform(
 ) -> bool:
     """The outside action of a claimed key (no transaction, no lock held); True if it
     succeeded. A raise settles the key ``failed`` and tells the sender (or, for a
-    ``NotSent`` its route's policy retries, leaves it ``retrying``: ``attempt``)."""
+    ``NotSent`` its route's policy retries, leaves it ``retrying``: ``not_delivered``)."""
     more = [] if more is None else more
     if fault_hook is not None:
         fault_hook("claimed")
-    if not attempt(delivery_id, route, config, message, key, more):
+    try:
+        answer = route.deliver(config, message, key)
+    except Exception as exc:
+        reason = f"{type(exc).__name__}: {exc}"
+        log.warning("route %s: delivery %s failed: %s", message.route, key, reason)
+        not_delivered(delivery_id, config, message, key, exc, more)
+        return False
+    if isinstance(answer, GiveUp):
+        give_up(delivery_id, message, answer, more)
         return False
     ledger.settle(delivery_id, DeliveryStatus.DELIVERED, route_settings.now())
     return True
 
 
-def attempt(
+def not_delivered(
     delivery_id: int,
-    route: Any,
     config: RouteConfig,
     message: RouteMessage,
     key: str,
+    exc: BaseException,
     more: list[int],
-) -> bool:
-    """Call the route for a claimed key (no transaction, no lock held): True if it delivered
-    (the caller settles it); else the key is decided here: a retry scheduled for a
-    ``NotSent`` with attempts left (``routes.retrying``), or failed / given up with its sender
-    told (``fail``)."""
-    try:
-        answer = route.deliver(config, message, key)
-    except Exception as exc:
-        reason = retrying.error_text(exc)
-        log.warning("route %s: delivery %s failed: %s", message.route, key, reason)
-        failed = retrying.after_raise(delivery_id, config, message, key, exc, route_settings.now())
-        if failed is not None:
-            fail(delivery_id, message, failed, more)
-        return False
-    if isinstance(answer, GiveUp):
-        status, reason = retrying.given_up(answer)
-        log.info("route %s: delivery %s %s", message.route, key, reason)
-        fail(delivery_id, message, reason, more, status=status)
-        return False
-    return True
+) -> None:
+    """A claimed key whose route raised: a retry scheduled for a ``NotSent`` its route's
+    policy retries (``routes.retrying``), else ``fail`` (the sender told)."""
+    reason = retrying.after_raise(delivery_id, config, message, key, exc, route_settings.now())
+    if reason is not None:
+        fail(delivery_id, message, reason, more)
+
+
+def give_up(delivery_id: int, message: RouteMessage, answer: GiveUp, more: list[int]) -> None:
+    """A claimed key whose route answered ``Cancel``/``Discard``: ended so at once, the
+    reason recorded, the sender told (``fail``)."""
+    status, reason = retrying.given_up(answer)
+    log.info("route %s: delivery of %s %s", message.route, message.send_id, reason)
+    fail(delivery_id, message, reason, more, status=status)
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +170,18 @@ def perform_many(
                 before()
             if fault_hook is not None:
                 fault_hook("claimed")
-            if not attempt(item.delivery_id, item.route, item.config, item.message, item.key, more):
+            try:
+                answer = item.route.deliver(item.config, item.message, item.key)
+            except Exception as exc:
+                reason = f"{type(exc).__name__}: {exc}"
+                log.warning(
+                    "route %s: delivery %s failed: %s", item.message.route, item.key, reason
+                )
+                not_delivered(item.delivery_id, item.config, item.message, item.key, exc, more)
+                results.append(False)
+                continue
+            if isinstance(answer, GiveUp):
+                give_up(item.delivery_id, item.message, answer, more)
                 results.append(False)
                 continue
             delivered.append(item.delivery_id)
@@ -183,6 +196,7 @@ def fail(
     message: RouteMessage,
     reason: str,
     more: list[int],
+    *,
     status: str = DeliveryStatus.FAILED,
 ) -> None:
     """Settle the key ``failed`` (or ``status``: a route's give-up) and tell the sender
