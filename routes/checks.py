@@ -7,14 +7,9 @@ from typing import Any
 
 from django.core.checks import CheckMessage, Error, Warning
 
+from routes.policies import RETRY_SETTINGS, number_problem
 from routes.queue import QueueUnavailable, load_queue
-from routes.registry import (
-    RETRY_SETTINGS,
-    RouteSettingsError,
-    build_routes,
-    number_problem,
-    override_problems,
-)
+from routes.registry import RouteSettingsError, build_routes, override_problems
 from statecharts.conf import default
 
 

@@ -4,7 +4,7 @@ Routes are **at most once**: a delivery whose outcome is unknown (a timeout afte
 left, a connection reset, any raise the route does not vouch for) is never retried by the
 platform. Only a failure the route declares was not sent (``routes.base.NotSent``: the
 connection was refused, the host name did not resolve; nothing reached the destination) may
-be retried, by the route's retry policy (``registry.retry_policy``: its settings entry's
+be retried, by the route's retry policy (``policy_of``: its settings entry's
 ``RETRY``, its class's ``retry_policy``, the ``ROUTE_*`` settings for the rest; by default
 one attempt: no retry).
 
@@ -34,7 +34,7 @@ from datetime import datetime, timedelta
 
 from django.db import transaction
 
-from routes import ledger, registry
+from routes import ledger, policies, registry
 from routes.base import GiveUp, NotSent, RetryPolicy, RouteConfig, RouteMessage
 from routes.models import DeliveryStatus, RouteDelivery
 from routes.queue import TimerEntry, configured_queue
@@ -48,6 +48,15 @@ log = logging.getLogger("routes")
 # route raised NotSent, nothing decided yet; "retry_scheduled": the retry committed). It is
 # never set otherwise.
 fault_hook: Callable[[str], None] | None = None
+
+
+def policy_of(name: str) -> RetryPolicy:
+    """The filled-in retry policy of the route ``name``: its own (``RETRY``, the class's
+    ``retry_policy``), the ``ROUTE_*`` settings for what it leaves unset; the settings alone
+    for a route not registered here."""
+    known = registry.get(name)
+    own = known.retry if known is not None else RetryPolicy()
+    return own.filled(policies.defaults())
 
 
 def error_text(exc: BaseException) -> str:
@@ -75,7 +84,7 @@ def after_raise(
     error = error_text(exc)
     if not isinstance(exc, NotSent):
         return error  # ambiguous: at most once, never retried
-    policy = registry.retry_policy(message.route)
+    policy = policy_of(message.route)
     assert policy.max_attempts is not None
     if not retryable(policy, exc):
         cause = exc.__cause__

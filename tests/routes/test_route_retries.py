@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-from routes import checks, delivering, registry
+from routes import checks, delivering, retrying
 from routes.basichttp import LOOPBACK_OPTIONS
 from routes.models import DeliveryStatus, RouteDelivery
 from statecharts import stepper
@@ -187,7 +187,7 @@ def test_without_a_policy_a_not_sent_failure_fails_at_once_as_before() -> None:
 
 def test_a_non_retryable_class_fails_at_once_whether_raised_or_the_cause() -> None:
     with configure({"max_attempts": 5, "non_retryable": ["socket.gaierror"]}):
-        assert registry.retry_policy("flaky").non_retryable == (socket.gaierror,)
+        assert retrying.policy_of("flaky").non_retryable == (socket.gaierror,)
         dns, refused = start(), start()
         Flaky.script[:] = ["dns", "refused"]
         at(T0, "now", dns)
@@ -207,7 +207,7 @@ def test_the_jitter_is_derived_from_the_key_so_the_due_is_the_same_every_time() 
         Flaky.script[:] = ["not_sent", "not_sent"]
         at(T0, "now", first)
         at(T0, "now", second)
-        policy = registry.retry_policy("flaky")
+        policy = retrying.policy_of("flaky")
         dues = {}
         for execution in (first, second):
             delivery = RouteDelivery.objects.get(execution=execution)
@@ -384,11 +384,11 @@ def test_the_global_defaults_are_checked_and_a_route_policy_fills_from_them() ->
     found = checks.check({"ROUTE_RETRY_JITTER": 1.5, "ROUTE_MAX_ATTEMPTS": 0})
     assert sorted(problem.id for problem in found) == ["routes.E003", "routes.E003"]
     with configure({"max_attempts": 4}, ROUTE_RETRY_SECONDS=7, ROUTE_RETRY_MAX_SECONDS=60):
-        policy = registry.retry_policy("flaky")
+        policy = retrying.policy_of("flaky")
         assert (policy.max_attempts, policy.initial_seconds, policy.maximum_seconds) == (4, 7, 60)
         assert (policy.coefficient, policy.jitter) == (2.0, 0.0)
     with configure():
-        assert registry.retry_policy("flaky").max_attempts == 1  # the default: no retry
+        assert retrying.policy_of("flaky").max_attempts == 1  # the default: no retry
 
 
 @pytest.mark.postgres
