@@ -18,6 +18,7 @@ from django.test import override_settings
 
 from routes import checks, delivering, retrying
 from routes.basichttp import LOOPBACK_OPTIONS
+from routes.inspection import read_routes, routes_document
 from routes.models import DeliveryStatus, RouteDelivery
 from statecharts import stepper
 from statecharts.models import Chart, Execution, OutboxMessage
@@ -113,6 +114,12 @@ def test_a_not_sent_failure_is_retried_up_to_max_attempts_then_failed_and_heard_
         row = RouteTimer.objects.get()
         assert (row.key, row.due, row.send_id, row.scheduled_in) == (key, T0 + 10 * S, "ping", None)
         assert errors(execution) == []  # not told yet: the send is not over
+        [shown] = routes_document(read_routes(execution, T0))["deliveries"]
+        assert (shown["status"], shown["attempts"], shown["retry_at"]) == (
+            "retrying",
+            1,
+            (T0 + 10 * S).isoformat(),
+        )
 
         assert at(T0 + 9 * S) == {}  # not due
         assert at(T0 + 10 * S) == {"fired": 1}
