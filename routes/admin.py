@@ -47,7 +47,7 @@ class MarkForm(forms.Form):
 class RouteDeliveryAdmin(ReadOnlyAdmin):
     list_display = [
         "id", "route", "event_name", "target", "execution_link", "send_id", "delayed",
-        "shown_status", "reason", "created",
+        "shown_status", "attempts", "reason", "created",
     ]  # fmt: skip
     list_filter = ["status", "route", "delayed"]
     search_fields = ["key", "target", "send_id", "=execution__id"]

@@ -35,6 +35,13 @@ The guarantees a route owes and is given:
   "in doubt"). A route whose action is a write to the same database may do it inside
   :meth:`deliver_atomic` instead, in the ledger's own transaction, and gets exactly-once.
   Raising means the delivery failed: the sender gets ``error.communication`` with the send id.
+- ``deliver`` may raise :class:`NotSent` when it knows nothing left this process (the
+  connection was refused, the name did not resolve): only such a failure may be retried, by
+  the route's ``retry_policy`` (``routes.retrying``; none by default). Any other raise is
+  ambiguous (the far side may have acted) and is never retried.
+- ``deliver`` may answer ``Cancel(reason)`` or ``Discard(reason)`` instead of acting: the
+  key ends ``cancelled`` / ``discarded`` at once, the reason recorded, no attempt spent, and
+  the sender hears ``error.communication`` as for any undelivered send.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
 from statecharts.core.host import ROUTE_OK, RouteAnswer, RouteVerdict
+from statecharts.policies.retrying import Cancel, Discard, GiveUp, RetryPolicy
 
 # A route's configuration for one send: its OPTIONS with the scope's overrides (plain JSON:
 # a delayed send's row keeps it as resolved when the send was scheduled).
@@ -75,6 +83,18 @@ class RouteMessage:
         return cls(**{name: raw[name] for name in fields if name in raw})
 
 
+class NotSent(Exception):
+    """Raised by ``deliver``: the action provably did not leave this process (nothing reached
+    the destination), so the route's ``retry_policy`` may try it again under the same key.
+    Raise it ``from`` the error that proves it; a policy's ``non_retryable`` classes are
+    matched against both. Only raise it when it is certain: a retry of a send that did arrive
+    delivers it twice."""
+
+    def __init__(self, reason: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 class Route:
     """The base of every route (see the module docstring). One instance per name and
     process, made from the settings entry: ``name`` and ``options`` (the entry's OPTIONS)."""
@@ -84,6 +104,9 @@ class Route:
     overridable: ClassVar[frozenset[str]] = frozenset()
     # Options the route has when the settings entry does not give them.
     default_options: ClassVar[Mapping[str, Any]] = {}
+    # Which NotSent failures are retried, and when (routes.retrying). None: the settings'
+    # ROUTE_* defaults (one attempt, no retry); the settings entry's "RETRY" overrides it.
+    retry_policy: ClassVar[RetryPolicy | None] = None
 
     def __init__(self, name: str, options: Mapping[str, Any]) -> None:
         self.name = name
@@ -97,8 +120,9 @@ class Route:
         """The send's key: deterministic, unique per send (see the module docstring)."""
         return f"{message.session_id}:{message.send_ordinal}"
 
-    def deliver(self, config: RouteConfig, message: RouteMessage, key: str) -> None:
-        """Do the outside action, after the commit; raise if it failed."""
+    def deliver(self, config: RouteConfig, message: RouteMessage, key: str) -> GiveUp | None:
+        """Do the outside action, after the commit; raise if it failed (``NotSent`` if it
+        provably never left), or answer ``Cancel``/``Discard`` to give up without acting."""
         raise NotImplementedError(f"route {self.name!r} does not deliver")
 
     def deliver_atomic(self, config: RouteConfig, message: RouteMessage, key: str) -> bool:
@@ -107,4 +131,16 @@ class Route:
         return False
 
 
-__all__ = ["ROUTE_OK", "Route", "RouteAnswer", "RouteConfig", "RouteMessage", "RouteVerdict"]
+__all__ = [
+    "ROUTE_OK",
+    "Cancel",
+    "Discard",
+    "GiveUp",
+    "NotSent",
+    "RetryPolicy",
+    "Route",
+    "RouteAnswer",
+    "RouteConfig",
+    "RouteMessage",
+    "RouteVerdict",
+]

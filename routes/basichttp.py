@@ -16,6 +16,10 @@ while the ``<send>`` executes (off the list: ``error.execution``; no target at a
 number of response bytes, follows redirects only onto the allow-list (and at most a few), and
 ignores proxy settings from the environment. A non-2xx answer, a refused redirect, a timeout or
 a network error fails the delivery (``error.communication`` with the send id, in the sender).
+Two failures prove that no byte of the request left: the connection was refused, or the host
+name did not resolve. Those raise :class:`NotPosted` (a ``routes.base.NotSent``), which the
+route's retry policy may retry under the same key (docs/routes.md); every other failure (a
+timeout, a reset, an answer) may have reached the target, and is never retried.
 
 Inbound, :func:`decode_post` turns a received ``POST`` into the external event it raises
 (C.2.1): named by a single ``_scxmleventname`` (query string or form field), else
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
@@ -37,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
-from routes.base import Route, RouteConfig, RouteMessage
+from routes.base import NotSent, Route, RouteConfig, RouteMessage
 from statecharts.core.host import ROUTE_OK, RouteAnswer, RouteVerdict
 
 BASICHTTP_TYPE = "http://www.w3.org/TR/scxml/#BasicHTTPEventProcessor"
@@ -74,6 +79,16 @@ LOOPBACK_OPTIONS: Mapping[str, Any] = {
 
 class DeliveryFailed(Exception):
     """The POST did not reach its target, or the target refused it (error.communication)."""
+
+
+class NotPosted(DeliveryFailed, NotSent):
+    """The POST provably never left: the connection was refused, or the host name did not
+    resolve (raised ``from`` that error). A retry cannot deliver it twice."""
+
+
+# The errors urllib reports before any byte of a request is written: connect() refused
+# (ECONNREFUSED comes only from connect) and the name lookup that precedes it.
+NOT_SENT_ERRORS: tuple[type[BaseException], ...] = (ConnectionRefusedError, socket.gaierror)
 
 
 class BadInbound(ValueError):
@@ -221,6 +236,8 @@ def post(config: Mapping[str, Any], request: Request, key: str | None = None) ->
         raise DeliveryFailed(f"the target answered {exc.code} {exc.reason}") from None
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
+        if isinstance(reason, NOT_SENT_ERRORS):
+            raise NotPosted(f"the POST was not sent: {reason}") from reason
         raise DeliveryFailed(f"the POST failed: {reason}") from None
 
 
@@ -244,8 +261,7 @@ class BasicHTTPRoute(Route):
 
     def deliver(self, config: RouteConfig, message: RouteMessage, key: str) -> None:
         assert message.target is not None  # (check refused a send without one)
-        request = build_request(message.target, message.name or None, message.data,
-                                message.payload)
+        request = build_request(message.target, message.name or None, message.data, message.payload)
         post(config, request, key)
 
 

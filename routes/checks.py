@@ -7,6 +7,7 @@ from typing import Any
 
 from django.core.checks import CheckMessage, Error, Warning
 
+from routes.policies import RETRY_SETTINGS, number_problem
 from routes.queue import QueueUnavailable, load_queue
 from routes.registry import RouteSettingsError, build_routes, override_problems
 from statecharts.conf import default
@@ -16,14 +17,18 @@ def check(configured: Mapping[str, Any]) -> list[CheckMessage]:
     """Every route loads and is a ``Route`` (``routes.E001``), the settings-level scope
     overrides name registered routes and overridable options only (``routes.E002``), and the
     route timer queue can be loaded here (``routes.W001``: otherwise delayed route sends are
-    refused)."""
+    refused). The ``ROUTE_*`` retry defaults are numbers in their range (``routes.E003``), as
+    is each route's ``RETRY`` (``routes.E001``)."""
     problems: list[CheckMessage] = []
+    for field, key in RETRY_SETTINGS.items():
+        problem = number_problem(field, configured.get(key, default(key)))
+        if problem:
+            problems.append(Error(f"STATECHARTS[{key!r}] {problem}.", id="routes.E003"))
     try:
         registered = build_routes(configured.get("ROUTES", default("ROUTES")))
     except RouteSettingsError as exc:
-        return [
-            Error(f"STATECHARTS['ROUTES']: {message}", id="routes.E001")
-            for message in exc.problems
+        return problems + [
+            Error(f"STATECHARTS['ROUTES']: {message}", id="routes.E001") for message in exc.problems
         ]
     overrides = configured.get("ROUTE_OVERRIDES", default("ROUTE_OVERRIDES"))
     if not isinstance(overrides, Mapping):
@@ -51,4 +56,3 @@ def check(configured: Mapping[str, Any]) -> list[CheckMessage]:
                 )
             )
     return problems
-

@@ -24,6 +24,17 @@ SETTINGS = (
         300,
         "a delivery claimed this long ago and never settled is shown in doubt (not retried)",
     ),
+    # The default retry policy of every route (routes.retrying): only failures a route
+    # declares were not sent (routes.base.NotSent) are retried; an ambiguous one never is.
+    Setting("ROUTE_MAX_ATTEMPTS", 1, "attempts of a not-sent delivery (1: never retried)"),
+    Setting("ROUTE_RETRY_SECONDS", 5, "retry backoff base: 5 s, 10 s, 20 s, ..."),
+    Setting("ROUTE_RETRY_COEFFICIENT", 2.0, "each retry's backoff is the last one's times this"),
+    Setting("ROUTE_RETRY_MAX_SECONDS", 3600, "the longest retry backoff"),
+    Setting(
+        "ROUTE_RETRY_JITTER",
+        0.0,
+        "a backoff moves by up to this fraction of itself (derived from the idempotency key)",
+    ),
     Setting("ROUTE_RETENTION_DAYS", 30, "settled ledger entries of finished executions (prune)"),
 )
 

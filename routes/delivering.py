@@ -13,7 +13,10 @@ the commit: each route is called in turn, the delivered keys are settled togethe
 
 A delivery that raises is ``failed``, and the sender gets ``error.communication`` with the
 send id, in the same transaction that settles the ledger row (the sender locked first: the
-lock order of every step, one execution).
+lock order of every step, one execution). Unless the route raised ``NotSent`` and its retry
+policy has attempts left: then the key waits ``retrying`` for a route timer row that tries
+it again, same key (``routes.retrying``). A route that answers ``Cancel``/``Discard`` gives
+the key up: ``cancelled``/``discarded`` with its reason, the sender told the same way.
 """
 
 from __future__ import annotations
@@ -26,8 +29,8 @@ from typing import Any
 
 from django.db import transaction
 
-from routes import ledger, registry
-from routes.base import RouteConfig, RouteMessage
+from routes import ledger, registry, retrying
+from routes.base import GiveUp, RouteConfig, RouteMessage
 from routes.conf import route_settings
 from routes.models import DeliveryStatus
 from statecharts.core.events import PLATFORM, Event
@@ -43,8 +46,9 @@ KIND = "routes.deliver"  # the outbox message kind of an immediate route send
 fault_hook: Callable[[str], None] | None = None
 
 
-def outbox_payload(route: str, config: RouteConfig | None, message: RouteMessage, key: str,
-                   refused: str = "") -> dict[str, Any]:
+def outbox_payload(
+    route: str, config: RouteConfig | None, message: RouteMessage, key: str, refused: str = ""
+) -> dict[str, Any]:
     return {
         "route": route,
         "config": dict(config) if config is not None else None,
@@ -97,19 +101,46 @@ def perform(
     more: list[int] | None = None,
 ) -> bool:
     """The outside action of a claimed key (no transaction, no lock held); True if it
-    succeeded. A raise settles the key ``failed`` and tells the sender."""
+    succeeded. A raise settles the key ``failed`` and tells the sender (or, for a
+    ``NotSent`` its route's policy retries, leaves it ``retrying``: ``not_delivered``)."""
     more = [] if more is None else more
     if fault_hook is not None:
         fault_hook("claimed")
     try:
-        route.deliver(config, message, key)
+        answer = route.deliver(config, message, key)
     except Exception as exc:
         reason = f"{type(exc).__name__}: {exc}"
         log.warning("route %s: delivery %s failed: %s", message.route, key, reason)
-        fail(delivery_id, message, reason, more)
+        not_delivered(delivery_id, config, message, key, exc, more)
+        return False
+    if isinstance(answer, GiveUp):
+        give_up(delivery_id, message, answer, more)
         return False
     ledger.settle(delivery_id, DeliveryStatus.DELIVERED, route_settings.now())
     return True
+
+
+def not_delivered(
+    delivery_id: int,
+    config: RouteConfig,
+    message: RouteMessage,
+    key: str,
+    exc: BaseException,
+    more: list[int],
+) -> None:
+    """A claimed key whose route raised: a retry scheduled for a ``NotSent`` its route's
+    policy retries (``routes.retrying``), else ``fail`` (the sender told)."""
+    reason = retrying.after_raise(delivery_id, config, message, key, exc, route_settings.now())
+    if reason is not None:
+        fail(delivery_id, message, reason, more)
+
+
+def give_up(delivery_id: int, message: RouteMessage, answer: GiveUp, more: list[int]) -> None:
+    """A claimed key whose route answered ``Cancel``/``Discard``: ended so at once, the
+    reason recorded, the sender told (``fail``)."""
+    status, reason = retrying.given_up(answer)
+    log.info("route %s: delivery of %s %s", message.route, message.send_id, reason)
+    fail(delivery_id, message, reason, more, status=status)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,8 +154,9 @@ class Claimed:
     key: str
 
 
-def perform_many(claimed: Sequence[Claimed], more: list[int], before: Callable[[], None] | None
-                 = None) -> list[bool]:
+def perform_many(
+    claimed: Sequence[Claimed], more: list[int], before: Callable[[], None] | None = None
+) -> list[bool]:
     """:func:`perform` for each claimed key in turn (no transaction, no lock held), calling
     ``before()`` first; the keys delivered are settled ``delivered`` in one UPDATE once all
     were tried (until then they show ``claimed``: a crash in between leaves them "in doubt",
@@ -139,13 +171,17 @@ def perform_many(claimed: Sequence[Claimed], more: list[int], before: Callable[[
             if fault_hook is not None:
                 fault_hook("claimed")
             try:
-                item.route.deliver(item.config, item.message, item.key)
+                answer = item.route.deliver(item.config, item.message, item.key)
             except Exception as exc:
                 reason = f"{type(exc).__name__}: {exc}"
                 log.warning(
                     "route %s: delivery %s failed: %s", item.message.route, item.key, reason
                 )
-                fail(item.delivery_id, item.message, reason, more)
+                not_delivered(item.delivery_id, item.config, item.message, item.key, exc, more)
+                results.append(False)
+                continue
+            if isinstance(answer, GiveUp):
+                give_up(item.delivery_id, item.message, answer, more)
                 results.append(False)
                 continue
             delivered.append(item.delivery_id)
@@ -155,24 +191,29 @@ def perform_many(claimed: Sequence[Claimed], more: list[int], before: Callable[[
     return results
 
 
-def fail(delivery_id: int, message: RouteMessage, reason: str, more: list[int]) -> None:
-    """Settle the key ``failed`` and tell the sender ``error.communication`` (send id set),
-    in one transaction under the sender's lock; a sender that finished meanwhile records the
-    error as discarded (spec 6.2)."""
+def fail(
+    delivery_id: int,
+    message: RouteMessage,
+    reason: str,
+    more: list[int],
+    *,
+    status: str = DeliveryStatus.FAILED,
+) -> None:
+    """Settle the key ``failed`` (or ``status``: a route's give-up) and tell the sender
+    ``error.communication`` (send id set), in one transaction under the sender's lock; a
+    sender that finished meanwhile records the error as discarded (spec 6.2)."""
     now: datetime = route_settings.now()
     with transaction.atomic(using=database()):
         try:
             sender: Execution | None = lock(message.execution_id)
         except Execution.DoesNotExist:
             sender = None
-        if not ledger.settle(delivery_id, DeliveryStatus.FAILED, now, reason):
+        if not ledger.settle(delivery_id, status, now, reason):
             return
         if sender is None:
             return
-        error = Event(
-            "error.communication",
-            PLATFORM,
-            {"message": f"route {message.route!r}: {reason}", "route": message.route},
-            sendid=message.send_id or None,
-        )
+        data = {"message": f"route {message.route!r}: {reason}", "route": message.route}
+        if status != DeliveryStatus.FAILED:
+            data["given_up"] = status  # (the route answered Cancel or Discard)
+        error = Event("error.communication", PLATFORM, data, sendid=message.send_id or None)
         step_locked(sender, Input.internal(error), now, more, cause={"route_delivery": delivery_id})

@@ -43,6 +43,8 @@ class DeliveryRow:
             "reason": d.reason,
             "created": d.created.isoformat(),
             "settled": d.settled.isoformat() if d.settled else None,
+            "attempts": d.attempts,
+            "retry_at": d.retry_at.isoformat() if d.retry_at else None,
         }
 
     def line(self) -> str:

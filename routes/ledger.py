@@ -3,6 +3,13 @@
 Every function runs on the stepper's database and inside the caller's transaction; the
 unique key is the decision point: of two claims of one key, exactly one inserts the row
 (on PostgreSQL the second waits for the first to commit, then finds it).
+
+A ``retrying`` key (not sent, its retry waiting in the route timer queue: ``routes.retrying``)
+is the one exception: it is open to one more decision, taken by a conditional UPDATE
+(``retrying`` -> the new status) instead of the insert. The route timer fire that holds its
+retry takes it back ``claimed`` (one more attempt), a ``<cancel>`` or a discard ends it; a
+fresh claim (``claim``, an immediate send's outbox message run again) never takes it. Every
+such decision runs under the sending execution's lock.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from datetime import datetime
 
 from django.db import IntegrityError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import F
 
 from routes.base import RouteMessage
 from routes.models import DeliveryStatus, RouteDelivery
@@ -46,17 +54,53 @@ def _row(message: RouteMessage, key: str, status: str, reason: str, now: datetim
 
 
 def write(
-    message: RouteMessage, key: str, status: str, now: datetime, reason: str = ""
+    message: RouteMessage,
+    key: str,
+    status: str,
+    now: datetime,
+    reason: str = "",
+    *,
+    reopen: bool | None = None,
 ) -> RouteDelivery | None:
     """Write the key's row with ``status``; None if the key is already in the ledger (then
-    nothing is written: whoever wrote it decided)."""
+    nothing is written: whoever wrote it decided). A ``retrying`` key is taken instead when
+    ``reopen`` (by default: for every status but ``claimed``; see the module docstring)."""
     row = _row(message, key, status, reason, now)
     try:
         with transaction.atomic(using=database()):  # a savepoint: the caller's work survives
             row.save(using=database(), force_insert=True)
     except IntegrityError:
-        return None
+        if not (status != DeliveryStatus.CLAIMED if reopen is None else reopen):
+            return None
+        taken = take_retrying(key, status, now, reason)
+        return None if taken is None else RouteDelivery.objects.using(database()).get(pk=taken)
     return row
+
+
+def take_retrying(key: str, status: str, now: datetime, reason: str = "") -> int | None:
+    """The next decision of a ``retrying`` key (its id), or None if the key is not retrying:
+    ``claimed`` again (one more attempt; ``created`` is the new claim's time, so "in doubt"
+    counts from it) or ended with ``status`` and ``reason``."""
+    rows = RouteDelivery.objects.using(database()).filter(key=key, status=DeliveryStatus.RETRYING)
+    pk = rows.values_list("pk", flat=True).first()
+    if pk is None:
+        return None
+    changes: dict[str, object] = {"status": status, "retry_at": None}
+    if status == DeliveryStatus.CLAIMED:
+        changes.update(created=now, attempts=F("attempts") + 1, settled=None)
+    else:
+        changes.update(reason=reason[:2000], settled=now)
+    return pk if rows.filter(pk=pk).update(**changes) else None
+
+
+def retry(delivery_id: int, due: datetime, reason: str) -> bool:
+    """claimed -> ``retrying`` (not sent; a retry is due at ``due``); False if it was not
+    claimed any more."""
+    return bool(
+        RouteDelivery.objects.using(database())
+        .filter(pk=delivery_id, status=DeliveryStatus.CLAIMED)
+        .update(status=DeliveryStatus.RETRYING, reason=reason[:2000], retry_at=due)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,14 +117,15 @@ def write_many(entries: Sequence[Entry], now: datetime) -> dict[str, int]:
     """``write`` for several keys in ONE statement: ``INSERT ... ON CONFLICT (key) DO NOTHING
     RETURNING id, key`` (PostgreSQL; SQLite 3.35+). Returns the ids of the rows it wrote, by
     key; a key already in the ledger (or given twice) is absent: whoever wrote it decided.
-    Elsewhere, one ``write`` (a savepoint) per entry."""
+    Elsewhere, one ``write`` (a savepoint) per entry. A ``retrying`` key is taken (the fire of
+    the route timer row that holds its retry: ``take_retrying``) and present."""
     if not entries:
         return {}
     conn = connections[database()]
     if not returning(conn):
         written = {}
         for entry in entries:
-            row = write(entry.message, entry.key, entry.status, now, entry.reason)
+            row = write(entry.message, entry.key, entry.status, now, entry.reason, reopen=True)
             if row is not None:
                 written[row.key] = row.pk
         return written
@@ -99,7 +144,13 @@ def write_many(entries: Sequence[Entry], now: datetime) -> dict[str, int]:
         params += [f.get_db_prep_save(getattr(row, f.attname), conn) for f in fields]
     with conn.cursor() as cursor:
         cursor.execute(sql, params)
-        return {key: pk for pk, key in cursor.fetchall()}
+        written = {key: pk for pk, key in cursor.fetchall()}
+    for entry in entries:
+        if entry.key not in written:  # (rare: in the ledger before; taken only if retrying)
+            taken = take_retrying(entry.key, entry.status, now, entry.reason)
+            if taken is not None:
+                written[entry.key] = taken
+    return written
 
 
 def returning(conn: BaseDatabaseWrapper) -> bool:
@@ -116,7 +167,13 @@ def claim(message: RouteMessage, key: str, now: datetime) -> RouteDelivery | Non
 
 
 def known(key: str) -> bool:
-    return RouteDelivery.objects.using(database()).filter(key=key).exists()
+    """Whether the key was decided (a ``retrying`` key is still open: its retry is waiting)."""
+    return (
+        RouteDelivery.objects.using(database())
+        .filter(key=key)
+        .exclude(status=DeliveryStatus.RETRYING)
+        .exists()
+    )
 
 
 def settle(delivery_id: int, status: str, now: datetime, reason: str = "") -> bool:

@@ -3,8 +3,12 @@ delayed sends alike, written before the outside action (docs/routes.md).
 
 ``claimed`` -> ``delivered`` / ``failed``: the route owes at-most-once on the key, and the
 unique key is how the platform keeps it (a second claim of the key finds the row and does
-nothing). A ``claimed`` row whose worker died stays claimed: it is shown "in doubt" (the
-action may or may not have happened) and is never retried blindly. Route timer rows deleted
+nothing). A delivery the route declares was not sent (``routes.base.NotSent``) may go
+``claimed`` -> ``retrying`` when its route's retry policy has attempts left
+(``routes.retrying``): a route timer row holds the retry, and its fire takes the key back
+(``retrying`` -> ``claimed``, one more attempt) under the same key. A ``claimed`` row whose
+worker died stays claimed: it is shown "in doubt" (the action may or may not have happened)
+and is never retried blindly. Route timer rows deleted
 without a delivery leave their outcome here too (``discarded`` with the reason, ``cancelled``),
 so an operator sees every fate in one table.
 """
@@ -24,6 +28,8 @@ class DeliveryStatus(models.TextChoices):
     FAILED = "failed", "failed"
     DISCARDED = "discarded", "discarded"
     CANCELLED = "cancelled", "cancelled"
+    # Not sent (the route said so); a retry waits in the route timer queue, same key.
+    RETRYING = "retrying", "retrying"
 
 
 class RouteDeliveryQuerySet(models.QuerySet["RouteDelivery"]):
@@ -52,8 +58,16 @@ class RouteDelivery(models.Model):
     delayed = models.BooleanField(default=False)
     status = models.CharField(max_length=12, choices=DeliveryStatus.choices)
     reason = PortableTextField(blank=True, help_text="Why it was settled so (or the error).")
-    created = models.DateTimeField(help_text="When the key was written (claimed or settled).")
+    created = models.DateTimeField(
+        help_text="When the key was written (claimed or settled), or claimed again to retry."
+    )
     settled = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(
+        default=1, help_text="How many times the key was claimed (retries of a not-sent one)."
+    )
+    retry_at = models.DateTimeField(
+        null=True, blank=True, help_text="When its retry is due (status retrying)."
+    )
 
     objects = RouteDeliveryQuerySet.as_manager()
 

@@ -2,7 +2,8 @@
 
 A ledger row is its sender's. Settled rows (delivered, failed, discarded, cancelled) of
 executions that can no longer step are pruned ``ROUTE_RETENTION_DAYS`` after they settled; a
-``claimed`` row (in flight, or in doubt) is never pruned by age. Erasure removes the target
+``claimed`` row (in flight, or in doubt) and a ``retrying`` one (its retry waiting) are never
+pruned by age. Erasure removes the target
 (an address) and the reason, keeping which route, which event, and how it ended.
 """
 
@@ -21,7 +22,8 @@ STAGE = "route_deliveries"
 
 
 def _prunable(cutoff: datetime) -> Q:
-    return ~Q(status=DeliveryStatus.CLAIMED) & Q(settled__lt=cutoff)
+    open_statuses = (DeliveryStatus.CLAIMED, DeliveryStatus.RETRYING)
+    return ~Q(status__in=open_statuses) & Q(settled__lt=cutoff)
 
 
 _settled = retention.SettledRows(RouteDelivery, "execution_id", _prunable)

@@ -16,7 +16,10 @@ execution):
   ``(scope, send_id)`` with different keys are two sends, and both are kept.
 
 Both methods run inside the scheduling (or cancelling) step's transaction, with the
-execution's row locked: what they write commits or rolls back with the step.
+execution's row locked: what they write commits or rolls back with the step. The routes app
+also schedules the retry of a delivery that was not sent (``routes.retrying``), under the
+same lock, with the key ``retrying`` in the ledger: the queue keeps it as any entry, and its
+fire claims the key back through ``routes.ledger`` (``write_many`` takes a retrying key).
 """
 
 from __future__ import annotations
@@ -42,7 +45,9 @@ class TimerEntry:
     message: RouteMessage
     due: datetime
     created: datetime
-    scheduled_in: int  # the history seq of the step that scheduled it
+    # The history seq of the step that scheduled it; None for a retry of a send that was not
+    # sent (routes.retrying: no step scheduled it).
+    scheduled_in: int | None
 
 
 @dataclass(frozen=True, slots=True)

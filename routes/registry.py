@@ -15,14 +15,15 @@ from __future__ import annotations
 import inspect
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
 
-from routes.base import Route, RouteConfig
+from routes.base import RetryPolicy, Route, RouteConfig
 from routes.conf import route_settings
+from routes.policies import parse_retry
 
 # The key of an execution's metadata that holds its route overrides.
 METADATA_KEY = "routes"
@@ -44,6 +45,10 @@ class RegisteredRoute:
     route: Route
     types: tuple[str, ...]
     overridable: frozenset[str]
+    # Its own retry policy (the settings entry's RETRY over the class's retry_policy); the
+    # fields it leaves None come from the ROUTE_* settings when it is used
+    # (routes.retrying.policy_of).
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
 
 
 def build_routes(configured: Any) -> dict[str, RegisteredRoute]:
@@ -60,7 +65,7 @@ def build_routes(configured: Any) -> dict[str, RegisteredRoute]:
         if not isinstance(entry, Mapping):
             problems.append(f"[{name!r}] must be a dict with ROUTE, TYPES and OPTIONS")
             continue
-        unknown = set(entry) - {"ROUTE", "TYPES", "OPTIONS", "OVERRIDABLE"}
+        unknown = set(entry) - {"ROUTE", "TYPES", "OPTIONS", "OVERRIDABLE", "RETRY"}
         if unknown:
             problems.append(f"[{name!r}] has unknown keys {sorted(unknown)}")
         cls: Any = entry.get("ROUTE")
@@ -74,9 +79,7 @@ def build_routes(configured: Any) -> dict[str, RegisteredRoute]:
             problems.append(f"[{name!r}]['ROUTE'] is not a routes.base.Route subclass")
             continue
         types = entry.get("TYPES") or []
-        if not isinstance(types, list | tuple) or not all(
-            isinstance(t, str) and t for t in types
-        ):
+        if not isinstance(types, list | tuple) or not all(isinstance(t, str) and t for t in types):
             problems.append(f"[{name!r}]['TYPES'] must be a list of <send type> strings")
             continue
         for send_type in types:
@@ -95,12 +98,18 @@ def build_routes(configured: Any) -> dict[str, RegisteredRoute]:
         ):
             problems.append(f"[{name!r}]['OVERRIDABLE'] must be a list of option keys")
             continue
+        retry, retry_problems = parse_retry(entry.get("RETRY"), cls.retry_policy)
+        if retry_problems:
+            problems.extend(f"[{name!r}]['RETRY'] {problem}" for problem in retry_problems)
+            continue
         try:
             route = cls(name, dict(options))
         except Exception as exc:  # a route refusing its options: a settings problem
             problems.append(f"[{name!r}] refuses its OPTIONS: {exc}")
             continue
-        built[name] = RegisteredRoute(name, route, tuple(types), frozenset(overridable))
+        built[name] = RegisteredRoute(
+            name, route, tuple(types), frozenset(overridable), retry=retry
+        )
     if problems:
         raise RouteSettingsError(problems)
     return built

@@ -4,9 +4,21 @@
 
 from __future__ import annotations
 
+import socket
 from typing import Any, ClassVar
 
-from routes.base import ROUTE_OK, Route, RouteAnswer, RouteConfig, RouteMessage, RouteVerdict
+from routes.base import (
+    ROUTE_OK,
+    Cancel,
+    Discard,
+    GiveUp,
+    NotSent,
+    Route,
+    RouteAnswer,
+    RouteConfig,
+    RouteMessage,
+    RouteVerdict,
+)
 
 
 class Recorder(Route):
@@ -53,6 +65,52 @@ class FileRoute(Route):
             out.write(f"{key}\n")
 
 
+class Flaky(Route):
+    """Each call takes the next outcome from ``Flaky.script`` ("ok" once it is empty) and
+    records the key it was given in ``Flaky.calls``:
+
+    - "not_sent": ``NotSent`` (nothing left), "dns": ``NotSent`` raised from a
+      ``socket.gaierror``, "refused": from a ``ConnectionRefusedError``;
+    - "ambiguous": a plain ``TimeoutError`` (the far side may have acted);
+    - "cancel" / "discard": the give-up answers; "ok": delivered."""
+
+    script: ClassVar[list[str]] = []
+    calls: ClassVar[list[str]] = []
+
+    def deliver(self, config: RouteConfig, message: RouteMessage, key: str) -> GiveUp | None:
+        Flaky.calls.append(key)
+        outcome = Flaky.script.pop(0) if Flaky.script else "ok"
+        if outcome == "not_sent":
+            raise NotSent("the gateway refused the connection")
+        if outcome == "dns":
+            raise NotSent("no such host") from socket.gaierror(-2, "Name or service not known")
+        if outcome == "refused":
+            raise NotSent("refused") from ConnectionRefusedError(111, "Connection refused")
+        if outcome == "ambiguous":
+            raise TimeoutError("no answer after the request was written")
+        if outcome == "cancel":
+            return Cancel("the customer unsubscribed")
+        if outcome == "discard":
+            return Discard()
+        return None
+
+
+class NotSentOnceFileRoute(Route):
+    """``FileRoute`` whose first attempt of each key is not sent: it notes the key in
+    OPTIONS["tried"] and raises ``NotSent``; a later attempt appends the key to
+    OPTIONS["path"]. Visible across processes, for the crash tests of retries."""
+
+    def deliver(self, config: RouteConfig, message: RouteMessage, key: str) -> None:
+        with open(config["tried"], "a+", encoding="utf-8") as tried:
+            tried.seek(0)
+            if key not in tried.read().split():
+                tried.write(f"{key}\n")
+                tried.flush()
+                raise NotSent("the first attempt never leaves")
+        with open(config["path"], "a", encoding="utf-8") as out:
+            out.write(f"{key}\n")
+
+
 ROUTES: dict[str, Any] = {
     "record": {
         "ROUTE": "tests.routes.recording.Recorder",
@@ -67,6 +125,22 @@ def settings_with(**extra: Any) -> dict[str, Any]:
     from django.conf import settings
 
     return {**settings.STATECHARTS, "ROUTES": ROUTES, **extra}
+
+
+def retry_file_route_settings(path: str) -> dict[str, Any]:
+    """The ``file`` route whose first attempt of each key is not sent, retried once 10 s
+    later (``NotSentOnceFileRoute``; the keys tried in ``path`` + ".tried")."""
+    from django.conf import settings
+
+    routes = {
+        "file": {
+            "ROUTE": "tests.routes.recording.NotSentOnceFileRoute",
+            "TYPES": ["file"],
+            "OPTIONS": {"path": path, "tried": f"{path}.tried"},
+            "RETRY": {"max_attempts": 2, "initial_seconds": 10},
+        }
+    }
+    return {**settings.STATECHARTS, "ROUTES": routes}
 
 
 def file_route_settings(path: str) -> dict[str, Any]:

@@ -4,6 +4,7 @@ driver against a real loopback HTTP server."""
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from routes.base import NotSent
 from routes.basichttp import (
     BASICHTTP_TYPE,
     DEFAULT_OPTIONS,
@@ -18,6 +20,7 @@ from routes.basichttp import (
     BadInbound,
     DeliveryFailed,
     MemoryBasicHTTP,
+    NotPosted,
     Request,
     build_request,
     decode_post,
@@ -180,9 +183,40 @@ def test_a_target_that_never_answers_times_out(target: Target) -> None:
         post(quick, Request(target.url, b"a=1"))
 
 
+def test_a_refused_connection_or_an_unknown_host_is_not_sent_and_says_why() -> None:
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()  # nothing listens there
+    with pytest.raises(NotPosted, match="the POST was not sent") as refused:
+        post(LOOPBACK_OPTIONS, Request(f"http://127.0.0.1:{port}/in", b"a=1"))
+    assert isinstance(refused.value, NotSent) and isinstance(refused.value, DeliveryFailed)
+    assert isinstance(refused.value.__cause__, ConnectionRefusedError)
+    unknown = {**LOOPBACK_OPTIONS, "allowed_hosts": ["nothing.invalid"]}  # (RFC 2606: never)
+    with pytest.raises(NotPosted) as unresolved:
+        post(unknown, Request("http://nothing.invalid/in", b"a=1"))
+    assert isinstance(unresolved.value.__cause__, socket.gaierror)
+
+
+def test_a_failure_after_the_request_may_have_arrived_is_never_not_sent(target: Target) -> None:
+    target.hang.set()  # the request arrives; the answer never does
+    quick = {**LOOPBACK_OPTIONS, "timeout_seconds": 0.2}
+    with pytest.raises(DeliveryFailed, match="timed out") as timed_out:
+        post(quick, Request(target.url, b"a=1"))
+    assert not isinstance(timed_out.value, NotSent)
+    assert len(target.requests) == 1  # (it did arrive: a retry would deliver it twice)
+    target.hang.clear()
+    target.answer = (503, {}, b"later")
+    with pytest.raises(DeliveryFailed, match="503") as refused:
+        post(LOOPBACK_OPTIONS, Request(target.url, b"a=1"))
+    assert not isinstance(refused.value, NotSent)
+
+
 def test_decoding_names_data_and_raw() -> None:
     event = decode_post(
-        path="/in/<token>/", query="", content_type="application/x-www-form-urlencoded",
+        path="/in/<token>/",
+        query="",
+        content_type="application/x-www-form-urlencoded",
         body=b"_scxmleventname=order.paid&amount=12&tag=a&tag=b",
     )
     assert (event.name, event.data) == ("order.paid", {"amount": "12", "tag": ["a", "b"]})
@@ -232,5 +266,7 @@ def test_raw_is_on_received_events_only_and_other_types_need_no_event_name() -> 
     session.send("e")
     assert session.datamodel["seen"] == [["POST / HTTP/1.1\r\n\r\n", True], [None, False]]
     with pytest.raises(Exception, match="needs 'event'"):
-        MemoryDriver().start(f'<scxml {NS}><state id="a"><onentry><send target="#_internal"/>'
-                             "</onentry></state></scxml>")
+        MemoryDriver().start(
+            f'<scxml {NS}><state id="a"><onentry><send target="#_internal"/>'
+            "</onentry></state></scxml>"
+        )

@@ -1,6 +1,7 @@
 """A route timer firer SIGKILLed between the take-and-decide write and the delivery (and
-between the ledger write and the route's action): the state stays consistent, no key is
-delivered twice, and the lost delivery shows "in doubt" (at most once: it is not retried).
+between the ledger write and the route's action, and around the retry of a delivery that was
+not sent): the state stays consistent, no key is delivered twice, and the lost delivery shows
+"in doubt" (at most once: it is not retried).
 One row per transaction (one key in doubt) and the default chunk (its unsettled keys in
 doubt). Real processes (tests/workers/route_worker.py), SQLite and PostgreSQL."""
 
@@ -22,7 +23,7 @@ from django.test import override_settings
 from routes.models import DeliveryStatus, RouteDelivery
 from statecharts import stepper
 from statecharts.models import Chart
-from tests.routes.recording import file_route_settings
+from tests.routes.recording import file_route_settings, retry_file_route_settings
 from timers.models import RouteTimer
 
 Spawn = Callable[..., "subprocess.Popen[str]"]
@@ -60,7 +61,7 @@ def expect(lines: Lines, prefix: str, err: IO[str]) -> str:
             err.seek(0)
             pytest.fail(f"the worker exited before {prefix!r}: {err.read()}")
         if line.startswith(prefix):
-            return line[len(prefix):].strip()
+            return line[len(prefix) :].strip()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -142,3 +143,53 @@ def _refire(spawn: Spawn, tmp_path: Path, path: Path, when: datetime, phase: str
         expect(lines, "REPORT", err)
         process.wait(timeout=LINE_TIMEOUT)
     return path.read_text().split()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("phase", ["not_sent", "retry_scheduled"])
+def test_a_firer_killed_around_a_retry_never_delivers_twice(
+    spawn: Spawn, tmp_path: Path, phase: str
+) -> None:
+    """The ``file`` route's first attempt of each key is not sent (``NotSent``), its policy
+    retries it once. The firer takes the three rows in one chunk; the first key's retry is
+    committed; the firer is killed at the second key, either after the route said "not sent"
+    and before the retry was written (``not_sent``), or just after the first retry committed
+    (``retry_scheduled``). A new firer delivers the first key once, by its retry row; the
+    keys the dead firer was holding stay "in doubt" and are never tried again."""
+    path = tmp_path / "delivered.txt"
+    path.touch()
+    with override_settings(STATECHARTS=retry_file_route_settings(str(path))):
+        chart = Chart.objects.load(CHART, name="crash")
+        executions = [stepper.start(chart, now=T0) for _ in range(3)]
+    keys = [f"{e.session_id}:1" for e in executions]
+    fire = T0 + timedelta(seconds=5)
+    freeze_at = "2" if phase == "not_sent" else "1"
+    with (tmp_path / "err1.txt").open("w+") as err:
+        process, lines = run_worker(
+            spawn, err, str(path), fire.isoformat(), phase, freeze_at, "-", "retry"
+        )
+        assert expect(lines, "AT", err) == phase
+        process.kill()
+        process.wait(timeout=LINE_TIMEOUT)
+    tried = Path(f"{path}.tried").read_text().split()
+    assert len(tried) == (2 if phase == "not_sent" else 1)
+    assert path.read_text() == ""  # nothing delivered yet
+    statuses = Counter(RouteDelivery.objects.values_list("status", flat=True))
+    assert statuses == {DeliveryStatus.RETRYING: 1, DeliveryStatus.CLAIMED: 2}
+    [retrying] = RouteDelivery.objects.filter(status=DeliveryStatus.RETRYING)
+    assert retrying.key == tried[0]
+    assert list(RouteTimer.objects.values_list("key", flat=True)) == [retrying.key]
+
+    later = fire + timedelta(minutes=10)
+    with (tmp_path / "err2.txt").open("w+") as err:
+        process, lines = run_worker(
+            spawn, err, str(path), later.isoformat(), phase, "0", "-", "retry"
+        )
+        expect(lines, "REPORT", err)
+        process.wait(timeout=LINE_TIMEOUT)
+    assert path.read_text().split() == [retrying.key]  # the retry, once, same key
+    retrying.refresh_from_db()
+    assert (retrying.status, retrying.attempts) == (DeliveryStatus.DELIVERED, 2)
+    in_doubt = RouteDelivery.objects.in_doubt(later, 300)
+    assert sorted(d.key for d in in_doubt) == sorted(set(keys) - {retrying.key})
+    assert not RouteTimer.objects.exists()

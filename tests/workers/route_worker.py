@@ -3,7 +3,7 @@ and the delivery, then replaced by a new one.
 
 Run by tests/routes/test_route_crash.py, never collected by pytest::
 
-    DATABASE_URL=... python tests/workers/route_worker.py PATH FIRE PHASE K [CHUNK]
+    DATABASE_URL=... python tests/workers/route_worker.py PATH FIRE PHASE K [CHUNK] [retry]
 
 The route ``file`` appends each delivered key to PATH (the outside action). The worker fires
 everything due at FIRE (``firing.fire_all_due``) with the fault hook of PHASE installed
@@ -11,7 +11,9 @@ everything due at FIRE (``firing.fire_all_due``) with the fault hook of PHASE in
 routes.delivering, just before the route is called): the K-th time it gets there it prints
 ``AT <phase>`` and blocks forever, waiting for its SIGKILL. K = 0 never freezes; it prints
 ``REPORT <json outcomes>`` at the end. CHUNK is ``TIMER_ROUTE_FIRE_CHUNK`` (default: the
-settings').
+settings'; "-" for them). ``retry``: the ``file`` route's first attempt of each key is not
+sent and retried (``retry_file_route_settings``), and the phases of routes.retrying
+(``not_sent``, ``retry_scheduled``) can be frozen too.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def main(argv: list[str]) -> int:
     path, fire, phase, freeze_at = argv[0], datetime.fromisoformat(argv[1]), argv[2], int(argv[3])
-    chunk = {"TIMER_ROUTE_FIRE_CHUNK": int(argv[4])} if len(argv) > 4 else {}
+    chunk = {"TIMER_ROUTE_FIRE_CHUNK": int(argv[4])} if len(argv) > 4 and argv[4] != "-" else {}
+    retry = len(argv) > 5 and argv[5] == "retry"
     if not os.environ.get("DATABASE_URL"):
         raise SystemExit("DATABASE_URL must name the test database")
     sys.path.insert(0, str(ROOT))
@@ -40,8 +43,8 @@ def main(argv: list[str]) -> int:
 
     from django.test import override_settings
 
-    from routes import delivering
-    from tests.routes.recording import file_route_settings
+    from routes import delivering, retrying
+    from tests.routes.recording import file_route_settings, retry_file_route_settings
     from timers import firing, routequeue
 
     seen = 0
@@ -57,7 +60,9 @@ def main(argv: list[str]) -> int:
 
     routequeue.fault_hook = freeze
     delivering.fault_hook = freeze
-    with override_settings(STATECHARTS={**file_route_settings(path), **chunk}):
+    retrying.fault_hook = freeze
+    routes = retry_file_route_settings(path) if retry else file_route_settings(path)
+    with override_settings(STATECHARTS={**routes, **chunk}):
         report = firing.fire_all_due(now=fire)
     print(f"REPORT {json.dumps(report.outcomes)}", flush=True)
     return 0
