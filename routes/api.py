@@ -56,7 +56,8 @@ class RouteDeliverySerializer(serializers.ModelSerializer[RouteDelivery]):
         model = RouteDelivery
         fields = [
             "id", "url", "key", "execution", "route", "send_type", "target", "send_id",
-            "event_name", "delayed", "status", "in_doubt", "reason", "created", "settled",
+            "event_name", "delayed", "status", "in_doubt", "reason", "attempts", "retry_at",
+            "created", "settled",
         ]  # fmt: skip
         read_only_fields = fields
 

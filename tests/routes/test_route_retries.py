@@ -14,7 +14,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 from django.test import override_settings
+from rest_framework.test import APIClient
 
 from routes import checks, delivering, retrying
 from routes.basichttp import LOOPBACK_OPTIONS
@@ -120,6 +122,11 @@ def test_a_not_sent_failure_is_retried_up_to_max_attempts_then_failed_and_heard_
             1,
             (T0 + 10 * S).isoformat(),
         )
+        api = APIClient()
+        api.force_authenticate(User.objects.create_superuser("ops", "ops@example.com", "pw"))
+        [listed] = api.get("/api/route-deliveries/", {"execution": execution.pk}).json()["results"]
+        assert (listed["status"], listed["attempts"]) == ("retrying", 1)
+        assert listed["retry_at"] is not None and listed["in_doubt"] is False
 
         assert at(T0 + 9 * S) == {}  # not due
         assert at(T0 + 10 * S) == {"fired": 1}
