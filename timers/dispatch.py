@@ -140,7 +140,7 @@ def sweep(
             enqueued += wanted
             if not own:
                 sleep(poll)
-            elif not fire_due(fresh_only=True).outcomes:
+            elif not fire_due(fresh_only=True, paced=True).outcomes:
                 # Counted but not claimed: another firer's claim held the rows locked for an
                 # instant (SKIP LOCKED). Look again a poll later rather than spin on them.
                 sleep(poll)
@@ -299,7 +299,7 @@ def drain(
     handled = batches = 0
     with leases.running():  # this worker's heartbeat renews its claims' leases meanwhile
         while batches < max_batches:
-            report: FireReport = fire_due()
+            report: FireReport = fire_due(paced=True)
             if report.outcomes:
                 handled += report.handled
                 batches += 1
