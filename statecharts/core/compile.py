@@ -14,8 +14,8 @@ from lxml import etree
 from statecharts.core import outside
 from statecharts.core.delays import parse_delay
 from statecharts.core.errors import ChartError, LoadCheck, Problem, ResolveError
-from statecharts.core.expiry import EXPIRES, parse_expiry
 from statecharts.core.events import split_descriptor
+from statecharts.core.expiry import EXPIRES, parse_expiry
 from statecharts.core.model import (
     NO_INITIAL_BODY,
     Action,

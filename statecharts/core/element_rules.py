@@ -375,9 +375,7 @@ def send_expires(
         return [v.error(element, problem)]
     if "delay" not in attributes and "delayexpr" not in attributes:
         return [
-            v.warning(
-                element, "ds:expires on a <send> without delay or delayexpr is never used"
-            )
+            v.warning(element, "ds:expires on a <send> without delay or delayexpr is never used")
         ]
     return ()
 
@@ -393,7 +391,7 @@ def send_extensions(
     return [
         v.warning(
             element,
-            f"<send> has no attribute '{n[len(_EXTENSION):]}' in {EXTENSION_NS}; it is ignored",
+            f"<send> has no attribute '{n[len(_EXTENSION) :]}' in {EXTENSION_NS}; it is ignored",
         )
         for n in unknown
     ]

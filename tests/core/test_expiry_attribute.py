@@ -34,7 +34,8 @@ def test_a_send_has_its_own_expiry_or_the_charts_or_none() -> None:
         ("chart", 600_000),
         ("own", 1_500),
     ]
-    plain = f'<scxml {NS}><state id="a"><onentry><send event="e" delay="1s"/></onentry></state></scxml>'
+    plain = f'<scxml {NS}><state id="a"><onentry><send event="e" delay="1s"/></onentry>'
+    plain += "</state></scxml>"
     assert [s.expires_ms for s in sends(plain)] == [None]
 
 

@@ -82,7 +82,7 @@ def test_a_paced_claim_takes_live_timers_first_and_overdue_ones_at_the_rate(
 def test_a_live_timer_that_comes_due_during_the_catch_up_waits_for_no_backlog(
     backlog: tuple[list[Execution], list[Execution]],
 ) -> None:
-    overdue, live = backlog
+    overdue, _live = backlog
     with paced():
         firing.fire_due(now=NOW, paced=True)
         newcomer = stepper.start(Chart.objects.load(CHART), now=NOW - 5 * S)  # due NOW + 5 s
@@ -135,8 +135,6 @@ def test_a_clock_that_goes_back_refills_nothing() -> None:
     [(0, []), (0.5, []), (-1, ["timers.E006"]), ("fast", ["timers.E006"])],
 )
 def test_the_rate_is_checked(value: object, errors: list[str]) -> None:
-    with override_settings(
-        STATECHARTS={**settings.STATECHARTS, "TIMER_CATCHUP_PER_SECOND": value}
-    ):
+    with override_settings(STATECHARTS={**settings.STATECHARTS, "TIMER_CATCHUP_PER_SECOND": value}):
         found = [m.id for m in run_checks() if (m.id or "").startswith("timers.")]
     assert found == errors
