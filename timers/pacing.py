@@ -10,7 +10,8 @@ paced=True)``: the django-q2 sweeper and drains, ``fire_timers --loop``) instead
    of the due index), in due order;
 2. fills the rest of its batch with overdue rows, most overdue first, at most what this
    process's allowance holds now (:func:`allowance`): a token bucket refilled at
-   ``TIMER_CATCHUP_PER_SECOND`` rows per second, holding at most one second's worth.
+   ``TIMER_CATCHUP_PER_SECOND`` rows per second, holding at most one second's worth (at
+   least one row).
 
 So the backlog drains at ``TIMER_CATCHUP_PER_SECOND`` per firer process, and live timers keep
 their lateness low meanwhile. Nothing overdue is skipped or dropped (each is delivered, or
@@ -35,16 +36,21 @@ from timers.conf import timer_settings
 @dataclass(slots=True)
 class Bucket:
     """Overdue rows this process may still claim: ``tokens``, refilled at ``rate`` per second
-    up to ``rate`` (one second's worth), as of ``at``."""
+    up to ``capacity`` (one second's worth, at least one row: a rate below one a second
+    still lets a row through now and then), as of ``at``."""
 
     rate: float
     tokens: float
     at: datetime | None = None
 
+    @property
+    def capacity(self) -> float:
+        return max(self.rate, 1.0)
+
     def refill(self, now: datetime) -> None:
         if self.at is not None and now > self.at:
             gained = (now - self.at).total_seconds() * self.rate
-            self.tokens = min(self.rate, self.tokens + gained)
+            self.tokens = min(self.capacity, self.tokens + gained)
         if self.at is None or now > self.at:
             self.at = now
 
@@ -71,7 +77,7 @@ def allowance(now: datetime) -> int | None:
         return None
     with _lock:
         if _bucket is None or _bucket.rate != per_second:
-            _bucket = Bucket(per_second, per_second)  # (a changed setting starts afresh)
+            _bucket = Bucket(per_second, max(per_second, 1.0))  # (a changed setting: afresh)
         _bucket.refill(now)
         return int(_bucket.tokens)
 

@@ -13,7 +13,7 @@ from django.test import override_settings
 
 from statecharts import stepper
 from statecharts.models import Chart, Execution
-from timers import firing, pacing
+from timers import dispatch, firing, pacing
 from timers.models import Timer, TimerStatus
 
 pytestmark = pytest.mark.django_db
@@ -138,3 +138,42 @@ def test_the_rate_is_checked(value: object, errors: list[str]) -> None:
     with override_settings(STATECHARTS={**settings.STATECHARTS, "TIMER_CATCHUP_PER_SECOND": value}):
         found = [m.id for m in run_checks() if (m.id or "").startswith("timers.")]
     assert found == errors
+
+
+def test_the_django_q2_sweeper_and_drain_are_paced(
+    backlog: tuple[list[Execution], list[Execution]],
+) -> None:
+    """The sweeper fires live timers at once and the backlog at the rate, on its clock: 5
+    tokens at first, then 1 per 200 ms poll (5 a second) for the 3 s it lives. A drain (run
+    where the sweeper enqueues one) takes what its own bucket holds, then ends."""
+    overdue, live = backlog
+    elapsed = [0]  # ms
+
+    def sleep(seconds: float) -> None:
+        elapsed[0] += round(seconds * 1000)
+
+    def monotonic() -> float:
+        return elapsed[0] / 1000
+
+    def now() -> datetime:
+        return NOW + timedelta(milliseconds=elapsed[0])
+
+    drains: list[str] = []
+    with paced(CLOCK=now, TIMER_POLL_MS=200):
+        dispatch.sweep(3, enqueue=drains.append, sleep=sleep, monotonic=monotonic)
+        assert fired(live) == 2
+        # 5 at 0 s, then one at each poll from 0.2 s to 2.8 s: 14.
+        assert fired(overdue) == 5 + 14
+        assert drains  # (it wanted drains for the backlog beyond itself)
+        pacing.reset()  # a drain in another process: a bucket of its own
+        assert dispatch.drain() == 5  # its bucket's 5, then nothing more may be claimed now
+    assert fired(overdue) == 24
+
+
+def test_a_rate_below_one_a_second_still_lets_a_row_through_now_and_then() -> None:
+    with paced(TIMER_CATCHUP_PER_SECOND=0.5):
+        assert pacing.allowance(NOW) == 1
+        pacing.spend(1)
+        assert pacing.allowance(NOW + 1 * S) == 0
+        assert pacing.allowance(NOW + 2 * S) == 1
+        assert pacing.allowance(NOW + 60 * S) == 1  # (it holds one second's worth: 1 row)
