@@ -15,13 +15,14 @@ migrated, dropped afterwards), one after the other, the same way:
    ``INSERT ... SELECT generate_series`` copying one row the stepper wrote (so every row is
    what a delayed send writes), spread over the sinks, due between 1 h and 1 h minus
    ``--backlog`` ms ago;
-2. a real django-q2 cluster (``timer_firing.qcluster``: ``demo.settings.base.Q_CLUSTER``,
+2. ``--live`` executions of ``timer_firing.CHART`` started through the stepper (before the
+   cluster, so the setup never competes with the firing), their timers due evenly over
+   ``--window`` seconds from ``--lead`` seconds after the cluster is expected up
+   (``--cluster-start`` seconds after the setup): work that comes due during the catch-up;
+3. a real django-q2 cluster (``timer_firing.qcluster``: ``demo.settings.base.Q_CLUSTER``,
    ``--workers`` workers) and ``setup_timers``, with ``TIMER_CATCHUP_PER_SECOND`` 0 (off),
-   ``--rate`` (on) or the mode's own rate passed to it: the backlog starts draining;
-3. meanwhile (new work arriving during the catch-up), ``--live`` executions of
-   ``timer_firing.CHART`` started through the stepper, their timers due evenly over
-   ``--window`` seconds from ``--lead`` seconds after their starts end; wait until every row
-   is settled (bounded by ``--deadline``), stop the cluster.
+   ``--rate`` (on) or the mode's own rate passed to it: the backlog starts draining; wait
+   until every row is settled (bounded by ``--deadline``), stop the cluster.
 
 Lateness of a live timer = the moment its step COMMITTED (a deferred constraint trigger on
 the history table, as in ``timer_firing.py``) minus its due. Reported per mode: live p50,
@@ -33,7 +34,7 @@ Usage (from the repository root)::
 
     python benchmarks/timer_backlog.py [--backlog 20000] [--live 1000] [--window 20]
                                        [--sinks 1000] [--rate 250] [--workers 4]
-                                       [--lead 5] [--deadline 300] [--modes off,on]
+                                       [--lead 20] [--deadline 300] [--modes off,on]
                                        [--pg-url URL] [--json OUT]
 """
 
@@ -127,21 +128,22 @@ def run_mode(args: argparse.Namespace, url: str, mode: str) -> dict[str, Any]:
         cursor.execute(originals, [sinks])
         cursor.execute("ANALYZE timers_timer")
     log(f"[{mode}] backlog: {args.backlog} rows over {args.sinks} sinks")
+    # The live timers, started before the cluster (the setup never competes with the firing,
+    # whatever the mode): due from --lead seconds after the cluster is expected up, over
+    # --window, so they come due while the backlog drains.
+    open_at = time.time() + args.per_start * args.live * 1.5 + args.cluster_start + args.lead
+    dues = [open_at + args.window * (i + 0.5) / args.live for i in range(args.live)]
+    live = start_executions(live_chart, dues)
+    log(f"[{mode}] set up in {time.perf_counter() - started:.1f} s")
     with tempfile.TemporaryFile("w+") as out:
         overrides = {"TIMER_CATCHUP_PER_SECOND": rate}
         with qcluster(url, args.workers, out, overrides=overrides) as cluster:
             wait_for_cluster(out, cluster, 60)
             call_command("setup_timers", stdout=open("/dev/null", "w"))  # noqa: SIM115
             cluster_up = time.time()
-            log(f"[{mode}] cluster up, pacing {'off' if not rate else f'{rate:g}/s'}")
-            # The live timers, started while the backlog drains (new work arriving as it
-            # would): due from when their starts end (estimated) plus --lead, over --window.
-            open_at = time.time() + args.per_start * args.live * 2 + args.lead
-            dues = [open_at + args.window * (i + 0.5) / args.live for i in range(args.live)]
-            live = start_executions(live_chart, dues)
-            setup = time.perf_counter() - started
-            opens = open_at - time.time()
-            log(f"[{mode}] set up in {setup:.1f} s; the window opens in {opens:.1f} s")
+            pacing = "off" if not rate else f"{rate:g}/s"
+            opens = open_at - cluster_up
+            log(f"[{mode}] cluster up, pacing {pacing}; the window opens in {opens:.1f} s")
             deadline = open_at + args.window + args.deadline
             pending = -1
             while time.time() < deadline:
@@ -237,8 +239,8 @@ def render(command: str, server: str, result: dict[str, Any]) -> str:
         f"load before: {result['load_before']}; after: {result['load_after']}",
         "",
         "| mode | live p50 | live p99 | live max | p99 of those due while draining | "
-        "backlog drained in | backlog rate | live fired |",
-        "|---|---|---|---|---|---|---|---|",
+        "backlog drained in | backlog rate | live fired | window opened |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in result["modes"]:
         label = "off" if not r["rate"] else f"on ({r['rate']:g}/s per process)"
@@ -246,7 +248,8 @@ def render(command: str, server: str, result: dict[str, Any]) -> str:
             f"| {label} | {r['live_p50']:.3f} s | {r['live_p99']:.3f} s | {r['live_max']:.3f} s"
             f" | {r['live_p99_while_draining']:.3f} s ({r['live_due_while_draining']})"
             f" | {r['backlog_drain_s']:.1f} s | {r['backlog_per_s']:.0f}/s"
-            f" | {r['live_fired']}/{r['live_scheduled']} |"
+            f" | {r['live_fired']}/{r['live_scheduled']}"
+            f" | {r['window_opened_after_cluster_s']:.1f} s after the cluster's start |"
         )
     by = {r["mode"]: r for r in result["modes"]}
     off = by.get("off")
@@ -273,7 +276,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--sinks", type=int, default=1_000, help="executions the backlog uses")
     parser.add_argument("--rate", type=float, default=250.0, help="TIMER_CATCHUP_PER_SECOND")
     parser.add_argument("--workers", type=int, default=4)
-    parser.add_argument("--lead", type=float, default=5.0, help="s after the live starts")
+    parser.add_argument(
+        "--lead", type=float, default=20.0, help="s from the cluster's start to the window's"
+    )
+    parser.add_argument(
+        "--cluster-start", type=float, default=8.0, help="s a cluster takes to start (estimate)"
+    )
     parser.add_argument("--deadline", type=float, default=300.0)
     parser.add_argument(
         "--modes", default="off,on", help="off, on (--rate) or a rate, comma-separated"
