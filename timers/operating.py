@@ -17,12 +17,12 @@ typed, the caller context of the door they used; ``stepper.record_operation``):
 Fire now and reschedule drop the row's expiry (``expires_at``, the chart's ``ds:expires``:
 ``timers.expiry``): the operator's decision of when it fires replaces the chart's window.
 
-A timer that is not pending (fired, cancelled, discarded, failed: see ``timers.retrying`` for
-a failed one) is refused with :class:`NotActionable`, a ``StepRefused``: the refusal table's
-``refused`` row (``statecharts.policies.refusals``) at every door; a timer that does not
-exist is ``Timer.DoesNotExist`` (its ``not_found`` row). The doors are the admin's actions
-(``timers.admin``), the API (``timers.api``) and ``manage.py timer_action``; each checks the
-action's own permission (:data:`PERMISSIONS`) before calling here.
+A timer that is not pending (fired, cancelled, discarded, failed, expired: see
+``timers.retrying`` for a failed one) is refused with :class:`NotActionable`, a
+``StepRefused``: the refusal table's ``refused`` row (``statecharts.policies.refusals``) at
+every door; a timer that does not exist is ``Timer.DoesNotExist`` (its ``not_found`` row).
+The doors are the admin's actions (``timers.admin``), the API (``timers.api``) and
+``manage.py timer_action``; each checks the action's own permission (:data:`PERMISSIONS`) before calling here.
 """
 
 from __future__ import annotations
