@@ -3,6 +3,8 @@
 There is no django-q2 ``Schedule`` per timer (its scheduler looks at schedules only every
 ~30 s, and one bad row would stall the rest). Instead:
 
+- every claim a sweeper or drain makes is **paced** (``timers.pacing``): live timers first,
+  an overdue backlog at ``TIMER_CATCHUP_PER_SECOND`` per worker process;
 - a **sweeper** task polls the due index every ``TIMER_POLL_MS`` for ``TIMER_SWEEP_SECONDS``;
   when timers are claimable it fires a batch itself (``TIMER_SWEEPER_FIRES``) and enqueues
   **drain** tasks only for a backlog beyond the firers at work (``drains_wanted``); when
