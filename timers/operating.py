@@ -22,7 +22,8 @@ A timer that is not pending (fired, cancelled, discarded, failed, expired: see
 ``StepRefused``: the refusal table's ``refused`` row (``statecharts.policies.refusals``) at
 every door; a timer that does not exist is ``Timer.DoesNotExist`` (its ``not_found`` row).
 The doors are the admin's actions (``timers.admin``), the API (``timers.api``) and
-``manage.py timer_action``; each checks the action's own permission (:data:`PERMISSIONS`) before calling here.
+``manage.py timer_action``; each checks the action's own permission (:data:`PERMISSIONS`)
+before calling here.
 """
 
 from __future__ import annotations
