@@ -54,6 +54,7 @@ class TimerSerializer(serializers.ModelSerializer[Timer]):
             "codec",
             "target",
             "due",
+            "expires_at",
             "status",
             "attempts",
             "last_error",

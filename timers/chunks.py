@@ -87,7 +87,7 @@ def _fire_batch_locked(timers: list[Timer], now: datetime, outbox: list[int]) ->
     ready: dict[int, tuple[Instruction, Delivery]] = {}
     resolved: dict[str, Delivery | DeliveryUnavailable] = {}
     for timer in first.values():
-        prepared = _prepare(timer, executions.get(timer.execution_id), now, resolved)
+        prepared = _prepare(timer, executions.get(timer.execution_id), now, resolved, outbox)
         if isinstance(prepared, str):
             decided[timer.pk] = prepared
         else:

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import connections, transaction
-from django.db.models import F
+from django.db.models import F, QuerySet
 
 from statecharts import stepper
 from statecharts.core.telemetry import TelemetryEvent
-from timers import leases, observing
+from timers import leases, observing, pacing
 from timers.conf import timer_settings
 from timers.models import Timer, TimerStatus
 
@@ -76,12 +76,19 @@ def claim_rows(now: datetime, limit: int, *, lease: timedelta | None = None) -> 
 
 
 def claim_batch(
-    now: datetime, limit: int, *, lease: timedelta | None = None, fresh_only: bool = False
+    now: datetime,
+    limit: int,
+    *,
+    lease: timedelta | None = None,
+    fresh_only: bool = False,
+    paced: bool = False,
 ) -> Claim:
     """``claim_rows``, telling the fresh rows from the suspects and counting the failed.
 
     ``fresh_only``: take only rows no earlier claim left unsettled (no suspects); a django-q2
-    sweeper fires those itself and leaves suspects to drains (``timers.dispatch``)."""
+    sweeper fires those itself and leaves suspects to drains (``timers.dispatch``).
+    ``paced``: live rows first, then overdue ones up to this process's catch-up allowance
+    (``timers.pacing``; unpaced when ``TIMER_CATCHUP_PER_SECOND`` is 0)."""
     lease = lease or leases.lease()
     database = stepper.database()
     until = now + lease
@@ -95,7 +102,7 @@ def claim_batch(
             candidates = candidates.filter(claimed_until__isnull=True)
         if connections[database].features.has_select_for_update_skip_locked:
             candidates = candidates.select_for_update(skip_locked=True)
-        timers = list(candidates[:limit])
+        timers = _take_paced(candidates, now, limit) if paced else list(candidates[:limit])
         stale = [timer for timer in timers if timer.claimed_until is not None]
         share = timer_settings.TIMER_FIRE_CHUNK
         if len(stale) > share:
@@ -129,6 +136,23 @@ def claim_batch(
         window=min([lease, *timeouts]),
         token=token,
     )
+
+
+def _take_paced(candidates: QuerySet[Timer], now: datetime, limit: int) -> list[Timer]:
+    """Up to ``limit`` of ``candidates`` (claimable, locked as they are read): the live ones
+    (due since ``timers.pacing.overdue_edge``) first, then the overdue ones, most overdue
+    first, at most the process's catch-up allowance (``timers.pacing``); in due order. Two
+    ranges of the due index, each read with its LIMIT. Unpaced (the first ``limit`` in due
+    order) when pacing is off."""
+    allowance = pacing.allowance(now)
+    if allowance is None:
+        return list(candidates[:limit])
+    edge = pacing.overdue_edge(now)
+    live = list(candidates.filter(due__gte=edge)[:limit])
+    room = min(limit - len(live), allowance)
+    overdue = list(candidates.filter(due__lt=edge)[:room]) if room > 0 else []
+    pacing.spend(len(overdue))
+    return overdue + live
 
 
 def walk_due_index(database: str) -> None:

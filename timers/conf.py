@@ -54,14 +54,15 @@ def check(configured: Mapping[str, Any]) -> list[CheckMessage]:
 
 
 def check_retry(configured: Mapping[str, Any]) -> list[CheckMessage]:
-    """The global retry policy (``timers.retry_policy``) and the snooze bounds: numbers in
-    their range."""
+    """The global retry policy (``timers.retry_policy``), the snooze bounds and the catch-up
+    rate (``timers.pacing``): numbers in their range."""
     bounds = {
         "TIMER_RETRY_COEFFICIENT": (1, None),
         "TIMER_RETRY_MAX_SECONDS": (0, None),
         "TIMER_RETRY_JITTER": (0, 1),
         "TIMER_UNDEPLOYED_MAX_SECONDS": (0, None),
         "TIMER_SNOOZE_MAX_SECONDS": (1, None),
+        "TIMER_CATCHUP_PER_SECOND": (0, None),
     }
     problems: list[CheckMessage] = []
     for key, (low, high) in bounds.items():

@@ -42,6 +42,16 @@ SETTINGS = (
         "a timer whose delivery, codec or key is not deployed snoozes this long, then fails",
     ),
     Setting("TIMER_SNOOZE_MAX_SECONDS", 86_400, "the longest snooze a delivery may ask for"),
+    Setting(
+        "TIMER_OVERDUE_SECONDS",
+        60,
+        "a timer due longer ago than this is overdue: a catch-up, paced (timers.pacing)",
+    ),
+    Setting(
+        "TIMER_CATCHUP_PER_SECOND",
+        250.0,
+        "overdue timers one firer process claims per second at most, live ones first (0: off)",
+    ),
     Setting("TIMER_POLL_MS", 200, "how often a sweeper looks for due timers"),
     Setting("TIMER_SWEEP_SECONDS", 90, "how long one sweeper task lives (a schedule restarts it)"),
     Setting(

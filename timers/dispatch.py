@@ -3,6 +3,8 @@
 There is no django-q2 ``Schedule`` per timer (its scheduler looks at schedules only every
 ~30 s, and one bad row would stall the rest). Instead:
 
+- every claim a sweeper or drain makes is **paced** (``timers.pacing``): live timers first,
+  an overdue backlog at ``TIMER_CATCHUP_PER_SECOND`` per worker process;
 - a **sweeper** task polls the due index every ``TIMER_POLL_MS`` for ``TIMER_SWEEP_SECONDS``;
   when timers are claimable it fires a batch itself (``TIMER_SWEEPER_FIRES``) and enqueues
   **drain** tasks only for a backlog beyond the firers at work (``drains_wanted``); when
@@ -140,7 +142,7 @@ def sweep(
             enqueued += wanted
             if not own:
                 sleep(poll)
-            elif not fire_due(fresh_only=True).outcomes:
+            elif not fire_due(fresh_only=True, paced=True).outcomes:
                 # Counted but not claimed: another firer's claim held the rows locked for an
                 # instant (SKIP LOCKED). Look again a poll later rather than spin on them.
                 sleep(poll)
@@ -299,7 +301,7 @@ def drain(
     handled = batches = 0
     with leases.running():  # this worker's heartbeat renews its claims' leases meanwhile
         while batches < max_batches:
-            report: FireReport = fire_due()
+            report: FireReport = fire_due(paced=True)
             if report.outcomes:
                 handled += report.handled
                 batches += 1

@@ -22,6 +22,7 @@ from statecharts.statuses import TimerRule, rules
 from timers import observing
 from timers.conf import timer_settings
 from timers.delivery import Delivery, DeliveryUnavailable, Fire, Snooze, policy_for, resolve
+from timers.expiry import expire, is_expired
 from timers.models import Timer, TimerStatus
 from timers.retry_policy import GiveUp
 from timers.settling import (
@@ -88,13 +89,18 @@ def _prepare(
     execution: Execution | None,
     now: datetime,
     resolved: dict[str, Delivery | DeliveryUnavailable],
+    outbox: list[int],
 ) -> str | tuple[Instruction, Delivery]:
-    """Everything decided before the take, under the execution's lock: its liveness, the
+    """Everything decided before the take, under the execution's lock: its liveness, its
+    expiry (``timers.expiry``: an expired row is settled and its execution told here), the
     row's decoding, its delivery's resolution. The outcome when the timer was settled or
     snoozed here, else what to deliver and who delivers it."""
     outcome = _liveness(timer, execution, now)
     if outcome is not None:
         return outcome
+    if is_expired(timer, now):
+        assert execution is not None  # (_liveness settled a timer without one)
+        return expire(timer, execution, now, outbox)
     try:
         instruction = _decode(timer)
     except Undecodable as exc:  # a fact about the row: no retry makes it readable
@@ -145,7 +151,7 @@ def _fire_with(
     resolved: dict[str, Delivery | DeliveryUnavailable],
 ) -> str:
     """Everything of a fire after the lock: liveness, decoding, delivery, take, deliver."""
-    prepared = _prepare(timer, execution, now, resolved)
+    prepared = _prepare(timer, execution, now, resolved, outbox)
     if isinstance(prepared, str):
         return prepared
     assert execution is not None

@@ -62,7 +62,11 @@ class FireReport:
 
 
 def fire_due(
-    *, now: datetime | None = None, limit: int | None = None, fresh_only: bool = False
+    *,
+    now: datetime | None = None,
+    limit: int | None = None,
+    fresh_only: bool = False,
+    paced: bool = False,
 ) -> FireReport:
     """Claim and fire one batch of due timers. Returns what happened to each.
 
@@ -74,11 +78,12 @@ def fire_due(
     window has passed (``_keep``), so a live firer never lets its own timers time out. Under
     a running heartbeat (``timers.leases``: django-q2's drains, ``fire_timers``) the batch's
     leases are renewed meanwhile too, also during a long chunk. ``fresh_only`` claims no
-    suspects (``claim_batch``).
+    suspects (``claim_batch``). ``paced``: live timers first, overdue ones at the catch-up
+    rate (``timers.pacing``).
     """
     limit = limit or timer_settings.TIMER_BATCH
     report = FireReport()
-    batch = claim_batch(now or timer_settings.now(), limit, fresh_only=fresh_only)
+    batch = claim_batch(now or timer_settings.now(), limit, fresh_only=fresh_only, paced=paced)
     for _ in range(batch.failed):
         report.add(FAILED)
     size = timer_settings.TIMER_FIRE_CHUNK
@@ -101,11 +106,14 @@ def fire_due(
     return report
 
 
-def fire_all_due(*, now: datetime | None = None, batch: int | None = None) -> FireReport:
-    """Fire batches until nothing is due at ``now`` (``fire_timers --once``)."""
+def fire_all_due(
+    *, now: datetime | None = None, batch: int | None = None, paced: bool = False
+) -> FireReport:
+    """Fire batches until nothing is due at ``now`` (``fire_timers --once``); ``paced``
+    (``fire_timers --loop``): until nothing more may be claimed now (``timers.pacing``)."""
     total = FireReport()
     while True:
-        report = fire_due(now=now, limit=batch)
+        report = fire_due(now=now, limit=batch, paced=paced)
         for outcome, n in report.outcomes.items():
             total.outcomes[outcome] = total.outcomes.get(outcome, 0) + n
         if not report.outcomes:

@@ -105,6 +105,7 @@ class TimerRow:
             "event": self.event,
             "send_id": self.send_id,
             "due": self.due.isoformat(),
+            "expires_at": self.timer.expires_at.isoformat() if self.timer.expires_at else None,
             "status": self.status,
             "reason": self.reason,
             "settled": self.settled.isoformat() if self.settled else None,

@@ -23,10 +23,19 @@ class TimerStatus(models.TextChoices):
     CANCELLED = "cancelled", "cancelled"
     DISCARDED = "discarded", "discarded"
     FAILED = "failed", "failed"
+    # Later than its ds:expires allowed (timers.expiry): not delivered; the chart was told
+    # error.platform.timer.expired instead.
+    EXPIRED = "expired", "expired"
 
 
 TERMINAL_TIMER_STATUSES = frozenset(
-    {TimerStatus.FIRED, TimerStatus.CANCELLED, TimerStatus.DISCARDED, TimerStatus.FAILED}
+    {
+        TimerStatus.FIRED,
+        TimerStatus.CANCELLED,
+        TimerStatus.DISCARDED,
+        TimerStatus.FAILED,
+        TimerStatus.EXPIRED,
+    }
 )
 
 
@@ -127,6 +136,14 @@ class Timer(models.Model):
         blank=True,
         help_text="The <cancel> that cancelled it: step, ordinal, content index, owner "
         "block, caller context.",
+    )
+    # The chart's ds:expires (statecharts.core.expiry) made absolute when it was scheduled:
+    # its first due plus the expiry. A fire after it records the row ``expired`` and tells the
+    # chart instead of delivering (timers.expiry). Null: delivered however late (SCXML 6.2).
+    expires_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Not delivered after this (the send's ds:expires); null: however late.",
     )
     status = models.CharField(
         max_length=12, choices=TimerStatus.choices, default=TimerStatus.PENDING

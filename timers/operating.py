@@ -14,12 +14,16 @@ typed, the caller context of the door they used; ``stepper.record_operation``):
 - **reschedule**: pending, due at the new time; its identity and its ``(execution, ordinal)``
   key are kept, its claim (if a firer held one) is dropped.
 
-A timer that is not pending (fired, cancelled, discarded, failed: see ``timers.retrying`` for
-a failed one) is refused with :class:`NotActionable`, a ``StepRefused``: the refusal table's
-``refused`` row (``statecharts.policies.refusals``) at every door; a timer that does not
-exist is ``Timer.DoesNotExist`` (its ``not_found`` row). The doors are the admin's actions
-(``timers.admin``), the API (``timers.api``) and ``manage.py timer_action``; each checks the
-action's own permission (:data:`PERMISSIONS`) before calling here.
+Fire now and reschedule drop the row's expiry (``expires_at``, the chart's ``ds:expires``:
+``timers.expiry``): the operator's decision of when it fires replaces the chart's window.
+
+A timer that is not pending (fired, cancelled, discarded, failed, expired: see
+``timers.retrying`` for a failed one) is refused with :class:`NotActionable`, a
+``StepRefused``: the refusal table's ``refused`` row (``statecharts.policies.refusals``) at
+every door; a timer that does not exist is ``Timer.DoesNotExist`` (its ``not_found`` row).
+The doors are the admin's actions (``timers.admin``), the API (``timers.api``) and
+``manage.py timer_action``; each checks the action's own permission (:data:`PERMISSIONS`)
+before calling here.
 """
 
 from __future__ import annotations
@@ -92,8 +96,12 @@ def fire_now(
     outbox: list[int] = []
 
     def act(execution: Execution | None, timer: Timer, when: datetime) -> str:
-        Timer.objects.using(stepper.database()).filter(pk=timer.pk).update(due=when)
-        timer.due = when
+        # The operator's fire is delivered however late: their decision replaces the
+        # chart's ds:expires (timers.expiry).
+        Timer.objects.using(stepper.database()).filter(pk=timer.pk).update(
+            due=when, expires_at=None
+        )
+        timer.due, timer.expires_at = when, None
         timer.claim_token = None  # this fire holds no claim (a firer's claim loses: no fence)
         return _fire_with(execution, timer, when, outbox, {})
 
@@ -147,6 +155,7 @@ def reschedule(
     def act(execution: Execution | None, timer: Timer, when: datetime) -> str:
         Timer.objects.using(stepper.database()).filter(pk=timer.pk).update(
             due=due,
+            expires_at=None,  # the operator's due replaces the chart's ds:expires
             claimed_until=None,
             claim_token=None,
             fire_deadline=None,

@@ -52,6 +52,7 @@ def retry(timer_id: int, *, now: datetime | None = None, by: str = "") -> RetryO
             .update(
                 status=TimerStatus.PENDING,
                 due=now,
+                expires_at=None,  # an operator's retry is delivered however late
                 attempts=0,
                 settled=None,
                 claimed_until=None,

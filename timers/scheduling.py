@@ -28,12 +28,16 @@ def schedule(context: StepContext, instruction: Instruction) -> None:
     makes its delivery of them again (``statecharts.core.plan.delivery``). It also keeps what
     firing it needs to know later, whatever the settings are by then: the delivery's name
     (``TIMER_DELIVERY``), the payload codec that wrote its event's data (``PAYLOAD_CODEC``,
-    ``statecharts.policies.codecs``), the per-fire timeout (``TIMER_FIRE_TIMEOUT_SECONDS``) and the
-    history seq of this step (``scheduled_in``: the fired step's cause points back to it)."""
+    ``statecharts.policies.codecs``), the per-fire timeout (``TIMER_FIRE_TIMEOUT_SECONDS``), the
+    history seq of this step (``scheduled_in``: the fired step's cause points back to it) and,
+    when the send has a ``ds:expires``, the moment after which it is not delivered
+    (``expires_at``: its due plus the expiry; ``timers.expiry``)."""
     effect = instruction.effect
     assert effect is not None and instruction.target is not None
     data = effect.data
     event, codec = codecs.encode_event(data["event"])
+    due = context.now + timedelta(milliseconds=data["delay_ms"])
+    expires_ms = data.get("expires_ms")  # ds:expires (statecharts.core.expiry), if any
     written = Timer.objects.using(database()).bulk_create(
         [
             Timer(
@@ -43,7 +47,8 @@ def schedule(context: StepContext, instruction: Instruction) -> None:
                 event=event,
                 codec=codec,
                 target=instruction.target.to_dict(),
-                due=context.now + timedelta(milliseconds=data["delay_ms"]),
+                due=due,
+                expires_at=None if expires_ms is None else due + timedelta(milliseconds=expires_ms),
                 macrostep=effect.macrostep,
                 microstep=effect.microstep,
                 round=effect.round,

@@ -31,6 +31,7 @@ RETRYING = "retrying"
 FAILED = "failed"
 SKIPPED = "skipped"  # settled or taken by someone else meanwhile
 CANCELLED = "cancelled"  # by its delivery's give-up answer (timers.retry_policy.Cancel)
+EXPIRED = "expired"  # later than its ds:expires allowed: the chart told instead (timers.expiry)
 
 
 def _still_pending(timer: Timer, now: datetime) -> Any:

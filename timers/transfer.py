@@ -34,6 +34,7 @@ def export_timers(execution: Execution, redact: bool) -> list[dict[str, Any]]:
         # deployment, with its own codec and keys. A codec or key not here is an error.
         item["event"] = codecs.decode_event(timer.event, timer.codec)
         item["due"] = timer.due.isoformat()
+        item["expires_at"] = timer.expires_at.isoformat() if timer.expires_at else None
         item["context"] = timer.context
         if redact:
             event = dict(item["event"])
@@ -78,6 +79,7 @@ def load_timers(execution: Execution, value: Any) -> None:
                 codec=codec,
                 target=item["target"],
                 due=_due(item.get("due")),
+                expires_at=_due(item["expires_at"]) if item.get("expires_at") else None,
                 macrostep=int(item["macrostep"]),
                 microstep=int(item["microstep"]),
                 round=int(item["round"]),

@@ -15,6 +15,7 @@ from statecharts.core import outside
 from statecharts.core.delays import parse_delay
 from statecharts.core.errors import ChartError, LoadCheck, Problem, ResolveError
 from statecharts.core.events import split_descriptor
+from statecharts.core.expiry import EXPIRES, parse_expiry
 from statecharts.core.model import (
     NO_INITIAL_BODY,
     Action,
@@ -476,6 +477,7 @@ class _Compiler:
                 namelist=self._namelist(element),
                 params=self._params(element),
                 content=self._content(element),
+                expires_ms=parse_expiry(element.get(EXPIRES, self.document.root.get(EXPIRES))),
             )
         if name == "cancel":
             return Cancel(index, line, element.get("sendid"), self.expr(element, "sendidexpr"))

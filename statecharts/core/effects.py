@@ -19,7 +19,8 @@ class EffectKind(StrEnum):
     effect's ``to_dict()`` (stored in history rows) holds the plain value."""
 
     SEND = "send"  # immediate send: {"target": Target, "event": {...}, "send_id", "send_ordinal"}
-    # + "delay_ms", "ordinal", "content_index", "owner", "id_from_author"
+    # + "delay_ms", "ordinal", "content_index", "owner", "id_from_author", "expires_ms" (only
+    # with ds:expires: statecharts.core.expiry)
     SEND_DELAYED = "send_delayed"
     CANCEL = "cancel"  # {"send_id", "ordinal", "content_index", "owner"}
     # {"invokeid", "type", "src", "content", "data", "autoforward", "state", "base_path",

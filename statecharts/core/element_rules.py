@@ -15,6 +15,7 @@ from lxml import etree
 
 from statecharts.core.delays import delay_problem, delay_syntax_problem
 from statecharts.core.errors import LoadCheck, Problem
+from statecharts.core.expiry import EXPIRES, EXTENSION_NS, expiry_problem
 from statecharts.core.host import SCXML_SEND_TYPES
 
 if TYPE_CHECKING:
@@ -362,6 +363,41 @@ def send_delay(
         line, column = v.document.position(element)
         problems.append(Problem(line, column, spaced, "warning", LoadCheck.DELAY_SYNTAX))
     return problems
+
+
+def send_expires(
+    v: Validator, element: etree._Element, attributes: Mapping[str, str], datamodel: str
+) -> Iterable[Problem]:
+    """``ds:expires`` on a ``<send>`` (``statecharts.core.expiry``): a time longer than 0 (an
+    error otherwise); on a send without a delay, a warning (an immediate send is never late)."""
+    problem = expiry_problem(attributes[EXPIRES])
+    if problem is not None:
+        return [v.error(element, problem)]
+    if "delay" not in attributes and "delayexpr" not in attributes:
+        return [
+            v.warning(element, "ds:expires on a <send> without delay or delayexpr is never used")
+        ]
+    return ()
+
+
+def send_extensions(
+    v: Validator, element: etree._Element, attributes: Mapping[str, str], datamodel: str
+) -> Iterable[Problem]:
+    """A warning for an attribute in the platform's namespace a ``<send>`` does not have (a
+    typo of ``ds:expires`` would otherwise leave the send without its expiry, silently)."""
+    unknown = [n for n in attributes if n.startswith(_EXTENSION) and n != EXPIRES]
+    if not unknown:
+        return ()
+    return [
+        v.warning(
+            element,
+            f"<send> has no attribute '{n[len(_EXTENSION) :]}' in {EXTENSION_NS}; it is ignored",
+        )
+        for n in unknown
+    ]
+
+
+_EXTENSION = f"{{{EXTENSION_NS}}}"
 
 
 def _static_length(name: str, attribute: str, limit: int) -> Rule:
@@ -726,6 +762,8 @@ _SCHEMA: dict[
             send_event,
             ("id", _static_length("send", "id", MAX_SEND_ID_LENGTH)),
             ("delay", send_delay),
+            (EXPIRES, send_expires),
+            send_extensions,
             content_or_params,
             ("namelist", namelist_or_content),
         ),

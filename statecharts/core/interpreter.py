@@ -1559,6 +1559,9 @@ class Interpreter:
             content_index=action.content_index,
             owner=block.owner,
             id_from_author=action.id is not None,
+            # ds:expires (statecharts.core.expiry): only when set, so the effects of charts
+            # without it are what they always were
+            **({} if action.expires_ms is None else {"expires_ms": action.expires_ms}),
         )
 
     def _resolve_target(self, target: str | None, send_id: str, action: Send) -> Target | None:

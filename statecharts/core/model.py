@@ -248,6 +248,9 @@ class Send(Action):
     namelist: tuple[Expr, ...]
     params: tuple[Param, ...]
     content: Content | None
+    # How late a delayed send may still be delivered (``ds:expires``, its own or the chart's:
+    # statecharts.core.expiry); None: however late (SCXML 6.2).
+    expires_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Iterator
 
 from statecharts.core.errors import Problem
 from statecharts.core.events import split_descriptor
+from statecharts.core.expiry import EXPIRES, expiry_problem
 from statecharts.core.host import SCXML_SEND_TYPES
 from statecharts.core.model import (
     Action,
@@ -35,17 +36,17 @@ from statecharts.core.model import (
 )
 from statecharts.core.parse import ParsedDocument
 
-EXTENSION_NS = "urn:django-statecharts"
+EXTENSION_NS = "urn:django-statecharts"  # (also statecharts.core.expiry's)
 EXTERNAL_EVENTS = f"{{{EXTENSION_NS}}}external-events"
 # The platform's own attributes on <scxml> in its namespace.
-_KNOWN = frozenset({EXTERNAL_EVENTS})
+_KNOWN = frozenset({EXTERNAL_EVENTS, EXPIRES})
 _OWN_SESSION_TARGETS = frozenset({"'#_scxml_'+_sessionid", '"#_scxml_"+_sessionid'})
 
 
 def problems(document: ParsedDocument) -> list[Problem]:
     """What is wrong with the platform's attributes on ``<scxml>``: an unknown one (a
     warning: a typo would silently leave the computed answer), a descriptor that is not
-    one (an error)."""
+    one, a ``ds:expires`` that is not a time (errors: ``statecharts.core.expiry``)."""
     root = document.root
     found: list[Problem] = []
     line, column = document.position(root)
@@ -58,6 +59,9 @@ def problems(document: ParsedDocument) -> list[Problem]:
                 f"<scxml> has no attribute '{name[len(prefix):]}' in {EXTENSION_NS}; it is ignored",
                 "warning",
             ))  # fmt: skip
+    expires = root.get(EXPIRES)
+    if expires is not None and (problem := expiry_problem(expires)) is not None:
+        found.append(Problem(line, column, problem))
     listed = root.get(EXTERNAL_EVENTS)
     if listed is not None:
         for token in listed.split():

@@ -49,7 +49,7 @@ class Command(BaseCommand):
                 return
             try:
                 while True:
-                    report = fire_all_due(batch=batch)
+                    report = fire_all_due(batch=batch, paced=True)  # (timers.pacing)
                     if report.outcomes:
                         self.stdout.write(str(report))
                     time.sleep(options["interval"])
