@@ -27,6 +27,7 @@ from typing import Any
 from django.db import transaction
 
 from routes import ledger, registry
+from routes import telemetry as route_telemetry
 from routes.base import RouteConfig, RouteMessage
 from routes.conf import route_settings
 from routes.models import DeliveryStatus
@@ -43,8 +44,9 @@ KIND = "routes.deliver"  # the outbox message kind of an immediate route send
 fault_hook: Callable[[str], None] | None = None
 
 
-def outbox_payload(route: str, config: RouteConfig | None, message: RouteMessage, key: str,
-                   refused: str = "") -> dict[str, Any]:
+def outbox_payload(
+    route: str, config: RouteConfig | None, message: RouteMessage, key: str, refused: str = ""
+) -> dict[str, Any]:
     return {
         "route": route,
         "config": dict(config) if config is not None else None,
@@ -70,21 +72,24 @@ def deliver_message(message: OutboxMessage, more: list[int]) -> bool:
     with transaction.atomic(using=database()):
         claimed = ledger.claim(route_message, key, now)
         if claimed is None:
+            route_telemetry.found_claimed(route_message, key)  # (if still claimed: in doubt)
             return True  # claimed before (a repeat, or the run before a crash): at most once
         refused = str(payload.get("refused") or "")
         config = payload.get("config") or {}
+        tried = route_telemetry.attempt(key, message.caller_context, message.created)
         if (
             not refused
             and known is not None
             and known.route.deliver_atomic(config, route_message, key)
         ):
             ledger.settle(claimed.pk, DeliveryStatus.DELIVERED, now)
+            route_telemetry.delivered(claimed.pk, route_message, tried)
             return True
     if refused:  # (after the claim's commit: the sender's lock is taken first, alone)
         fail(claimed.pk, route_message, refused, more)
         return True
     assert known is not None
-    perform(claimed.pk, known.route, config, route_message, key, more)
+    perform(claimed.pk, known.route, config, route_message, key, more, origin=message)
     return True
 
 
@@ -95,19 +100,24 @@ def perform(
     message: RouteMessage,
     key: str,
     more: list[int] | None = None,
+    *,
+    origin: OutboxMessage | None = None,
 ) -> bool:
     """The outside action of a claimed key (no transaction, no lock held); True if it
-    succeeded. A raise settles the key ``failed`` and tells the sender."""
+    succeeded. A raise settles the key ``failed`` and tells the sender. ``origin``: the
+    outbox message it came from (its caller context and age, for telemetry)."""
     more = [] if more is None else more
     if fault_hook is not None:
         fault_hook("claimed")
+    tried = route_telemetry.attempt_from(key, origin)
     try:
         route.deliver(config, message, key)
     except Exception as exc:
         reason = f"{type(exc).__name__}: {exc}"
         log.warning("route %s: delivery %s failed: %s", message.route, key, reason)
-        fail(delivery_id, message, reason, more)
+        fail(delivery_id, message, reason, more, route_telemetry.stopped(tried))
         return False
+    route_telemetry.delivered(delivery_id, message, tried)
     ledger.settle(delivery_id, DeliveryStatus.DELIVERED, route_settings.now())
     return True
 
@@ -121,10 +131,13 @@ class Claimed:
     config: RouteConfig
     message: RouteMessage
     key: str
+    caller_context: Any = None  # the scheduling step's (telemetry: the span's parent)
+    due: datetime | None = None  # when it was due (telemetry: lateness)
 
 
-def perform_many(claimed: Sequence[Claimed], more: list[int], before: Callable[[], None] | None
-                 = None) -> list[bool]:
+def perform_many(
+    claimed: Sequence[Claimed], more: list[int], before: Callable[[], None] | None = None
+) -> list[bool]:
     """:func:`perform` for each claimed key in turn (no transaction, no lock held), calling
     ``before()`` first; the keys delivered are settled ``delivered`` in one UPDATE once all
     were tried (until then they show ``claimed``: a crash in between leaves them "in doubt",
@@ -138,6 +151,7 @@ def perform_many(claimed: Sequence[Claimed], more: list[int], before: Callable[[
                 before()
             if fault_hook is not None:
                 fault_hook("claimed")
+            tried = route_telemetry.attempt(item.key, item.caller_context, item.due)
             try:
                 item.route.deliver(item.config, item.message, item.key)
             except Exception as exc:
@@ -145,9 +159,10 @@ def perform_many(claimed: Sequence[Claimed], more: list[int], before: Callable[[
                 log.warning(
                     "route %s: delivery %s failed: %s", item.message.route, item.key, reason
                 )
-                fail(item.delivery_id, item.message, reason, more)
+                fail(item.delivery_id, item.message, reason, more, route_telemetry.stopped(tried))
                 results.append(False)
                 continue
+            route_telemetry.delivered(item.delivery_id, item.message, tried)
             delivered.append(item.delivery_id)
             results.append(True)
     finally:
@@ -155,10 +170,16 @@ def perform_many(claimed: Sequence[Claimed], more: list[int], before: Callable[[
     return results
 
 
-def fail(delivery_id: int, message: RouteMessage, reason: str, more: list[int]) -> None:
+def fail(
+    delivery_id: int,
+    message: RouteMessage,
+    reason: str,
+    more: list[int],
+    tried: route_telemetry.Attempt | None = None,
+) -> None:
     """Settle the key ``failed`` and tell the sender ``error.communication`` (send id set),
     in one transaction under the sender's lock; a sender that finished meanwhile records the
-    error as discarded (spec 6.2)."""
+    error as discarded (spec 6.2). ``tried``: the route's call that raised (telemetry)."""
     now: datetime = route_settings.now()
     with transaction.atomic(using=database()):
         try:
@@ -167,6 +188,7 @@ def fail(delivery_id: int, message: RouteMessage, reason: str, more: list[int]) 
             sender = None
         if not ledger.settle(delivery_id, DeliveryStatus.FAILED, now, reason):
             return
+        route_telemetry.failed(delivery_id, message, reason, tried)
         if sender is None:
             return
         error = Event(

@@ -43,6 +43,9 @@ class TimerEntry:
     due: datetime
     created: datetime
     scheduled_in: int  # the history seq of the step that scheduled it
+    # The scheduling step's caller context (opaque; never a key): kept so the delivery's
+    # telemetry joins that step's trace (docs/telemetry.md). A queue may ignore it.
+    caller_context: Any = None
 
 
 @dataclass(frozen=True, slots=True)
