@@ -99,7 +99,7 @@ def cancel_invocation(context: StepContext, instruction: Instruction) -> None:
         next_attempt_at=None,
         updated=context.now,
     )
-    invocation_telemetry.ended(invocation, reason, invocation_telemetry.InvocationEvent.CANCELLED)
+    invocation_telemetry.left(invocation, reason)
     kind = CANCEL if invocation.is_scxml else CANCEL_HANDLER
     write_message(context.execution, kind, invocation, context.now, context.outbox)
 

@@ -27,12 +27,13 @@ Every event has ``invocation_id``, ``execution_id`` (the parent), ``invokeid``, 
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from invocations.models import Invocation
+from invocations.models import Invocation, InvocationStatus
 from statecharts.core import telemetry as core
 from statecharts.telemetry import after_commit, signal_for
 
@@ -45,6 +46,8 @@ class InvocationEvent(StrEnum):
     CANCELLED = "invocation.cancelled"
     TIMED_OUT = "invocation.timed_out"
 
+
+log = logging.getLogger("statecharts.telemetry")
 
 invocation_started = signal_for(InvocationEvent.STARTED)
 invocation_answered = signal_for(InvocationEvent.ANSWERED)
@@ -171,3 +174,31 @@ def ended(
         return
     said = {"error": reason} if event is InvocationEvent.FAILED else {"reason": reason}
     _emit(event, invocation, attempts=invocation.attempts, count=count, **said)
+
+
+def left(invocation: Invocation, reason: str) -> None:
+    """``invocation.cancelled`` for an invocation the parent's step cancelled (it left the
+    invoking state, or stopped), if the row is still ``cancelled`` once that step commits: a
+    step that leaves the state because of the invocation's own answer (``done.invoke``, its
+    error) marks it ``done`` or ``failed`` in the same step (``invocations.receivers``), and
+    that is an answer or a failure, not a cancellation."""
+    if not core.listeners:
+        return
+    from django.db import transaction
+
+    from statecharts.stepper import database
+
+    def if_still_cancelled() -> None:
+        try:
+            status = (
+                Invocation.objects.using(database())
+                .filter(pk=invocation.pk)
+                .values_list("status", flat=True)
+                .first()
+            )
+            if status == InvocationStatus.CANCELLED:
+                ended(invocation, reason, InvocationEvent.CANCELLED)
+        except Exception as exc:  # (telemetry never reaches the step that committed)
+            log.error("invocation %s: telemetry failed: %s", invocation.pk, exc, exc_info=exc)
+
+    transaction.on_commit(if_still_cancelled, using=database())
