@@ -624,3 +624,22 @@ def test_nothing_is_built_when_nothing_listens(monkeypatch: pytest.MonkeyPatch) 
     assert len(Route.deliveries) == 2
     assert Execution.objects.get(pk=silent.pk).configuration == ["abandoned"]
     assert built == []
+
+
+def test_a_route_timer_keeps_its_caller_context_across_an_export_and_import() -> None:
+    from statecharts.models import HistoryEntry
+    from statecharts.operations.transfer import export_execution, import_execution
+
+    execution = stepper.start(load(ROUTED), now=T0)
+    stepper.send(execution.pk, "later", now=T0, caller_context={"traceparent": TRACEPARENT})
+    document = export_execution(execution)
+    (waiting,) = document["parts"]["route_timers"]
+    assert waiting["context"] == {"traceparent": TRACEPARENT}
+    redacted = export_execution(execution, redact=True)
+    assert TRACEPARENT not in str(redacted["parts"]["route_timers"][0]["context"])
+    # As if in another database: its rows deleted here, then imported.
+    RouteTimer.objects.filter(execution=execution).delete()
+    HistoryEntry.objects.filter(execution=execution).delete()
+    Execution.objects.filter(pk=execution.pk).delete()
+    imported = import_execution(document, now=T0)
+    assert RouteTimer.objects.get(execution=imported).context == {"traceparent": TRACEPARENT}
