@@ -10,10 +10,11 @@ delivery pays a truth test per point.
 
 Deliveries (one ledger row, one key):
 
-- ``route.delivered``: the route's ``deliver`` (or ``deliver_atomic``) returned;
+- ``route.delivered``: the route's ``deliver`` (or ``deliver_atomic``) returned, or an
+  operator marked a delivery in doubt delivered (``marked_by_operator``);
 - ``route.failed``: the key was settled ``failed`` (the route raised, or the send was refused
-  after the step, e.g. a scope override no longer allowed); its sender is told
-  ``error.communication``;
+  after the step, e.g. a scope override no longer allowed; its sender is told
+  ``error.communication``), or an operator marked a delivery in doubt failed;
 - ``route.in_doubt``: a delivery of an immediate send found its key claimed and never
   settled: the attempt before it died between the claim and the settle (or is still running
   after ``OUTBOX_SWEEP_AGE_SECONDS``), and the route is not called again (at most once).
@@ -168,6 +169,29 @@ def found_claimed(message: RouteMessage, key: str) -> None:
         **_delivery(row["pk"], message, None),
         key=key,
         reason="found claimed and never settled by an earlier attempt: not called again",
+    )
+
+
+def marked(delivery: Any, status: str, reason: str, session_id: str | None) -> None:
+    """``route.delivered`` or ``route.failed`` for a delivery in doubt whose fate an operator
+    recorded (``routes.operating``): ``marked_by_operator`` is True, ``reason`` theirs. (Its
+    worker died before it could report: each key still ends in one such event.)"""
+    if not core.listeners:
+        return
+    event = RouteEvent.DELIVERED if status == "delivered" else RouteEvent.FAILED
+    after_commit(
+        event,
+        session_id,
+        delivery_id=delivery.pk,
+        execution_id=delivery.execution_id,
+        route=delivery.route,
+        send_type=delivery.send_type,
+        send_id=delivery.send_id,
+        event_name=delivery.event_name,
+        delayed=delivery.delayed,
+        key=delivery.key,
+        marked_by_operator=True,
+        reason=reason,
     )
 
 

@@ -312,6 +312,17 @@ def test_a_delivery_finding_its_key_claimed_and_never_settled_is_route_in_doubt(
 
     assert len(Route.deliveries) == 1  # at most once: not called again
 
+    # An operator records its fate: the key ends in one route.delivered after all.
+    from routes import operating
+
+    later = T0 + timedelta(hours=1)
+    operating.mark(doubt["delivery_id"], "mark_delivered", reason="seen at the far end", now=later)
+    first, marked = recorder.of(RouteEvent.DELIVERED)
+    assert "marked_by_operator" not in first
+    assert marked["marked_by_operator"] is True and marked["reason"] == "seen at the far end"
+    assert marked["delivery_id"] == doubt["delivery_id"]
+    assert marked["session_id"] == execution.session_id
+
 
 # ---- route timers ----------------------------------------------------------------------------
 
