@@ -21,6 +21,7 @@ is an event name outside the platform's reserved prefixes. A refused answer rais
 
 from __future__ import annotations
 
+from invocations import telemetry as invocation_telemetry
 from invocations.handlers import Answer
 from invocations.models import Invocation
 from statecharts import stepper
@@ -44,4 +45,6 @@ def request_of(invocation: Invocation, reply: Answer, *, key: str) -> AnswerRequ
 def answer(invocation: Invocation, reply: Answer, *, key: str) -> StepResult:
     """Feed ``reply`` to the invocation's parent, once per ``key``. Raises InvalidInput
     (nothing fed) for an answer the stepper's gate refuses."""
-    return stepper.submit(request_of(invocation, reply, key=key))
+    result = stepper.submit(request_of(invocation, reply, key=key))
+    invocation_telemetry.answered(invocation, reply, key)
+    return result

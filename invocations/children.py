@@ -21,6 +21,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
+from invocations import telemetry as invocation_telemetry
 from invocations.conf import invocation_settings
 from invocations.models import Invocation, InvocationStatus
 from invocations.tree import lineage
@@ -113,6 +114,7 @@ def deliver_start(message: OutboxMessage, more: list[int]) -> bool:
             _fail(invocation, f"undecodable params: {exc}", more)
             return True
         data = params if isinstance(params, dict) else None
+        began = invocation_telemetry.begin()
         try:
             child = stepper.start_internal(
                 stepper.StartRequest(
@@ -126,6 +128,7 @@ def deliver_start(message: OutboxMessage, more: list[int]) -> bool:
                 invoke_ordinal=invocation.ordinal,
                 outbox=more,  # delivered after the bookkeeping below, by the caller's loop
             ).execution
+            invocation_telemetry.started(invocation, began, child_execution_id=child.pk)
         except IntegrityError:  # started meanwhile by another delivery of this message
             child = Execution.objects.using(database).get(session_id=session_id)
         except stepper.StepRefused as exc:  # e.g. it ran away while starting
@@ -164,6 +167,7 @@ def _fail(
         )
         if not updated:
             return
+        ordinals: list[int] = []  # (the siblings refused with it)
         if with_siblings:
             siblings = Invocation.objects.using(database).filter(
                 parent_id=invocation.parent_id,
@@ -184,6 +188,7 @@ def _fail(
                 status=OutboxStatus.PENDING,
                 target_session_id__in=[child_session_id(parent.session_id, o) for o in ordinals],
             ).update(status=OutboxStatus.DELIVERED, delivered=invocation_settings.now())
+        invocation_telemetry.ended(invocation, reason, count=1 + len(ordinals))
         line, column = _invoke_position(parent, invocation)
         error = Event(
             "error.execution",

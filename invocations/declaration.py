@@ -1,6 +1,6 @@
 """What the ``invocations`` app declares (``InvocationsConfig.declaration``): its keys of
-``STATECHARTS`` (docs/invocations.md, "Settings"), performers, checks, pending work and
-contributions."""
+``STATECHARTS`` (docs/invocations.md, "Settings"), performers, checks, pending work,
+telemetry events and contributions."""
 
 from __future__ import annotations
 
@@ -55,6 +55,8 @@ DECLARATION = Declaration(
         "finish": "invocations.performers.finish",
     },
     work_sources=("invocations.tasks.invocation_work",),
+    # Its telemetry events: invocation.* (docs/telemetry.md).
+    telemetry_events=("invocations.telemetry.InvocationEvent",),
     contributions=(
         "invocations.surface.register",  # the invocations panel, API endpoints, read model
         "invocations.pruning.register",  # settled rows pruned, those of erased executions

@@ -31,6 +31,7 @@ from django.db import transaction
 from invocations import tasks
 from invocations.conf import invocation_settings
 from invocations.models import OPEN_STATUSES, Invocation, InvocationStatus
+from invocations.telemetry import InvocationEvent
 from statecharts import stepper
 from statecharts.exceptions import StepRefused
 from statecharts.models import Execution
@@ -70,7 +71,7 @@ def cancel(
     """End an open handler invocation, failed with the operator's reason (its parent told
     ``error.communication.invoke.<id>``); returns ``cancelled``."""
     invocation = _locked(invocation_id, "cancel", reason, caller_context, now)
-    tasks.fail(invocation, f"cancelled by an operator: {reason.strip()}")
+    tasks.fail(invocation, f"cancelled by an operator: {reason.strip()}", InvocationEvent.CANCELLED)
     return "cancelled"
 
 

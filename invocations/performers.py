@@ -21,6 +21,7 @@ from functools import partial
 from django.db import transaction
 from django.db.models import Max
 
+from invocations import telemetry as invocation_telemetry
 from invocations.children import (
     CANCEL,
     CANCEL_HANDLER,
@@ -82,9 +83,7 @@ def cancel_invocation(context: StepContext, instruction: Instruction) -> None:
     )
     if invocation is None or invocation.status not in OPEN_STATUSES:
         return  # it finished, failed, or was never started: nothing to stop
-    reason = (
-        "the parent stopped" if not context.state.running else "the invoking state was exited"
-    )
+    reason = "the parent stopped" if not context.state.running else "the invoking state was exited"
     # The cut: what the child had sent this parent when it was cancelled (a read of the
     # child's rows; they are committed, or they come after the cut).
     child = child_session_id(context.execution.session_id, invocation.ordinal)
@@ -100,6 +99,7 @@ def cancel_invocation(context: StepContext, instruction: Instruction) -> None:
         next_attempt_at=None,
         updated=context.now,
     )
+    invocation_telemetry.left(invocation, reason)
     kind = CANCEL if invocation.is_scxml else CANCEL_HANDLER
     write_message(context.execution, kind, invocation, context.now, context.outbox)
 
@@ -184,3 +184,4 @@ def finish(context: StepContext, instruction: Instruction) -> None:
         created=context.now,
     )
     context.outbox.append(message.pk)
+    invocation_telemetry.child_answered(execution, invokeid)

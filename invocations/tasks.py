@@ -14,6 +14,7 @@ from typing import Any
 
 from django.db.models import F, Q
 
+from invocations import telemetry as invocation_telemetry
 from invocations.answers import answer
 from invocations.conf import invocation_settings
 from invocations.handlers import Answer, HandlerInvocation, handler_for
@@ -83,6 +84,7 @@ def run(invocation_id: int, *, now: datetime | None = None) -> str:
         updated=now,
     )
     invocation.refresh_from_db()
+    began = invocation_telemetry.begin()
     try:
         reply = handler.start(_handler_view(invocation, params))
     except Exception as exc:
@@ -92,7 +94,9 @@ def run(invocation_id: int, *, now: datetime | None = None) -> str:
             fail(invocation, f"start failed {invocation.attempts} times: {error}")
             return "failed"
         _retry_later(invocation, now, spend=True, error=error)
+        invocation_telemetry.retried(invocation, error)
         return "retrying"
+    invocation_telemetry.started(invocation, began)
     if reply is not None:
         if not isinstance(reply, Answer):
             fail(invocation, f"the handler answered {reply!r}, not an Answer")
@@ -118,15 +122,22 @@ def _retry_later(invocation: Invocation, now: datetime, *, spend: bool, error: s
     )
 
 
-def fail(invocation: Invocation, reason: str) -> None:
+def fail(
+    invocation: Invocation,
+    reason: str,
+    event: invocation_telemetry.InvocationEvent = invocation_telemetry.InvocationEvent.FAILED,
+) -> None:
     """The invocation failed: its row says why, and the parent gets
-    ``error.communication.invoke.<id>`` (ignored if it cancelled the invocation meanwhile)."""
+    ``error.communication.invoke.<id>`` (ignored if it cancelled the invocation meanwhile).
+    ``event``: how its telemetry reports the end (failed, timed out, cancelled by an operator)."""
     # (the reason may quote a handler's exception: no lone surrogate may reach a column)
     reason = reason[:2000].encode("utf-8", "replace").decode("utf-8")
-    Invocation.objects.filter(pk=invocation.pk, status__in=OPEN_STATUSES).update(
+    was_open = Invocation.objects.filter(pk=invocation.pk, status__in=OPEN_STATUSES).update(
         last_error=reason, next_attempt_at=None
     )
-    answer(invocation, Answer.failed(reason), key="failed")
+    answer(invocation, Answer.failed(reason), key=invocation_telemetry.PLATFORM_FAILURE_KEY)
+    if was_open:
+        invocation_telemetry.ended(invocation, reason, event)
 
 
 def cancel_task(invocation_id: int) -> str:
@@ -153,10 +164,12 @@ def sweep(now: datetime | None = None, *, run_inline: bool = False) -> dict[str,
     overdue = list(handlers.filter(deadline__lt=now))
     for invocation in overdue:
         waited = invocation_settings.INVOKE_HANDLER_TIMEOUT_SECONDS
-        fail(invocation, f"timed out: no answer within {waited} s")
-    due = list(
-        handlers.filter(Q(next_attempt_at__lte=now)).exclude(pk__in=[i.pk for i in overdue])
-    )
+        fail(
+            invocation,
+            f"timed out: no answer within {waited} s",
+            invocation_telemetry.InvocationEvent.TIMED_OUT,
+        )
+    due = list(handlers.filter(Q(next_attempt_at__lte=now)).exclude(pk__in=[i.pk for i in overdue]))
     for invocation in due:
         if run_inline:
             run(invocation.pk, now=now)
@@ -175,10 +188,14 @@ def _next_due() -> datetime | None:
     times = [
         t
         for t in (
-            handlers.order_by("next_attempt_at").values_list("next_attempt_at", flat=True)
-            .exclude(next_attempt_at=None).first(),
-            handlers.order_by("deadline").values_list("deadline", flat=True)
-            .exclude(deadline=None).first(),
+            handlers.order_by("next_attempt_at")
+            .values_list("next_attempt_at", flat=True)
+            .exclude(next_attempt_at=None)
+            .first(),
+            handlers.order_by("deadline")
+            .values_list("deadline", flat=True)
+            .exclude(deadline=None)
+            .first(),
         )
         if t is not None
     ]

@@ -1,5 +1,5 @@
 """What the ``routes`` app declares (``RoutesConfig.declaration``): its keys of
-``STATECHARTS`` (docs/routes.md), their check, and its contributions."""
+``STATECHARTS`` (docs/routes.md), their check, its telemetry events and its contributions."""
 
 from __future__ import annotations
 
@@ -45,6 +45,8 @@ DECLARATION = Declaration(
     # Immediate route sends: an outbox message, delivered after the commit (and by the outbox
     # sweeper after a crash); delayed ones: the route timer queue.
     performers={"deliver_route": "routes.performers.deliver_route"},
+    # Its telemetry events: route.* (deliveries) and route_timer.* (docs/telemetry.md).
+    telemetry_events=("routes.telemetry.RouteEvent",),
     contributions=(
         "routes.surface.register",  # the routes panel, API endpoints, read-model section
         "routes.pruning.register",  # settled ledger rows pruned, those of erased executions

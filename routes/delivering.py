@@ -30,6 +30,7 @@ from typing import Any
 from django.db import transaction
 
 from routes import ledger, registry, retrying
+from routes import telemetry as route_telemetry
 from routes.base import GiveUp, RouteConfig, RouteMessage
 from routes.conf import route_settings
 from routes.models import DeliveryStatus
@@ -74,21 +75,24 @@ def deliver_message(message: OutboxMessage, more: list[int]) -> bool:
     with transaction.atomic(using=database()):
         claimed = ledger.claim(route_message, key, now)
         if claimed is None:
+            route_telemetry.found_claimed(route_message, key)  # (if still claimed: in doubt)
             return True  # claimed before (a repeat, or the run before a crash): at most once
         refused = str(payload.get("refused") or "")
         config = payload.get("config") or {}
+        tried = route_telemetry.attempt(key, message.caller_context, message.created)
         if (
             not refused
             and known is not None
             and known.route.deliver_atomic(config, route_message, key)
         ):
             ledger.settle(claimed.pk, DeliveryStatus.DELIVERED, now)
+            route_telemetry.delivered(claimed.pk, route_message, tried)
             return True
     if refused:  # (after the claim's commit: the sender's lock is taken first, alone)
         fail(claimed.pk, route_message, refused, more)
         return True
     assert known is not None
-    perform(claimed.pk, known.route, config, route_message, key, more)
+    perform(claimed.pk, known.route, config, route_message, key, more, origin=message)
     return True
 
 
@@ -99,23 +103,29 @@ def perform(
     message: RouteMessage,
     key: str,
     more: list[int] | None = None,
+    *,
+    origin: OutboxMessage | None = None,
 ) -> bool:
     """The outside action of a claimed key (no transaction, no lock held); True if it
     succeeded. A raise settles the key ``failed`` and tells the sender (or, for a
-    ``NotSent`` its route's policy retries, leaves it ``retrying``: ``not_delivered``)."""
+    ``NotSent`` its route's policy retries, leaves it ``retrying``: ``not_delivered``).
+    ``origin``: the outbox message it came from (its caller context and age, for
+    telemetry)."""
     more = [] if more is None else more
     if fault_hook is not None:
         fault_hook("claimed")
+    tried = route_telemetry.attempt_from(key, origin)
     try:
         answer = route.deliver(config, message, key)
     except Exception as exc:
         reason = f"{type(exc).__name__}: {exc}"
         log.warning("route %s: delivery %s failed: %s", message.route, key, reason)
-        not_delivered(delivery_id, config, message, key, exc, more)
+        not_delivered(delivery_id, config, message, key, exc, more, route_telemetry.stopped(tried))
         return False
     if isinstance(answer, GiveUp):
-        give_up(delivery_id, message, answer, more)
+        give_up(delivery_id, message, answer, more, route_telemetry.stopped(tried))
         return False
+    route_telemetry.delivered(delivery_id, message, tried)
     ledger.settle(delivery_id, DeliveryStatus.DELIVERED, route_settings.now())
     return True
 
@@ -127,20 +137,27 @@ def not_delivered(
     key: str,
     exc: BaseException,
     more: list[int],
+    tried: route_telemetry.Attempt | None = None,
 ) -> None:
     """A claimed key whose route raised: a retry scheduled for a ``NotSent`` its route's
     policy retries (``routes.retrying``), else ``fail`` (the sender told)."""
     reason = retrying.after_raise(delivery_id, config, message, key, exc, route_settings.now())
     if reason is not None:
-        fail(delivery_id, message, reason, more)
+        fail(delivery_id, message, reason, more, tried)
 
 
-def give_up(delivery_id: int, message: RouteMessage, answer: GiveUp, more: list[int]) -> None:
+def give_up(
+    delivery_id: int,
+    message: RouteMessage,
+    answer: GiveUp,
+    more: list[int],
+    tried: route_telemetry.Attempt | None = None,
+) -> None:
     """A claimed key whose route answered ``Cancel``/``Discard``: ended so at once, the
     reason recorded, the sender told (``fail``)."""
     status, reason = retrying.given_up(answer)
     log.info("route %s: delivery of %s %s", message.route, message.send_id, reason)
-    fail(delivery_id, message, reason, more, status=status)
+    fail(delivery_id, message, reason, more, tried, status=status)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +169,8 @@ class Claimed:
     config: RouteConfig
     message: RouteMessage
     key: str
+    caller_context: Any = None  # the scheduling step's (telemetry: the span's parent)
+    due: datetime | None = None  # when it was due (telemetry: lateness)
 
 
 def perform_many(
@@ -170,6 +189,7 @@ def perform_many(
                 before()
             if fault_hook is not None:
                 fault_hook("claimed")
+            tried = route_telemetry.attempt(item.key, item.caller_context, item.due)
             try:
                 answer = item.route.deliver(item.config, item.message, item.key)
             except Exception as exc:
@@ -177,13 +197,24 @@ def perform_many(
                 log.warning(
                     "route %s: delivery %s failed: %s", item.message.route, item.key, reason
                 )
-                not_delivered(item.delivery_id, item.config, item.message, item.key, exc, more)
+                not_delivered(
+                    item.delivery_id,
+                    item.config,
+                    item.message,
+                    item.key,
+                    exc,
+                    more,
+                    route_telemetry.stopped(tried),
+                )
                 results.append(False)
                 continue
             if isinstance(answer, GiveUp):
-                give_up(item.delivery_id, item.message, answer, more)
+                give_up(
+                    item.delivery_id, item.message, answer, more, route_telemetry.stopped(tried)
+                )
                 results.append(False)
                 continue
+            route_telemetry.delivered(item.delivery_id, item.message, tried)
             delivered.append(item.delivery_id)
             results.append(True)
     finally:
@@ -196,12 +227,14 @@ def fail(
     message: RouteMessage,
     reason: str,
     more: list[int],
+    tried: route_telemetry.Attempt | None = None,
     *,
     status: str = DeliveryStatus.FAILED,
 ) -> None:
     """Settle the key ``failed`` (or ``status``: a route's give-up) and tell the sender
     ``error.communication`` (send id set), in one transaction under the sender's lock; a
-    sender that finished meanwhile records the error as discarded (spec 6.2)."""
+    sender that finished meanwhile records the error as discarded (spec 6.2). ``tried``: the
+    route's call that raised or gave up (telemetry)."""
     now: datetime = route_settings.now()
     with transaction.atomic(using=database()):
         try:
@@ -210,6 +243,7 @@ def fail(
             sender = None
         if not ledger.settle(delivery_id, status, now, reason):
             return
+        route_telemetry.failed(delivery_id, message, reason, tried)
         if sender is None:
             return
         data = {"message": f"route {message.route!r}: {reason}", "route": message.route}

@@ -25,6 +25,7 @@ from typing import Any
 
 from django.db import transaction
 
+from routes import telemetry as route_telemetry
 from routes.conf import route_settings
 from routes.models import DeliveryStatus, RouteDelivery
 from statecharts import stepper
@@ -77,6 +78,7 @@ def mark(
             reason=f"marked {status} by an operator: {text}"[:2000],
             settled=when,
         )
+        route_telemetry.marked(delivery, status, text, execution and execution.session_id)
         if execution is not None:
             stepper.record_operation(
                 execution,

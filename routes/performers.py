@@ -95,6 +95,7 @@ def deliver_route(context: StepContext, instruction: Instruction) -> None:
         target_session_id=context.execution.session_id,
         event=outbox_payload(message.route, config, message, key, refused),
         send_id=message.send_id[:200],
+        caller_context=context.caller_context,  # (its delivery's telemetry: the step's trace)
         created=context.now,
     )
     context.outbox.append(row.pk)
@@ -123,6 +124,7 @@ def schedule_route(context: StepContext, instruction: Instruction) -> None:
             due=context.now + timedelta(milliseconds=effect.data["delay_ms"]),
             created=context.now,
             scheduled_in=context.seq,
+            caller_context=context.caller_context,
         )
     )
 

@@ -48,6 +48,9 @@ class TimerEntry:
     # The history seq of the step that scheduled it; None for a retry of a send that was not
     # sent (routes.retrying: no step scheduled it).
     scheduled_in: int | None
+    # The scheduling step's caller context (opaque; never a key): kept so the delivery's
+    # telemetry joins that step's trace (docs/telemetry.md). A queue may ignore it.
+    caller_context: Any = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -75,6 +75,10 @@ class Declaration:
     # Its rows are written in a step's transaction: routed to the steps' database
     # (statecharts.checks, statecharts.E010).
     step_models: bool = False
+    # Its telemetry events (docs/telemetry.md): dotted paths of StrEnum classes whose
+    # members are named "<family>.<outcome>" (statecharts.telemetry builds one Django signal
+    # per member; the core's own TelemetryEvent is not extended).
+    telemetry_events: tuple[str, ...] = ()
 
     def defaults(self) -> dict[str, Any]:
         return {setting.name: setting.default for setting in self.settings}

@@ -246,6 +246,11 @@ class RouteTimer(models.Model):
     scheduled_in = models.PositiveIntegerField(
         null=True, blank=True, help_text="The history seq of the step that scheduled it."
     )
+    # The caller context of the scheduling step (statecharts.policies.attribution): its
+    # delivery's telemetry joins that step's trace (docs/telemetry.md). Row data, never a key.
+    context = PortableJSONField(
+        null=True, blank=True, help_text="Opaque caller context of the scheduling step."
+    )
     reason = models.CharField(
         max_length=300, blank=True, help_text="Why it was snoozed last (empty: never)."
     )

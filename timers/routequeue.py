@@ -38,6 +38,7 @@ from django.db import connections, transaction
 from django.db.models import Count, Min, Q
 
 from routes import ledger, registry
+from routes import telemetry as route_telemetry
 from routes.base import RouteMessage
 from routes.delivering import Claimed, perform_many
 from routes.models import DeliveryStatus
@@ -94,11 +95,13 @@ class RouteTimerQueue:
                     codec=codec,
                     due=entry.due,
                     scheduled_in=entry.scheduled_in,
+                    context=getattr(entry, "caller_context", None),
                     created=entry.created,
                 )
             ],
             ignore_conflicts=True,
         )
+        route_telemetry.timer_scheduled(entry)
 
     def cancel(self, scope: int, send_id: str, *, now: datetime, reason: str) -> int:
         """Delete ``scope``'s rows under ``send_id`` (no other scope's), each with its
@@ -112,6 +115,7 @@ class RouteTimerQueue:
         )
         for row in rows:
             ledger.write(_clear_message(row), row.key, DeliveryStatus.CANCELLED, now, reason)
+            route_telemetry.timer_cancelled(row, now, reason)
         RouteTimer.objects.using(database).filter(pk__in=[row.pk for row in rows]).delete()
         return len(rows)
 
@@ -123,11 +127,11 @@ def cancel_for_step(context: stepper.StepContext, instruction: Instruction) -> i
     if queue is None:
         return 0
     return queue.cancel(
-            context.execution.pk,
-            instruction.data["send_id"],
-            now=context.now,
-            reason=f"cancelled by <cancel> in step {context.seq}",
-        )
+        context.execution.pk,
+        instruction.data["send_id"],
+        now=context.now,
+        reason=f"cancelled by <cancel> in step {context.seq}",
+    )
 
 
 def _message(row: RouteTimer) -> RouteMessage:
@@ -255,9 +259,7 @@ def _taken() -> None:
         fault_hook("taken")
 
 
-def _fire_chunk_locked(
-    rows: list[RouteTimer], now: datetime
-) -> tuple[list[str], list[Claimed]]:
+def _fire_chunk_locked(rows: list[RouteTimer], now: datetime) -> tuple[list[str], list[Claimed]]:
     """Steps 1-3 of ``fire_rows``, in its transaction: the outcomes, and the keys claimed
     whose action is still to be done (in the rows' order)."""
     executions = stepper.lock_many({row.execution_id for row in rows})
@@ -292,11 +294,24 @@ def _fire_chunk_locked(
         else:
             outcomes.append(FIRED)
             delivery_id = written[row.key]
+            tried = route_telemetry.attempt(row.key, row.context, row.due)
             if fate.route.deliver_atomic(row.config, fate.message, row.key):
                 atomic.append(delivery_id)
+                route_telemetry.delivered(delivery_id, fate.message, tried)
             else:
-                claimed.append(Claimed(delivery_id, fate.route, row.config, fate.message, row.key))
+                claimed.append(
+                    Claimed(
+                        delivery_id,
+                        fate.route,
+                        row.config,
+                        fate.message,
+                        row.key,
+                        row.context,
+                        row.due,
+                    )
+                )
     ledger.settle_many(atomic, DeliveryStatus.DELIVERED, now)
+    route_telemetry.timer_outcomes(fates, outcomes, now)
     return outcomes, claimed
 
 
@@ -370,9 +385,9 @@ def _snooze(row: RouteTimer, now: datetime, reason: str) -> str:
 
 
 def next_due() -> datetime | None:
-    due: datetime | None = RouteTimer.objects.using(stepper.database()).aggregate(
-        first=Min("due")
-    )["first"]
+    due: datetime | None = RouteTimer.objects.using(stepper.database()).aggregate(first=Min("due"))[
+        "first"
+    ]
     return due
 
 
@@ -428,3 +443,4 @@ def cancel_locked(row: RouteTimer, now: datetime, reason: str) -> None:
     """Cancel: the row deleted, its key ``cancelled`` in the ledger with ``reason``."""
     ledger.write(_clear_message(row), row.key, DeliveryStatus.CANCELLED, now, reason)
     RouteTimer.objects.using(stepper.database()).filter(pk=row.pk).delete()
+    route_telemetry.timer_cancelled(row, now, reason)

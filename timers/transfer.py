@@ -102,8 +102,10 @@ def export_route_timers(execution: Execution, redact: bool) -> list[dict[str, An
     for row in rows:
         # Its data decoded, as a timer's event (a codec or key not here is an error).
         message = row.decoded_message()
+        context = row.context  # (the scheduling step's caller context, as a timer's)
         if redact:
             message["data"] = redact_value(message.get("data"))
+            context = redact_value(context) if context else context
         exported.append(
             {
                 "send_id": row.send_id,
@@ -112,6 +114,7 @@ def export_route_timers(execution: Execution, redact: bool) -> list[dict[str, An
                 "config": row.config,
                 "message": message,
                 "due": row.due.isoformat(),
+                "context": context,
             }
         )
     return exported
@@ -135,6 +138,7 @@ def load_route_timers(execution: Execution, value: Any) -> None:
                 message=message,
                 codec=codec,
                 due=_due(item.get("due")),
+                context=item.get("context"),
                 created=execution.updated,
             )
         )

@@ -13,6 +13,12 @@ or anything else. With no listener, :func:`emit` returns at once, and the driver
 building an event's attributes (they test :data:`listeners` first): telemetry nobody listens
 to costs a truth test per step (benchmarks/JOURNAL.md).
 
+Apps add families of their own (the routes app's ``route.*`` and ``route_timer.*``, the
+invocations app's ``invocation.*``): each declares a ``StrEnum`` of its events, named
+``<family>.<outcome>``, and sends them through the same :func:`emit` (this module's enum
+stays the core's own). A listener gets those members as ``event`` too: it tells the
+families apart by ``isinstance`` or by the name's family (:func:`family`).
+
 Attributes every event carries: ``driver``; ``session_id``. The rest, per event, are listed in
 docs/telemetry.md. A listener must not raise (a raise is caught, logged by the Django bridge,
 and never reaches the step) and must not keep the attributes dict (it is shared between
@@ -58,12 +64,13 @@ class Driver(StrEnum):
     DURABLE = "durable"
 
 
-Listener = Callable[[TelemetryEvent, Mapping[str, Any]], None]
+# An event: a TelemetryEvent, or a member of an app's own StrEnum of events.
+Listener = Callable[[StrEnum, Mapping[str, Any]], None]
 
 # Subscribed listeners, in order. Drivers test its truth before building attributes.
 listeners: list[Listener] = []
 # Called with (listener, event, exception) when a listener raises (the Django bridge logs it).
-on_listener_error: Callable[[Listener, TelemetryEvent, BaseException], None] | None = None
+on_listener_error: Callable[[Listener, StrEnum, BaseException], None] | None = None
 
 
 def subscribe(listener: Listener) -> None:
@@ -77,7 +84,7 @@ def unsubscribe(listener: Listener) -> None:
         listeners.remove(listener)
 
 
-def emit(event: TelemetryEvent, driver: str, session_id: str | None, /, **attributes: Any) -> None:
+def emit(event: StrEnum, driver: str, session_id: str | None, /, **attributes: Any) -> None:
     """Hand one event to every listener. A listener that raises is reported to
     :data:`on_listener_error` and skipped: telemetry never changes what a step does."""
     if not listeners:
@@ -90,6 +97,13 @@ def emit(event: TelemetryEvent, driver: str, session_id: str | None, /, **attrib
         except Exception as exc:
             if on_listener_error is not None:
                 on_listener_error(listener, event, exc)
+
+
+def family(event: StrEnum) -> tuple[str, str]:
+    """``(family, outcome)`` of an event name: ``"route_timer.fired"`` is
+    ``("route_timer", "fired")``; a name without a dot is a family of its own (``step``)."""
+    name, _, outcome = str(event).partition(".")
+    return name, outcome
 
 
 def effect_counts(kinds: Any) -> dict[str, int]:

@@ -18,15 +18,28 @@ Receive one::
     @receiver(telemetry.step)
     def count_steps(sender, driver, session_id, duration_s, disposition, **attributes):
         ...
+
+The apps built on the stepper declare events of their own (``Declaration.telemetry_events``:
+a ``StrEnum`` whose members are named ``<family>.<outcome>``, e.g. the routes app's
+``route.delivered``); each member has its signal here too (:func:`signal_for`, which the app
+also exposes by name, e.g. ``routes.telemetry.delivered``), sent and logged the same way, by
+the same listener, and the core's enum is not extended. :func:`declared_events` lists them
+(and refuses two families naming one event); :func:`all_signals` is every signal, the core's
+and the apps'.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Mapping
+from enum import StrEnum
+from functools import partial
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.dispatch import Signal
+from django.utils.module_loading import import_string
 
 from statecharts.core import telemetry as core
 from statecharts.core.telemetry import TelemetryEvent
@@ -91,9 +104,83 @@ SIGNALS: dict[TelemetryEvent, Signal] = {
 assert set(SIGNALS) == set(TelemetryEvent)  # one signal per event, always
 
 
-def bridge(event: TelemetryEvent, attributes: Mapping[str, Any]) -> None:
+# The apps' events (Declaration.telemetry_events): one signal per member, made the first time
+# it is asked for. (A StrEnum member hashes as its name: two families naming one event would
+# share a signal, which declared_events refuses.)
+_app_signals: dict[StrEnum, TelemetrySignal] = {}
+_app_signals_lock = threading.Lock()
+
+
+def signal_for(event: StrEnum) -> Signal:
+    """The Django signal of ``event``: a core event's (:data:`SIGNALS`), or an app event's
+    (one per member, the same object every time)."""
+    if isinstance(event, TelemetryEvent):
+        return SIGNALS[event]
+    signal = _app_signals.get(event)
+    if signal is None:
+        with _app_signals_lock:
+            signal = _app_signals.setdefault(event, TelemetrySignal())
+    return signal
+
+
+def declared_events() -> list[StrEnum]:
+    """Every event the installed apps declare (``Declaration.telemetry_events``), in
+    ``INSTALLED_APPS`` order. ImproperlyConfigured: a path that is not a ``StrEnum``, a name
+    that is not ``<family>.<outcome>``, or a name the core or another enum already has."""
+    from statecharts.conf import declarations
+
+    owners: dict[str, str] = {event.value: "statecharts.core.telemetry" for event in TelemetryEvent}
+    found: list[StrEnum] = []
+    for declaration in declarations():
+        for path in declaration.telemetry_events:
+            enum = import_string(path)
+            if not (isinstance(enum, type) and issubclass(enum, StrEnum)):
+                raise ImproperlyConfigured(f"{declaration.app}: {path!r} is not a StrEnum")
+            for member in enum:
+                family, outcome = core.family(member)
+                if not family or not outcome:
+                    raise ImproperlyConfigured(
+                        f"{path}: the event {member.value!r} is not named <family>.<outcome>"
+                    )
+                owner = owners.setdefault(member.value, path)
+                if owner != path:
+                    raise ImproperlyConfigured(
+                        f"the telemetry event {member.value!r} is declared by {owner} and {path}"
+                    )
+                found.append(member)
+    return found
+
+
+def all_signals() -> dict[StrEnum, Signal]:
+    """Every telemetry signal: the core's events', then the installed apps' declared ones."""
+    return {**SIGNALS, **{event: signal_for(event) for event in declared_events()}}
+
+
+def listening() -> bool:
+    """Whether anything listens (a signal's receiver, DEBUG records, the OpenTelemetry
+    bridge, a listener of the core's): test it before building an event's attributes."""
+    return bool(core.listeners)
+
+
+def after_commit(event: StrEnum, session_id: str | None, /, **attributes: Any) -> None:
+    """Emit ``event`` (driver ``"durable"``) once the stepper database's current transaction
+    commits, at once outside one: a write rolled back is never reported, and no receiver
+    runs inside a step's transaction. Nothing is done when nothing listens."""
+    if not core.listeners:
+        return
+    from django.db import transaction
+
+    from statecharts.stepper import database
+
+    transaction.on_commit(
+        partial(core.emit, event, core.Driver.DURABLE.value, session_id, **attributes),
+        using=database(),
+    )
+
+
+def bridge(event: StrEnum, attributes: Mapping[str, Any]) -> None:
     """The listener that sends the signal and writes the log record of ``event``."""
-    signal = SIGNALS[event]
+    signal = SIGNALS[event] if isinstance(event, TelemetryEvent) else signal_for(event)
     if signal.receivers:
         for receiver, answer in signal.send_robust(sender=event, **attributes):
             if isinstance(answer, Exception):
@@ -114,7 +201,7 @@ def bridge(event: TelemetryEvent, attributes: Mapping[str, Any]) -> None:
         )
 
 
-def _listener_failed(listener: Any, event: TelemetryEvent, exc: BaseException) -> None:
+def _listener_failed(listener: Any, event: StrEnum, exc: BaseException) -> None:
     log.error("telemetry listener %r failed on %s: %s", listener, event, exc, exc_info=exc)
 
 
@@ -125,7 +212,11 @@ def refresh() -> None:
     """Subscribe the bridge while a signal has a receiver or DEBUG records are wanted."""
     if not _installed:
         return
-    if _logging_wanted or any(signal.receivers for signal in SIGNALS.values()):
+    if (
+        _logging_wanted
+        or any(signal.receivers for signal in SIGNALS.values())
+        or any(signal.receivers for signal in tuple(_app_signals.values()))
+    ):
         core.subscribe(bridge)
     else:
         core.unsubscribe(bridge)

@@ -19,6 +19,16 @@ memory driver and the durable stepper alike, ``statecharts.driver`` telling them
   ``statecharts.timer.lateness`` (s, per outcome), ``statecharts.timer.outcomes`` (per
   outcome), ``statecharts.outbox.outcomes`` and ``statecharts.outbox.lateness`` (s), and
   ``statecharts.executions`` (started / finished / halted, per status).
+- **the apps' events** (``route.*``, ``route_timer.*``, ``invocation.*``: any family an app
+  declares), handled alike, by their name ``<family>.<outcome>``: a counter
+  ``statecharts.<family>.outcomes`` (per outcome), a histogram
+  ``statecharts.<family>.lateness`` (s) when the event carries ``lateness_s`` and
+  ``statecharts.<family>.duration`` (s) when it carries ``duration_s``. An event carrying
+  ``duration_s`` stands for work done (a route's delivery, a child's start): it is also a span,
+  ``statecharts.<family>``, with its own start and end times, whose parent is the trace of the
+  caller context that caused the work (its ``traceparent``: for a delayed route send, the one
+  recorded when the send was scheduled), else the span current in this thread; an event
+  carrying ``error`` has status ERROR.
 """
 
 from __future__ import annotations
@@ -26,6 +36,8 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from opentelemetry import metrics, trace
@@ -58,6 +70,26 @@ _EXECUTION_EVENTS = {
     TelemetryEvent.EXECUTION_HALTED: "halted",
 }
 _propagator = TraceContextTextMapPropagator()
+# Attributes of an app event that become metric labels (bounded: a registered route's name,
+# an invoke handler's type), as statecharts.<name>.
+_APP_LABELS = ("route", "invoke_type")
+_SCALARS = (str, int, float, bool)
+
+
+@dataclass(frozen=True, slots=True)
+class _Family:
+    """The instruments of one app family of events."""
+
+    outcomes: Any
+    lateness: Any
+    duration: Any
+
+
+def _parent(caller_context: Any) -> Any:
+    """The context of a caller context's W3C ``traceparent`` (None: the current span)."""
+    if isinstance(caller_context, Mapping) and isinstance(caller_context.get("traceparent"), str):
+        return _propagator.extract({"traceparent": caller_context["traceparent"]})
+    return None
 
 
 class Bridge:
@@ -91,10 +123,14 @@ class Bridge:
         self.executions = meter.create_counter(
             "statecharts.executions", description="Executions started, finished, halted."
         )
+        self.meter = meter
+        self.families: dict[str, _Family] = {}
 
-    def __call__(self, event: TelemetryEvent, attributes: Mapping[str, Any]) -> None:
+    def __call__(self, event: StrEnum, attributes: Mapping[str, Any]) -> None:
         driver = str(attributes.get("driver"))
-        if event is TelemetryEvent.STEP:
+        if not isinstance(event, TelemetryEvent):
+            self._app_event(event, driver, attributes)
+        elif event is TelemetryEvent.STEP:
             self._step(attributes)
         elif event in _EXECUTION_EVENTS:
             self.executions.add(
@@ -134,15 +170,11 @@ class Bridge:
             if attributes.get(name) is not None
         }
         caller_context = attributes.get("caller_context")
-        parent = None
+        parent = _parent(caller_context)
         if caller_context is not None:
             span_attributes["statecharts.caller_context"] = json.dumps(
                 caller_context, default=str, sort_keys=True
             )
-            if isinstance(caller_context, Mapping) and isinstance(
-                caller_context.get("traceparent"), str
-            ):
-                parent = _propagator.extract({"traceparent": caller_context["traceparent"]})
         counts = attributes.get("effect_counts") or {}
         for kind, n in counts.items():
             span_attributes[f"statecharts.effects.{kind}"] = n
@@ -160,6 +192,68 @@ class Bridge:
             self.step_duration.record(float(duration), labels)
         if attributes.get("lock_wait_s") is not None:
             self.lock_wait.record(float(attributes["lock_wait_s"]), labels)
+
+    def _family(self, name: str) -> _Family:
+        family = self.families.get(name)
+        if family is None:
+            family = self.families[name] = _Family(
+                self.meter.create_counter(
+                    f"statecharts.{name}.outcomes", description=f"{name} events by outcome."
+                ),
+                self.meter.create_histogram(
+                    f"statecharts.{name}.lateness",
+                    unit="s",
+                    description=f"{name}: how long after it was due (or sent) it was handled.",
+                ),
+                self.meter.create_histogram(
+                    f"statecharts.{name}.duration",
+                    unit="s",
+                    description=f"{name}: how long the work (a delivery, a start) took.",
+                ),
+            )
+        return family
+
+    def _app_event(self, event: StrEnum, driver: str, attributes: Mapping[str, Any]) -> None:
+        """An app's event (module docstring): metrics by family and outcome, and a span when
+        it stands for work done (it carries ``duration_s``)."""
+        name, outcome = telemetry.family(event)
+        family = self._family(name)
+        labels = {"statecharts.driver": driver, "statecharts.outcome": outcome}
+        for label in _APP_LABELS:
+            if attributes.get(label) is not None:
+                labels[f"statecharts.{label}"] = str(attributes[label])
+        family.outcomes.add(int(attributes.get("count") or 1), labels)
+        lateness = attributes.get("lateness_s")
+        if lateness is not None:
+            family.lateness.record(max(0.0, float(lateness)), labels)
+        duration = attributes.get("duration_s")
+        if duration is None:
+            return
+        family.duration.record(max(0.0, float(duration)), labels)
+        started_ns = attributes.get("started_ns")
+        if started_ns is None:
+            started_ns = time.time_ns() - int(duration * 1e9)
+        span_attributes: dict[str, Any] = {
+            f"statecharts.{key}": value
+            for key, value in attributes.items()
+            if isinstance(value, _SCALARS) and key not in ("started_ns", "caller_context")
+        }
+        span_attributes["statecharts.event"] = event.value
+        span_attributes["statecharts.outcome"] = outcome
+        caller_context = attributes.get("caller_context")
+        if caller_context is not None:
+            span_attributes["statecharts.caller_context"] = json.dumps(
+                caller_context, default=str, sort_keys=True
+            )
+        span = self.tracer.start_span(
+            f"statecharts.{name}",
+            context=_parent(caller_context),
+            attributes=span_attributes,
+            start_time=started_ns,
+        )
+        if attributes.get("error"):
+            span.set_status(Status(StatusCode.ERROR, str(attributes["error"])[:200]))
+        span.end(end_time=started_ns + int(duration * 1e9))
 
 
 _installed: Bridge | None = None
