@@ -79,11 +79,10 @@ def expire(timer: Timer, execution: Execution, now: datetime, outbox: list[int])
         held = f"execution {str(execution.status).replace('_', ' ')}: snoozed"
         return _snooze(timer, now, taken=True, reason=held)
     observing.timer_event(
-        TelemetryEvent.TIMER_DISCARDED,
+        TelemetryEvent.TIMER_EXPIRED,
         timer,
         now=now,
         session_id=execution.session_id,
         reason=reason,
-        expired=True,
     )
     return EXPIRED

@@ -52,6 +52,7 @@ class TelemetryEvent(StrEnum):
     TIMER_SNOOZED = "timer.snoozed"
     TIMER_RETRIED = "timer.retried"
     TIMER_FAILED = "timer.failed"
+    TIMER_EXPIRED = "timer.expired"  # later than its ds:expires (the chart is told)
     OUTBOX_DELIVERED = "outbox.delivered"
     OUTBOX_WAITING = "outbox.waiting"
     OUTBOX_UNDELIVERABLE = "outbox.undeliverable"

@@ -78,6 +78,7 @@ timer_discarded = TelemetrySignal()
 timer_snoozed = TelemetrySignal()
 timer_retried = TelemetrySignal()
 timer_failed = TelemetrySignal()
+timer_expired = TelemetrySignal()
 outbox_delivered = TelemetrySignal()
 outbox_waiting = TelemetrySignal()
 outbox_undeliverable = TelemetrySignal()
@@ -97,6 +98,7 @@ SIGNALS: dict[TelemetryEvent, Signal] = {
     TelemetryEvent.TIMER_SNOOZED: timer_snoozed,
     TelemetryEvent.TIMER_RETRIED: timer_retried,
     TelemetryEvent.TIMER_FAILED: timer_failed,
+    TelemetryEvent.TIMER_EXPIRED: timer_expired,
     TelemetryEvent.OUTBOX_DELIVERED: outbox_delivered,
     TelemetryEvent.OUTBOX_WAITING: outbox_waiting,
     TelemetryEvent.OUTBOX_UNDELIVERABLE: outbox_undeliverable,

@@ -13,7 +13,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from rest_framework.test import APIClient
 
-from statecharts import stepper
+from statecharts import stepper, telemetry
 from statecharts.core.position import decode
 from statecharts.models import Chart, Execution, HistoryEntry
 from tests.hostile.test_refused_at_load import refused_at_every_door
@@ -103,11 +103,26 @@ def test_a_fire_within_the_expiry_delivers_as_usual() -> None:
     assert data(execution)["nudges"] == 1
 
 
-def test_a_fire_later_than_the_expiry_is_recorded_expired_and_the_chart_is_told() -> None:
+def test_a_fire_later_than_the_expiry_is_recorded_expired_and_the_chart_is_told(
+    django_capture_on_commit_callbacks: Any,
+) -> None:
     execution = start(chart(send_expires="30s"))
     timer = Timer.objects.get(execution=execution)
     at = timer.due + 31 * S
-    assert firing.fire_all_due(now=at).outcomes == {"expired": 1}
+    heard: list[dict[str, Any]] = []
+
+    def hear(sender: Any, **attributes: Any) -> None:
+        heard.append(attributes)
+
+    telemetry.timer_expired.connect(hear)
+    try:
+        with django_capture_on_commit_callbacks(execute=True):  # (sent after the commit)
+            assert firing.fire_all_due(now=at).outcomes == {"expired": 1}
+    finally:
+        telemetry.timer_expired.disconnect(hear)
+    [expired] = heard  # the telemetry event, once (docs/telemetry.md)
+    assert expired["session_id"] == execution.session_id
+    assert expired["reason"] == "expired: 31 s late (ds:expires 30 s)"
     timer.refresh_from_db()
     assert timer.status == TimerStatus.EXPIRED
     assert timer.reason == "expired: 31 s late (ds:expires 30 s)"
