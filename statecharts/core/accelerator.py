@@ -12,11 +12,16 @@ computes each one the first time and keeps it:
 - a single transition's entry set, when its computation met no history state (``entry_set``);
 - the ids of the states of a configuration (``ids``; the ECMAScript datamodel keeps the list
   it was last given, so the same configuration gives the same list object);
-- the event a ``<raise>`` puts on the internal queue (events are immutable).
+- the event a ``<raise>`` puts on the internal queue (events are immutable);
+- the expressions the datamodel answers without its engine (the ECMAScript datamodel's
+  integer and boolean expressions over its scalar globals, ``datamodel/scalar.py``), compiled
+  once per chart and kept in ``scalar_programs`` (which the datamodel fills: the table
+  outlives the datamodel, which is rebuilt when a session is restored).
 
 With the accelerator off (``Interpreter(chart, accelerated=False)``, or the environment
 variable ``STATECHARTS_ACCELERATOR=off`` for every interpreter of the process) each answer is
-computed again every time it is asked for: the same effects, only slower
+computed again every time it is asked for, and every expression runs in the datamodel's
+engine: the same effects, only slower
 (tests/core/test_accelerator.py holds that). The step budgets (``core/budget.py``) are not
 here: they are the interpreter's, and are on either way.
 """
@@ -86,6 +91,8 @@ class Accelerator:
         self.entry_sets: dict[int, EntrySet] = {}
         self._ids: dict[tuple[int, ...], list[str]] = {}
         self._raised: dict[int, Event] = {}
+        # Expression index -> compiled scalar program or None: handed to the datamodel.
+        self.scalar_programs: dict[int, Any] | None = {}
 
     def _table(self, compute: Callable[[Any], Any]) -> Any:
         return _Kept(compute)
@@ -151,6 +158,10 @@ class Unaccelerated(Accelerator):
     """The accelerator off: every answer computed when asked for, nothing kept."""
 
     enabled = False
+
+    def __init__(self, states: Sequence[StateNode]) -> None:
+        super().__init__(states)
+        self.scalar_programs = None  # (every expression runs in the datamodel's engine)
 
     def _table(self, compute: Callable[[Any], Any]) -> Any:
         return _Recomputing(compute)

@@ -465,6 +465,7 @@ class Interpreter:
         )
         if not self._uses_in:
             dm.configuration_unused()
+        dm.use_scalar_programs(self.accelerator.scalar_programs)
         if self._timed:
             # The step's clock is read before every evaluation of chart code (each one capped
             # at what is left of the step): a step of many evaluations stops at the first
