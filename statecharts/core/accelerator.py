@@ -8,8 +8,14 @@ computes each one the first time and keeps it:
 
 - the transitions of a state and its ancestors whose descriptors match an event name
   (``matching``), and the eventless ones (``eventless``);
+- the transitions an event selects in a configuration, when no guard was among the
+  candidates and no selected transition targets a history state (``keep_selection``: the
+  answer then depends on the event's name and the configuration alone);
 - a transition's domain, when it has no history target (``domain``);
-- a single transition's entry set, when its computation met no history state (``entry_set``);
+- the exit set of a set of transitions from a configuration, when none targets a history
+  state (``exit_set``);
+- the entry set of a set of transitions, when its computation met no history state
+  (``entry_set``);
 - the ids of the states of a configuration (``ids``; the ECMAScript datamodel keeps the list
   it was last given, so the same configuration gives the same list object);
 - the event a ``<raise>`` puts on the internal queue (events are immutable);
@@ -39,6 +45,8 @@ from statecharts.core.model import Raise, StateNode, Transition
 # run (configurations): a table that reaches its bound starts again empty.
 _EVENT_NAMES = 1024
 _CONFIGURATIONS = 1024
+_SELECTIONS = 4096  # (event name, configuration) pairs
+_EXIT_SETS = 4096  # (configuration, transitions) pairs
 
 ENABLED = os.environ.get("STATECHARTS_ACCELERATOR", "on").strip().lower() not in (
     "off", "0", "false", "no",
@@ -47,6 +55,10 @@ ENABLED = os.environ.get("STATECHARTS_ACCELERATOR", "on").strip().lower() not in
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 EntrySet = tuple[list[int], frozenset[int], dict[int, Any]]
+ExitSet = tuple[frozenset[int], list[int]]
+# A selection that depends on more than the event's name and the configuration (a guard was
+# among the candidates, or a selected transition targets a history state): always computed.
+GUARDED = False
 
 
 class _Kept(dict, Generic[K, V]):  # type: ignore[type-arg]
@@ -87,8 +99,13 @@ class Accelerator:
         self.tables: dict[str, Any] = {}
         # Transition index -> domain, for the domains kept: read by the interpreter directly.
         self.domains: dict[int, int | None] = {}
-        # Transition index -> entry set, for those kept: read by the interpreter directly.
-        self.entry_sets: dict[int, EntrySet] = {}
+        # Transition index (or indexes, several transitions) -> entry set, for those kept:
+        # read by the interpreter directly for a single transition.
+        self.entry_sets: dict[int | tuple[int, ...], EntrySet] = {}
+        # (event name, configuration) -> the transitions selected, or GUARDED: read by the
+        # interpreter directly.
+        self.selections: dict[tuple[str, tuple[int, ...]], tuple[Transition, ...] | bool] = {}
+        self._exit_sets: dict[tuple[tuple[int, ...], Any], ExitSet] = {}
         self._ids: dict[tuple[int, ...], list[str]] = {}
         self._raised: dict[int, Event] = {}
         # Expression index -> compiled scalar program or None: handed to the datamodel.
@@ -119,21 +136,70 @@ class Accelerator:
             self.domains[t.index] = found
         return found
 
+    def keep_selection(
+        self,
+        key: tuple[str, tuple[int, ...]],
+        enabled: list[Transition],
+        candidates: Sequence[tuple[Transition, ...]],
+    ) -> None:
+        """Keep ``enabled``, what the event named ``key[0]`` selected in the configuration
+        ``key[1]`` out of ``candidates`` (those of each atomic state), when that answer
+        depends on the name and the configuration alone: no candidate has a guard and no
+        selected transition targets a history state (whose domain depends on the history
+        values). Otherwise the key is marked GUARDED, so that it is not examined again."""
+        if len(self.selections) >= _SELECTIONS:  # (names come from outside)
+            self.selections.clear()
+        states = self._states
+        keep = all(t.cond is None for ts in candidates for t in ts) and not any(
+            states[s].is_history for t in enabled for s in t.targets
+        )
+        self.selections[key] = tuple(enabled) if keep else GUARDED
+
+    def exit_set(
+        self,
+        configuration: tuple[int, ...],
+        transitions: list[Transition],
+        compute: Callable[[list[Transition]], set[int]],
+    ) -> ExitSet:
+        """``compute(transitions)`` (the states they exit from ``configuration``) and those
+        states in exit order (reverse document order); kept when no transition targets a
+        history state (the answer then depends on the configuration and the transitions)."""
+        ids = transitions[0].index if len(transitions) == 1 else tuple(t.index for t in transitions)
+        key = (configuration, ids)
+        kept = self._exit_sets.get(key)
+        if kept is not None:
+            return kept
+        found = frozenset(compute(transitions))
+        kept = (found, sorted(found, reverse=True))
+        states = self._states
+        if all(t.index >= 0 for t in transitions) and not any(
+            states[s].is_history for t in transitions for s in t.targets
+        ):
+            if len(self._exit_sets) >= _EXIT_SETS:
+                self._exit_sets.clear()
+            self._exit_sets[key] = kept
+        return kept
+
     def entry_set(
         self, transitions: list[Transition], compute: Callable[[list[Transition]], Any]
     ) -> EntrySet:
         """``compute(transitions)``: (states to enter in entry order, states for default
-        entry, default history content, history met); kept for a single transition whose
-        computation met no history state (then it depends on the transition alone)."""
-        single = len(transitions) == 1 and transitions[0].index >= 0
-        if single:
-            kept = self.entry_sets.get(transitions[0].index)
+        entry, default history content, history met); kept when the computation met no
+        history state (then it depends on the transitions alone)."""
+        key: int | tuple[int, ...] | None = None
+        if all(t.index >= 0 for t in transitions):
+            key = (
+                transitions[0].index
+                if len(transitions) == 1
+                else tuple(t.index for t in transitions)
+            )
+            kept = self.entry_sets.get(key)
             if kept is not None:
                 return kept
         ordered, defaults, history_content, history_met = compute(transitions)
         entry: EntrySet = (ordered, defaults, history_content)
-        if single and not history_met:
-            self.entry_sets[transitions[0].index] = entry
+        if key is not None and not history_met:
+            self.entry_sets[key] = entry
         return entry
 
     def ids(self, configuration: tuple[int, ...]) -> list[str]:
@@ -173,6 +239,23 @@ class Unaccelerated(Accelerator):
 
     def domain(self, t: Transition, compute: Callable[[Transition], int | None]) -> int | None:
         return compute(t)
+
+    def keep_selection(
+        self,
+        key: tuple[str, tuple[int, ...]],
+        enabled: list[Transition],
+        candidates: Sequence[tuple[Transition, ...]],
+    ) -> None:
+        pass  # (selections stays empty)
+
+    def exit_set(
+        self,
+        configuration: tuple[int, ...],
+        transitions: list[Transition],
+        compute: Callable[[list[Transition]], set[int]],
+    ) -> ExitSet:
+        found = compute(transitions)
+        return frozenset(found), sorted(found, reverse=True)
 
     def entry_set(
         self, transitions: list[Transition], compute: Callable[[list[Transition]], Any]

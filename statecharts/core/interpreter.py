@@ -181,6 +181,7 @@ class Interpreter:
         self._domains = self.accelerator.domains
         self._entry_sets = self.accelerator.entry_sets
         self._matching = self.accelerator.tables
+        self._selections = self.accelerator.selections
         self._is_atomic = [node.is_atomic for node in chart.states]
         self._is_final = [node.kind == Kind.FINAL for node in chart.states]
         # Charts without eventless transitions or invokes skip those per-macrostep scans.
@@ -863,6 +864,11 @@ class Interpreter:
                      if t.eventless)
 
     def selectTransitions(self, event: Event) -> list[Transition]:
+        # (the accelerator's selection for this name and configuration: a hit read inline)
+        key = (event.name, self._configuration_tuple())
+        kept = self._selections.get(key)
+        if type(kept) is tuple:
+            return list(kept)
         enabled: list[Transition] = []
         # (state -> _matching_of(state, event); the accelerator's, a hit inline)
         candidatesOf = self._matching.get(event.name)
@@ -881,7 +887,11 @@ class Interpreter:
                 if self.conditionMatch(t):
                     enabled.append(t)
                     break
-        return enabled if len(enabled) < 2 else self.removeConflictingTransitions(enabled)
+        if len(enabled) > 1:
+            enabled = self.removeConflictingTransitions(enabled)
+        if kept is None:
+            self.accelerator.keep_selection(key, enabled, [candidatesOf[s] for s in atomicStates])
+        return enabled
 
     def _matching_of(self, state: int, event: Event) -> tuple[Transition, ...]:
         """The transitions of ``state`` and its ancestors whose descriptors match ``event``."""
@@ -967,10 +977,12 @@ class Interpreter:
             self._emit(fx.TRACE_MICROSTEP, configuration=self._ids(sorted(self.configuration)))
 
     def exitStates(self, enabled: list[Transition]) -> None:
-        statesToExit = self.computeExitSet(enabled)
+        # (statesToExit, and the same in exit order: the accelerator's, kept per configuration)
+        statesToExit, ordered = self.accelerator.exit_set(
+            self._configuration_tuple(), enabled, self.computeExitSet
+        )
         if self.statesToInvoke:
             self.statesToInvoke -= statesToExit
-        ordered = sorted(statesToExit, reverse=True)
         if self.tracing:
             self._emit(fx.TRACE_EXIT, states=self._ids(ordered))
         if self._any_history:
