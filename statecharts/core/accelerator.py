@@ -16,6 +16,11 @@ computes each one the first time and keeps it:
   state (``exit_set``);
 - the entry set of a set of transitions, when its computation met no history state
   (``entry_set``);
+- for an exit or entry set kept, whether it is *quiet*: none of its states has executable
+  content to run on the way (``<onexit>``, ``<onentry>``, an initial transition's content),
+  an invocation, ``<data>`` or is final. The interpreter then changes the configuration in one
+  set operation instead of visiting the states one by one (the same result: nothing runs in
+  between), and is given the atomic states among them;
 - the ids of the states of a configuration (``ids``; the ECMAScript datamodel keeps the list
   it was last given, so the same configuration gives the same list object);
 - the event a ``<raise>`` puts on the internal queue (events are immutable);
@@ -39,7 +44,7 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Generic, TypeVar
 
 from statecharts.core.events import INTERNAL, Event
-from statecharts.core.model import Raise, StateNode, Transition
+from statecharts.core.model import Kind, Raise, StateNode, Transition
 
 # Bounds of the tables whose keys come from outside the chart (event names) or grow with its
 # run (configurations): a table that reaches its bound starts again empty.
@@ -54,8 +59,11 @@ ENABLED = os.environ.get("STATECHARTS_ACCELERATOR", "on").strip().lower() not in
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
-EntrySet = tuple[list[int], frozenset[int], dict[int, Any]]
-ExitSet = tuple[frozenset[int], list[int]]
+# (states to enter in entry order, states entered by default, default history content, the
+# atomic states among them when the set is quiet, else None)
+EntrySet = tuple[list[int], frozenset[int], dict[int, Any], tuple[int, ...] | None]
+# (states to exit, the same in exit order, the atomic states among them when quiet, else None)
+ExitSet = tuple[frozenset[int], list[int], tuple[int, ...] | None]
 # A selection that depends on more than the event's name and the configuration (a guard was
 # among the candidates, or a selected transition targets a history state): always computed.
 GUARDED = False
@@ -170,8 +178,13 @@ class Accelerator:
         if kept is not None:
             return kept
         found = frozenset(compute(transitions))
-        kept = (found, sorted(found, reverse=True))
+        ordered = sorted(found, reverse=True)
         states = self._states
+        quiet = all(
+            not states[s].invokes and not any(block.actions for block in states[s].onexit)
+            for s in ordered
+        )
+        kept = (found, ordered, self._atomic(ordered) if quiet else None)
         if all(t.index >= 0 for t in transitions) and not any(
             states[s].is_history for t in transitions for s in t.targets
         ):
@@ -197,10 +210,36 @@ class Accelerator:
             if kept is not None:
                 return kept
         ordered, defaults, history_content, history_met = compute(transitions)
-        entry: EntrySet = (ordered, defaults, history_content)
+        entry: EntrySet = (
+            ordered,
+            defaults,
+            history_content,
+            self._atomic(ordered) if self._quiet_entry(ordered, defaults, history_content)
+            else None,
+        )
         if key is not None and not history_met:
             self.entry_sets[key] = entry
         return entry
+
+    def _quiet_entry(
+        self, ordered: list[int], defaults: frozenset[int], history_content: dict[int, Any]
+    ) -> bool:
+        if history_content:
+            return False
+        states = self._states
+        for s in ordered:
+            node = states[s]
+            if node.invokes or node.datas or node.kind == Kind.FINAL:
+                return False
+            if any(block.actions for block in node.onentry):
+                return False
+            if s in defaults and node.initial is not None and node.initial.body.actions:
+                return False
+        return True
+
+    def _atomic(self, ordered: list[int]) -> tuple[int, ...]:
+        states = self._states
+        return tuple(s for s in ordered if states[s].is_atomic)
 
     def ids(self, configuration: tuple[int, ...]) -> list[str]:
         """The ids of the states ``configuration`` (sorted indexes) holds, in that order."""
@@ -255,13 +294,13 @@ class Unaccelerated(Accelerator):
         compute: Callable[[list[Transition]], set[int]],
     ) -> ExitSet:
         found = compute(transitions)
-        return frozenset(found), sorted(found, reverse=True)
+        return frozenset(found), sorted(found, reverse=True), None  # (visited one by one)
 
     def entry_set(
         self, transitions: list[Transition], compute: Callable[[list[Transition]], Any]
     ) -> EntrySet:
         ordered, defaults, history_content, _ = compute(transitions)
-        return ordered, defaults, history_content
+        return ordered, defaults, history_content, None  # (visited one by one)
 
     def ids(self, configuration: tuple[int, ...]) -> list[str]:
         states = self._states

@@ -978,7 +978,7 @@ class Interpreter:
 
     def exitStates(self, enabled: list[Transition]) -> None:
         # (statesToExit, and the same in exit order: the accelerator's, kept per configuration)
-        statesToExit, ordered = self.accelerator.exit_set(
+        statesToExit, ordered, quiet = self.accelerator.exit_set(
             self._configuration_tuple(), enabled, self.computeExitSet
         )
         if self.statesToInvoke:
@@ -988,6 +988,9 @@ class Interpreter:
         if self._any_history:
             for s in ordered:
                 self._remember_history(self.states[s])
+        if quiet is not None:  # (the accelerator's: nothing runs on the way out)
+            self._change_configuration(statesToExit, quiet, entering=False)
+            return
         states = self.states
         configuration = self.configuration
         # (told only to a datamodel that tracks the configuration: see configuration_unused)
@@ -1057,9 +1060,12 @@ class Interpreter:
         entry = self._entry_sets.get(enabled[0].index) if len(enabled) == 1 else None
         if entry is None:
             entry = self.accelerator.entry_set(enabled, self.computeEntrySet)
-        statesToEnter, statesForDefaultEntry, defaultHistoryContent = entry
+        statesToEnter, statesForDefaultEntry, defaultHistoryContent, quiet = entry
         if self.tracing:
             self._emit(fx.TRACE_ENTRY, states=self._ids(statesToEnter))
+        if quiet is not None:  # (the accelerator's: nothing runs on the way in)
+            self._change_configuration(statesToEnter, quiet, entering=True)
+            return
         states = self.states
         configuration = self.configuration
         configuration_changed = self.dm.configuration_changed if self._uses_in else None
@@ -1092,6 +1098,35 @@ class Interpreter:
                 self.executeContent(defaultHistoryContent[s])
             if self._is_final[s]:
                 self._enteredFinalState(node)
+
+    def _change_configuration(
+        self, changed: Iterable[int], atomic: tuple[int, ...], *, entering: bool
+    ) -> None:
+        """Enter or exit ``changed`` (``atomic``: the atomic states among them) at once: what
+        the spec's loops do for states with nothing to run on the way (no executable content,
+        invocation, ``<data>`` or final state), in one set operation."""
+        configuration = self.configuration
+        atomics = self._atomics
+        if self._clock is not None:
+            self._tick(len(atomic) * (1 + (len(atomics) >> 6 if atomics else 0)) + 1)
+        if entering:
+            if atomics is not None:
+                for s in atomic:
+                    if s not in configuration:
+                        insort(atomics, s)
+            configuration.update(changed)
+            if self._any_invokes:
+                self.statesToInvoke.update(changed)
+            self.bound.update(changed)  # (none holds <data>: nothing to bind)
+        else:
+            if atomics is not None:
+                for s in atomic:
+                    if s in configuration:
+                        atomics.remove(s)
+            configuration.difference_update(changed)
+        self._config_tuple = None
+        if self._uses_in:
+            self.dm.configuration_changed()
 
     def _enteredFinalState(self, node: StateNode) -> None:
         """The end of the spec's enterStates for a final state: the chart stops, or its
