@@ -30,6 +30,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -101,6 +102,25 @@ def _tokens(text: str) -> list[tuple[str, str]] | None:
 
 
 # ---- evaluation: one closure per node --------------------------------------------------------
+#
+# A node is compiled to a closure of the mirror. A literal or a name is a *leaf*; an operator
+# whose two operands are leaves reads them itself (the commonest shapes, ``count + 1``,
+# ``consumed === count``, cost one call).
+
+_ABSENT: Any = object()
+
+
+class _Leaf:
+    """A literal (``name`` None) or a name, as the parser found it."""
+
+    __slots__ = ("name", "value")
+
+    def __init__(self, name: str | None, value: Any = None) -> None:
+        self.name = name
+        self.value = value
+
+    def program(self) -> Program:
+        return _literal(self.value) if self.name is None else _name(self.name)
 
 
 def _literal(value: Any) -> Program:
@@ -156,15 +176,70 @@ _ARITHMETIC: dict[str, Callable[[int, int], Any]] = {
 }
 # Relational and loose equality: booleans compare as the numbers 0 and 1 in both languages.
 _COMPARISON: dict[str, Callable[[Any, Any], bool]] = {
-    "<": lambda a, b: a < b,
-    "<=": lambda a, b: a <= b,
-    ">": lambda a, b: a > b,
-    ">=": lambda a, b: a >= b,
-    "==": lambda a, b: a == b,
-    "!=": lambda a, b: a != b,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+    "==": operator.eq,
+    "!=": operator.ne,
     "===": lambda a, b: type(a) is type(b) and a == b,
     "!==": lambda a, b: type(a) is not type(b) or a != b,
 }
+_STRICT = {"===": True, "!==": False}
+
+
+def _leaves(op: str, left: _Leaf, right: _Leaf) -> Program:
+    """``left op right`` for two leaves, reading the mirror itself."""
+    left_name, left_value = left.name, left.value
+    right_name, right_value = right.name, right.value
+    strict = _STRICT.get(op)
+    if strict is not None:  # === and !==
+
+        def identical(mirror: Mapping[str, Any]) -> bool:
+            a = left_value if left_name is None else mirror.get(left_name, _ABSENT)
+            b = right_value if right_name is None else mirror.get(right_name, _ABSENT)
+            kind = type(a)
+            if (kind is int or kind is bool) and type(b) in _NUMERIC:
+                return (kind is type(b) and a == b) is strict
+            raise _NOT_SCALAR
+
+        return identical
+    compare = _COMPARISON.get(op)
+    if compare is not None:
+
+        def comparison(mirror: Mapping[str, Any]) -> bool:
+            a = left_value if left_name is None else mirror.get(left_name, _ABSENT)
+            b = right_value if right_name is None else mirror.get(right_name, _ABSENT)
+            if type(a) in _NUMERIC and type(b) in _NUMERIC:
+                return compare(a, b)  # type: ignore[no-any-return]
+            raise _NOT_SCALAR
+
+        return comparison
+    if op == "+":
+
+        def add(mirror: Mapping[str, Any]) -> int:
+            a = left_value if left_name is None else mirror.get(left_name, _ABSENT)
+            b = right_value if right_name is None else mirror.get(right_name, _ABSENT)
+            if type(a) is int and type(b) is int:
+                value = a + b
+                if -MAX_SAFE_INT <= value <= MAX_SAFE_INT:
+                    return value
+            raise _NOT_SCALAR
+
+        return add
+    operate = _ARITHMETIC[op]
+
+    def arithmetic(mirror: Mapping[str, Any]) -> int:
+        a = left_value if left_name is None else mirror.get(left_name, _ABSENT)
+        b = right_value if right_name is None else mirror.get(right_name, _ABSENT)
+        if type(a) is int and type(b) is int:
+            return operate(a, b)  # type: ignore[no-any-return]
+        raise _NOT_SCALAR
+
+    return arithmetic
+
+
+_NUMERIC = frozenset({int, bool})  # (the mirror holds only safe integers)
 
 
 def _binary(op: str, left: Program, right: Program) -> Program:
@@ -235,7 +310,7 @@ class _Parser:
         self.at += 1
         return token
 
-    def expression(self, level: int = 0) -> Program:
+    def expression(self, level: int = 0) -> Program | _Leaf:
         if level == len(_LEVELS):
             return self.unary()
         left = self.expression(level + 1)
@@ -244,27 +319,31 @@ class _Parser:
             if token is None or token[0] != "op" or token[1] not in _LEVELS[level]:
                 return left
             self.at += 1
-            left = _binary(token[1], left, self.expression(level + 1))
+            op, right = token[1], self.expression(level + 1)
+            if type(left) is _Leaf and type(right) is _Leaf and op not in ("&&", "||"):
+                left = _leaves(op, left, right)
+            else:
+                left = _binary(op, _program(left), _program(right))
 
-    def unary(self) -> Program:
+    def unary(self) -> Program | _Leaf:
         self.depth += 1
         if self.depth > 32:
             raise _Refused  # (deep nesting: QuickJS's business)
         try:
             kind, value = self.take()
             if kind == "op" and value in ("!", "-", "+"):
-                return _unary(value, self.unary())
+                return _unary(value, _program(self.unary()))
             if kind == "op" and value == "(":
                 inner = self.expression()
                 if self.take() != ("op", ")"):
                     raise _Refused
                 return inner
             if kind == "number":
-                return _literal(int(value))
+                return _Leaf(None, int(value))
             if kind == "name":
                 if value in ("true", "false"):
-                    return _literal(value == "true")
-                return _name(value)
+                    return _Leaf(None, value == "true")
+                return _Leaf(value)
             raise _Refused
         finally:
             self.depth -= 1
@@ -278,9 +357,13 @@ def compile_scalar(text: str) -> Program | None:
         return None
     parser = _Parser(tokens)
     try:
-        program = parser.expression()
+        found = parser.expression()
     except _Refused:
         return None
     if parser.at != len(tokens):
         return None
-    return program
+    return _program(found)
+
+
+def _program(node: Program | _Leaf) -> Program:
+    return node.program() if type(node) is _Leaf else node  # type: ignore[union-attr]
