@@ -64,9 +64,19 @@ V = TypeVar("V")
 EntrySet = tuple[list[int], frozenset[int], dict[int, Any], tuple[int, ...] | None]
 # (states to exit, the same in exit order, the atomic states among them when quiet, else None)
 ExitSet = tuple[frozenset[int], list[int], tuple[int, ...] | None]
-# A selection that depends on more than the event's name and the configuration (a guard was
-# among the candidates, or a selected transition targets a history state): always computed.
-GUARDED = False
+
+
+class Guarded:
+    """A selection that depends on more than the event's name and the configuration (a
+    guard was among the candidates, or a selected transition targets a history state): it is
+    computed every time, from ``candidates``, the candidate transitions of the atomic states
+    that have any (in document order)."""
+
+    __slots__ = ("candidates",)
+
+    def __init__(self, candidates: tuple[tuple[Transition, ...], ...]) -> None:
+        self.candidates = candidates
+
 
 
 class _Kept(dict, Generic[K, V]):  # type: ignore[type-arg]
@@ -110,9 +120,9 @@ class Accelerator:
         # Transition index (or indexes, several transitions) -> entry set, for those kept:
         # read by the interpreter directly for a single transition.
         self.entry_sets: dict[int | tuple[int, ...], EntrySet] = {}
-        # (event name, configuration) -> the transitions selected, or GUARDED: read by the
+        # (event name, configuration) -> the transitions selected, or Guarded: read by the
         # interpreter directly.
-        self.selections: dict[tuple[str, tuple[int, ...]], tuple[Transition, ...] | bool] = {}
+        self.selections: dict[tuple[str, tuple[int, ...]], tuple[Transition, ...] | Guarded] = {}
         self._exit_sets: dict[tuple[tuple[int, ...], Any], ExitSet] = {}
         self._ids: dict[tuple[int, ...], list[str]] = {}
         self._raised: dict[int, Event] = {}
@@ -154,14 +164,17 @@ class Accelerator:
         ``key[1]`` out of ``candidates`` (those of each atomic state), when that answer
         depends on the name and the configuration alone: no candidate has a guard and no
         selected transition targets a history state (whose domain depends on the history
-        values). Otherwise the key is marked GUARDED, so that it is not examined again."""
+        values). Otherwise the key keeps the candidates that are not empty (Guarded), so that
+        it is not examined again."""
         if len(self.selections) >= _SELECTIONS:  # (names come from outside)
             self.selections.clear()
         states = self._states
         keep = all(t.cond is None for ts in candidates for t in ts) and not any(
             states[s].is_history for t in enabled for s in t.targets
         )
-        self.selections[key] = tuple(enabled) if keep else GUARDED
+        self.selections[key] = (
+            tuple(enabled) if keep else Guarded(tuple(ts for ts in candidates if ts))
+        )
 
     def exit_set(
         self,

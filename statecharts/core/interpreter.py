@@ -869,19 +869,23 @@ class Interpreter:
         kept = self._selections.get(key)
         if type(kept) is tuple:
             return list(kept)
+        if kept is None:
+            # (state -> _matching_of(state, event); the accelerator's, a hit inline)
+            candidatesOf = self._matching.get(event.name)
+            if candidatesOf is None:
+                candidatesOf = self.accelerator.matching(event, self._matching_of)
+            atomicStates = self._atomics
+            if atomicStates is None:
+                atomicStates = self._atomic_states()
+            candidates = [candidatesOf[state] for state in atomicStates]
+        else:  # (the accelerator's: those of the atomic states that have any, a guard among them)
+            candidates = kept.candidates
         enabled: list[Transition] = []
-        # (state -> _matching_of(state, event); the accelerator's, a hit inline)
-        candidatesOf = self._matching.get(event.name)
-        if candidatesOf is None:
-            candidatesOf = self.accelerator.matching(event, self._matching_of)
-        atomicStates = self._atomics
-        if atomicStates is None:
-            atomicStates = self._atomic_states()
         timed = self._clock is not None
-        for state in atomicStates:
+        for transitions in candidates:  # (those of each atomic state, in document order)
             if timed:
                 self._tick(len(enabled) + 1)
-            for t in candidatesOf[state]:
+            for t in transitions:
                 if t in enabled:  # (already enabled for another atomic state)
                     break
                 if self.conditionMatch(t):
@@ -890,7 +894,7 @@ class Interpreter:
         if len(enabled) > 1:
             enabled = self.removeConflictingTransitions(enabled)
         if kept is None:
-            self.accelerator.keep_selection(key, enabled, [candidatesOf[s] for s in atomicStates])
+            self.accelerator.keep_selection(key, enabled, candidates)
         return enabled
 
     def _matching_of(self, state: int, event: Event) -> tuple[Transition, ...]:

@@ -555,8 +555,14 @@ class EcmascriptDatamodel(Datamodel):
         return self._from_js(self._run("expression", expr.source, function))
 
     def evaluate_cond(self, expr: Expr) -> bool:
-        program = self._scalar(expr)
-        if program is not None:
+        # (the scalar program kept for this expression, read inline: see _scalar)
+        programs = self._scalars
+        program = None
+        if programs is not None and self._mirror is not None:
+            program = programs.get(expr.index, _UNSEEN)
+            if program is _UNSEEN:
+                program = self._scalar(expr)
+        if program is not None and not self._hooks:
             if self._guard is not None:
                 self._guard()
             try:
@@ -581,8 +587,12 @@ class EcmascriptDatamodel(Datamodel):
         if record is None or record[0] != expr.index:
             record = self._assign_record(location, expr)
         _, function, name, pure, prefix = record
-        if name is not None and self._scalars is not None and self._assign_scalar(
-            name, prefix, expr
+        mirror = self._mirror
+        if (
+            mirror is not None
+            and self._scalars is not None
+            and name in mirror
+            and self._assign_scalar(mirror, name, prefix, expr)
         ):
             return
         if self._hooks or not pure:
@@ -613,14 +623,15 @@ class EcmascriptDatamodel(Datamodel):
         self._mirror_pieces[name] = prefix + piece
         self._mirror_stale = True
 
-    def _assign_scalar(self, name: str, prefix: str, expr: Expr) -> bool:
-        """``name = expr`` from the mirror (scalar.py), when the mirror holds ``name`` and
+    def _assign_scalar(
+        self, mirror: dict[str, Any], name: str, prefix: str, expr: Expr
+    ) -> bool:
+        """``name = expr`` from ``mirror`` (scalar.py), which holds ``name``, when the mirror
         can answer ``expr``; False (nothing done) when QuickJS must run it."""
-        mirror = self._mirror
-        if mirror is None or name not in mirror:
-            return False
-        program = self._scalar(expr)
-        if program is None:
+        program = self._scalars.get(expr.index, _UNSEEN)  # type: ignore[union-attr]
+        if program is _UNSEEN:
+            program = self._scalar(expr)
+        if program is None or self._hooks:
             return False
         if self._guard is not None:
             self._guard()
