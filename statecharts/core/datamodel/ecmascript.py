@@ -588,13 +588,27 @@ class EcmascriptDatamodel(Datamodel):
             record = self._assign_record(location, expr)
         _, function, name, pure, prefix = record
         mirror = self._mirror
-        if (
-            mirror is not None
-            and self._scalars is not None
-            and name in mirror
-            and self._assign_scalar(mirror, name, prefix, expr)
-        ):
-            return
+        if mirror is not None and name in mirror and self._scalars is not None:
+            # (name = expr from the mirror, when scalar.py can answer expr)
+            program = self._scalars.get(expr.index, _UNSEEN)
+            if program is _UNSEEN:
+                program = self._scalar(expr)
+            if program is not None and not self._hooks:
+                if self._guard is not None:
+                    self._guard()
+                try:
+                    value = program(mirror)
+                except NotScalar:
+                    value = _UNSEEN  # (QuickJS answers)
+                if value is not _UNSEEN:
+                    mirror[name] = value
+                    self._mirror_pieces[name] = prefix + (
+                        str(value) if type(value) is int else "true" if value else "false"
+                    )
+                    self._mirror_stale = True
+                    self._unsynced[name] = value
+                    self._prepare = True  # (the engine is written before its next call)
+                    return
         if self._hooks or not pure:
             self._changed(keys=True)
         mirror = self._mirror
@@ -622,31 +636,6 @@ class EcmascriptDatamodel(Datamodel):
         mirror[name] = value
         self._mirror_pieces[name] = prefix + piece
         self._mirror_stale = True
-
-    def _assign_scalar(
-        self, mirror: dict[str, Any], name: str, prefix: str, expr: Expr
-    ) -> bool:
-        """``name = expr`` from ``mirror`` (scalar.py), which holds ``name``, when the mirror
-        can answer ``expr``; False (nothing done) when QuickJS must run it."""
-        program = self._scalars.get(expr.index, _UNSEEN)  # type: ignore[union-attr]
-        if program is _UNSEEN:
-            program = self._scalar(expr)
-        if program is None or self._hooks:
-            return False
-        if self._guard is not None:
-            self._guard()
-        try:
-            value = program(mirror)
-        except NotScalar:
-            return False
-        mirror[name] = value
-        self._mirror_pieces[name] = prefix + (
-            str(value) if type(value) is int else "true" if value else "false"
-        )
-        self._mirror_stale = True
-        self._unsynced[name] = value
-        self._prepare = True  # (the engine is written before its next call)
-        return True
 
     def _assign_record(
         self, location: Expr, expr: Expr
