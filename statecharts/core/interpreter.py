@@ -1108,26 +1108,19 @@ class Interpreter:
     ) -> None:
         """Enter or exit ``changed`` (``atomic``: the atomic states among them) at once: what
         the spec's loops do for states with nothing to run on the way (no executable content,
-        invocation, ``<data>`` or final state), in one set operation."""
-        configuration = self.configuration
-        atomics = self._atomics
+        invocation, ``<data>`` or final state), in one set operation. The sorted atomic
+        states are then worked out again when next read (a selection the accelerator keeps
+        does not read them)."""
         if self._clock is not None:
-            self._tick(len(atomic) * (1 + (len(atomics) >> 6 if atomics else 0)) + 1)
+            self._tick(len(atomic) + 1)
         if entering:
-            if atomics is not None:
-                for s in atomic:
-                    if s not in configuration:
-                        insort(atomics, s)
-            configuration.update(changed)
+            self.configuration.update(changed)
             if self._any_invokes:
                 self.statesToInvoke.update(changed)
             self.bound.update(changed)  # (none holds <data>: nothing to bind)
         else:
-            if atomics is not None:
-                for s in atomic:
-                    if s in configuration:
-                        atomics.remove(s)
-            configuration.difference_update(changed)
+            self.configuration.difference_update(changed)
+        self._atomics = None
         self._config_tuple = None
         if self._uses_in:
             self.dm.configuration_changed()
