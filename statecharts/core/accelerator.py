@@ -8,9 +8,9 @@ computes each one the first time and keeps it:
 
 - the transitions of a state and its ancestors whose descriptors match an event name
   (``matching``), and the eventless ones (``eventless``);
-- the transitions an event selects in a configuration, when no guard was among the
-  candidates and no selected transition targets a history state (``keep_selection``: the
-  answer then depends on the event's name and the configuration alone);
+- the transitions an event selects in a configuration, when no candidate has a guard or
+  targets a history state (``keep_selection``: the answer then depends on the event's name
+  and the configuration alone);
 - a transition's domain, when it has no history target (``domain``);
 - the exit set of a set of transitions from a configuration, when none targets a history
   state (``exit_set``);
@@ -162,15 +162,17 @@ class Accelerator:
     ) -> None:
         """Keep ``enabled``, what the event named ``key[0]`` selected in the configuration
         ``key[1]`` out of ``candidates`` (those of each atomic state), when that answer
-        depends on the name and the configuration alone: no candidate has a guard and no
-        selected transition targets a history state (whose domain depends on the history
-        values). Otherwise the key keeps the candidates that are not empty (Guarded), so that
-        it is not examined again."""
+        depends on the name and the configuration alone: no candidate has a guard or targets
+        a history state (whose domain, which settles conflicts between the transitions,
+        depends on the history values). Otherwise the key keeps the candidates that are not
+        empty (Guarded), so that it is not examined again."""
         if len(self.selections) >= _SELECTIONS:  # (names come from outside)
             self.selections.clear()
         states = self._states
-        keep = all(t.cond is None for ts in candidates for t in ts) and not any(
-            states[s].is_history for t in enabled for s in t.targets
+        keep = all(
+            t.cond is None and not any(states[s].is_history for s in t.targets)
+            for ts in candidates
+            for t in ts
         )
         self.selections[key] = (
             tuple(enabled) if keep else Guarded(tuple(ts for ts in candidates if ts))
