@@ -18,6 +18,11 @@ the cost of one unit (interpreter, QuickJS and Python together):
   the durable step, its history row) on a two-state null-datamodel chart, SQLite in memory
   (``demo.settings.test``, migrated during the setup).
 
+Only user-space instructions are counted. A call into QuickJS also costs time in the kernel
+(the binding reads the process CPU clock for the time limit on every call), which this does
+not see: a change that removes such calls shows in the CPU time of core_throughput.py
+(``--clock cpu``) more than here.
+
 With ``--baseline REV`` the same runs on that git revision (``git archive`` into a temporary
 directory, first on ``PYTHONPATH``). Needs valgrind (``apt-get install valgrind``); each
 count takes tens of seconds.

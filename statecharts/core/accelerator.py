@@ -8,15 +8,31 @@ computes each one the first time and keeps it:
 
 - the transitions of a state and its ancestors whose descriptors match an event name
   (``matching``), and the eventless ones (``eventless``);
+- the transitions an event selects in a configuration, when no candidate has a guard or
+  targets a history state (``keep_selection``: the answer then depends on the event's name
+  and the configuration alone);
 - a transition's domain, when it has no history target (``domain``);
-- a single transition's entry set, when its computation met no history state (``entry_set``);
+- the exit set of a set of transitions from a configuration, when none targets a history
+  state (``exit_set``);
+- the entry set of a set of transitions, when its computation met no history state
+  (``entry_set``);
+- for an exit or entry set kept, whether it is *quiet*: none of its states has executable
+  content to run on the way (``<onexit>``, ``<onentry>``, an initial transition's content),
+  an invocation, ``<data>`` or is final. The interpreter then changes the configuration in one
+  set operation instead of visiting the states one by one (the same result: nothing runs in
+  between), and is given the atomic states among them;
 - the ids of the states of a configuration (``ids``; the ECMAScript datamodel keeps the list
   it was last given, so the same configuration gives the same list object);
-- the event a ``<raise>`` puts on the internal queue (events are immutable).
+- the event a ``<raise>`` puts on the internal queue (events are immutable);
+- the expressions the datamodel answers without its engine (the ECMAScript datamodel's
+  integer and boolean expressions over its scalar globals, ``datamodel/scalar.py``), compiled
+  once per chart and kept in ``scalar_programs`` (which the datamodel fills: the table
+  outlives the datamodel, which is rebuilt when a session is restored).
 
 With the accelerator off (``Interpreter(chart, accelerated=False)``, or the environment
 variable ``STATECHARTS_ACCELERATOR=off`` for every interpreter of the process) each answer is
-computed again every time it is asked for: the same effects, only slower
+computed again every time it is asked for, and every expression runs in the datamodel's
+engine: the same effects, only slower
 (tests/core/test_accelerator.py holds that). The step budgets (``core/budget.py``) are not
 here: they are the interpreter's, and are on either way.
 """
@@ -28,12 +44,14 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Generic, TypeVar
 
 from statecharts.core.events import INTERNAL, Event
-from statecharts.core.model import Raise, StateNode, Transition
+from statecharts.core.model import Kind, Raise, StateNode, Transition
 
 # Bounds of the tables whose keys come from outside the chart (event names) or grow with its
 # run (configurations): a table that reaches its bound starts again empty.
 _EVENT_NAMES = 1024
 _CONFIGURATIONS = 1024
+_SELECTIONS = 4096  # (event name, configuration) pairs
+_EXIT_SETS = 4096  # (configuration, transitions) pairs
 
 ENABLED = os.environ.get("STATECHARTS_ACCELERATOR", "on").strip().lower() not in (
     "off", "0", "false", "no",
@@ -41,7 +59,24 @@ ENABLED = os.environ.get("STATECHARTS_ACCELERATOR", "on").strip().lower() not in
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
-EntrySet = tuple[list[int], frozenset[int], dict[int, Any]]
+# (states to enter in entry order, states entered by default, default history content, the
+# atomic states among them when the set is quiet, else None)
+EntrySet = tuple[list[int], frozenset[int], dict[int, Any], tuple[int, ...] | None]
+# (states to exit, the same in exit order, the atomic states among them when quiet, else None)
+ExitSet = tuple[frozenset[int], list[int], tuple[int, ...] | None]
+
+
+class Guarded:
+    """A selection that depends on more than the event's name and the configuration (a
+    guard was among the candidates, or a selected transition targets a history state): it is
+    computed every time, from ``candidates``, the candidate transitions of the atomic states
+    that have any (in document order)."""
+
+    __slots__ = ("candidates",)
+
+    def __init__(self, candidates: tuple[tuple[Transition, ...], ...]) -> None:
+        self.candidates = candidates
+
 
 
 class _Kept(dict, Generic[K, V]):  # type: ignore[type-arg]
@@ -82,10 +117,17 @@ class Accelerator:
         self.tables: dict[str, Any] = {}
         # Transition index -> domain, for the domains kept: read by the interpreter directly.
         self.domains: dict[int, int | None] = {}
-        # Transition index -> entry set, for those kept: read by the interpreter directly.
-        self.entry_sets: dict[int, EntrySet] = {}
+        # Transition index (or indexes, several transitions) -> entry set, for those kept:
+        # read by the interpreter directly for a single transition.
+        self.entry_sets: dict[int | tuple[int, ...], EntrySet] = {}
+        # (event name, configuration) -> the transitions selected, or Guarded: read by the
+        # interpreter directly.
+        self.selections: dict[tuple[str, tuple[int, ...]], tuple[Transition, ...] | Guarded] = {}
+        self._exit_sets: dict[tuple[tuple[int, ...], Any], ExitSet] = {}
         self._ids: dict[tuple[int, ...], list[str]] = {}
         self._raised: dict[int, Event] = {}
+        # Expression index -> compiled scalar program or None: handed to the datamodel.
+        self.scalar_programs: dict[int, Any] | None = {}
 
     def _table(self, compute: Callable[[Any], Any]) -> Any:
         return _Kept(compute)
@@ -112,22 +154,107 @@ class Accelerator:
             self.domains[t.index] = found
         return found
 
+    def keep_selection(
+        self,
+        key: tuple[str, tuple[int, ...]],
+        enabled: list[Transition],
+        candidates: Sequence[tuple[Transition, ...]],
+    ) -> None:
+        """Keep ``enabled``, what the event named ``key[0]`` selected in the configuration
+        ``key[1]`` out of ``candidates`` (those of each atomic state), when that answer
+        depends on the name and the configuration alone: no candidate has a guard or targets
+        a history state (whose domain, which settles conflicts between the transitions,
+        depends on the history values). Otherwise the key keeps the candidates that are not
+        empty (Guarded), so that it is not examined again."""
+        if len(self.selections) >= _SELECTIONS:  # (names come from outside)
+            self.selections.clear()
+        states = self._states
+        keep = all(
+            t.cond is None and not any(states[s].is_history for s in t.targets)
+            for ts in candidates
+            for t in ts
+        )
+        self.selections[key] = (
+            tuple(enabled) if keep else Guarded(tuple(ts for ts in candidates if ts))
+        )
+
+    def exit_set(
+        self,
+        configuration: tuple[int, ...],
+        transitions: list[Transition],
+        compute: Callable[[list[Transition]], set[int]],
+    ) -> ExitSet:
+        """``compute(transitions)`` (the states they exit from ``configuration``) and those
+        states in exit order (reverse document order); kept when no transition targets a
+        history state (the answer then depends on the configuration and the transitions)."""
+        ids = transitions[0].index if len(transitions) == 1 else tuple(t.index for t in transitions)
+        key = (configuration, ids)
+        kept = self._exit_sets.get(key)
+        if kept is not None:
+            return kept
+        found = frozenset(compute(transitions))
+        ordered = sorted(found, reverse=True)
+        states = self._states
+        quiet = all(
+            not states[s].invokes and not any(block.actions for block in states[s].onexit)
+            for s in ordered
+        )
+        kept = (found, ordered, self._atomic(ordered) if quiet else None)
+        if all(t.index >= 0 for t in transitions) and not any(
+            states[s].is_history for t in transitions for s in t.targets
+        ):
+            if len(self._exit_sets) >= _EXIT_SETS:
+                self._exit_sets.clear()
+            self._exit_sets[key] = kept
+        return kept
+
     def entry_set(
         self, transitions: list[Transition], compute: Callable[[list[Transition]], Any]
     ) -> EntrySet:
         """``compute(transitions)``: (states to enter in entry order, states for default
-        entry, default history content, history met); kept for a single transition whose
-        computation met no history state (then it depends on the transition alone)."""
-        single = len(transitions) == 1 and transitions[0].index >= 0
-        if single:
-            kept = self.entry_sets.get(transitions[0].index)
+        entry, default history content, history met); kept when the computation met no
+        history state (then it depends on the transitions alone)."""
+        key: int | tuple[int, ...] | None = None
+        if all(t.index >= 0 for t in transitions):
+            key = (
+                transitions[0].index
+                if len(transitions) == 1
+                else tuple(t.index for t in transitions)
+            )
+            kept = self.entry_sets.get(key)
             if kept is not None:
                 return kept
         ordered, defaults, history_content, history_met = compute(transitions)
-        entry: EntrySet = (ordered, defaults, history_content)
-        if single and not history_met:
-            self.entry_sets[transitions[0].index] = entry
+        entry: EntrySet = (
+            ordered,
+            defaults,
+            history_content,
+            self._atomic(ordered) if self._quiet_entry(ordered, defaults, history_content)
+            else None,
+        )
+        if key is not None and not history_met:
+            self.entry_sets[key] = entry
         return entry
+
+    def _quiet_entry(
+        self, ordered: list[int], defaults: frozenset[int], history_content: dict[int, Any]
+    ) -> bool:
+        if history_content:
+            return False
+        states = self._states
+        for s in ordered:
+            node = states[s]
+            if node.invokes or node.datas or node.kind == Kind.FINAL:
+                return False
+            if any(block.actions for block in node.onentry):
+                return False
+            if s in defaults and node.initial is not None and node.initial.body.actions:
+                return False
+        return True
+
+    def _atomic(self, ordered: list[int]) -> tuple[int, ...]:
+        states = self._states
+        return tuple(s for s in ordered if states[s].is_atomic)
 
     def ids(self, configuration: tuple[int, ...]) -> list[str]:
         """The ids of the states ``configuration`` (sorted indexes) holds, in that order."""
@@ -152,6 +279,10 @@ class Unaccelerated(Accelerator):
 
     enabled = False
 
+    def __init__(self, states: Sequence[StateNode]) -> None:
+        super().__init__(states)
+        self.scalar_programs = None  # (every expression runs in the datamodel's engine)
+
     def _table(self, compute: Callable[[Any], Any]) -> Any:
         return _Recomputing(compute)
 
@@ -163,11 +294,28 @@ class Unaccelerated(Accelerator):
     def domain(self, t: Transition, compute: Callable[[Transition], int | None]) -> int | None:
         return compute(t)
 
+    def keep_selection(
+        self,
+        key: tuple[str, tuple[int, ...]],
+        enabled: list[Transition],
+        candidates: Sequence[tuple[Transition, ...]],
+    ) -> None:
+        pass  # (selections stays empty)
+
+    def exit_set(
+        self,
+        configuration: tuple[int, ...],
+        transitions: list[Transition],
+        compute: Callable[[list[Transition]], set[int]],
+    ) -> ExitSet:
+        found = compute(transitions)
+        return frozenset(found), sorted(found, reverse=True), None  # (visited one by one)
+
     def entry_set(
         self, transitions: list[Transition], compute: Callable[[list[Transition]], Any]
     ) -> EntrySet:
         ordered, defaults, history_content, _ = compute(transitions)
-        return ordered, defaults, history_content
+        return ordered, defaults, history_content, None  # (visited one by one)
 
     def ids(self, configuration: tuple[int, ...]) -> list[str]:
         states = self._states

@@ -181,6 +181,7 @@ class Interpreter:
         self._domains = self.accelerator.domains
         self._entry_sets = self.accelerator.entry_sets
         self._matching = self.accelerator.tables
+        self._selections = self.accelerator.selections
         self._is_atomic = [node.is_atomic for node in chart.states]
         self._is_final = [node.kind == Kind.FINAL for node in chart.states]
         # Charts without eventless transitions or invokes skip those per-macrostep scans.
@@ -465,6 +466,7 @@ class Interpreter:
         )
         if not self._uses_in:
             dm.configuration_unused()
+        dm.use_scalar_programs(self.accelerator.scalar_programs)
         if self._timed:
             # The step's clock is read before every evaluation of chart code (each one capped
             # at what is left of the step): a step of many evaluations stops at the first
@@ -862,25 +864,38 @@ class Interpreter:
                      if t.eventless)
 
     def selectTransitions(self, event: Event) -> list[Transition]:
+        # (the accelerator's selection for this name and configuration: a hit read inline)
+        key = (event.name, self._configuration_tuple())
+        kept = self._selections.get(key)
+        if type(kept) is tuple:
+            return list(kept)
+        if kept is None:
+            # (state -> _matching_of(state, event); the accelerator's, a hit inline)
+            candidatesOf = self._matching.get(event.name)
+            if candidatesOf is None:
+                candidatesOf = self.accelerator.matching(event, self._matching_of)
+            atomicStates = self._atomics
+            if atomicStates is None:
+                atomicStates = self._atomic_states()
+            candidates = [candidatesOf[state] for state in atomicStates]
+        else:  # (the accelerator's: those of the atomic states that have any, a guard among them)
+            candidates = kept.candidates
         enabled: list[Transition] = []
-        # (state -> _matching_of(state, event); the accelerator's, a hit inline)
-        candidatesOf = self._matching.get(event.name)
-        if candidatesOf is None:
-            candidatesOf = self.accelerator.matching(event, self._matching_of)
-        atomicStates = self._atomics
-        if atomicStates is None:
-            atomicStates = self._atomic_states()
         timed = self._clock is not None
-        for state in atomicStates:
+        for transitions in candidates:  # (those of each atomic state, in document order)
             if timed:
                 self._tick(len(enabled) + 1)
-            for t in candidatesOf[state]:
+            for t in transitions:
                 if t in enabled:  # (already enabled for another atomic state)
                     break
                 if self.conditionMatch(t):
                     enabled.append(t)
                     break
-        return enabled if len(enabled) < 2 else self.removeConflictingTransitions(enabled)
+        if len(enabled) > 1:
+            enabled = self.removeConflictingTransitions(enabled)
+        if kept is None:
+            self.accelerator.keep_selection(key, enabled, candidates)
+        return enabled
 
     def _matching_of(self, state: int, event: Event) -> tuple[Transition, ...]:
         """The transitions of ``state`` and its ancestors whose descriptors match ``event``."""
@@ -966,15 +981,20 @@ class Interpreter:
             self._emit(fx.TRACE_MICROSTEP, configuration=self._ids(sorted(self.configuration)))
 
     def exitStates(self, enabled: list[Transition]) -> None:
-        statesToExit = self.computeExitSet(enabled)
+        # (statesToExit, and the same in exit order: the accelerator's, kept per configuration)
+        statesToExit, ordered, quiet = self.accelerator.exit_set(
+            self._configuration_tuple(), enabled, self.computeExitSet
+        )
         if self.statesToInvoke:
             self.statesToInvoke -= statesToExit
-        ordered = sorted(statesToExit, reverse=True)
         if self.tracing:
             self._emit(fx.TRACE_EXIT, states=self._ids(ordered))
         if self._any_history:
             for s in ordered:
                 self._remember_history(self.states[s])
+        if quiet is not None:  # (the accelerator's: nothing runs on the way out)
+            self._change_configuration(statesToExit, quiet, entering=False)
+            return
         states = self.states
         configuration = self.configuration
         # (told only to a datamodel that tracks the configuration: see configuration_unused)
@@ -1044,9 +1064,12 @@ class Interpreter:
         entry = self._entry_sets.get(enabled[0].index) if len(enabled) == 1 else None
         if entry is None:
             entry = self.accelerator.entry_set(enabled, self.computeEntrySet)
-        statesToEnter, statesForDefaultEntry, defaultHistoryContent = entry
+        statesToEnter, statesForDefaultEntry, defaultHistoryContent, quiet = entry
         if self.tracing:
             self._emit(fx.TRACE_ENTRY, states=self._ids(statesToEnter))
+        if quiet is not None:  # (the accelerator's: nothing runs on the way in)
+            self._change_configuration(statesToEnter, quiet, entering=True)
+            return
         states = self.states
         configuration = self.configuration
         configuration_changed = self.dm.configuration_changed if self._uses_in else None
@@ -1079,6 +1102,28 @@ class Interpreter:
                 self.executeContent(defaultHistoryContent[s])
             if self._is_final[s]:
                 self._enteredFinalState(node)
+
+    def _change_configuration(
+        self, changed: Iterable[int], atomic: tuple[int, ...], *, entering: bool
+    ) -> None:
+        """Enter or exit ``changed`` (``atomic``: the atomic states among them) at once: what
+        the spec's loops do for states with nothing to run on the way (no executable content,
+        invocation, ``<data>`` or final state), in one set operation. The sorted atomic
+        states are then worked out again when next read (a selection the accelerator keeps
+        does not read them)."""
+        if self._clock is not None:
+            self._tick(len(atomic) + 1)
+        if entering:
+            self.configuration.update(changed)
+            if self._any_invokes:
+                self.statesToInvoke.update(changed)
+            self.bound.update(changed)  # (none holds <data>: nothing to bind)
+        else:
+            self.configuration.difference_update(changed)
+        self._atomics = None
+        self._config_tuple = None
+        if self._uses_in:
+            self.dm.configuration_changed()
 
     def _enteredFinalState(self, node: StateNode) -> None:
         """The end of the spec's enterStates for a final state: the chart stops, or its
@@ -1338,10 +1383,15 @@ class Interpreter:
     def executeContent(self, block: Block) -> None:
         if not block.actions:
             return
+        performers = self._performers
         try:  # (a plain try: contextlib.suppress costs more on this per-transition path)
             for action in block.actions:
-                self._run_action(action, block)
-        except _Stop:
+                try:  # (_run_action, inline: one call less per element)
+                    performers[type(action)](action, block)
+                except DatamodelError as exc:
+                    self._raise_error("error.execution", str(exc), reason=exc.reason, where=action)
+                    return  # (the rest of the block is skipped)
+        except _Stop:  # (an element inside an <if> or <foreach> failed)
             pass
 
     def _run_actions(self, actions: tuple[Action, ...], block: Block) -> None:

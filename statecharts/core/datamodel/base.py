@@ -191,6 +191,12 @@ class Datamodel(ABC):
     def configuration_changed(self) -> None:  # noqa: B027 - optional hook
         """The interpreter entered or exited a state (In() must see the new configuration)."""
 
+    def use_scalar_programs(self, programs: dict[int, Any] | None) -> None:  # noqa: B027
+        """A table (expression index -> compiled form, kept by the interpreter's
+        accelerator) in which the datamodel may keep expressions it can answer without its
+        engine; None (the accelerator off): every expression runs in the engine. Either way
+        the answers are the same. A datamodel with no such shortcut ignores it."""
+
     def configuration_unused(self) -> None:  # noqa: B027 - optional hook
         """No code of the chart mentions ``In``: the configuration need not be tracked. The
         interpreter calls it right after ``bind_system``, and from then on no longer calls

@@ -39,6 +39,7 @@ from statecharts.core.datamodel.base import (
     loads_snapshot,
     tagged,
 )
+from statecharts.core.datamodel.scalar import NotScalar, Program, compile_scalar
 from statecharts.core.errors import DatamodelError, SnapshotLimitError
 from statecharts.core.model import Data, Expr
 
@@ -75,6 +76,7 @@ def is_side_effect_free(source: str) -> bool:
 
 
 _MAX_SAFE_INT = 2**53 - 1
+_UNSEEN: Any = object()
 _MIN_SAFE_INT = -_MAX_SAFE_INT
 _ESCAPED = re.compile(r'["\\]')  # what JSON.stringify escapes in printable ASCII
 _IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
@@ -143,7 +145,7 @@ def _is_one_function(text: str) -> bool:
 _ENGINE_FUNCTIONS = (
     "install", "reset", "wrapValue", "wrapCond", "wrapAssign", "wrapAssignValue", "compile",
     "declare", "declareFrom", "runScript", "setEvent", "clearEvent", "setConfiguration",
-    "isIdentifier", "loopBegin", "loopSet", "loopEnd", "snapshot", "restore",
+    "isIdentifier", "loopBegin", "loopSet", "loopEnd", "snapshot", "restore", "setGlobals",
 )
 _MAX_COMPILED = 4096  # chart functions an engine keeps compiled, across the sessions it serves
 
@@ -253,6 +255,12 @@ class EcmascriptDatamodel(Datamodel):
         self._assigns: dict[int, tuple[int, Any, str | None, bool, str]] = {}
         self._assign_functions: dict[tuple[int, int], Any] = {}
         self._setters: dict[Any, Any] = {}
+        # Expression index -> its scalar program (scalar.py) or None, kept by the
+        # interpreter's accelerator (use_scalar_programs); None: every expression runs in
+        # QuickJS. Globals a program's assignment set in the mirror and not yet in the engine:
+        # written (one call) before the next call into the engine.
+        self._scalars: dict[int, Program | None] | None = None
+        self._unsynced: dict[str, Any] = {}
         functions = engine.functions
         self._install = functions["install"]
         self._wrappers = {
@@ -274,6 +282,7 @@ class EcmascriptDatamodel(Datamodel):
         self._loop_end = functions["loopEnd"]
         self._snapshot = functions["snapshot"]
         self._restore = functions["restore"]
+        self._set_globals = functions["setGlobals"]
 
     # -- plumbing --------------------------------------------------------------------------
 
@@ -292,6 +301,28 @@ class EcmascriptDatamodel(Datamodel):
         is, before the evaluation runs."""
         self._guard = guard
 
+    def use_scalar_programs(self, programs: dict[int, Program | None] | None) -> None:
+        """Answer the expressions of scalar.py's subset from the mirror while it holds every
+        global, keeping each expression's program in ``programs`` (the accelerator's table,
+        by expression index); None: run every expression in QuickJS."""
+        self._scalars = programs
+
+    def _scalar(self, expr: Expr) -> Program | None:
+        """The scalar program of ``expr`` while the mirror can answer it, else None."""
+        programs = self._scalars
+        if programs is None or self._mirror is None or self._hooks:
+            return None
+        program = programs.get(expr.index, _UNSEEN)
+        if program is _UNSEEN:
+            program = programs[expr.index] = compile_scalar(_js(expr))
+        return program
+
+    def _sync(self) -> None:
+        """Write the globals set from the mirror into the engine (before any call that could
+        read them: an evaluation, a snapshot)."""
+        pending, self._unsynced = self._unsynced, {}
+        self._set_globals(json.dumps(pending, separators=(",", ":")))
+
     def configuration_changed(self) -> None:
         self._configuration_dirty = True
         self._prepare = True
@@ -300,7 +331,10 @@ class EcmascriptDatamodel(Datamodel):
         self._uses_configuration = False  # In() then sees no active state
 
     def _before_call(self) -> None:
-        """Push what the next evaluation may read: the configuration for In(), _event."""
+        """Push what the next evaluation may read: the globals set from the mirror, the
+        configuration for In(), _event."""
+        if self._unsynced:
+            self._sync()
         if self._configuration_dirty and self._uses_configuration:
             self._configuration_dirty = False
             self._set_configuration(" ".join(self._active_ids()))
@@ -354,6 +388,8 @@ class EcmascriptDatamodel(Datamodel):
         ``_event``, and return the configuration's text for In() if it changed (else None)."""
         self._check_open()
         self._prepare = False
+        if self._unsynced:
+            self._sync()
         configuration = None
         if self._configuration_dirty and self._uses_configuration:
             self._configuration_dirty = False
@@ -501,6 +537,14 @@ class EcmascriptDatamodel(Datamodel):
             self._changed(keys=True)
 
     def evaluate(self, expr: Expr) -> Any:
+        program = self._scalar(expr)
+        if program is not None:
+            if self._guard is not None:
+                self._guard()
+            try:
+                return program(self._mirror)  # type: ignore[arg-type]
+            except NotScalar:
+                pass  # (QuickJS answers)
         self._mark(expr)
         function = self._values.get(expr.index)
         if function is None:
@@ -511,6 +555,20 @@ class EcmascriptDatamodel(Datamodel):
         return self._from_js(self._run("expression", expr.source, function))
 
     def evaluate_cond(self, expr: Expr) -> bool:
+        # (the scalar program kept for this expression, read inline: see _scalar)
+        programs = self._scalars
+        program = None
+        if programs is not None and self._mirror is not None:
+            program = programs.get(expr.index, _UNSEEN)
+            if program is _UNSEEN:
+                program = self._scalar(expr)
+        if program is not None and not self._hooks:
+            if self._guard is not None:
+                self._guard()
+            try:
+                return bool(program(self._mirror))  # type: ignore[arg-type]
+            except NotScalar:
+                pass  # (QuickJS answers)
         function = None if self._hooks else self._pure_conds.get(expr.index)
         if function is None:  # (a pure one has nothing to mark)
             self._mark(expr)
@@ -529,6 +587,28 @@ class EcmascriptDatamodel(Datamodel):
         if record is None or record[0] != expr.index:
             record = self._assign_record(location, expr)
         _, function, name, pure, prefix = record
+        mirror = self._mirror
+        if mirror is not None and name in mirror and self._scalars is not None:
+            # (name = expr from the mirror, when scalar.py can answer expr)
+            program = self._scalars.get(expr.index, _UNSEEN)
+            if program is _UNSEEN:
+                program = self._scalar(expr)
+            if program is not None and not self._hooks:
+                if self._guard is not None:
+                    self._guard()
+                try:
+                    value = program(mirror)
+                except NotScalar:
+                    value = _UNSEEN  # (QuickJS answers)
+                if value is not _UNSEEN:
+                    mirror[name] = value
+                    self._mirror_pieces[name] = prefix + (
+                        str(value) if type(value) is int else "true" if value else "false"
+                    )
+                    self._mirror_stale = True
+                    self._unsynced[name] = value
+                    self._prepare = True  # (the engine is written before its next call)
+                    return
         if self._hooks or not pure:
             self._changed(keys=True)
         mirror = self._mirror
@@ -637,6 +717,11 @@ class EcmascriptDatamodel(Datamodel):
             self._prepare = True
         if self._dirty:
             self._check_open()
+            if self._unsynced:
+                try:
+                    self._sync()
+                except _JS_ERRORS as exc:
+                    raise self._snapshot_error(exc) from None
             refresh, self._keys_dirty = self._keys_dirty, False
             # Reads the globals only (no chart code runs), so the configuration and _event
             # are not pushed for it. When a value would not come back from a restore as it
@@ -708,6 +793,7 @@ class EcmascriptDatamodel(Datamodel):
         from statecharts.core.position import DamagedDatamodelError
 
         self._mirror = None
+        self._unsynced.clear()  # (what the engine held is replaced)
         self._check_open()
         try:
             self._hooks = bool(self._restore(snapshot))
@@ -729,6 +815,8 @@ class EcmascriptDatamodel(Datamodel):
         self._assigns.clear()
         self._assign_functions.clear()
         self._setters.clear()
+        self._mirror = None  # (nothing is answered from it any more)
+        self._unsynced.clear()
         engine, self._engine = self._engine, None
         self._prepare = True  # (the next evaluation finds it closed)
         if engine is not None:

@@ -521,6 +521,15 @@
     declareFrom(name, f) {
       try { g[name] = f(); } catch (e) { throw safe(e); }
     },
+    // Values the Python side worked out without running chart code (scalar.py: integers and
+    // booleans, for variables the datamodel already holds), written before the next call
+    // that could read them.
+    setGlobals(text) {
+      try {
+        const values = parse(text), names = objectKeys(values);
+        for (let i = 0; i < names.length; i++) g[names[i]] = values[names[i]];
+      } catch (e) { throw safe(e); }
+    },
     runScript(source) {
       // Indirect eval: global code whose var and function declarations become deletable
       // global variables (as a restore creates them) and whose let, const and class
