@@ -17,10 +17,16 @@ fed, like every other door's request. Its data is a chart value (no code-carryin
 bounded depth and size, finite numbers, JSON types only) and an ``event`` answer's name
 is an event name outside the platform's reserved prefixes. A refused answer raises
 :class:`~statecharts.exceptions.InvalidInput` and feeds nothing.
+
+The answer a ``start`` returns is fenced (``invocations.leases``): it is fed only while the
+start's claim still holds the row, so a start whose lease ran out and whose row a newer start
+claimed answers nothing. (Between that check and the feed the key still makes it one answer:
+both starts answer under the key ``start``.)
 """
 
 from __future__ import annotations
 
+from invocations import leases
 from invocations.handlers import Answer
 from invocations.models import Invocation
 from statecharts import stepper
@@ -45,3 +51,11 @@ def answer(invocation: Invocation, reply: Answer, *, key: str) -> StepResult:
     """Feed ``reply`` to the invocation's parent, once per ``key``. Raises InvalidInput
     (nothing fed) for an answer the stepper's gate refuses."""
     return stepper.submit(request_of(invocation, reply, key=key))
+
+
+def answer_of_start(invocation: Invocation, reply: Answer, *, token: int) -> StepResult | None:
+    """``answer`` (key ``start``) for the start of claim ``token``, only while that claim
+    holds the row: None (nothing fed) when the start was fenced."""
+    if not leases.holds(invocation.pk, token):
+        return None
+    return answer(invocation, reply, key="start")

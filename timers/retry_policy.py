@@ -21,59 +21,28 @@ A delivery may also give up on a row without spending attempts (Oban's ``{:cance
 ``Cancel(reason)`` ends it ``cancelled``, ``Discard(reason)`` ends it ``discarded``, with the
 reason recorded. Like ``Snooze``, answer it before doing anything: what the delivery wrote
 commits with the row's end.
+
+The policy type and the give-up answers live in ``statecharts.policies.retrying`` (re-exported
+here), shared with the invocations app's handler policies: neither app may import the other.
 """
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass, replace
-from typing import Any, ClassVar
-
+from statecharts.policies.retrying import Cancel, Discard, GiveUp, RetryPolicy
 from timers.conf import timer_settings
 
-
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    """What a raise costs a timer; ``None`` fields come from the global settings."""
-
-    max_attempts: int | None = None
-    initial_seconds: float | None = None
-    coefficient: float | None = None
-    maximum_seconds: float | None = None
-    jitter: float | None = None  # a fraction of the backoff, 0 to 1
-    non_retryable: tuple[type[BaseException], ...] = ()
-
-    def with_defaults(self) -> RetryPolicy:
-        """This policy, each ``None`` field filled from the settings."""
-        return replace(
-            self,
-            max_attempts=_or(self.max_attempts, timer_settings.TIMER_MAX_ATTEMPTS),
-            initial_seconds=_or(self.initial_seconds, timer_settings.TIMER_RETRY_SECONDS),
-            coefficient=_or(self.coefficient, timer_settings.TIMER_RETRY_COEFFICIENT),
-            maximum_seconds=_or(self.maximum_seconds, timer_settings.TIMER_RETRY_MAX_SECONDS),
-            jitter=_or(self.jitter, timer_settings.TIMER_RETRY_JITTER),
-        )
-
-    def retryable(self, exc: BaseException) -> bool:
-        return not isinstance(exc, self.non_retryable)
-
-    def backoff(self, attempts: int, key: str) -> float:
-        """Seconds until the next attempt after the ``attempts``-th failed one (a filled-in
-        policy: ``with_defaults``), its jitter derived from ``key`` and ``attempts``."""
-        assert self.initial_seconds is not None and self.coefficient is not None
-        assert self.maximum_seconds is not None and self.jitter is not None
-        base = min(
-            self.initial_seconds * self.coefficient ** max(attempts - 1, 0), self.maximum_seconds
-        )
-        if not self.jitter:
-            return base
-        digest = hashlib.sha256(f"{key}:{attempts}".encode()).digest()
-        unit = int.from_bytes(digest[:8], "big") / 2**64  # in [0, 1)
-        return min(max(base * (1 + self.jitter * (2 * unit - 1)), 0.0), self.maximum_seconds)
+__all__ = ["Cancel", "Discard", "GiveUp", "RetryPolicy", "defaults", "policy_of", "timer_key"]
 
 
-def _or(value: Any, default: Any) -> Any:
-    return default if value is None else value
+def defaults() -> RetryPolicy:
+    """The global policy of every delivery: the ``TIMER_*`` settings."""
+    return RetryPolicy(
+        max_attempts=timer_settings.TIMER_MAX_ATTEMPTS,
+        initial_seconds=timer_settings.TIMER_RETRY_SECONDS,
+        coefficient=timer_settings.TIMER_RETRY_COEFFICIENT,
+        maximum_seconds=timer_settings.TIMER_RETRY_MAX_SECONDS,
+        jitter=timer_settings.TIMER_RETRY_JITTER,
+    )
 
 
 def policy_of(delivery: object | None) -> RetryPolicy:
@@ -82,33 +51,9 @@ def policy_of(delivery: object | None) -> RetryPolicy:
     policy = getattr(delivery, "retry_policy", None)
     if not isinstance(policy, RetryPolicy):
         policy = RetryPolicy()
-    return policy.with_defaults()
+    return policy.filled(defaults())
 
 
 def timer_key(execution_id: int, ordinal: int) -> str:
     """The jitter's seed: the row's key, which a replay or an import keeps."""
     return f"{execution_id}:{ordinal}"
-
-
-@dataclass(frozen=True, slots=True)
-class GiveUp:
-    """A delivery's "never deliver this row": it ends at once with ``status``, no attempt
-    spent. Answer one of its two kinds, ``Cancel`` or ``Discard``."""
-
-    reason: str = ""
-    status: ClassVar[str] = "discarded"
-
-
-class Cancel(GiveUp):
-    """The delivery cancels the row: it ends ``cancelled``, ``reason`` recorded (Oban's
-    ``{:cancel, reason}``)."""
-
-    __slots__ = ()
-    status: ClassVar[str] = "cancelled"
-
-
-class Discard(GiveUp):
-    """The delivery discards the row: it ends ``discarded``, ``reason`` recorded."""
-
-    __slots__ = ()
-    status: ClassVar[str] = "discarded"
