@@ -128,8 +128,14 @@ def holds(pk: int, token: int) -> bool:
 
 def release(pk: int, token: int, **changes: object) -> bool:
     """End claim ``token``'s lease, writing ``changes`` with it, if the row still carries the
-    token (the fence); whether it did."""
-    return bool(handlers().filter(pk=pk, claim_token=token).update(claimed_until=None, **changes))
+    token (the fence) and is open; whether it did. (A row the start's answer closed has its
+    lease ended all the same, nothing else written.)"""
+    if handlers().filter(pk=pk, claim_token=token).update(claimed_until=None, **changes):
+        return True
+    Invocation.objects.using(stepper.database()).filter(
+        pk=pk, claim_token=token, claimed_until__isnull=False
+    ).update(claimed_until=None)
+    return False
 
 
 def renew(pk: int, token: int, now: datetime) -> bool:
