@@ -90,10 +90,11 @@ def run(invocation_id: int, *, now: datetime | None = None, token: int | None = 
         return fail(invocation, f"undecodable params: {exc}", token=mine)
     policy = policies.policy_of(handler)
     assert policy.max_attempts is not None
-    mine = leases.claim(invocation, now, token=token)
+    exhausted = invocation.attempts >= policy.max_attempts
+    mine = leases.claim(invocation, now, token=token, spend=not exhausted)
     if mine is None:
         return "skipped"  # another start holds it, or it is not due
-    if invocation.attempts >= policy.max_attempts:
+    if exhausted:
         # Every attempt was spent, the last one never finished (its worker died, or it hung
         # past its lease): not started again.
         return fail(
