@@ -196,3 +196,21 @@ def test_timers_and_handlers_share_one_policy_type() -> None:
     filled = policies.policy_of(Careful())
     assert (filled.max_attempts, filled.jitter) == (4, 0.0)  # its own, then the settings'
     assert import_string(f"{__name__}.Plain") is Plain
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("INVOKE_HANDLER_RETRY_COEFFICIENT", 0.5),
+        ("INVOKE_HANDLER_RETRY_JITTER", 2),
+        ("INVOKE_HANDLER_LEASE_SECONDS", 0),
+        ("INVOKE_HANDLER_START_TIMEOUT_SECONDS", "soon"),
+        ("INVOKE_HANDLER_RETRY_MAX_SECONDS", True),
+    ],
+)
+def test_the_global_policy_and_lease_are_checked(key: str, value: Any) -> None:
+    from invocations.conf import check
+
+    problems = check({key: value})
+    assert [(p.id, key in p.msg) for p in problems] == [("invocations.E005", True)]
+    assert check({}) == []
