@@ -196,3 +196,21 @@ def test_a_lease_is_renewed_only_by_the_claim_that_holds_it() -> None:
     assert leases.release(invocation.pk, token + 1) is False
     assert leases.release(invocation.pk, token) is True
     assert leases.renew(invocation.pk, token, T0 + timedelta(seconds=3)) is False  # released
+
+
+def test_one_apps_failing_recovery_does_not_stop_the_others(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The heartbeat calls every app's recovery (statecharts.work.recover_due): one that
+    raises (a bug, a lost connection) is logged and skipped, the others still run."""
+    from statecharts import work
+
+    def broken(_now: datetime) -> int:
+        raise RuntimeError("boom")
+
+    fine = work.WorkSource(
+        "invocations", next_due=lambda: None, run_due=lambda _n: 0, recover=lambda _now: 2
+    )
+    failing = work.WorkSource("timers", next_due=lambda: None, run_due=lambda _n: 0, recover=broken)
+    monkeypatch.setattr(work, "_sources", {"timers": failing, "invocations": fine})
+    assert work.recover_due(T0) == 2
