@@ -116,7 +116,8 @@ def run(invocation_id: int, *, now: datetime | None = None, token: int | None = 
             return fail(
                 invocation, f"start failed {invocation.attempts} times: {error}", token=mine
             )
-        return _retry_later(invocation, now, policy=policy, token=mine, error=error)
+        ended = invocation_settings.now() if renew else now  # (the backoff counts from here)
+        return _retry_later(invocation, ended, policy=policy, token=mine, error=error)
     if isinstance(reply, policies.GiveUp):
         # The handler gave up (Oban's {:cancel, reason}): failed now, no attempt spent.
         verb = "cancelled" if isinstance(reply, policies.Cancel) else "discarded"
@@ -146,7 +147,7 @@ def _snooze(invocation: Invocation, now: datetime, token: int | None, error: str
     mine = leases.claim(invocation, now, token=token, spend=False)
     if mine is None:
         return "skipped"
-    attempts = invocation.attempts + 1  # the backoff grows with each snooze too
+    attempts = invocation.attempts + 1  # (the backoff of the attempt it would have been)
     backoff = policies.policy_of(None).backoff(attempts, _key(invocation))
     leases.release(
         invocation.pk,
