@@ -119,6 +119,7 @@ WITH busy AS (
     FROM pg_stat_activity
     WHERE xact_start IS NOT NULL AND state IN ('active', 'idle in transaction')
       AND application_name ~ '^[0-9]+$' AND pid <> pg_backend_pid()
+      AND datname = current_database()
     GROUP BY application_name
 )
 SELECT c.app, c.token, count(*), max(b.query)
@@ -280,7 +281,7 @@ def run_restart(args: argparse.Namespace, database_url: str, out: IO[str]) -> di
     deadline = killed_at + 10
     while time.time() < deadline and fetch(
         "SELECT 1 FROM pg_stat_activity WHERE application_name ~ '^[0-9]+$'"
-        " AND pid <> pg_backend_pid()"
+        " AND pid <> pg_backend_pid() AND datname = current_database()"  # (not others' runs)
     ):
         time.sleep(LOOK)
     gone_at = time.time()
