@@ -161,7 +161,7 @@ def test_the_jitter_derives_from_the_invocations_key_and_stays_within_its_bounds
     _, invocation = start("jittery")
     invocation.refresh_from_db()
     waited = (invocation.next_attempt_at - T0).total_seconds()
-    assert 50 <= waited <= 100 and waited != 100
+    assert 50 <= waited < 150 and waited != 100  # 100 s, moved by up to ±50 %
     # The same key and attempt: the same backoff (a replay computes the same due).
     policy = policies.policy_of(Jittery())
     key = policies.invocation_key(invocation.parent_id, invocation.ordinal)
