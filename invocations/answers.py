@@ -17,10 +17,16 @@ fed, like every other door's request. Its data is a chart value (no code-carryin
 bounded depth and size, finite numbers, JSON types only) and an ``event`` answer's name
 is an event name outside the platform's reserved prefixes. A refused answer raises
 :class:`~statecharts.exceptions.InvalidInput` and feeds nothing.
+
+The answer a ``start`` returns is fenced (``invocations.leases``): it is fed only while the
+start's claim still holds the row, so a start whose lease ran out and whose row a newer start
+claimed answers nothing. (Between that check and the feed the key still makes it one answer:
+both starts answer under the key ``start``.)
 """
 
 from __future__ import annotations
 
+from invocations import leases
 from invocations import telemetry as invocation_telemetry
 from invocations.handlers import Answer
 from invocations.models import Invocation
@@ -48,3 +54,11 @@ def answer(invocation: Invocation, reply: Answer, *, key: str) -> StepResult:
     result = stepper.submit(request_of(invocation, reply, key=key))
     invocation_telemetry.answered(invocation, reply, key)
     return result
+
+
+def answer_of_start(invocation: Invocation, reply: Answer, *, token: int) -> StepResult | None:
+    """``answer`` (key ``start``) for the start of claim ``token``, only while that claim
+    holds the row: None (nothing fed) when the start was fenced."""
+    if not leases.holds(invocation.pk, token):
+        return None
+    return answer(invocation, reply, key="start")

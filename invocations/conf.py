@@ -37,6 +37,7 @@ def check(configured: Mapping[str, Any]) -> list[CheckMessage]:
                     id="invocations.E004",
                 )
             )
+    problems.extend(check_retry(configured))
     queue = configured.get("INVOKE_HANDLER_QUEUE", default("INVOKE_HANDLER_QUEUE"))
     if queue not in ("django_q", "inline"):
         problems.append(
@@ -62,6 +63,34 @@ def check(configured: Mapping[str, Any]) -> list[CheckMessage]:
                         id="invocations.E002",
                     )
                 )
+    return problems
+
+
+# The global retry policy of handlers (invocations.policies) and the start's lease: (low, high).
+NUMBERS = {
+    "INVOKE_HANDLER_RETRY_SECONDS": (0, None),
+    "INVOKE_HANDLER_RETRY_COEFFICIENT": (1, None),
+    "INVOKE_HANDLER_RETRY_MAX_SECONDS": (0, None),
+    "INVOKE_HANDLER_RETRY_JITTER": (0, 1),
+    "INVOKE_HANDLER_LEASE_SECONDS": (1, None),
+    "INVOKE_HANDLER_START_TIMEOUT_SECONDS": (1, None),
+}
+
+
+def check_retry(configured: Mapping[str, Any]) -> list[CheckMessage]:
+    """The handlers' global retry policy and lease: numbers in their range."""
+    problems: list[CheckMessage] = []
+    for key, (low, high) in NUMBERS.items():
+        value = configured.get(key, default(key))
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if not number or value < low or (high is not None and value > high):
+            upper = f" and at most {high}" if high is not None else ""
+            problems.append(
+                Error(
+                    f"STATECHARTS['{key}'] must be a number of at least {low}{upper}.",
+                    id="invocations.E005",
+                )
+            )
     return problems
 
 

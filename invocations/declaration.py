@@ -24,6 +24,25 @@ SETTINGS = (
     Setting("TASKS", {}, "name -> dotted path: what the 'task' handler may call"),
     Setting("INVOKE_HANDLER_MAX_ATTEMPTS", 5, "a handler's start that raises, before it fails"),
     Setting("INVOKE_HANDLER_RETRY_SECONDS", 5, "retry backoff base: 5 s, 10 s, 20 s, ..."),
+    Setting(
+        "INVOKE_HANDLER_RETRY_COEFFICIENT", 2.0, "each retry's backoff is the last one's times this"
+    ),
+    Setting("INVOKE_HANDLER_RETRY_MAX_SECONDS", 3600, "the longest retry backoff"),
+    Setting(
+        "INVOKE_HANDLER_RETRY_JITTER",
+        0.0,
+        "a backoff moves by up to this fraction of itself (derived from the row's key)",
+    ),
+    Setting(
+        "INVOKE_HANDLER_LEASE_SECONDS",
+        3,
+        "a running start's lease: a dead worker's start is started again this long after it",
+    ),
+    Setting(
+        "INVOKE_HANDLER_START_TIMEOUT_SECONDS",
+        120,
+        "a start running longer loses its lease (a hung start is started again)",
+    ),
     Setting("INVOKE_HANDLER_TIMEOUT_SECONDS", 600, "no answer by then: the invocation fails"),
     Setting(
         "INVOKE_HANDLER_QUEUE",

@@ -11,11 +11,17 @@ A handler is a class with ``start(invocation)`` and ``cancel(invocation)``; ``in
 a :class:`HandlerInvocation` (a stable ``id`` to be idempotent with, the type, ``src``, the
 evaluated params, the caller context). ``start`` runs on the django-q2 cluster after the
 parent's step commits, **at least once** (again after a crash, and after a failure, with
-backoff); it may return an :class:`Answer` (the ``task`` handler does), or answer later
-through :func:`invocations.answers.answer`. A ``start`` that raises is retried
-(``INVOKE_HANDLER_RETRY_SECONDS``, doubled each time) until ``INVOKE_HANDLER_MAX_ATTEMPTS``;
-a handler that has not answered within ``INVOKE_HANDLER_TIMEOUT_SECONDS`` is treated as
-failed. Either way the invocation fails, with the error on its row, and the parent gets
+backoff): it must be idempotent, keyed on the invocation's ``id``. It runs under a lease and
+a fence token (``invocations.leases``): a start whose worker died is started again within
+seconds, and a start that lost its claim writes nothing. It may return an :class:`Answer`
+(the ``task`` handler does), answer later through :func:`invocations.answers.answer`, or give
+up with ``Cancel(reason)`` / ``Discard(reason)`` (``invocations.policies``: failed at once,
+no attempt spent). A ``start`` that raises is retried as the handler's ``retry_policy`` says
+(``invocations.policies``; the ``INVOKE_HANDLER_*`` settings for what it leaves unset:
+``INVOKE_HANDLER_RETRY_SECONDS``, doubled each time, until ``INVOKE_HANDLER_MAX_ATTEMPTS``),
+and fails at once for an exception its policy names non-retryable; a handler that has not
+answered within ``INVOKE_HANDLER_TIMEOUT_SECONDS`` is treated as failed. Either way the
+invocation fails, with the error on its row, and the parent gets
 ``error.communication.invoke.<id>`` (with ``_event.invokeid`` set). ``cancel`` runs when the
 parent leaves the invoking state; a ``start`` that runs after its invocation was cancelled
 does nothing.
@@ -29,6 +35,7 @@ from typing import Any, Protocol
 from django.utils.module_loading import import_string
 
 from invocations.conf import invocation_settings
+from statecharts.policies.retrying import GiveUp
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +74,9 @@ class Answer:
 
 
 class InvokeHandler(Protocol):
-    def start(self, invocation: HandlerInvocation) -> Answer | None: ...
+    """``retry_policy`` (optional, a class attribute): ``invocations.policies.RetryPolicy``."""
+
+    def start(self, invocation: HandlerInvocation) -> Answer | GiveUp | None: ...
 
     def cancel(self, invocation: HandlerInvocation) -> None: ...
 

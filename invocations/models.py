@@ -108,6 +108,11 @@ class Invocation(models.Model):
     last_error = PortableTextField(blank=True)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     deadline = models.DateTimeField(null=True, blank=True)
+    # A handler start running now (invocations.leases): its lease (renewed by the start's
+    # heartbeat; past it, the timer workers' sweeper starts it again) and its fence token
+    # (what the start writes afterwards, its answer included, needs the row to still carry it).
+    claimed_until = models.DateTimeField(null=True, blank=True)
+    claim_token = models.BigIntegerField(null=True, blank=True)
     started_in = models.PositiveIntegerField(help_text="The parent's history entry (seq).")
     created = models.DateTimeField()
     updated = models.DateTimeField()
@@ -139,6 +144,18 @@ class Invocation(models.Model):
         indexes = [
             # The live SCXML invocations of one tree (INVOKE_MAX_DESCENDANTS).
             models.Index(fields=["root", "status"], name="invocations_root_status"),
+            # What the sweepers look for every second (invocations.tasks.recover): starts
+            # whose lease ran out, retries that are due. Partial: few rows carry either.
+            models.Index(
+                fields=["claimed_until"],
+                name="invocations_claimed_until",
+                condition=models.Q(claimed_until__isnull=False),
+            ),
+            models.Index(
+                fields=["next_attempt_at"],
+                name="invocations_next_attempt",
+                condition=models.Q(next_attempt_at__isnull=False),
+            ),
         ]
         constraints = [
             models.UniqueConstraint(

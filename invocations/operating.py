@@ -101,7 +101,8 @@ def _locked(
         invocation = rows.get(pk=invocation_id)
         _refuse(invocation, action)
         if action == "retry_now":
-            rows.filter(pk=invocation_id).update(next_attempt_at=None, updated=when)
+            # Due now: the start claims it like any due retry (invocations.leases).
+            rows.filter(pk=invocation_id).update(next_attempt_at=when, updated=when)
         stepper.record_operation(
             parent,
             action=f"invocation_{action}",

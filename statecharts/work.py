@@ -13,16 +13,25 @@ so ``statecharts`` needs to know none of them: each app registers a :class:`Work
 does what is due at ``now`` and returns how many things it did; ``pending_timers(execution)``,
 given by a source that keeps timers, lists an execution's pending timer rows, soonest first
 (``Workbench.pending_timers``).
+
+``recover(now)``, given by a source whose work a dead worker can leave half done (an invoke
+handler's start whose lease ran out), hands that work over again and returns how much: the
+timer workers' heartbeat calls it every beat (``recover_due``), so such work is picked up
+within seconds by whichever worker group runs timers, without either app knowing the other.
+It must be quick (a query and a hand-over, never the work itself in the caller's thread).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.apps import apps
+
+log = logging.getLogger("statecharts")
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +40,7 @@ class WorkSource:
     next_due: Callable[[], datetime | None]
     run_due: Callable[[datetime], int]
     pending_timers: Callable[[Any], list[Any]] | None = None
+    recover: Callable[[datetime], int] | None = None
 
 
 _sources: dict[str, WorkSource] = {}
@@ -48,6 +58,20 @@ def next_due() -> datetime | None:
     """When the earliest pending work of any app is due."""
     times = [t for t in (s.next_due() for s in work_sources()) if t is not None]
     return min(times) if times else None
+
+
+def recover_due(now: datetime) -> int:
+    """Every source's ``recover(now)``; how much was handed over. A source that raises is
+    logged and skipped (the next call tries again): the caller is a heartbeat."""
+    handed = 0
+    for source in work_sources():
+        if source.recover is None:
+            continue
+        try:
+            handed += source.recover(now)
+        except Exception:
+            log.warning("recovering the work of %s failed", source.app, exc_info=True)
+    return handed
 
 
 def run_due(now: datetime) -> int:

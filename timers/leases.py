@@ -16,6 +16,11 @@ alive, however long its fires take, keeps its lease by renewing it:
   the per-fire deadline of the rows it has not fired yet once half its window has passed,
   heartbeat or not.
 
+Each beat while a firing loop runs, the heartbeat also hands over the work other apps' dead
+workers left half done (``Heartbeat.recover``: ``statecharts.work.recover_due``; an invoke
+handler's start whose lease ran out is started again), so it is picked up within seconds by
+the workers that run timers, which always run.
+
 What a renewal never does:
 
 - it never renews a row another claim took over (the token differs), nor one its own firer
@@ -64,7 +69,7 @@ from datetime import datetime, timedelta
 from django.db import connections, transaction
 from django.db.models import Q
 
-from statecharts import stepper
+from statecharts import stepper, work
 from timers.conf import timer_settings
 from timers.models import Timer
 
@@ -137,6 +142,7 @@ class Heartbeat:
         self._thread: threading.Thread | None = None
         self._users = 0
         self.beats = 0  # beats done, for tests and telemetry
+        self.recovered = 0  # other apps' work handed over again (``recover``)
 
     @property
     def interval(self) -> float:
@@ -191,6 +197,20 @@ class Heartbeat:
         self.beats += 1
         return renewed
 
+    def recover(self, now: datetime | None = None) -> int:
+        """Hand over the work other apps' dead workers left half done (``statecharts.work``:
+        ``recover_due``, e.g. an invoke handler's start whose lease ran out); how much. Every
+        beat while a firing loop runs here, so whichever worker group runs timers picks it
+        up within a beat of its lease's end, without this app knowing the others."""
+        try:
+            handed = work.recover_due(now or timer_settings.now())
+        except Exception:  # (a lost connection: the next beat)
+            log.warning("timers heartbeat: recovering other work failed", exc_info=True)
+            connections[stepper.database()].close()
+            return 0
+        self.recovered += handed
+        return handed
+
     def stop(self, timeout: float | None = None) -> None:
         """End the thread (tests; a process's heartbeat otherwise ends with it)."""
         self._stopping.set()
@@ -202,6 +222,8 @@ class Heartbeat:
         idle = 0
         try:
             while not self._wait(self.interval) and not self._stopping.is_set():
+                if self.active:
+                    self.recover()
                 if self._held:
                     idle = 0
                     try:

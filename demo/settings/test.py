@@ -7,6 +7,8 @@ anyway), so the tests see what a deployed site shows.
 
 from __future__ import annotations
 
+import os
+
 from demo.settings.base import *  # noqa: F403
 
 SECRET_KEY = "tests-only-key-never-used-to-serve-anything"
@@ -17,7 +19,15 @@ ALLOWED_HOSTS = ["testserver", "localhost", "127.0.0.1"]
 # A host project's own app with StatechartField models (tests/fields).
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.fields.hostapp"]  # noqa: F405
 
-STATECHARTS = {"TASKS": {"double": "tests.invocations.task_functions.double"}}
+STATECHARTS = {
+    "TASKS": {
+        "double": "tests.invocations.task_functions.double",
+        "stall_first": "tests.invocations.task_functions.stall_first",
+    },
+    # Where a handler's start runs, for the crash test that runs both ways
+    # (tests/invocations/test_handler_crash.py): its worker processes read these settings.
+    "INVOKE_HANDLER_QUEUE": os.environ.get("STATECHARTS_TEST_INVOKE_HANDLER_QUEUE", "django_q"),
+}
 
 # Django's own advice for test suites ("Speeding up the tests"): the default PBKDF2 hasher
 # costs about a third of a second per password by design, and the suite creates a user with a
