@@ -29,10 +29,13 @@ from typing import Any
 from django.db import transaction
 
 from invocations import tasks
+from invocations import telemetry as invocation_telemetry
 from invocations.conf import invocation_settings
+from invocations.handlers import Answer
 from invocations.models import OPEN_STATUSES, Invocation, InvocationStatus
 from invocations.telemetry import InvocationEvent
 from statecharts import stepper
+from statecharts.core.events import EXTERNAL, Event
 from statecharts.exceptions import StepRefused
 from statecharts.models import Execution
 
@@ -70,9 +73,15 @@ def cancel(
 ) -> str:
     """End an open handler invocation, failed with the operator's reason (its parent told
     ``error.communication.invoke.<id>``); returns ``cancelled``."""
-    invocation = _locked(invocation_id, "cancel", reason, caller_context, now)
-    tasks.fail(invocation, f"cancelled by an operator: {reason.strip()}", InvocationEvent.CANCELLED)
+    outbox: list[int] = []
+    invocation = _locked(invocation_id, "cancel", reason, caller_context, now, outbox)
+    stepper.deliver(outbox)
+    invocation_telemetry.ended(invocation, _cancelled(reason), InvocationEvent.CANCELLED)
     return "cancelled"
+
+
+def _cancelled(reason: str) -> str:
+    return f"cancelled by an operator: {reason.strip()}"
 
 
 def _locked(
@@ -81,8 +90,18 @@ def _locked(
     reason: str,
     caller_context: dict[str, Any] | None,
     now: datetime | None,
+    outbox: list[int] | None = None,
 ) -> Invocation:
-    """Check the action under the parent's lock and record it; the invocation as read."""
+    """Check the action under the parent's lock, record it and, for a cancel, apply it; the
+    invocation as read.
+
+    A cancel is decided and applied in one transaction under the parent's lock: the parent
+    takes ``error.communication.invoke.<id>`` as a step of that transaction (its answer key
+    ``failed``, so no later failure of the same invocation is fed again), so a handler's
+    answer racing it is either applied first (then the invocation is no longer open and the
+    cancel is refused) or comes after the failure (then it is discarded: sent after the
+    invocation failed, ``invocations.receivers.ignore_after_cancellation``). Its ids of
+    outbox rows are appended to ``outbox`` for the caller to deliver after the commit."""
     # The stepper's gate checks the reason (required, not blank, fits, no NUL), as it does
     # for every operator action (docs/durable-executions.md, "Data from outside").
     text = reason.strip() if isinstance(reason, str) else reason
@@ -111,7 +130,52 @@ def _locked(
             now=when,
             caller_context=caller_context,
         )
+        refused = None
+        if action == "cancel":
+            failure = _cancelled(text)
+            refused = _fail_locked(parent, invocation, failure, when, outbox, caller_context)
+    if refused is not None:
+        raise refused  # (recorded as refused: the parent's status does not take inputs)
     return invocation
+
+
+def _fail_locked(
+    parent: Execution,
+    invocation: Invocation,
+    reason: str,
+    when: datetime,
+    outbox: list[int] | None,
+    caller_context: dict[str, Any] | None,
+) -> StepRefused | None:
+    """The invocation's failure, applied to its locked parent in the caller's transaction:
+    the row fenced (a running start's answer is dropped: ``invocations.leases``) and the
+    parent fed ``error.communication.invoke.<id>`` (the row is then ``failed``: the parent's
+    own step writes it, ``invocations.receivers.note_answers``). Returns the refusal to raise
+    after the commit, if the parent's status refused the input (``stepper.step_locked``)."""
+    Invocation.objects.using(stepper.database()).filter(
+        pk=invocation.pk, status__in=OPEN_STATUSES
+    ).update(last_error=reason, next_attempt_at=None, claimed_until=None, claim_token=None)
+    reply = Answer.failed(reason)
+    event = Event(
+        f"error.communication.invoke.{invocation.invokeid}",
+        EXTERNAL,
+        reply.data,
+        invokeid=invocation.invokeid,
+    )
+    cause = {
+        "invocation": invocation.ordinal,
+        "answer": invocation_telemetry.PLATFORM_FAILURE_KEY,
+        "failed": True,
+    }
+    _, refused = stepper.step_locked(
+        parent,
+        stepper.Input.external(event),
+        when,
+        [] if outbox is None else outbox,
+        caller_context,
+        cause=cause,
+    )
+    return refused
 
 
 def _refuse(invocation: Invocation, action: str) -> None:

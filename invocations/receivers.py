@@ -56,10 +56,21 @@ def ignore_after_cancellation(
 ) -> str | None:
     """Input guard (spec 6.4.3): once the parent cancelled an invocation, what its child sent
     after the cancellation is not processed; what it sent before still is (W3C 236: a child
-    that finished sends done.invoke, and the parent gets it after leaving the state)."""
+    that finished sends done.invoke, and the parent gets it after leaving the state). An
+    invoke handler's answer that comes after its invocation failed (the parent was fed
+    ``error.communication.invoke.<id>``: an operator's cancel, a timeout, a failed start) is
+    not processed either: a failed invocation gives that one answer."""
     ordinal = cause.get("invocation")
     if ordinal is None or cause.get("failed"):
         return None
+    if cause.get("answer") is not None:  # an invoke handler's answer (invocations.answers)
+        failed = (
+            Invocation.objects.using(database())
+            .filter(parent=execution, ordinal=ordinal, status=InvocationStatus.FAILED)
+            .exists()
+        )
+        if failed:  # (an operator's cancel, a timeout: the platform's failure was its answer)
+            return f"sent by invocation #{ordinal} after it failed"
     if any(invocation.ordinal == ordinal for invocation in state.invocations):
         return None  # still active
     row = (
