@@ -12,8 +12,9 @@ class RoutesConfig(AppConfig):
 
     def ready(self) -> None:
         from django.core.signals import setting_changed
+        from django.db.models.signals import post_migrate
 
-        from routes import delivering, performers
+        from routes import delivering, performers, telemetry
         from statecharts.declaration import install
         from statecharts.stepper import (
             register_message_kind,
@@ -30,6 +31,10 @@ class RoutesConfig(AppConfig):
         # The registered send types and the route timer queue follow the settings.
         performers.register()
         setting_changed.connect(_on_settings, dispatch_uid="routes.settings")
+        # Deliveries left in doubt are reported (route.in_doubt) by an every-minute schedule.
+        post_migrate.connect(
+            telemetry.ensure_schedule_after_migrate, sender=self, dispatch_uid="routes.in_doubt"
+        )
 
 
 def _on_settings(setting: str, **kwargs: object) -> None:

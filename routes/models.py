@@ -68,6 +68,11 @@ class RouteDelivery(models.Model):
     retry_at = models.DateTimeField(
         null=True, blank=True, help_text="When its retry is due (status retrying)."
     )
+    doubt_reported = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When its route.in_doubt telemetry event was sent (once per delivery).",
+    )
 
     objects = RouteDeliveryQuerySet.as_manager()
 

@@ -15,9 +15,13 @@ Deliveries (one ledger row, one key):
 - ``route.failed``: the key was settled ``failed`` (the route raised, or the send was refused
   after the step, e.g. a scope override no longer allowed; its sender is told
   ``error.communication``), or an operator marked a delivery in doubt failed;
-- ``route.in_doubt``: a delivery of an immediate send found its key claimed and never
-  settled: the attempt before it died between the claim and the settle (or is still running
-  after ``OUTBOX_SWEEP_AGE_SECONDS``), and the route is not called again (at most once).
+- ``route.in_doubt``: a key claimed and never settled, once per delivery (the row's
+  ``doubt_reported``): when a delivery of an immediate send finds its key claimed (the
+  attempt before it died between the claim and the settle, or is still running after
+  ``OUTBOX_SWEEP_AGE_SECONDS``; the route is not called again: at most once), or, for any
+  delivery, immediate or delayed, when the every-minute report (``report_in_doubt``) finds it
+  claimed longer than ``ROUTE_IN_DOUBT_SECONDS``: nothing else would ever see a delayed
+  send's key again, whose worker died in the route's call.
 
 An event for a route's call carries ``started_ns`` and ``duration_s`` (the call itself) and
 the caller context of the step that sent it: the OpenTelemetry bridge makes it a span in that
@@ -160,9 +164,14 @@ def found_claimed(message: RouteMessage, key: str) -> None:
     from routes.models import DeliveryStatus, RouteDelivery
     from statecharts.stepper import database
 
-    row = RouteDelivery.objects.using(database()).filter(key=key).values("pk", "status").first()
+    rows = RouteDelivery.objects.using(database())
+    row = rows.filter(key=key).values("pk", "status").first()
     if row is None or row["status"] != DeliveryStatus.CLAIMED:
         return
+    if not rows.filter(pk=row["pk"], doubt_reported=None).update(
+        doubt_reported=route_settings.now()
+    ):
+        return  # reported already (once per delivery)
     after_commit(
         RouteEvent.IN_DOUBT,
         message.session_id,
@@ -283,3 +292,66 @@ def timer_outcomes(fates: Sequence[Any], outcomes: Sequence[str], now: datetime)
         if event is not RouteEvent.TIMER_FIRED:
             extra["reason"] = fate.reason
         after_commit(event, _session(row), **_timer(row), **extra)
+
+
+IN_DOUBT_BATCH = 500  # deliveries one report looks at (the next minute's takes the rest)
+SCHEDULE_NAME = "statecharts routes: report deliveries in doubt"
+REPORT = "routes.telemetry.report_in_doubt"
+
+
+def report_in_doubt(now: datetime | None = None) -> int:
+    """``route.in_doubt`` for each delivery claimed longer than ``ROUTE_IN_DOUBT_SECONDS`` and
+    never settled that was not reported yet, once per delivery (``doubt_reported`` is set in
+    the same transaction, so two reports running at once send each event once). Run every
+    minute by django-q2 (its schedule is made after ``migrate``). Returns how many were
+    reported; with nothing listening, nothing is read or written."""
+    if not core.listeners:
+        return 0
+    from django.db import transaction
+
+    from routes.models import RouteDelivery
+    from statecharts.models import Execution
+    from statecharts.stepper import database
+
+    now = now or route_settings.now()
+    rows = RouteDelivery.objects.using(database())
+    with transaction.atomic(using=database()):
+        found = list(
+            rows.in_doubt(now, route_settings.ROUTE_IN_DOUBT_SECONDS)
+            .filter(doubt_reported=None)
+            .select_for_update(skip_locked=True)
+            .order_by("pk")[:IN_DOUBT_BATCH]
+        )
+        rows.filter(pk__in=[d.pk for d in found]).update(doubt_reported=now)
+        sessions = dict(
+            Execution.objects.using(database())
+            .filter(pk__in={d.execution_id for d in found})
+            .values_list("pk", "session_id")
+        )
+        for delivery in found:
+            after_commit(
+                RouteEvent.IN_DOUBT,
+                sessions.get(delivery.execution_id),
+                delivery_id=delivery.pk,
+                execution_id=delivery.execution_id,
+                route=delivery.route,
+                send_type=delivery.send_type,
+                send_id=delivery.send_id,
+                event_name=delivery.event_name,
+                delayed=delivery.delayed,
+                key=delivery.key,
+                claimed_s=(now - delivery.created).total_seconds(),
+                reason=(
+                    f"claimed {int((now - delivery.created).total_seconds())} s ago and never "
+                    "settled: its worker may have died in the route's call (at most once: not "
+                    "called again; an operator can mark its fate)"
+                ),
+            )
+    return len(found)
+
+
+def ensure_schedule_after_migrate(sender: Any, using: str, **kwargs: Any) -> None:
+    """``post_migrate`` receiver: the every-minute report's django-q2 schedule."""
+    from statecharts.stepper import ensure_every_minute
+
+    ensure_every_minute(SCHEDULE_NAME, REPORT, using=using)

@@ -311,6 +311,10 @@ def test_a_delivery_finding_its_key_claimed_and_never_settled_is_route_in_doubt(
     from tests.routes.recording import Recorder as Route
 
     assert len(Route.deliveries) == 1  # at most once: not called again
+    from routes import telemetry as route_telemetry
+
+    assert route_telemetry.report_in_doubt(T0 + timedelta(days=1)) == 0  # reported already
+    assert len(recorder.of(RouteEvent.IN_DOUBT)) == 1
 
     # An operator records its fate: the key ends in one route.delivered after all.
     from routes import operating
@@ -322,6 +326,45 @@ def test_a_delivery_finding_its_key_claimed_and_never_settled_is_route_in_doubt(
     assert marked["marked_by_operator"] is True and marked["reason"] == "seen at the far end"
     assert marked["delivery_id"] == doubt["delivery_id"]
     assert marked["session_id"] == execution.session_id
+
+
+def test_a_delayed_delivery_left_claimed_is_reported_in_doubt_once_by_the_minutely_report(
+    recorder: Recorder,
+) -> None:
+    """A delayed send's key claimed by a worker that died in the route's call: nothing sees
+    that key again, so the every-minute report sends route.in_doubt once it has been claimed
+    longer than ROUTE_IN_DOUBT_SECONDS, once per delivery; a delivery already reported when
+    its redelivery found it claimed is not reported again."""
+    from routes import telemetry as route_telemetry
+    from routes.conf import route_settings
+
+    execution = stepper.start(load(ROUTED), now=T0)
+    stepper.send(execution.pk, "go", now=T0)
+    stepper.send(execution.pk, "go", now=T0)
+    first, second = RouteDelivery.objects.order_by("pk")
+    claimed_at = T0 + timedelta(minutes=5)
+    RouteDelivery.objects.update(
+        status=DeliveryStatus.CLAIMED, settled=None, delayed=True, created=claimed_at
+    )
+    doubt_after = timedelta(seconds=route_settings.ROUTE_IN_DOUBT_SECONDS)
+
+    assert route_telemetry.report_in_doubt(claimed_at + doubt_after) == 0  # not yet
+    assert recorder.of(RouteEvent.IN_DOUBT) == []
+    later = claimed_at + doubt_after + timedelta(seconds=1)
+    assert route_telemetry.report_in_doubt(later) == 2
+    reported = recorder.of(RouteEvent.IN_DOUBT)
+    assert sorted(e["delivery_id"] for e in reported) == [first.pk, second.pk]
+    assert all(e["session_id"] == execution.session_id for e in reported)
+    assert all(e["delayed"] is True and "never settled" in e["reason"] for e in reported)
+    assert route_telemetry.report_in_doubt(later + timedelta(minutes=1)) == 0  # once each
+    assert len(recorder.of(RouteEvent.IN_DOUBT)) == 2
+
+    # Nothing listening: nothing read, nothing marked (a listener later still hears it).
+    RouteDelivery.objects.filter(pk=second.pk).update(doubt_reported=None)
+    for signal in telemetry.all_signals().values():
+        signal.disconnect(dispatch_uid="tests.app_events")
+    assert route_telemetry.report_in_doubt(later) == 0
+    assert RouteDelivery.objects.get(pk=second.pk).doubt_reported is None
 
 
 # ---- route timers ----------------------------------------------------------------------------
