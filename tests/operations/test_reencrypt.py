@@ -255,7 +255,8 @@ def test_a_task_whose_params_key_is_not_deployed_is_snoozed_then_runs_and_corrup
     assert "payload key 'a' is not deployed here" in invocation.last_error
     assert charged == []
     with using(("a", A)):
-        assert tasks.run(invocation.pk, now=T0) == "started"
+        assert tasks.run(invocation.pk, now=T0) == "skipped"  # its retry is not due yet
+        assert tasks.run(invocation.pk, now=invocation.next_attempt_at) == "started"
         assert charged == [{"card": "task-secret"}]
         assert datamodel(paying)["receipt"] == {"charged": True}
         # A corrupt payload: the invocation fails, the parent is told.
