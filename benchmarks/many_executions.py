@@ -766,6 +766,12 @@ def server_cost(
     try:
         try:
             admin.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
+            # (a temporary slot keeps the windows' WAL from being recycled by a checkpoint on
+            # a busy server before it is read; it goes when this session ends)
+            admin.execute(
+                "SELECT pg_create_physical_replication_slot(%s, true, true)",
+                [f"bench_many_{os.getpid()}"],
+            )
             walinspect = True
         except psycopg.Error:
             walinspect = False
