@@ -417,3 +417,54 @@ def _function_calls() -> dict[str, int]:
         cursor.execute("SELECT pg_stat_clear_snapshot()")
         cursor.execute("SELECT funcname, calls FROM pg_stat_user_functions")
         return dict(cursor.fetchall())
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_on_postgresql_the_first_step_of_executions_on_filled_pages_is_hot() -> None:
+    """The execution table's pages keep room for a step's new row version (migration 0017's
+    fillfactor): executions written one after another and never stepped since (as most are,
+    among many executions each stepped rarely) fill their pages, and their first steps are
+    still HOT. Without the room, the first UPDATE on a full page moves its row to another
+    page and writes an entry in each of the table's indexes (84% of the steps' UPDATEs at
+    100,000 executions, benchmarks/JOURNAL.md; every one of them here)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT reloptions FROM pg_class WHERE oid = 'statecharts_execution'::regclass"
+        )
+        (options,) = cursor.fetchone()
+    assert "fillfactor=80" in (options or []), options
+    _fresh_pages()
+    chart = Chart.objects.load(CYCLE)
+    template = stepper.start(chart)
+    # Copies of its row, written by one INSERT (packed as the table's fill allows; none of
+    # them updated since): several pages of executions waiting for their first step.
+    columns = [
+        f.column for f in Execution._meta.concrete_fields if f.column not in ("id", "session_id")
+    ]
+    listed = ", ".join(columns)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO statecharts_execution (session_id, {listed})"
+            f" SELECT 'filled-' || g, {listed} FROM statecharts_execution,"
+            " generate_series(1, 80) g WHERE id = %s RETURNING id",
+            [template.pk],
+        )
+        copies = [row[0] for row in cursor.fetchall()]
+        # One execution of each page the copies filled (not the first, which may hold the
+        # template's old version, nor the last, which may have room anyway): the first step
+        # on a page none of whose rows was ever updated.
+        cursor.execute(
+            "SELECT min(id) FROM statecharts_execution WHERE id = ANY(%s)"
+            " GROUP BY (ctid::text::point)[0] ORDER BY (ctid::text::point)[0]",
+            [copies],
+        )
+        firsts = [row[0] for row in cursor.fetchall()][1:-1]
+    assert len(firsts) >= 3, firsts
+    before = _stats()
+    for pk in firsts:
+        stepper.send(pk, "next")
+    upd, hot = (after - first for after, first in zip(_stats(), before, strict=True))
+    assert upd == len(firsts), (upd, hot)
+    assert hot == upd, f"{upd} first updates on filled pages, {hot} of them HOT"
+    assert_consistent()
