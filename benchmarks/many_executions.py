@@ -63,6 +63,7 @@ import json
 import os
 import platform
 import random
+import re
 import shlex
 import statistics
 import subprocess
@@ -207,6 +208,8 @@ def worker_main() -> int:
             answer = worker_cell(steps, ids, rng, command)
         elif kind == "profile":
             answer = run_profile(steps, ids, rng, command)
+        elif kind == "server_cost":
+            answer = worker_server_cost(steps, ids, rng, command)
         else:
             answer = {"error": f"unknown command {kind!r}"}
         print(json.dumps(answer), file=out, flush=True)
@@ -673,6 +676,193 @@ def run_profile(
     result["round_trip_after_us"] = round_trip_us()
     result["variants"] = statement_variants(count)
     return result
+
+
+# ---------------------------------------------------------------------------- server cost
+
+
+def _backend_cpu_ns() -> int | None:
+    """CPU time this connection's server process has used (ns), read from its
+    ``/proc/<pid>/schedstat``; None when the server is not on this machine (or not Linux)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        (pid,) = cursor.fetchone()
+    try:
+        with open(f"/proc/{pid}/schedstat", encoding="ascii") as file:
+            return int(file.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def worker_server_cost(
+    steps: Steps, ids: dict[str, list[int]], rng: random.Random, command: dict[str, Any]
+) -> dict[str, Any]:
+    """``command["steps"]`` steps of one system to random rows of the first N, counting the
+    statements sent and the server process's CPU time (the parent reads the WAL around it)."""
+    from django.db import connection
+
+    step = steps.by_system[command["system"]]
+    pool = ids[command["system"]][: command["n"]]
+    chosen = [pool[rng.randrange(len(pool))] for _ in range(command["steps"])]
+    statements = 0
+
+    def count(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        nonlocal statements
+        statements += 1
+        return execute(sql, params, many, context)
+
+    server = _backend_cpu_ns()
+    cpu = time.process_time()
+    with connection.execute_wrapper(count):
+        for pk in chosen:
+            step(pk)
+    cpu = time.process_time() - cpu
+    after = _backend_cpu_ns()
+    return {
+        "stepped": dict(Counter(chosen)),
+        "statements": statements,
+        "client_cpu_us": 1e6 * cpu / len(chosen),
+        "server_cpu_us": None
+        if server is None or after is None
+        else (after - server) / 1e3 / len(chosen),
+    }
+
+
+_RELATION = re.compile(r"rel \d+/(\d+)/(\d+)")
+
+
+def _wal_between(admin: Any, start: str, end: str, database: int) -> list[tuple[Any, ...]]:
+    """The WAL records between two LSNs that belong to ``database``: those naming its
+    relations, and the COMMITs (and other relation-less records) of their transactions.
+    Other databases' WAL on a shared server is left out."""
+    for _ in range(200):  # (pg_walinspect reads flushed WAL only)
+        if admin.execute("SELECT pg_current_wal_flush_lsn() >= %s::pg_lsn", [end]).fetchone()[0]:
+            break
+        time.sleep(0.05)
+    rows = admin.execute(
+        "SELECT xid::text::bigint, resource_manager, record_type, record_length, fpi_length,"
+        " coalesce(block_ref, '') FROM pg_get_wal_records_info(%s, %s)",
+        [start, end],
+    ).fetchall()
+    ours = [r for r in rows if {int(m.group(1)) for m in _RELATION.finditer(r[5])} == {database}]
+    xids = {r[0] for r in ours if r[0]}
+    return ours + [r for r in rows if not _RELATION.search(r[5]) and r[0] in xids]
+
+
+def server_cost(
+    args: argparse.Namespace, url: str, worker: Worker, baseline: Worker | None, tally: Tally
+) -> dict[str, Any]:
+    """Per system: WAL records and bytes per step (pg_walinspect), full-page images per step
+    after a CHECKPOINT, the server process's CPU per step, statements per step. One worker,
+    ``--server-cost-steps`` steps to random rows of the first N (after as many warm-up steps):
+    counted, not timed (except the CPU), so the machine's load hardly moves them."""
+    import psycopg
+    from durable_steps import _pg_connect_kwargs
+
+    n, count = args.executions[0], args.server_cost_steps
+    admin = psycopg.connect(**{**_pg_connect_kwargs(url), "autocommit": True})
+    try:
+        try:
+            admin.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
+            # (a temporary slot keeps the windows' WAL from being recycled by a checkpoint on
+            # a busy server before it is read; it goes when this session ends)
+            admin.execute(
+                "SELECT pg_create_physical_replication_slot(%s, true, true)",
+                [f"bench_many_{os.getpid()}"],
+            )
+            walinspect = True
+        except psycopg.Error:
+            walinspect = False
+        (database,) = admin.execute(
+            "SELECT oid FROM pg_database WHERE datname = current_database()"
+        ).fetchone()
+        names = dict(
+            admin.execute(
+                "SELECT pg_relation_filenode(oid)::text, relname FROM pg_class"
+                " WHERE relnamespace = 'public'::regnamespace"
+            ).fetchall()
+        )
+        systems = [s for s in SYSTEMS if s != PYSM]
+        result: dict[str, Any] = {"n": n, "steps": count, "walinspect": walinspect}
+        for checkpoint in (False, True):
+            for system in systems:
+                command = {"cmd": "server_cost", "system": system, "n": n, "steps": count}
+                runner = baseline if system == BASE and baseline is not None else worker
+                if not checkpoint:  # (warm-up: the rows' pages in their steady state)
+                    runner.send(command)
+                    tally.add(system, runner.answer()["stepped"])
+                if checkpoint:
+                    admin.execute("CHECKPOINT")
+                (start,) = admin.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
+                runner.send(command)
+                answer = runner.answer()
+                tally.add(system, answer.pop("stepped"))
+                (end,) = admin.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
+                cell = answer
+                if walinspect:
+                    records = _wal_between(admin, start, end, database)
+                    mix: Counter[str] = Counter()
+                    images: Counter[str] = Counter()
+                    for _xid, manager, kind, _length, fpi, refs in records:
+                        found = _RELATION.search(refs)
+                        relation = names.get(found.group(2), "?") if found else "-"
+                        mix[f"{relation}: {manager}/{kind.split(' ')[0]}"] += 1
+                        if fpi:
+                            images[relation] += fpi
+                    cell.update(
+                        records=len(records) / count,
+                        bytes=sum(r[3] - r[4] for r in records) / count,
+                        fpi_bytes=sum(r[4] for r in records) / count,
+                        mix={k: v / count for k, v in mix.most_common()},
+                        fpi_by_relation={k: v / count for k, v in images.most_common()},
+                    )
+                result[f"{system}|{'checkpoint' if checkpoint else 'steady'}"] = cell
+                when = " after a CHECKPOINT" if checkpoint else ""
+                log(f"server cost: {system}{when}: {cell.get('records', 0):.2f} records/step")
+    finally:
+        admin.close()
+    return result
+
+
+def render_server_cost(cost: dict[str, Any]) -> list[str]:
+    n, count = cost["n"], cost["steps"]
+    systems = [s for s in SYSTEMS if f"{s}|steady" in cost]
+    lines = [
+        "",
+        f"## Server cost per durable step (N={n:,}, one process, {count:,} steps each; counted,"
+        " not timed: the load hardly moves these)",
+        "",
+        "| system | WAL records/step | WAL bytes/step (no FPI) | after a CHECKPOINT: records;"
+        " FPI bytes/step | server CPU us/step | client CPU us/step | statements/step"
+        " (+ BEGIN, COMMIT) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for system in systems:
+        steady, after = cost[f"{system}|steady"], cost[f"{system}|checkpoint"]
+        server = [c["server_cpu_us"] for c in (steady, after) if c["server_cpu_us"] is not None]
+        nan = float("nan")
+        lines.append(
+            f"| {system} | {steady.get('records', nan):.2f} | {steady.get('bytes', nan):,.0f}"
+            f" | {after.get('records', nan):.2f}; {after.get('fpi_bytes', nan):,.0f}"
+            f" | {', '.join(f'{x:,.0f}' for x in server) or 'n/a'}"
+            f" | {steady['client_cpu_us']:,.0f} | {steady['statements'] / count:.2f} |"
+        )
+    if not cost["walinspect"]:
+        lines.append("(pg_walinspect is not available on this server: no WAL counts)")
+    lines.append("")
+    lines.append("WAL records per step by relation (steady state; >= 0.02 per step):")
+    for system in systems:
+        mix = cost[f"{system}|steady"].get("mix", {})
+        shown = ", ".join(f"{k} {v:.2f}" for k, v in mix.items() if v >= 0.02)
+        lines.append(f"- {system}: {shown}")
+    lines.append("")
+    lines.append("Full-page image bytes per step by relation, after a CHECKPOINT:")
+    for system in systems:
+        images = cost[f"{system}|checkpoint"].get("fpi_by_relation", {})
+        lines.append(f"- {system}: " + ", ".join(f"{k} {v:,.0f}" for k, v in images.items()))
+    return lines
 
 
 # ============================================================================ parent process
@@ -1158,12 +1348,22 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         " is measured as a fourth system, on the same rows, in the same rounds (the database"
         " is migrated by this tree: its models must fit that schema; indexes may differ)",
     )
+    parser.add_argument(
+        "--server-cost",
+        action="store_true",
+        help="also count what a step costs PostgreSQL, per system: WAL records and bytes"
+        " (pg_walinspect), full-page images after a CHECKPOINT, the server process's CPU,"
+        " statements (with --rounds 0: only this)",
+    )
+    parser.add_argument("--server-cost-steps", type=int, default=1000)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(None if argv is None else list(argv))
     if min(args.executions) < 1 or min(args.processes) < 1:
         parser.error("--executions and --processes must be >= 1")
-    if args.steps < 1 or args.rounds < 1 or args.warmup < 0 or args.profile_steps < 1:
-        parser.error("--steps, --rounds, --profile-steps must be >= 1, --warmup >= 0")
+    if args.steps < 1 or args.warmup < 0 or args.profile_steps < 1:
+        parser.error("--steps, --profile-steps must be >= 1, --warmup >= 0")
+    if args.rounds < (0 if args.server_cost else 1):
+        parser.error("--rounds must be >= 1 (0 only with --server-cost)")
     return args
 
 
@@ -1204,7 +1404,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             for worker in [*workers, *baseline]:
                 worker.send({"cmd": "ids", "ids": ids})
                 worker.answer()
-            rates, cpus, loads = measure(args, workers, tally, baseline)
+            rates: dict[Cell, list[float]] = {}
+            cpus: dict[Cell, list[float]] = {}
+            loads: list[str] = []
+            if args.rounds:
+                rates, cpus, loads = measure(args, workers, tally, baseline)
+            cost = None
+            if args.server_cost:
+                log(f"counting the server's cost of {args.server_cost_steps} steps per system")
+                cost = server_cost(args, url, workers[0], baseline[0] if baseline else None, tally)
             profile = None
             if args.profile:
                 log(f"profiling {args.profile_steps} steps of each system")
@@ -1219,7 +1427,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 worker.stop()
         log("verifying every row")
         problems = verify(tally)
-        print(render(args, command, server, settings, _versions(), rates, cpus, loads, profile))
+        if args.rounds:
+            print(render(args, command, server, settings, _versions(), rates, cpus, loads, profile))
+        else:
+            print(f"Command: {command}\npostgres: {server}; {settings}")
+            print(f"load average: {load_average()}")
+        if cost is not None:
+            print("\n".join(render_server_cost(cost)))
         connections.close_all()
     if args.json is not None:
         payload = {
@@ -1228,6 +1442,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "cpu_us": {f"{s}|{n}|{p}": v for (s, n, p), v in cpus.items()},
             "loads": loads,
             "profile": profile,
+            "server_cost": cost,
         }
         args.json.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
         print(f"JSON written to {args.json}")

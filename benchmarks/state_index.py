@@ -289,24 +289,31 @@ CREATE TRIGGER sync_membership_update AFTER UPDATE OF active_states ON {s}.execu
 
 
 def shipped_ddl(s: str) -> list[str]:
-    """shipped: what statecharts ships (migration 0013): its key (state first), its PL/pgSQL
-    function and triggers, on this schema's tables."""
+    """shipped: what statecharts ships (migrations 0015 and 0016): its key (state first), its
+    PL/pgSQL function (0016's, which replaces 0015's) and triggers, on this schema's tables."""
     import ast
 
-    path = os.path.join(
-        os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-        "statecharts",
-        "migrations",
-        "0015_state_index.py",
-    )
-    with open(path, encoding="utf-8") as file:
-        tree = ast.parse(file.read())
-    # (only its SQL constants: importing the migration would need Django's settings)
-    wanted = {"_POSTGRES_FUNCTION", "POSTGRES_TRIGGERS"}
-    constants: dict[str, Any] = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and {getattr(t, "id", "") for t in node.targets} & wanted:
-            exec(compile(ast.Module([node], []), path, "exec"), constants)
+    def constants_of(migration: str, wanted: set[str]) -> dict[str, Any]:
+        path = os.path.join(
+            os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+            "statecharts",
+            "migrations",
+            migration,
+        )
+        with open(path, encoding="utf-8") as file:
+            tree = ast.parse(file.read())
+        # (only its SQL constants: importing the migration would need Django's settings)
+        found: dict[str, Any] = {}
+        for node in tree.body:
+            names = {getattr(t, "id", "") for t in getattr(node, "targets", ())}
+            if isinstance(node, ast.Assign) and names & wanted:
+                exec(compile(ast.Module([node], []), path, "exec"), found)
+        return found
+
+    triggers = constants_of("0015_state_index.py", {"_POSTGRES_FUNCTION", "POSTGRES_TRIGGERS"})
+    function = constants_of("0016_state_index_trigger_without_queries.py", {"POSTGRES_FUNCTION"})[
+        "POSTGRES_FUNCTION"
+    ]
 
     def here(sql: str) -> str:
         sql = sql.replace("statecharts_executionstate", f"{s}.membership")
@@ -314,7 +321,7 @@ def shipped_ddl(s: str) -> list[str]:
         return re.sub(r"\bstatecharts_execution\b", f"{s}.execution", sql)
 
     primary = f"ALTER TABLE {s}.membership ADD PRIMARY KEY (state, chart_id, execution_id)"
-    return [primary, *(here(x) for x in constants["POSTGRES_TRIGGERS"])]
+    return [primary, *(here(x) for x in (*triggers["POSTGRES_TRIGGERS"], function))]
 
 
 GIN = "CREATE INDEX {name} ON {s}.execution USING gin (active_states jsonb_path_ops){opts};"

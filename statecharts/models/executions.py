@@ -333,12 +333,15 @@ class ExecutionState(models.Model):
     """One active state of one execution: the state index ``Execution.objects.in_state``
     reads (issue 31, ``benchmarks/STATE_INDEX.md``).
 
-    Written only by the database: row triggers on the execution table (migration 0013) insert
-    an execution's states when it is inserted, move exactly the states a change of
-    ``active_states`` (or of its chart) exits and enters, and delete them with the execution,
-    inside the statement that changes the execution, so in its transaction and under its
-    lock: a query sees both or neither, whoever wrote the row (the stepper, a chart
-    migration, an import, ``queryset.update``, raw SQL). Never write it from Python.
+    Written only by the database: row triggers on the execution table (migration 0015; on
+    PostgreSQL their function is migration 0016's) insert an execution's states when it is
+    inserted, move exactly the states a change of ``active_states`` (or of its chart) exits
+    and enters, and delete them with the execution, inside the statement that changes the
+    execution, so in its transaction and under its lock: a query sees both or neither,
+    whoever wrote the row (the stepper, a chart migration, an import, ``queryset.update``,
+    raw SQL). Never write it from Python. A step that changes no configuration calls no
+    trigger; one that does costs the server one PL/pgSQL call that runs no query but the
+    row writes (``tests/stepper/test_state_index.py``).
 
     Its composite primary key (state, chart, execution) is its only index: a lookup by state
     (and chart) is an index-only scan, and the execution row keeps no index on a column a step

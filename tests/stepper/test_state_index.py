@@ -105,6 +105,40 @@ def test_the_rows_follow_start_steps_cancel_and_an_update_by_any_writer() -> Non
 
 
 @pytest.mark.django_db
+def test_the_rows_of_a_repeated_or_damaged_value() -> None:
+    """One row per distinct string of the array, whatever else a writer put there; a value
+    that is not an array holds no state (the write is not refused: a damaged row must still
+    be stepped, cancelled or deleted)."""
+    chart = Chart.objects.load(ORDER)
+    execution = stepper.start(chart)
+
+    def states_after(value: Any) -> set[str]:
+        Execution.objects.filter(pk=execution.pk).update(active_states=value)
+        assert_consistent_with(execution.pk, value)
+        return {s for e, _, s in membership() if e == execution.pk}
+
+    assert states_after(["a", "b", "a"]) == {"a", "b"}
+    assert states_after(["b", "c", "c", "d", "e"]) == {"b", "c", "d", "e"}  # one moved, 2 in
+    assert states_after(["e", 1, None, {"x": "y"}, ["z"], "f"]) == {"e", "f"}
+    assert states_after({"a": "b"}) == set()  # an object: its keys are not states
+    assert states_after("a") == set()  # a string, not an array
+    assert states_after(["a", "b"]) == {"a", "b"}
+    assert states_after([]) == set()
+    assert states_after(["shopping"]) == {"shopping"}
+    execution.delete()
+    assert membership() == set()
+
+
+def assert_consistent_with(pk: int, value: Any) -> None:
+    strings = {s for s in value if isinstance(s, str)} if isinstance(value, list) else set()
+    assert {s for e, _, s in membership() if e == pk} == strings
+    others = Execution.objects.exclude(pk=pk).values_list("pk", "active_states")
+    assert {(e, s) for e, _, s in membership() if e != pk} == {
+        (e, s) for e, active in others for s in active
+    }
+
+
+@pytest.mark.django_db
 def test_the_rows_go_with_the_execution_whatever_deletes_it() -> None:
     chart = Chart.objects.load(ORDER)
     a, b, c, d = (stepper.start(chart) for _ in range(4))
@@ -342,3 +376,95 @@ def _mix(records: list[Any]) -> dict[str, int]:
     for manager, kind, _ in records:
         counts[f"{manager}/{kind}"] = counts.get(f"{manager}/{kind}", 0) + 1
     return counts
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_on_postgresql_a_step_calls_no_function_but_the_trigger() -> None:
+    """The trigger's work per step is its function and the statements that write the rows:
+    it calls no other function (migration 0015's called an SQL function four times a step,
+    planned again at every call: about 370 us of server CPU per step, 8x what the function
+    of migration 0016 costs; benchmarks/JOURNAL.md, 2026-12-07). Counted by the server
+    (``track_functions = 'all'`` counts PL/pgSQL and SQL functions alike), not timed."""
+    with connection.cursor() as cursor:
+        try:
+            cursor.execute("SET track_functions = 'all'")
+        except Exception:  # (a superuser setting)
+            pytest.skip("no privilege to set track_functions")
+    try:
+        chart = Chart.objects.load(CYCLE)
+        executions = [stepper.start(chart) for _ in range(2)]
+        before = _function_calls()
+        for _ in range(3):
+            for execution in executions:
+                stepper.send(execution, "next")
+        calls = {
+            name: count - before.get(name, 0)
+            for name, count in _function_calls().items()
+            if count != before.get(name, 0)
+        }
+        assert calls == {"statecharts_execution_states": 6}, calls
+        assert_consistent()
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("RESET track_functions")
+
+
+def _function_calls() -> dict[str, int]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_force_next_flush()")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute("SELECT funcname, calls FROM pg_stat_user_functions")
+        return dict(cursor.fetchall())
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_on_postgresql_the_first_step_of_executions_on_filled_pages_is_hot() -> None:
+    """The execution table's pages keep room for a step's new row version (migration 0017's
+    fillfactor): executions written one after another and never stepped since (as most are,
+    among many executions each stepped rarely) fill their pages, and their first steps are
+    still HOT. Without the room, the first UPDATE on a full page moves its row to another
+    page and writes an entry in each of the table's indexes (84% of the steps' UPDATEs at
+    100,000 executions, benchmarks/JOURNAL.md; every one of them here)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT reloptions FROM pg_class WHERE oid = 'statecharts_execution'::regclass"
+        )
+        (options,) = cursor.fetchone()
+    assert "fillfactor=80" in (options or []), options
+    _fresh_pages()
+    chart = Chart.objects.load(CYCLE)
+    template = stepper.start(chart)
+    # Copies of its row, written by one INSERT (packed as the table's fill allows; none of
+    # them updated since): several pages of executions waiting for their first step.
+    columns = [
+        f.column for f in Execution._meta.concrete_fields if f.column not in ("id", "session_id")
+    ]
+    listed = ", ".join(columns)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO statecharts_execution (session_id, {listed})"
+            f" SELECT 'filled-' || g, {listed} FROM statecharts_execution,"
+            " generate_series(1, 80) g WHERE id = %s RETURNING id",
+            [template.pk],
+        )
+        copies = [row[0] for row in cursor.fetchall()]
+        # One execution of each page the copies filled (not the first, which may hold the
+        # template's old version, nor the last, which may have room anyway): the first step
+        # on a page none of whose rows was ever updated.
+        cursor.execute(
+            "SELECT min(id) FROM statecharts_execution WHERE id = ANY(%s)"
+            " GROUP BY (ctid::text::point)[0] ORDER BY (ctid::text::point)[0]",
+            [copies],
+        )
+        firsts = [row[0] for row in cursor.fetchall()][1:-1]
+    assert len(firsts) >= 3, firsts
+    before = _stats()
+    for pk in firsts:
+        stepper.send(pk, "next")
+    upd, hot = (after - first for after, first in zip(_stats(), before, strict=True))
+    assert upd == len(firsts), (upd, hot)
+    assert hot == upd, f"{upd} first updates on filled pages, {hot} of them HOT"
+    assert_consistent()
