@@ -343,8 +343,8 @@ def collect(args: argparse.Namespace, r: dict[str, Any]) -> dict[str, Any]:
     since_restart = [
         float(committed) - r.get("restarted_at", killed_at) for _pk, committed, _app in fired
     ]
-    # After a group restart, apart: the rows a dead firer had claimed (suspects, fired one by
-    # one once their lease ended) and the rows nobody had claimed (fired in chunks).
+    # After a group restart, apart: the rows a dead firer had claimed (suspects, fired once
+    # their lease ended: in chunks on a first takeover) and the rows nobody had claimed.
     claimed_at_kill = {row[1] for row in r["left"] if row[2] is not None}
     reference = r.get("restarted_at", killed_at)
     split = {
@@ -476,7 +476,7 @@ def render_restart(command: str, server: str, result: dict[str, Any]) -> str:
         )
         + f" (target <= {TARGET_SECONDS:.0f} s); from the kill: "
         + (f"max {rec['max']:.2f} s" if rec else "none"),
-        "- from the restart, the rows a dead firer had claimed (suspects, fired one by one): "
+        "- from the restart, the rows a dead firer had claimed (suspects): "
         + _span(r["since_restart_claimed"])
         + "; the others: "
         + _span(r["since_restart_unclaimed"]),

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import secrets
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.db import connections, transaction
@@ -36,14 +36,35 @@ class Claim:
     """What one claim took, for one firer."""
 
     fresh: list[Timer]  # due order; fired in chunks
-    # Timers whose previous claim ended unsettled (an attempt spent): fired one by one, after
-    # the others, so a timer that kills or hangs its firer cannot take a chunk down again.
+    # Timers whose previous claim ended unsettled (an attempt spent: taken over), fired after
+    # the fresh ones: in chunks on a first takeover, one by one from a second (``repeated``).
     suspects: list[Timer]
     failed: int  # timers whose last attempt timed out: ended failed by this claim
     claimed: datetime  # the clock the claim was taken at
     until: datetime  # the lease it wrote
     window: timedelta  # the shortest of the lease and the rows' per-fire timeouts
     token: int  # its fence token (claim_token on its rows): only this claim may settle them
+    # Of the suspects, the one (at most) whose attempt before was taken over too (its firer
+    # died, hung or timed out twice in a row): fired last and alone, so a timer that kills or
+    # hangs every firer is isolated after its second death and takes no other timer down.
+    repeated: list[Timer] = field(default_factory=list)
+
+    @property
+    def first_takeovers(self) -> list[Timer]:
+        """The suspects taken over for the first time in a row: fired in chunks (they were
+        claimed with a chunk that was never settled; all but the one a firer died in were
+        never even attempted)."""
+        repeated = {timer.pk for timer in self.repeated}
+        return [timer for timer in self.suspects if timer.pk not in repeated]
+
+    def units(self, size: int) -> list[list[Timer]]:
+        """The claim's rows as its firer fires them, each unit in one transaction: the fresh
+        rows in chunks of ``size`` (due order), then the first takeovers in chunks of
+        ``size``, then each repeated takeover on its own."""
+        units: list[list[Timer]] = []
+        for rows in (self.fresh, self.first_takeovers):
+            units += [rows[start : start + size] for start in range(0, len(rows), size)]
+        return units + [[timer] for timer in self.repeated]
 
     @property
     def rows(self) -> list[Timer]:
@@ -70,7 +91,10 @@ def claim_rows(now: datetime, limit: int, *, lease: timedelta | None = None) -> 
     outlived its lease or its timeout: that attempt is spent here (``last_error`` says which
     bound passed first), and a timer whose last attempt it was is ended ``failed`` with
     reason "timed out" instead of being returned. It takes at most ``TIMER_FIRE_CHUNK`` such
-    rows (they are fired one by one; the others are left to other firers' claims).
+    rows (the others are left to other firers' claims): on their first takeover in a row they
+    are fired together as one chunk, after the fresh rows; of the rows taken over for the
+    second time in a row (the attempt before this one was a takeover too) it takes at most
+    one, fired last, on its own.
     """
     return claim_batch(now, limit, lease=lease).rows
 
@@ -104,13 +128,14 @@ def claim_batch(
             candidates = candidates.select_for_update(skip_locked=True)
         timers = _take_paced(candidates, now, limit) if paced else list(candidates[:limit])
         stale = [timer for timer in timers if timer.claimed_until is not None]
-        share = timer_settings.TIMER_FIRE_CHUNK
-        if len(stale) > share:
-            # Suspects are fired one by one: a dead firer's batch is shared among the live
-            # firers' claims (the rest stay claimable) instead of queued behind one of them.
-            left = {timer.pk for timer in stale[share:]}
-            stale = stale[:share]
+        # Read before this claim spends the attempt (which writes last_error again).
+        repeated = {timer.pk for timer in stale if _taken_over_before(timer)}
+        taken = _share(stale, repeated, timer_settings.TIMER_FIRE_CHUNK)
+        if len(taken) < len(stale):  # the rest stay claimable, for other firers' claims
+            left = {timer.pk for timer in stale} - {timer.pk for timer in taken}
             timers = [timer for timer in timers if timer.pk not in left]
+        stale = taken
+        repeated &= {timer.pk for timer in stale}
         if stale:
             failed = _spend_timed_out(stale, now)
         suspects = {timer.pk for timer in stale} - failed
@@ -135,7 +160,28 @@ def claim_batch(
         until=until,
         window=min([lease, *timeouts]),
         token=token,
+        repeated=[timer for timer in kept if timer.pk in suspects & repeated],
     )
+
+
+def _share(stale: list[Timer], repeated: set[int], share: int) -> list[Timer]:
+    """The suspects one claim takes (due order): at most ``share`` (``TIMER_FIRE_CHUNK``), so
+    a dead firer's batch is shared among the live firers' claims instead of queued behind
+    one; and of those taken over twice in a row (``repeated``) at most one, fired last and
+    alone: were it a timer that kills every firer, its next death takes down no other
+    timer's attempt (what the claim fired before it is committed by then)."""
+    again = [timer for timer in stale if timer.pk in repeated][:1]
+    first = [timer for timer in stale if timer.pk not in repeated][: max(0, share - len(again))]
+    chosen = {timer.pk for timer in again + first}
+    return [timer for timer in stale if timer.pk in chosen]
+
+
+def _taken_over_before(timer: Timer) -> bool:
+    """Whether the attempt before this row's unsettled one was a takeover too: its
+    ``last_error``, still as the previous claim left it, is a timed-out attempt's
+    (``_timed_out_error``; a raised delivery writes ``"<ExceptionClass>: ..."``). A row
+    snoozed since its last takeover still carries it: it errs on the side of firing alone."""
+    return (timer.last_error or "").startswith(TIMED_OUT + ": ")
 
 
 def _take_paced(candidates: QuerySet[Timer], now: datetime, limit: int) -> list[Timer]:

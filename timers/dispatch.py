@@ -102,7 +102,8 @@ def sweep(
     The sweeper never fires a suspect (a timer an earlier claim left unsettled: its firer
     died, hung or ran out of time) itself: one that kills its firer would take the sweeper
     down with it, and every other timer would wait for the next scheduled sweeper. Suspects
-    are left to a drain (one is wanted whenever a suspect is claimable).
+    are left to drains (one per ``TIMER_FIRE_CHUNK`` claimable suspects: a claim takes at
+    most that many).
 
     ``seconds`` defaults to ``task_budget()``. Returns how many drains it enqueued.
     """
@@ -157,15 +158,18 @@ def drains_wanted(
     workers: int,
     sweeper_fires: bool,
     on_the_way: int,
+    chunk: int | None = None,
 ) -> int:
     """How many drains to enqueue for ``fresh`` claimable timers and ``suspects`` (claimable
-    timers an earlier claim left unsettled): a firer per ``batch`` of fresh ones, and one for
-    the suspects (a claim takes a chunk of them, fired one by one), at most ``workers`` (more
-    could not run at once), less the sweeper itself when it fires (fresh ones only) and the
-    drains already ``on_the_way``. The caller also subtracts the claims other firers hold (a
-    running drain claims batch after batch until nothing is claimable, so it needs no
+    timers an earlier claim left unsettled): a firer per ``batch`` of fresh ones, and one per
+    ``chunk`` (default ``TIMER_FIRE_CHUNK``) of suspects (a claim takes at most a chunk of
+    them, so a dead firer's batch is fired by that many firers at once), at most ``workers``
+    (more could not run at once), less the sweeper itself when it fires (fresh ones only) and
+    the drains already ``on_the_way``. The caller also subtracts the claims other firers hold
+    (a running drain claims batch after batch until nothing is claimable, so it needs no
     second drain)."""
-    firers = min(-(-fresh // batch) + (1 if suspects else 0), workers)
+    chunk = max(1, timer_settings.TIMER_FIRE_CHUNK if chunk is None else chunk)
+    firers = min(-(-fresh // batch) + -(-suspects // chunk), workers)
     return max(0, firers - int(sweeper_fires) - on_the_way)
 
 

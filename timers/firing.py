@@ -71,8 +71,9 @@ def fire_due(
     """Claim and fire one batch of due timers. Returns what happened to each.
 
     The batch's fresh timers are fired in chunks of ``TIMER_FIRE_CHUNK`` timers, each chunk in
-    one transaction (``fire_rows``); its suspects (their previous claim ended unsettled) then
-    one by one (``fire_row``). Without ``now`` each chunk reads the clock when it starts, so
+    one transaction (``fire_rows``); then its suspects (their previous claim ended unsettled):
+    taken over for the first time in a row, in chunks too; for the second, one by one
+    (``Claim.units``). Without ``now`` each chunk reads the clock when it starts, so
     its steps are stamped with the time they really ran, not the time the batch was claimed;
     and a batch that runs long renews the claim of what it has not fired yet before half its
     window has passed (``_keep``), so a live firer never lets its own timers time out. Under
@@ -86,11 +87,7 @@ def fire_due(
     batch = claim_batch(now or timer_settings.now(), limit, fresh_only=fresh_only, paced=paced)
     for _ in range(batch.failed):
         report.add(FAILED)
-    size = timer_settings.TIMER_FIRE_CHUNK
-    units: list[list[Timer]] = [
-        batch.fresh[start : start + size] for start in range(0, len(batch.fresh), size)
-    ]
-    units += [[timer] for timer in batch.suspects]
+    units = batch.units(timer_settings.TIMER_FIRE_CHUNK)
     held = leases.heartbeat().holding(batch.token, [t.pk for t in batch.rows], batch.claimed)
     with held if now is None else contextlib.nullcontext():  # (the heartbeat's clock is real)
         for index, unit in enumerate(units):

@@ -22,7 +22,7 @@ from statecharts.conf import statecharts_settings
 from statecharts.core.position import decode
 from statecharts.models import Chart, Execution, HistoryEntry
 from tests.timers import deliveries
-from timers import claiming, dispatch, firing, leases
+from timers import chunks, claiming, dispatch, firing, leases
 from timers.delivery import Snooze
 from timers.models import Timer, TimerStatus
 
@@ -351,9 +351,9 @@ def test_the_heartbeat_beats_three_times_per_lease() -> None:
 
 
 def test_a_dead_firers_batch_is_shared_among_the_claims_that_take_it_over() -> None:
-    """Its timers are suspects, fired one by one: one claim takes at most TIMER_FIRE_CHUNK of
-    them and leaves the rest claimable, so the live firers share them (each attempt spent
-    once, by the claim that takes the timer)."""
+    """Its timers are suspects: one claim takes at most TIMER_FIRE_CHUNK of them and leaves
+    the rest claimable, so the live firers share them (each attempt spent once, by the claim
+    that takes the timer)."""
     executions = start(7)
     dead = firing.claim_batch(DUE, 10)
     later = DUE + lease() + S
@@ -367,6 +367,131 @@ def test_a_dead_firers_batch_is_shared_among_the_claims_that_take_it_over() -> N
     for batch in takers:
         assert firing.fire_rows(batch.suspects, now=later) == [firing.FIRED] * len(batch.suspects)
     assert [fired_steps(e) for e in executions] == [1] * 7
+
+
+class FireSpy:
+    """Counts the firing transactions of ``fire_due``: each unit it hands ``fire_rows`` (one
+    transaction when it fires), and each lone ``fire_row`` (a unit of one, or a chunk that
+    rolled back and fell back to one by one)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.units: list[list[int]] = []
+        self.lone: list[int] = []
+        chunked, lone = firing.fire_rows, chunks.fire_row
+
+        def fire_rows(timers: list[Timer], **kwargs: Any) -> list[str]:
+            self.units.append([timer.pk for timer in timers])
+            return chunked(timers, **kwargs)
+
+        def fire_row(timer: Timer, **kwargs: Any) -> str:
+            self.lone.append(timer.pk)
+            return lone(timer, **kwargs)
+
+        monkeypatch.setattr(firing, "fire_rows", fire_rows)
+        monkeypatch.setattr(chunks, "fire_row", fire_row)
+
+    def clear(self) -> None:
+        self.units.clear()
+        self.lone.clear()
+
+
+def test_a_first_takeover_fires_in_chunks_and_a_second_one_isolates_each_timer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A dead firer's six timers are taken over for the first time by two claims: each fires
+    its three as ONE chunk (one transaction, nothing one by one). The firer of the first of
+    those claims dies too: its three are then taken over for the second time in a row, and
+    fired one by one, one per claim (a timer that kills every firer is isolated after one more
+    death)."""
+    spy = FireSpy(monkeypatch)
+    executions = start(6)
+    dead = firing.claim_batch(DUE, 10)  # first death: its whole claim left unsettled
+    assert (len(dead.fresh), dead.suspects) == (6, [])
+    first = DUE + lease() + S
+    with override_settings(STATECHARTS={"TIMER_FIRE_CHUNK": 3}):
+        dies_again = firing.claim_batch(first, 10)  # a first takeover, whose firer dies
+        assert len(dies_again.first_takeovers) == 3 and dies_again.repeated == []
+        assert firing.fire_due(now=first).outcomes == {firing.FIRED: 3}
+        assert len(spy.units) == 1 and len(spy.units[0]) == 3  # one chunk of the three...
+        assert spy.lone == []  # ...fired in one transaction: none on its own
+        assert sorted(spy.units[0]) == sorted(
+            t.pk for t in dead.rows if t.pk not in {r.pk for r in dies_again.rows}
+        )
+        spy.clear()
+        second = first + lease() + S
+        lone = firing.claim_batch(second, 10)  # one claim takes one of them, no more
+        assert lone.repeated == lone.suspects and len(lone.rows) == 1
+        assert firing.fire_rows(lone.rows, now=second) == [firing.FIRED]
+        report = firing.fire_all_due(now=second)
+    assert report.outcomes == {firing.FIRED: 2}
+    taken_twice = sorted(t.pk for t in dies_again.rows)
+    assert spy.lone[0] == lone.rows[0].pk
+    assert spy.units == [[pk] for pk in taken_twice]  # one transaction each
+    assert spy.lone == taken_twice
+    attempts = dict(Timer.objects.values_list("pk", "attempts"))
+    assert sorted(pk for pk, spent in attempts.items() if spent == 2) == taken_twice
+    assert sorted(attempts.values()) == [1, 1, 1, 2, 2, 2]
+    assert [fired_steps(e) for e in executions] == [1] * 6  # each fired once, none lost
+
+
+def test_only_a_takeover_right_after_a_takeover_counts_as_the_second() -> None:
+    """A row whose last attempt raised (its delivery failed: retried later) and whose next
+    firer then died is on its first takeover again: fired in a chunk, not alone."""
+    start(2)
+    dead = firing.claim_batch(DUE, 10)
+    Timer.objects.filter(pk=dead.rows[0].pk).update(last_error="RuntimeError: timed out: no")
+    taken = firing.claim_batch(DUE + lease() + S, 10)
+    assert [t.pk for t in taken.first_takeovers] == [t.pk for t in dead.rows]
+    assert taken.units(20) == [taken.first_takeovers]
+    again = firing.claim_batch(DUE + 2 * (lease() + S), 10)
+    assert again.repeated == again.suspects == [dead.rows[0]]  # one per claim, alone
+    assert again.units(20) == [again.repeated]
+    other = firing.claim_batch(DUE + 2 * (lease() + S), 10)  # another live firer's claim
+    assert other.repeated == other.suspects == [dead.rows[1]]
+
+
+class Died(BaseException):
+    """A firer killed mid-fire, in-process: not an ``Exception``, so no fallback catches it;
+    its transaction rolls back and its claim is left unsettled, as a SIGKILL leaves it."""
+
+
+def test_a_timer_that_kills_every_firer_takes_no_other_timer_down_after_its_second_death() -> None:
+    """Five timers claimed together; the second kills every firer that delivers it. Its
+    first two deaths take the whole chunk down with it (the fresh claim's, then the first
+    takeover's); from then on it is fired alone, one claim each, while the live firers fire
+    the four others (each attempt spent once: two). It ends ``failed``, "timed out", after
+    ``TIMER_MAX_ATTEMPTS``; the others are each delivered once."""
+    executions = start(5)
+    order = list(Timer.objects.order_by("due", "pk").values_list("pk", flat=True))
+    poison = order[1]
+
+    def kill(fire: Any) -> None:
+        if fire.timer.pk == poison:
+            raise Died
+
+    deliveries.probes.append(kill)
+    deaths: list[int] = []  # the round of each death
+    at, round_ = DUE, 0
+    with override_settings(STATECHARTS={"TIMER_DELIVERIES": {"default": RECORDING}}):
+        while Timer.objects.filter(status=TimerStatus.PENDING).exists() and round_ < 10:
+            while True:  # the live firers at this moment, one after another
+                try:
+                    if not firing.fire_all_due(now=at).outcomes:
+                        break
+                except Died:
+                    deaths.append(round_)
+            at, round_ = at + lease() + S, round_ + 1
+    attempts = statecharts_settings.TIMER_MAX_ATTEMPTS
+    assert deaths == list(range(attempts))  # one death a round, until its attempts ran out
+    rows = {t.pk: t for t in Timer.objects.all()}
+    assert (rows[poison].status, rows[poison].reason) == (TimerStatus.FAILED, firing.TIMED_OUT)
+    assert rows[poison].attempts == attempts
+    innocent = [pk for pk in order if pk != poison]
+    assert [(rows[pk].status, rows[pk].attempts) for pk in innocent] == [
+        (TimerStatus.FIRED, 2)
+    ] * 4  # the two deaths they shared a chunk with, no more
+    steps = {Timer.objects.get(execution=e).pk: fired_steps(e) for e in executions}
+    assert steps == {pk: int(pk != poison) for pk in order}  # each innocent delivered once
 
 
 @pytest.mark.postgres

@@ -280,7 +280,12 @@ def test_a_sweeper_that_dies_while_firing_leaves_its_timers_to_the_next_one_afte
         (400, 0, True, 2, 1),
         (400, 0, True, 5, 0),
         (0, 3, False, 0, 1),  # suspects: a drain, never the sweeper
+        (0, 20, False, 0, 1),  # a drain per chunk of suspects (a claim takes at most one)
+        (0, 21, False, 0, 2),
+        (0, 100, False, 0, 4),  # a dead firer's full batch: every worker (5 chunks, 4 workers)
+        (0, 100, False, 1, 3),
         (50, 3, True, 0, 1),
+        (50, 40, True, 0, 2),
         (400, 3, True, 0, 3),
         (1, 0, False, 0, 1),
         (400, 0, False, 0, 4),
@@ -297,6 +302,7 @@ def test_drains_wanted(
         workers=4,
         sweeper_fires=fires,
         on_the_way=on_the_way,
+        chunk=20,
     )
     assert found == wanted
 
