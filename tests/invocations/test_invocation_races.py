@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 import pytest
@@ -76,8 +77,8 @@ def test_retry_now_and_the_recovery_sweep_start_a_waiting_retry_once() -> None:
         invocation = Invocation.objects.get(parent=execution)
         assert invocation.next_attempt_at is not None and len(calls) == 1
         by_operator, by_sweep = race(
-            lambda: operating.retry_now(invocation.pk, reason="provider back", now=later),
-            lambda: tasks.recover(later, run_inline=True),
+            partial(operating.retry_now, invocation.pk, reason="provider back", now=later),
+            partial(tasks.recover, later, run_inline=True),
         )
         assert len(calls) == 2, (by_operator, by_sweep)  # the failed start and ONE retry
         execution.refresh_from_db()
@@ -87,8 +88,8 @@ def test_retry_now_and_the_recovery_sweep_start_a_waiting_retry_once() -> None:
             assert isinstance(by_operator, operating.NotActionable), by_operator
         else:
             assert by_operator in ("started", "skipped"), by_operator
-        done = HistoryEntry.objects.filter(execution=execution, input__event__name="done.invoke.pay")
-        assert done.count() == 1
+        entries = HistoryEntry.objects.filter(execution=execution)
+        assert entries.filter(input__event__name="done.invoke.pay").count() == 1
 
 
 def test_cancel_and_the_handlers_answer_give_one_fate() -> None:
@@ -96,9 +97,9 @@ def test_cancel_and_the_handlers_answer_give_one_fate() -> None:
     for n in range(TRIALS):
         execution = start(SILENT)
         invocation = Invocation.objects.get(parent=execution)
-        cancelled, answered = race(
-            lambda: operating.cancel(invocation.pk, reason="stuck", now=T0),
-            lambda: answers.answer(invocation, Answer.done({"n": n}), key="callback"),
+        cancelled, _answered = race(
+            partial(operating.cancel, invocation.pk, reason="stuck", now=T0),
+            partial(answers.answer, invocation, Answer.done({"n": n}), key="callback"),
         )
         execution.refresh_from_db()
         names = list(
