@@ -332,6 +332,24 @@ def test_send_by_session_id_with_data(execution: Execution) -> None:
     assert entry.input["event"]["data"] == {"to": 4}
 
 
+def test_send_strict_refuses_an_event_no_transition_takes(execution: Execution) -> None:
+    consumed = run("send", str(execution.pk), "stop")  # "off" has no transition on "stop"
+    assert lines(consumed)["disposition"] == "applied"
+    assert "note: no transition took the event (consumed; --strict refuses it)" in consumed
+    steps = Execution.objects.get(pk=execution.pk).steps
+    said = fails("send", str(execution.pk), "stop", "--strict")
+    assert "stop" in said, said
+    refused = Execution.objects.get(pk=execution.pk)
+    assert refused.configuration == ["off"] and refused.steps == steps + 1  # recorded
+    assert execution.history.order_by("-seq").first().disposition == "refused"
+    with override_settings(STATECHARTS={"STRICT_EVENTS": True}):
+        assert "stop" in fails("send", str(execution.pk), "stop")
+        relaxed = run("send", str(execution.pk), "stop", "--no-strict")
+        assert lines(relaxed)["disposition"] == "applied"
+    handled = run("send", str(execution.pk), "flip", "--strict")
+    assert "note: no transition" not in handled and lines(handled)["configuration"] == "on"
+
+
 def test_send_to_a_finished_execution_is_discarded(execution: Execution) -> None:
     stepper.cancel(execution)
     output = run("send", str(execution.pk), "flip")

@@ -44,10 +44,14 @@ def event_name(value: str) -> str:
 def say_result(console: Console, result: stepper.StepResult) -> None:
     execution = result.execution
     if result.repeated:
-        console.say(f"note: this idempotency key was used by step {result.entry.seq}; "
-                    "nothing was applied again")
+        console.say(
+            f"note: this idempotency key was used by step {result.entry.seq}; "
+            "nothing was applied again"
+        )
     console.say(f"execution: {execution.pk}")
     console.say(f"disposition: {result.disposition}")
+    if result.applied and not result.handled:  # (consumed: no transition took it)
+        console.say("note: no transition took the event (consumed; --strict refuses it)")
     say_state(console, execution)
     if not result.applied:
         console.say(f"note: the input was not applied: the execution is {execution.status}")
@@ -98,7 +102,11 @@ def start(console: Console, options: dict[str, Any]) -> None:
             raise CommandError(f"--subject: {exc}") from None
     user = user_named(options["as_user"]) if options.get("as_user") else None
     request = stepper.StartRequest(
-        chart=chart, data=data, business_key=options["key"], subject=subject, user=user,
+        chart=chart,
+        data=data,
+        business_key=options["key"],
+        subject=subject,
+        user=user,
         **caller,
     )
     try:
@@ -127,6 +135,13 @@ def add_send_arguments(parser: argparse.ArgumentParser) -> None:
         help="send as this user: STATECHARTS['EVENT_PERMISSIONS'] are checked and the "
         "user is recorded (without it the command is trusted and nothing is checked)",
     )
+    parser.add_argument(
+        "--strict",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="refuse the event (exit status 1, nothing applied, the refusal recorded) when no "
+        "transition takes it; --no-strict consumes it; default: STATECHARTS['STRICT_EVENTS']",
+    )
     add_caller_options(parser)
 
 
@@ -137,7 +152,7 @@ def send(console: Console, options: dict[str, Any]) -> None:
     execution = find_execution(options["execution"])
     user = user_named(options["as_user"]) if options.get("as_user") else None
     request = stepper.EventRequest(
-        execution=execution, name=name, data=data, user=user, **caller
+        execution=execution, name=name, data=data, user=user, strict=options["strict"], **caller
     )
     try:
         result = stepper.submit(request)
