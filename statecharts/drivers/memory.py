@@ -103,6 +103,9 @@ class MemorySession:
     # the session keeps the state from before it, takes no more events, and can be cancelled.
     halted: dict[str, Any] | None = None
     cancelled_by_parent: bool = False
+    # The external events no transition took, in order (SCXML consumed them: mainEventLoop),
+    # as the durable stepper records ``unhandled`` (``StepResult.handled``).
+    unhandled: list[str] = field(default_factory=list)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -151,12 +154,20 @@ class MemorySession:
             return self
         # Nothing queued: handling it right away is what run_until_idle would do.
         if telemetry.listeners:
-            driver._step(self, EVENT, name, partial(self.interpreter.handle_event, state, event))
+            driver._step(self, EVENT, name, partial(self._handle, state, event))
         else:  # (the hot path: no closure, no timing)
-            driver._apply(self, self.interpreter.handle_event(state, event))
+            driver._apply(self, self._handle(state, event))
         if queue:
             driver.run_until_idle()
         return self
+
+    def _handle(self, state: State, event: Event) -> Step:
+        """The interpreter's step for an external event; one no transition took is noted in
+        :attr:`unhandled`."""
+        step = self.interpreter.handle_event(state, event)
+        if step.unhandled:
+            self.unhandled.append(event.name)
+        return step
 
     def enqueue(self, name: str, data: Any = None, **fields: Any) -> MemorySession:
         """Queue an external event without running anything: it is handled, after the events
@@ -338,9 +349,9 @@ class MemoryDriver:
             state = session.state
             assert state is not None
             if not telemetry.listeners:
-                self._apply(session, session.interpreter.handle_event(state, event))
+                self._apply(session, session._handle(state, event))
                 continue
-            run = partial(session.interpreter.handle_event, state, event)
+            run = partial(session._handle, state, event)
             self._step(session, EVENT, event.name, run)
 
     # -- internals -------------------------------------------------------------------------
@@ -397,9 +408,7 @@ class MemoryDriver:
             disposition="refused" if halted else "applied",
             duration_s=perf_counter() - started,
             effects=len(effects),
-            effect_counts=telemetry.effect_counts(
-                e.kind for e in effects if not e.kind.is_trace
-            ),
+            effect_counts=telemetry.effect_counts(e.kind for e in effects if not e.kind.is_trace),
             status=_status(session),
         )
         if halted:
@@ -698,4 +707,3 @@ class MemoryDriver:
 
 def _nothing(_session: MemorySession, _instruction: Instruction) -> None:
     return None
-
