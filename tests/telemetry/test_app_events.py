@@ -21,10 +21,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 from django.test import override_settings
-from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import invocations.telemetry as invocation_telemetry
@@ -42,7 +39,7 @@ from statecharts.conf import Declaration
 from statecharts.core import telemetry as core
 from statecharts.models import Chart, Execution, OutboxMessage
 from statecharts.models.outbox import OutboxStatus
-from statecharts.telemetry import otel as telemetry_otel
+from tests.telemetry.otel_harness import metric_points
 from timers import firing
 from timers.models import RouteTimer
 
@@ -555,30 +552,6 @@ def test_an_app_event_is_a_debug_log_record_of_the_same_shape(
     assert telemetry.bridge not in core.listeners
 
 
-@pytest.fixture
-def otel() -> Iterator[tuple[InMemorySpanExporter, InMemoryMetricReader]]:
-    exporter = InMemorySpanExporter()
-    tracer_provider = TracerProvider()
-    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
-    reader = InMemoryMetricReader()
-    telemetry_otel.install(tracer_provider, MeterProvider(metric_readers=[reader]))
-    yield exporter, reader
-    telemetry_otel.uninstall()
-
-
-def points(reader: InMemoryMetricReader, name: str) -> list[Any]:
-    data = reader.get_metrics_data()
-    assert data is not None
-    return [
-        point
-        for resource in data.resource_metrics
-        for scope in resource.scope_metrics
-        for metric in scope.metrics
-        if metric.name == name
-        for point in metric.data.data_points
-    ]
-
-
 def in_trace(span: Any, traceparent: str) -> bool:
     _, trace_id, span_id, _ = traceparent.split("-")
     return (
@@ -605,14 +578,14 @@ def test_a_delayed_delivery_span_joins_the_trace_of_the_step_that_scheduled_it(
     assert span.end_time >= span.start_time
     timers = {
         p.attributes["statecharts.outcome"]: p.value
-        for p in points(reader, "statecharts.route_timer.outcomes")
+        for p in metric_points(reader, "statecharts.route_timer.outcomes")
     }
     assert timers == {"scheduled": 1, "fired": 1}
-    (delivered,) = points(reader, "statecharts.route.outcomes")
+    (delivered,) = metric_points(reader, "statecharts.route.outcomes")
     assert delivered.value == 1 and delivered.attributes["statecharts.route"] == "record"
-    (lateness,) = points(reader, "statecharts.route.lateness")
+    (lateness,) = metric_points(reader, "statecharts.route.lateness")
     assert (lateness.count, lateness.sum) == (1, 1.0)
-    (duration,) = points(reader, "statecharts.route.duration")
+    (duration,) = metric_points(reader, "statecharts.route.duration")
     assert duration.count == 1
 
 
@@ -640,7 +613,7 @@ def test_a_child_start_span_joins_the_trace_of_the_parents_invoking_step(
     assert in_trace(span, TRACEPARENT)
     assert span.attributes["statecharts.outcome"] == "started"
     assert span.attributes["statecharts.invoke_type"] == "scxml"
-    (started,) = points(reader, "statecharts.invocation.outcomes")
+    (started,) = metric_points(reader, "statecharts.invocation.outcomes")
     assert started.attributes["statecharts.outcome"] == "started"
     assert started.attributes["statecharts.invoke_type"] == "scxml"
 

@@ -13,10 +13,7 @@ from typing import Any
 import pytest
 from django.db import connection
 from django.test import override_settings
-from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from statecharts import stepper, telemetry
@@ -28,7 +25,7 @@ from statecharts.drivers.memory import MemoryDriver
 from statecharts.exceptions import Halted
 from statecharts.models import Chart
 from statecharts.stepper.stepping import feed_step
-from statecharts.telemetry import otel as telemetry_otel
+from tests.telemetry.otel_harness import metric_points
 from timers import firing
 
 # Real commits: the durable stepper sends its events after its transaction commits (a
@@ -349,30 +346,6 @@ def test_a_failing_receiver_is_logged_and_never_reaches_the_step(
 
 
 # ---- the OpenTelemetry bridge -------------------------------------------------------------------
-
-
-@pytest.fixture
-def otel() -> Iterator[tuple[InMemorySpanExporter, InMemoryMetricReader]]:
-    exporter = InMemorySpanExporter()
-    tracer_provider = TracerProvider()
-    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
-    reader = InMemoryMetricReader()
-    telemetry_otel.install(tracer_provider, MeterProvider(metric_readers=[reader]))
-    yield exporter, reader
-    telemetry_otel.uninstall()
-
-
-def metric_points(reader: InMemoryMetricReader, name: str) -> list[Any]:
-    data = reader.get_metrics_data()
-    assert data is not None
-    return [
-        point
-        for resource in data.resource_metrics
-        for scope in resource.scope_metrics
-        for metric in scope.metrics
-        if metric.name == name
-        for point in metric.data.data_points
-    ]
 
 
 def test_the_bridge_makes_one_span_per_step_under_the_callers_trace(
