@@ -14,7 +14,7 @@ from typing import Any
 from django.core.checks import CheckMessage, Error
 from django.utils.module_loading import import_string
 
-from statecharts.conf import default, statecharts_settings
+from statecharts.conf import default, numbers_out_of_range, statecharts_settings
 
 BOUNDS = (
     "INVOKE_MAX_DEPTH",
@@ -79,19 +79,7 @@ NUMBERS = {
 
 def check_retry(configured: Mapping[str, Any]) -> list[CheckMessage]:
     """The handlers' global retry policy and lease: numbers in their range."""
-    problems: list[CheckMessage] = []
-    for key, (low, high) in NUMBERS.items():
-        value = configured.get(key, default(key))
-        number = isinstance(value, int | float) and not isinstance(value, bool)
-        if not number or value < low or (high is not None and value > high):
-            upper = f" and at most {high}" if high is not None else ""
-            problems.append(
-                Error(
-                    f"STATECHARTS['{key}'] must be a number of at least {low}{upper}.",
-                    id="invocations.E005",
-                )
-            )
-    return problems
+    return numbers_out_of_range(configured, NUMBERS, "invocations.E005")
 
 
 invocation_settings = statecharts_settings

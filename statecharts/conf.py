@@ -30,7 +30,7 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from django.conf import settings
-from django.core.checks import CheckMessage
+from django.core.checks import CheckMessage, Error
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
@@ -133,6 +133,28 @@ def all_defaults() -> dict[str, Any]:
 def default(name: str) -> Any:
     """The declared default of ``name`` (KeyError: no installed app declares it)."""
     return _declared.get()[name]
+
+
+def numbers_out_of_range(
+    configured: Mapping[str, Any],
+    bounds: Mapping[str, tuple[float, float | None]],
+    check_id: str,
+) -> list[CheckMessage]:
+    """A settings check's share for numeric settings: an ``Error`` (``check_id``) for each key
+    of ``bounds`` (key -> (lowest, highest or None)) whose value (its declared default when
+    not configured) is not a number in that range; a bool is not a number."""
+    problems: list[CheckMessage] = []
+    for key, (low, high) in bounds.items():
+        value = configured.get(key, default(key))
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if not number or value < low or (high is not None and value > high):
+            upper = f" and at most {high}" if high is not None else ""
+            problems.append(
+                Error(
+                    f"STATECHARTS['{key}'] must be a number of at least {low}{upper}.", id=check_id
+                )
+            )
+    return problems
 
 
 def settings_checks() -> list[SettingsCheck]:

@@ -14,7 +14,7 @@ from typing import Any
 from django.core.checks import CheckMessage, Error
 from django.utils.module_loading import import_string
 
-from statecharts.conf import default, statecharts_settings
+from statecharts.conf import default, numbers_out_of_range, statecharts_settings
 
 
 def check(configured: Mapping[str, Any]) -> list[CheckMessage]:
@@ -64,19 +64,7 @@ def check_retry(configured: Mapping[str, Any]) -> list[CheckMessage]:
         "TIMER_SNOOZE_MAX_SECONDS": (1, None),
         "TIMER_CATCHUP_PER_SECOND": (0, None),
     }
-    problems: list[CheckMessage] = []
-    for key, (low, high) in bounds.items():
-        value = configured.get(key, default(key))
-        number = isinstance(value, int | float) and not isinstance(value, bool)
-        if not number or value < low or (high is not None and value > high):
-            upper = f" and at most {high}" if high is not None else ""
-            problems.append(
-                Error(
-                    f"STATECHARTS['{key}'] must be a number of at least {low}{upper}.",
-                    id="timers.E006",
-                )
-            )
-    return problems
+    return numbers_out_of_range(configured, bounds, "timers.E006")
 
 
 def check_deliveries(configured: Mapping[str, Any]) -> list[CheckMessage]:
