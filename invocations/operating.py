@@ -28,14 +28,13 @@ from typing import Any
 
 from django.db import transaction
 
-from invocations import tasks
+from invocations import answers, tasks
 from invocations import telemetry as invocation_telemetry
 from invocations.conf import invocation_settings
 from invocations.handlers import Answer
 from invocations.models import OPEN_STATUSES, Invocation, InvocationStatus
 from invocations.telemetry import InvocationEvent
 from statecharts import stepper
-from statecharts.core.events import EXTERNAL, Event
 from statecharts.exceptions import StepRefused
 from statecharts.models import Execution
 
@@ -155,18 +154,11 @@ def _fail_locked(
     Invocation.objects.using(stepper.database()).filter(
         pk=invocation.pk, status__in=OPEN_STATUSES
     ).update(last_error=reason, next_attempt_at=None, claimed_until=None, claim_token=None)
-    reply = Answer.failed(reason)
-    event = Event(
-        f"error.communication.invoke.{invocation.invokeid}",
-        EXTERNAL,
-        reply.data,
-        invokeid=invocation.invokeid,
+    failure = answers.request_of(
+        invocation, Answer.failed(reason), key=invocation_telemetry.PLATFORM_FAILURE_KEY
     )
-    cause = {
-        "invocation": invocation.ordinal,
-        "answer": invocation_telemetry.PLATFORM_FAILURE_KEY,
-        "failed": True,
-    }
+    event = stepper.answer_event(failure)
+    cause = {**(failure.cause or {}), "failed": True}
     _, refused = stepper.step_locked(
         parent,
         stepper.Input.external(event),

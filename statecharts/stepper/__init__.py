@@ -251,6 +251,14 @@ def admit(request: AdmittedRequest) -> Any:
     return gate.admit(request)
 
 
+def answer_event(request: AnswerRequest) -> Event:
+    """The event an invoke handler's answer becomes (``done.invoke.<id>``,
+    ``error.communication.invoke.<id>`` or its own event), checked by the gate as
+    :func:`submit` checks it (``InvalidInput``), for an app that applies it itself in a step
+    of its own transaction (``step_locked``: the invocations app's operator cancel)."""
+    return gate.answer(request)
+
+
 def admit_chart(name: str, version: str) -> None:
     """``Chart.objects.load``'s check of the name and version it stores (through the models'
     facade, which cannot import the stepper): :func:`admit` of a ``ChartLoadRequest``."""
@@ -547,6 +555,7 @@ __all__ = [
     "admit",
     "admit_chart",
     "answer",
+    "answer_event",
     "batched_writes",
     "cancel",
     "database",

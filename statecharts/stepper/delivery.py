@@ -377,9 +377,10 @@ def retry(
     )
     database = sql.database()
     messages = OutboxMessage.objects.using(database)
-    sender_id = messages.filter(pk=message_id).values_list("sender_id", flat=True).first()
-    if sender_id is None:
+    found = messages.filter(pk=message_id).values_list("sender_id", "target_session_id").first()
+    if found is None:
         return False
+    sender_id, target = found
     with transaction.atomic(using=database, durable=True):
         sender = lock(sender_id)
         reset = messages.filter(pk=message_id, status=OutboxStatus.UNDELIVERABLE).update(
@@ -387,7 +388,6 @@ def retry(
         )
         if not reset:
             return False
-        target = messages.values_list("target_session_id", flat=True).get(pk=message_id)
         record_operation(
             sender,
             action="outbox_retry",
