@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from statecharts.core import effects as fx
-from statecharts.core.accelerator import accelerator_for
+from statecharts.core.accelerator import EntrySet, accelerator_for
 from statecharts.core.budget import DEFAULT_ROUND_BUDGET, BudgetExceeded, StepBudgets
 from statecharts.core.datamodel import Datamodel, Limits, create_datamodel, plain, tagged
 from statecharts.core.delays import parse_time, time_problem
@@ -135,6 +135,11 @@ def ioprocessors(session_id: str, extra: dict[str, str] | None = None) -> dict[s
     return processors
 
 
+def _code_mentions(chart: Chart, name: str) -> bool:
+    """Whether some code of ``chart`` (not of the null datamodel) contains ``name``."""
+    return chart.datamodel != "null" and any(name in e.source for e in chart.expressions)
+
+
 class Interpreter:
     """Steps one chart. Create one per session you drive; share the Chart between them."""
 
@@ -153,17 +158,7 @@ class Interpreter:
         self.chart = chart
         self.states = chart.states
         self.tracing = tracing
-        # What one step may use (statecharts.core.budget); round_budget is the older way to
-        # give the rounds budget alone.
-        self.budgets = budgets or StepBudgets(rounds=round_budget)
-        self.round_budget = self.budgets.rounds
-        self._timed = self.budgets.time_ms is not None  # whether steps read the host's clock
-        self._effects_budget = self.budgets.effects
-        self._rounds_budget = self.budgets.rounds
-        self.limits = limits
-        # The datamodel's own per-evaluation limit, and whether this step lowered it.
-        self._eval_limit_ms = (limits or Limits()).time_ms
-        self._eval_capped = False
+        self._set_budgets(budgets or StepBudgets(rounds=round_budget), limits)
         # What the host tells the core (statecharts.core.host): its registered types and the
         # answer to "can session X be reached?". The default for every entry point; a host
         # that steps several sessions passes its own per call (``host=``).
@@ -174,20 +169,8 @@ class Interpreter:
         self._live: State | None = None
         self._dm: Datamodel | None = None
         self._starting = False  # in a start, until its snapshot (datamodel_init)
-        # What is worked out once and kept (statecharts.core.accelerator); ``accelerated``
-        # False, or None with STATECHARTS_ACCELERATOR=off: everything computed when needed.
-        self.accelerator = accelerator_for(chart.states, accelerated)
-        self._eventless = self.accelerator.eventless(self._eventless_of)
-        self._domains = self.accelerator.domains
-        self._entry_sets = self.accelerator.entry_sets
-        self._matching = self.accelerator.tables
-        self._selections = self.accelerator.selections
-        self._is_atomic = [node.is_atomic for node in chart.states]
-        self._is_final = [node.kind == Kind.FINAL for node in chart.states]
-        # Charts without eventless transitions or invokes skip those per-macrostep scans.
-        self._any_eventless = any(t.eventless for node in chart.states for t in node.transitions)
-        self._any_invokes = any(node.invokes for node in chart.states)
-        self._any_history = any(node.history for node in chart.states)
+        self._consult_accelerator(accelerated)
+        self._learn_chart(chart)
         # Executable content, by element (spec 4.2-4.6, 5.9, 6.2-6.3): see _run_action.
         self._performers: dict[type[Action], Callable[[Any, Block], None]] = {
             Raise: self._raise, Assign: self._assign, Log: self._log, If: self._if,
@@ -197,18 +180,47 @@ class Interpreter:
         self._bound_cache: tuple[int, ...] = ()  # sorted self.bound (it only ever grows)
         self._atomics: list[int] | None = None  # atomic active states, doc order; None = stale
         self._config_tuple: tuple[int, ...] | None = None  # sorted configuration, or None
+
+    def _set_budgets(self, budgets: StepBudgets, limits: Limits | None) -> None:
+        """What one step may use (statecharts.core.budget; ``round_budget`` is the older way
+        to give the rounds budget alone), and the datamodel's limits."""
+        self.budgets = budgets
+        self.round_budget = budgets.rounds
+        self._timed = budgets.time_ms is not None  # whether steps read the host's clock
+        self._effects_budget = budgets.effects
+        self._rounds_budget = budgets.rounds
+        self.limits = limits
+        # The datamodel's own per-evaluation limit, and whether this step lowered it.
+        self._eval_limit_ms = (limits or Limits()).time_ms
+        self._eval_capped = False
+
+    def _consult_accelerator(self, accelerated: bool | None) -> None:
+        """What is worked out once and kept (statecharts.core.accelerator); ``accelerated``
+        False, or None with STATECHARTS_ACCELERATOR=off: everything computed when needed.
+        Its tables are read directly where a hit is one dict lookup."""
+        self.accelerator = accelerator_for(self.chart.states, accelerated)
+        self._eventless = self.accelerator.eventless(self._eventless_of)
+        self._domains = self.accelerator.domains
+        self._entry_sets = self.accelerator.entry_sets
+        self._matching = self.accelerator.tables
+        self._selections = self.accelerator.selections
+
+    def _learn_chart(self, chart: Chart) -> None:
+        """Facts of the chart the steps read: what kind each state is, and what the chart
+        never does (a chart without eventless transitions, invokes or history states skips
+        those per-macrostep scans; a datamodel is told the system variables its code never
+        names are unused)."""
+        self._is_atomic = [node.is_atomic for node in chart.states]
+        self._is_final = [node.kind == Kind.FINAL for node in chart.states]
+        self._any_eventless = any(t.eventless for node in chart.states for t in node.transitions)
+        self._any_invokes = any(node.invokes for node in chart.states)
+        self._any_history = any(node.history for node in chart.states)
         # _event, and the configuration In() reads, are only pushed into the datamodel when
-        # some code of the chart mentions them (docs/embedding.md, "The ECMAScript sandbox").
-        self._uses_event = chart.datamodel != "null" and any(
-            "_event" in e.source for e in chart.expressions
-        )
-        self._uses_in = chart.datamodel != "null" and any(
-            "In" in e.source for e in chart.expressions
-        )
+        # some code of the chart mentions them (docs/embedding.md, "The ECMAScript sandbox");
         # _x (the host's chart facts, which it may read rows for): only for code that names it.
-        self._uses_x = chart.datamodel != "null" and any(
-            "_x" in e.source for e in chart.expressions
-        )
+        self._uses_event = _code_mentions(chart, "_event")
+        self._uses_in = _code_mentions(chart, "In")
+        self._uses_x = _code_mentions(chart, "_x")
 
     # ==== entry points =========================================================================
 
@@ -398,26 +410,35 @@ class Interpreter:
         self.dm = self._new_datamodel()
 
     def _begin(self, state: State) -> None:
+        """Take up ``state`` for a step: the live engine when ``state`` is the one it last
+        produced, else the state restored into a fresh one."""
         self._starting = False
         if state is self._live and self._dm is not None:
-            # The working fields still hold exactly what produced this state (nothing touches
-            # them after _snapshot_step), so only the per-macrostep fields are reset.
-            self._live = None
-            self.dm = self._dm
-            self._dm = None
-            # (no configuration_changed(): the datamodel's flag is still accurate)
-            if self._any_invokes:  # (else it is never filled: see enterStates)
-                self.statesToInvoke = set()
-            self.n_macrostep += 1
-            self.effects = []
-            self.rounds_this_macrostep = 0
-            if self._timed or self._eval_capped:
-                self._start_budgets()
-            else:  # (no time budget: the clock stays None, nothing else to reset)
-                self._foreach_iterations = self._log_bytes = 0
-                self._output_bytes = self._host.output_bytes_spent
-            self._previous_snapshot = state.datamodel_json
-            return
+            self._resume(state)
+        else:
+            self._restore(state)
+        self._previous_snapshot = state.datamodel_json
+
+    def _resume(self, state: State) -> None:
+        """The working fields still hold exactly what produced ``state`` (nothing touches
+        them after _snapshot_step), so only the per-macrostep fields are reset."""
+        self._live = None
+        self.dm = self._dm
+        self._dm = None
+        # (no configuration_changed(): the datamodel's flag is still accurate)
+        if self._any_invokes:  # (else it is never filled: see enterStates)
+            self.statesToInvoke = set()
+        self.n_macrostep += 1
+        self.effects = []
+        self.rounds_this_macrostep = 0
+        if self._timed or self._eval_capped:
+            self._start_budgets()
+        else:  # (no time budget: the clock stays None, nothing else to reset)
+            self._foreach_iterations = self._log_bytes = 0
+            self._output_bytes = self._host.output_bytes_spent
+
+    def _restore(self, state: State) -> None:
+        """The working fields from ``state``, its datamodel restored into a new engine."""
         self.session_id = state.session_id
         self.name = state.name
         self.parent_session_id = state.parent_session_id
@@ -426,14 +447,9 @@ class Interpreter:
         self.configuration = set(state.configuration)
         self._atomics = None
         self._config_tuple = None
-        if state is self._live and self._dm is not None:
-            dm = self._dm
-        else:
-            self._discard_live()
-            dm = self._new_datamodel(name=state.name)
-            dm.restore(state.datamodel_json)
-        self._live = None  # until this step finishes, no state is "live"
-        self._dm = None
+        self._discard_live()  # (until this step finishes, no state is "live")
+        dm = self._new_datamodel(name=state.name)
+        dm.restore(state.datamodel_json)
         self.dm = dm
         dm.configuration_changed()
         self.statesToInvoke = set()
@@ -451,7 +467,6 @@ class Interpreter:
         self.effects = []
         self.rounds_this_macrostep = 0
         self._start_budgets()
-        self._previous_snapshot = state.datamodel_json
 
     def _new_datamodel(self, name: str | None = None) -> Datamodel:
         dm = create_datamodel(self.chart.engine or self.chart.datamodel, self.limits)
@@ -639,29 +654,23 @@ class Interpreter:
     # ==== the main loop (spec: mainEventLoop), split at the external-queue wait ===============
 
     def _one_round(self) -> bool:
-        """One iteration of the inner macrostep loop. Returns False when the macrostep is done.
+        """One iteration of the inner macrostep loop: the eventless transitions, else those
+        of the next internal event. Returns False when the macrostep is done.
 
         The step's time budget is checked before the round's guards run (the eventless ones,
         else those of the internal event dequeued); a round that runs no guard (nothing
-        eventless in the chart, an empty queue) only ends the loop, and reads no clock."""
+        eventless in the chart, an empty queue) only ends the loop, and reads no clock. The
+        rounds budget is counted here, always."""
         any_eventless = self._any_eventless
-        if any_eventless:
-            if self._clock is not None:
-                self._check_time()  # before this round's guards run
-            enabled = self.selectEventlessTransitions()
-        else:
-            enabled = None
+        if not any_eventless and not self.internal_queue:
+            return False
+        if self._clock is not None:
+            self._check_time()  # before this round's guards run
+        enabled = self.selectEventlessTransitions() if any_eventless else None
         if not enabled:
             if not self.internal_queue:
                 return False
-            if self._clock is not None and not any_eventless:
-                self._check_time()  # before this round's guards run
-            event = self.internal_queue.pop(0)
-            if self.tracing:
-                self._emit(fx.TRACE_EVENT, event=event.to_dict())
-            if self._uses_event:
-                self._set_event(event)
-            enabled = self.selectTransitions(event)
+            enabled = self.selectTransitions(self._dequeue_internal())
         self.n_round += 1
         self.rounds_this_macrostep += 1
         if self.rounds_this_macrostep > self._rounds_budget:
@@ -670,29 +679,47 @@ class Interpreter:
             self.microstep(enabled)
         return True
 
+    def _dequeue_internal(self) -> Event:
+        """The next internal event, bound to ``_event`` (spec mainEventLoop)."""
+        event = self.internal_queue.pop(0)
+        if self.tracing:
+            self._emit(fx.TRACE_EVENT, event=event.to_dict())
+        if self._uses_event:
+            self._set_event(event)
+        return event
+
     def _finish_macrostep(self) -> Step:
+        """The rest of the spec's mainEventLoop, up to its wait for the next external event:
+        rounds until none is left, then the invocations of the states entered, again while
+        they raised internal events; then the snapshot of the step."""
         while self.running:
-            # (a round with no internal event and nothing eventless in the chart would only
-            # return False: it is not called)
-            while (
-                self.running
-                and (self.internal_queue or self._any_eventless)
-                and self._one_round()
-            ):
-                pass
+            self._run_rounds()
             if not self.running:
                 break
             if self._any_invokes:
-                for s in sorted(self.statesToInvoke):
-                    for inv in self.states[s].invokes:
-                        self.invoke(inv)
-                self.statesToInvoke.clear()
-            if self.internal_queue:
-                continue
-            break
+                self._invoke_entered_states()
+            if not self.internal_queue:
+                break
         if not self.running:
             self.exitInterpreter()
         return self._snapshot_step()
+
+    def _run_rounds(self) -> None:
+        """The spec's inner loop (until ``macrostepDone``). A round with no internal event and
+        nothing eventless in the chart would only return False: it is not called."""
+        while (
+            self.running
+            and (self.internal_queue or self._any_eventless)
+            and self._one_round()
+        ):
+            pass
+
+    def _invoke_entered_states(self) -> None:
+        """``<invoke>`` for each state entered in the macrostep, in entry order."""
+        for s in sorted(self.statesToInvoke):
+            for inv in self.states[s].invokes:
+                self.invoke(inv)
+        self.statesToInvoke.clear()
 
     def _snapshot_over_budget(self, exc: SnapshotLimitError) -> BudgetExceeded:
         clock = self._clock
@@ -712,10 +739,29 @@ class Interpreter:
         return self._bound_cache
 
     def _snapshot_step(self) -> Step:
+        """The step's result: the datamodel's snapshot (with the effects that report it), the
+        new state; the engine is kept alive for that state while it runs."""
+        snapshot = self._take_snapshot()
+        if self._starting or snapshot != self._previous_snapshot:
+            self._report_datamodel(snapshot)
+        if self.tracing and self.running:
+            self._emit(fx.TRACE_STABLE, configuration=self._ids(sorted(self.configuration)))
+        state = self._new_state(snapshot)
+        if state.running:
+            self._live = state
+            self._dm = self.dm
+        else:
+            self.dm.close()
+        step: Step = _new_step(state, tuple(self.effects), self._output_bytes, False)
+        return step
+
+    def _take_snapshot(self) -> str:
+        """The datamodel's snapshot; a datamodel past its limits is a step over budget, one
+        that can no longer be captured stops the session (with the last good snapshot)."""
         if self._clock is not None:
             self._check_time()  # (the snapshot's time is the step's: capped at what is left)
         try:
-            snapshot = self.dm.snapshot()
+            return self.dm.snapshot()
         except SnapshotLimitError as exc:
             # What the datamodel holds is past its limits (too big, too deep, too slow to
             # write): not chart code's failure but a step over budget. It is rolled back.
@@ -724,30 +770,35 @@ class Interpreter:
             # The datamodel can no longer be captured for a reason that is not one of its
             # limits (a datamodel of another kind, or one already closed): the session cannot
             # be resumed, so it stops here, with the last good datamodel.
-            snapshot = self._previous_snapshot
             if self.running:
                 self.running = False
                 self.outcome = "datamodel_error"
                 self.internal_queue.clear()
                 self._emit(fx.DONE, final=None, donedata=None, donedata_error=False,
                            reason="datamodel_error", error=str(exc))
+            return self._previous_snapshot
+
+    def _report_datamodel(self, snapshot: str) -> None:
+        """``datamodel_init`` at the start, ``datamodel_change`` when the snapshot changed."""
         if self._starting:
             # The observers' baseline, once per session: the datamodel as the start left it.
             # (Taken with the step's own snapshot: a snapshot in the middle of a step is not
             # free of effects on the values it reads.)
             self._starting = False
             self._emit(fx.DATAMODEL_INIT, datamodel=self.dm.snapshot_value(snapshot))
-        effects = self.effects
         if snapshot != self._previous_snapshot:
-            # (_emit, inlined: one per step)
+            # (_emit, inlined: no bytes counted, as for every datamodel effect)
+            effects = self.effects
             if len(effects) >= self._effects_budget:
                 raise BudgetExceeded("effects", self._effects_budget, len(effects) + 1)
             effects.append(_new_effect(
                 fx.DATAMODEL_CHANGE, {"datamodel": self.dm.snapshot_value(snapshot)},
                 self.n_macrostep, self.n_microstep, self.n_round,
             ))
-        if self.tracing and self.running:
-            self._emit(fx.TRACE_STABLE, configuration=self._ids(sorted(self.configuration)))
+
+    def _new_state(self, snapshot: str) -> State:
+        """The state the step leaves (positional, in State's field order: cheaper than
+        keywords on this per-step path). Its history is shared until the next change."""
         queue = self.internal_queue
         invocations = self.invocations
         configuration = self._config_tuple
@@ -757,38 +808,19 @@ class Interpreter:
         if len(bound) != len(self.bound):
             bound = self._bound_tuple()
         self._history_shared = True
-        # Positional, in State's field order (cheaper than keywords on this per-step path).
         state: State = new_state(
-            self.session_id,
-            self.name,
-            configuration,
+            self.session_id, self.name, configuration,
             tuple([e.to_dict() for e in queue]) if queue else (),
-            self.historyValue,
-            snapshot,
+            self.historyValue, snapshot,
             tuple(invocations) if invocations else (),
-            self.running,
-            bound,
+            self.running, bound,
             new_counters(
-                self.n_send,
-                self.n_invoke,
-                self.n_ordinal,
-                self.n_macrostep,
-                self.n_microstep,
-                self.n_round,
-                self.n_invocation,
+                self.n_send, self.n_invoke, self.n_ordinal, self.n_macrostep,
+                self.n_microstep, self.n_round, self.n_invocation,
             ),
-            self.parent_session_id,
-            self.invokeid,
-            self.outcome,
-            self.io_processors,
+            self.parent_session_id, self.invokeid, self.outcome, self.io_processors,
         )
-        if state.running:
-            self._live = state
-            self._dm = self.dm
-        else:
-            self.dm.close()
-        step: Step = _new_step(state, tuple(effects), self._output_bytes, False)
-        return step
+        return state
 
     # ==== spec functions =======================================================================
 
@@ -842,20 +874,10 @@ class Interpreter:
         return atomics
 
     def selectEventlessTransitions(self) -> list[Transition]:
-        enabled: list[Transition] = []
         if not self._any_eventless:
-            return enabled
+            return []
         candidatesOf = self._eventless  # (the accelerator's: state -> _eventless_of(state))
-        timed = self._clock is not None
-        for state in self._atomic_states():
-            if timed:
-                self._tick(len(enabled) + 1)
-            for t in candidatesOf[state]:
-                if t in enabled:
-                    break
-                if self.conditionMatch(t):
-                    enabled.append(t)
-                    break
+        enabled = self._first_enabled([candidatesOf[s] for s in self._atomic_states()])
         return enabled if len(enabled) < 2 else self.removeConflictingTransitions(enabled)
 
     def _eventless_of(self, state: int) -> tuple[Transition, ...]:
@@ -864,25 +886,34 @@ class Interpreter:
                      if t.eventless)
 
     def selectTransitions(self, event: Event) -> list[Transition]:
-        # (the accelerator's selection for this name and configuration: a hit read inline)
+        # (the accelerator's selection for this name and configuration: the transitions, a
+        # Guarded selection's candidates, or None when not kept yet)
         key = (event.name, self._configuration_tuple())
         kept = self._selections.get(key)
         if type(kept) is tuple:
             return list(kept)
+        candidates = self._candidates(event) if kept is None else kept.candidates
+        enabled = self._first_enabled(candidates)
+        if len(enabled) > 1:
+            enabled = self.removeConflictingTransitions(enabled)
         if kept is None:
-            # (state -> _matching_of(state, event); the accelerator's, a hit inline)
-            candidatesOf = self._matching.get(event.name)
-            if candidatesOf is None:
-                candidatesOf = self.accelerator.matching(event, self._matching_of)
-            atomicStates = self._atomics
-            if atomicStates is None:
-                atomicStates = self._atomic_states()
-            candidates = [candidatesOf[state] for state in atomicStates]
-        else:  # (the accelerator's: those of the atomic states that have any, a guard among them)
-            candidates = kept.candidates
+            self.accelerator.keep_selection(key, enabled, candidates)
+        return enabled
+
+    def _candidates(self, event: Event) -> list[tuple[Transition, ...]]:
+        """For each atomic state, in document order: the transitions of it and its ancestors
+        whose descriptors match ``event`` (the accelerator's table for the name)."""
+        candidatesOf = self._matching.get(event.name)
+        if candidatesOf is None:
+            candidatesOf = self.accelerator.matching(event, self._matching_of)
+        return [candidatesOf[state] for state in self._atomic_states()]
+
+    def _first_enabled(self, candidates: Iterable[tuple[Transition, ...]]) -> list[Transition]:
+        """The spec's selection loop: for each atomic state's candidates (in document order),
+        the first whose condition holds, unless one of them is already enabled."""
         enabled: list[Transition] = []
         timed = self._clock is not None
-        for transitions in candidates:  # (those of each atomic state, in document order)
+        for transitions in candidates:
             if timed:
                 self._tick(len(enabled) + 1)
             for t in transitions:
@@ -891,10 +922,6 @@ class Interpreter:
                 if self.conditionMatch(t):
                     enabled.append(t)
                     break
-        if len(enabled) > 1:
-            enabled = self.removeConflictingTransitions(enabled)
-        if kept is None:
-            self.accelerator.keep_selection(key, enabled, candidates)
         return enabled
 
     def _matching_of(self, state: int, event: Event) -> tuple[Transition, ...]:
@@ -962,23 +989,26 @@ class Interpreter:
     def microstep(self, enabled: list[Transition]) -> None:
         self.n_microstep += 1
         if self.tracing:
-            self._emit(
-                fx.TRACE_TRANSITIONS,
-                transitions=[
-                    {
-                        "index": t.index,
-                        "source": self.states[t.source].id,
-                        "event": t.event_text,
-                        "targets": self._ids(t.targets),
-                    }
-                    for t in enabled
-                ],
-            )
+            self._trace_transitions(enabled)
         self.exitStates(enabled)
         self.executeTransitionContent(enabled)
         self.enterStates(enabled)
         if self.tracing:
             self._emit(fx.TRACE_MICROSTEP, configuration=self._ids(sorted(self.configuration)))
+
+    def _trace_transitions(self, enabled: list[Transition]) -> None:
+        self._emit(
+            fx.TRACE_TRANSITIONS,
+            transitions=[
+                {
+                    "index": t.index,
+                    "source": self.states[t.source].id,
+                    "event": t.event_text,
+                    "targets": self._ids(t.targets),
+                }
+                for t in enabled
+            ],
+        )
 
     def exitStates(self, enabled: list[Transition]) -> None:
         # (statesToExit, and the same in exit order: the accelerator's, kept per configuration)
@@ -995,30 +1025,53 @@ class Interpreter:
         if quiet is not None:  # (the accelerator's: nothing runs on the way out)
             self._change_configuration(statesToExit, quiet, entering=False)
             return
-        states = self.states
-        configuration = self.configuration
-        # (told only to a datamodel that tracks the configuration: see configuration_unused)
-        configuration_changed = self.dm.configuration_changed if self._uses_in else None
-        # The sorted atomic states are kept up to date rather than recomputed (they are read
-        # only when selecting transitions, never in between).
-        atomics = self._atomics
-        is_atomic = self._is_atomic
-        self._config_tuple = None
         timed = self._clock is not None
         for s in ordered:
-            node = states[s]
-            if timed:  # (keeping atomics sorted is a list operation per state)
-                self._tick(1 + (len(atomics) >> 6 if atomics else 0))
+            node = self.states[s]
+            if timed:
+                self._tick_state()
             for block in node.onexit:
                 self.executeContent(block)
             for inv in node.invokes:
                 self.cancelInvoke(inv)
-            if is_atomic[s] and atomics is not None and s in configuration:
-                atomics.remove(s)
-            configuration.discard(s)
-            if configuration_changed is not None:
-                configuration_changed()
-            self._config_tuple = None
+            self._configuration_remove(s)
+
+    def _configuration_remove(self, s: int) -> None:
+        """``configuration.delete(s)``, and what is kept of the configuration with it: the
+        sorted atomic states, kept up to date rather than recomputed (they are read only when
+        selecting transitions, never in between); the datamodel told (only one that tracks
+        the configuration: see configuration_unused)."""
+        configuration = self.configuration
+        atomics = self._atomics
+        if atomics is not None and self._is_atomic[s] and s in configuration:
+            atomics.remove(s)
+        configuration.discard(s)
+        if self._uses_in:
+            self.dm.configuration_changed()
+        self._config_tuple = None
+
+    def _configuration_add(self, s: int) -> None:
+        """``configuration.add(s)``, with the same bookkeeping as _configuration_remove; and
+        ``statesToInvoke.add(s)`` (a chart without invokes has nothing to invoke: it stays
+        empty). Timed: counted against the step's clock first."""
+        if self._clock is not None:
+            self._tick_state()
+        configuration = self.configuration
+        atomics = self._atomics
+        if atomics is not None and self._is_atomic[s] and s not in configuration:
+            insort(atomics, s)
+        configuration.add(s)
+        self._config_tuple = None
+        if self._uses_in:
+            self.dm.configuration_changed()
+        if self._any_invokes:
+            self.statesToInvoke.add(s)
+
+    def _tick_state(self) -> None:
+        """Count one state entered or exited against the step's clock (keeping the atomic
+        states sorted is a list operation per state)."""
+        atomics = self._atomics
+        self._tick(1 + (len(atomics) >> 6 if atomics else 0))
 
     def _remember_history(self, node: StateNode) -> None:
         """The spec's exitStates, first loop: the history values of ``node``'s history states."""
@@ -1026,21 +1079,25 @@ class Interpreter:
             self._tick(len(self.configuration) * len(node.history))
         for h in node.history:
             hnode = self.states[h]
-            if hnode.kind == Kind.HISTORY_DEEP:
-                remembered = tuple(sorted(
-                    s0 for s0 in self.configuration
-                    if self.states[s0].is_atomic and s0 in node.descendants
-                ))
-            else:
-                remembered = tuple(sorted(
-                    s0 for s0 in self.configuration if self.states[s0].parent == node.index
-                ))
+            remembered = self._history_states(node, hnode)
             if self._history_shared:  # copy on write: returned states never change
                 self.historyValue = dict(self.historyValue)
                 self._history_shared = False
             self.historyValue[h] = remembered
             if self.tracing:
                 self._emit(fx.TRACE_HISTORY, history=hnode.id, states=self._ids(remembered))
+
+    def _history_states(self, node: StateNode, history: StateNode) -> tuple[int, ...]:
+        """What a history state of ``node`` remembers: the active atomic descendants (deep),
+        or the active children (shallow), in document order."""
+        if history.kind == Kind.HISTORY_DEEP:
+            return tuple(sorted(
+                s0 for s0 in self.configuration
+                if self.states[s0].is_atomic and s0 in node.descendants
+            ))
+        return tuple(sorted(
+            s0 for s0 in self.configuration if self.states[s0].parent == node.index
+        ))
 
     def computeExitSet(self, transitions: list[Transition]) -> set[int]:
         statesToExit: set[int] = set()
@@ -1060,39 +1117,19 @@ class Interpreter:
             self.executeContent(t.body)
 
     def enterStates(self, enabled: list[Transition]) -> None:
-        # (the accelerator's entry set of a single transition, kept: a hit read inline)
-        entry = self._entry_sets.get(enabled[0].index) if len(enabled) == 1 else None
-        if entry is None:
-            entry = self.accelerator.entry_set(enabled, self.computeEntrySet)
-        statesToEnter, statesForDefaultEntry, defaultHistoryContent, quiet = entry
+        statesToEnter, statesForDefaultEntry, defaultHistoryContent, quiet = (
+            self._entry_set(enabled)
+        )
         if self.tracing:
             self._emit(fx.TRACE_ENTRY, states=self._ids(statesToEnter))
         if quiet is not None:  # (the accelerator's: nothing runs on the way in)
             self._change_configuration(statesToEnter, quiet, entering=True)
             return
-        states = self.states
-        configuration = self.configuration
-        configuration_changed = self.dm.configuration_changed if self._uses_in else None
-        # (a chart without invokes has nothing to invoke: statesToInvoke stays empty)
-        statesToInvoke = self.statesToInvoke if self._any_invokes else None
-        bound = self.bound
-        atomics = self._atomics  # kept up to date, as in exitStates
-        is_atomic = self._is_atomic
-        timed = self._clock is not None
         for s in statesToEnter:
-            node = states[s]
-            if timed:  # (keeping atomics sorted is a list operation per state)
-                self._tick(1 + (len(atomics) >> 6 if atomics else 0))
-            if is_atomic[s] and atomics is not None and s not in configuration:
-                insort(atomics, s)
-            configuration.add(s)
-            self._config_tuple = None
-            if configuration_changed is not None:
-                configuration_changed()
-            if statesToInvoke is not None:
-                statesToInvoke.add(s)
-            if s not in bound:  # (late binding: a state's data is bound on its first entry)
-                bound.add(s)
+            node = self.states[s]
+            self._configuration_add(s)
+            if s not in self.bound:  # (late binding: a state's data is bound on its first entry)
+                self.bound.add(s)
                 self._bind_data(node)
             for block in node.onentry:
                 self.executeContent(block)
@@ -1102,6 +1139,14 @@ class Interpreter:
                 self.executeContent(defaultHistoryContent[s])
             if self._is_final[s]:
                 self._enteredFinalState(node)
+
+    def _entry_set(self, enabled: list[Transition]) -> EntrySet:
+        """computeEntrySet's answer for ``enabled``, as the accelerator keeps it (for a
+        single transition, a hit is read inline)."""
+        entry = self._entry_sets.get(enabled[0].index) if len(enabled) == 1 else None
+        if entry is None:
+            entry = self.accelerator.entry_set(enabled, self.computeEntrySet)
+        return entry
 
     def _change_configuration(
         self, changed: Iterable[int], atomic: tuple[int, ...], *, entering: bool
