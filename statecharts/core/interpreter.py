@@ -17,10 +17,10 @@ import json
 from bisect import insort
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from statecharts.core import effects as fx
-from statecharts.core.accelerator import EntrySet, accelerator_for
+from statecharts.core.accelerator import accelerator_for
 from statecharts.core.budget import DEFAULT_ROUND_BUDGET, BudgetExceeded, StepBudgets
 from statecharts.core.datamodel import Datamodel, Limits, create_datamodel, plain, tagged
 from statecharts.core.delays import parse_time, time_problem
@@ -411,31 +411,28 @@ class Interpreter:
 
     def _begin(self, state: State) -> None:
         """Take up ``state`` for a step: the live engine when ``state`` is the one it last
-        produced, else the state restored into a fresh one."""
+        produced, else the state restored into a fresh one (_restore)."""
         self._starting = False
         if state is self._live and self._dm is not None:
-            self._resume(state)
+            # The working fields still hold exactly what produced this state (nothing touches
+            # them after _snapshot_step), so only the per-macrostep fields are reset.
+            self._live = None
+            self.dm = self._dm
+            self._dm = None
+            # (no configuration_changed(): the datamodel's flag is still accurate)
+            if self._any_invokes:  # (else it is never filled: see enterStates)
+                self.statesToInvoke = set()
+            self.n_macrostep += 1
+            self.effects = []
+            self.rounds_this_macrostep = 0
+            if self._timed or self._eval_capped:
+                self._start_budgets()
+            else:  # (no time budget: the clock stays None, nothing else to reset)
+                self._foreach_iterations = self._log_bytes = 0
+                self._output_bytes = self._host.output_bytes_spent
         else:
             self._restore(state)
         self._previous_snapshot = state.datamodel_json
-
-    def _resume(self, state: State) -> None:
-        """The working fields still hold exactly what produced ``state`` (nothing touches
-        them after _snapshot_step), so only the per-macrostep fields are reset."""
-        self._live = None
-        self.dm = self._dm
-        self._dm = None
-        # (no configuration_changed(): the datamodel's flag is still accurate)
-        if self._any_invokes:  # (else it is never filled: see enterStates)
-            self.statesToInvoke = set()
-        self.n_macrostep += 1
-        self.effects = []
-        self.rounds_this_macrostep = 0
-        if self._timed or self._eval_capped:
-            self._start_budgets()
-        else:  # (no time budget: the clock stays None, nothing else to reset)
-            self._foreach_iterations = self._log_bytes = 0
-            self._output_bytes = self._host.output_bytes_spent
 
     def _restore(self, state: State) -> None:
         """The working fields from ``state``, its datamodel restored into a new engine."""
@@ -690,10 +687,17 @@ class Interpreter:
 
     def _finish_macrostep(self) -> Step:
         """The rest of the spec's mainEventLoop, up to its wait for the next external event:
-        rounds until none is left, then the invocations of the states entered, again while
-        they raised internal events; then the snapshot of the step."""
+        rounds until none is left (``macrostepDone``), then the invocations of the states
+        entered, again while they raised internal events; then the snapshot of the step."""
         while self.running:
-            self._run_rounds()
+            # (a round with no internal event and nothing eventless in the chart would only
+            # return False: it is not called)
+            while (
+                self.running
+                and (self.internal_queue or self._any_eventless)
+                and self._one_round()
+            ):
+                pass
             if not self.running:
                 break
             if self._any_invokes:
@@ -703,16 +707,6 @@ class Interpreter:
         if not self.running:
             self.exitInterpreter()
         return self._snapshot_step()
-
-    def _run_rounds(self) -> None:
-        """The spec's inner loop (until ``macrostepDone``). A round with no internal event and
-        nothing eventless in the chart would only return False: it is not called."""
-        while (
-            self.running
-            and (self.internal_queue or self._any_eventless)
-            and self._one_round()
-        ):
-            pass
 
     def _invoke_entered_states(self) -> None:
         """``<invoke>`` for each state entered in the macrostep, in entry order."""
@@ -739,9 +733,14 @@ class Interpreter:
         return self._bound_cache
 
     def _snapshot_step(self) -> Step:
-        """The step's result: the datamodel's snapshot (with the effects that report it), the
+        """The step's result: the datamodel's snapshot (and the effects that report it), the
         new state; the engine is kept alive for that state while it runs."""
-        snapshot = self._take_snapshot()
+        if self._clock is not None:
+            self._check_time()  # (the snapshot's time is the step's: capped at what is left)
+        try:
+            snapshot = self.dm.snapshot()
+        except (SnapshotLimitError, DatamodelError) as exc:
+            snapshot = self._snapshot_failed(exc)
         if self._starting or snapshot != self._previous_snapshot:
             self._report_datamodel(snapshot)
         if self.tracing and self.running:
@@ -755,28 +754,23 @@ class Interpreter:
         step: Step = _new_step(state, tuple(self.effects), self._output_bytes, False)
         return step
 
-    def _take_snapshot(self) -> str:
-        """The datamodel's snapshot; a datamodel past its limits is a step over budget, one
-        that can no longer be captured stops the session (with the last good snapshot)."""
-        if self._clock is not None:
-            self._check_time()  # (the snapshot's time is the step's: capped at what is left)
-        try:
-            return self.dm.snapshot()
-        except SnapshotLimitError as exc:
+    def _snapshot_failed(self, exc: DatamodelError) -> str:
+        """A datamodel past its limits is a step over budget; one that can no longer be
+        captured stops the session, with the last good snapshot (which is returned)."""
+        if isinstance(exc, SnapshotLimitError):
             # What the datamodel holds is past its limits (too big, too deep, too slow to
             # write): not chart code's failure but a step over budget. It is rolled back.
             raise self._snapshot_over_budget(exc) from None
-        except DatamodelError as exc:
-            # The datamodel can no longer be captured for a reason that is not one of its
-            # limits (a datamodel of another kind, or one already closed): the session cannot
-            # be resumed, so it stops here, with the last good datamodel.
-            if self.running:
-                self.running = False
-                self.outcome = "datamodel_error"
-                self.internal_queue.clear()
-                self._emit(fx.DONE, final=None, donedata=None, donedata_error=False,
-                           reason="datamodel_error", error=str(exc))
-            return self._previous_snapshot
+        # The datamodel can no longer be captured for a reason that is not one of its limits
+        # (a datamodel of another kind, or one already closed): the session cannot be
+        # resumed, so it stops here, with the last good datamodel.
+        if self.running:
+            self.running = False
+            self.outcome = "datamodel_error"
+            self.internal_queue.clear()
+            self._emit(fx.DONE, final=None, donedata=None, donedata_error=False,
+                       reason="datamodel_error", error=str(exc))
+        return self._previous_snapshot
 
     def _report_datamodel(self, snapshot: str) -> None:
         """``datamodel_init`` at the start, ``datamodel_change`` when the snapshot changed."""
@@ -888,7 +882,10 @@ class Interpreter:
     def selectTransitions(self, event: Event) -> list[Transition]:
         # (the accelerator's selection for this name and configuration: the transitions, a
         # Guarded selection's candidates, or None when not kept yet)
-        key = (event.name, self._configuration_tuple())
+        configuration = self._config_tuple
+        if configuration is None:
+            configuration = self._configuration_tuple()
+        key = (event.name, configuration)
         kept = self._selections.get(key)
         if type(kept) is tuple:
             return list(kept)
@@ -1050,10 +1047,11 @@ class Interpreter:
             self.dm.configuration_changed()
         self._config_tuple = None
 
-    def _configuration_add(self, s: int) -> None:
-        """``configuration.add(s)``, with the same bookkeeping as _configuration_remove; and
-        ``statesToInvoke.add(s)`` (a chart without invokes has nothing to invoke: it stays
-        empty). Timed: counted against the step's clock first."""
+    def _configuration_add(self, s: int, node: StateNode) -> None:
+        """The spec's first lines for each state entered: ``configuration.add(s)``, with the
+        same bookkeeping as _configuration_remove; ``statesToInvoke.add(s)`` (a chart without
+        invokes has nothing to invoke: it stays empty); late binding, a state's data bound on
+        its first entry. Timed: counted against the step's clock first."""
         if self._clock is not None:
             self._tick_state()
         configuration = self.configuration
@@ -1066,6 +1064,9 @@ class Interpreter:
             self.dm.configuration_changed()
         if self._any_invokes:
             self.statesToInvoke.add(s)
+        if s not in self.bound:
+            self.bound.add(s)
+            self._bind_data(node)
 
     def _tick_state(self) -> None:
         """Count one state entered or exited against the step's clock (keeping the atomic
@@ -1117,9 +1118,12 @@ class Interpreter:
             self.executeContent(t.body)
 
     def enterStates(self, enabled: list[Transition]) -> None:
-        statesToEnter, statesForDefaultEntry, defaultHistoryContent, quiet = (
-            self._entry_set(enabled)
-        )
+        # (the accelerator's entry set, computeEntrySet's answer: for a single transition, a
+        # hit is read inline)
+        entry = self._entry_sets.get(enabled[0].index) if len(enabled) == 1 else None
+        if entry is None:
+            entry = self.accelerator.entry_set(enabled, self.computeEntrySet)
+        statesToEnter, statesForDefaultEntry, defaultHistoryContent, quiet = entry
         if self.tracing:
             self._emit(fx.TRACE_ENTRY, states=self._ids(statesToEnter))
         if quiet is not None:  # (the accelerator's: nothing runs on the way in)
@@ -1127,26 +1131,15 @@ class Interpreter:
             return
         for s in statesToEnter:
             node = self.states[s]
-            self._configuration_add(s)
-            if s not in self.bound:  # (late binding: a state's data is bound on its first entry)
-                self.bound.add(s)
-                self._bind_data(node)
+            self._configuration_add(s, node)
             for block in node.onentry:
                 self.executeContent(block)
-            if s in statesForDefaultEntry and node.initial is not None:
-                self.executeContent(node.initial.body)
+            if s in statesForDefaultEntry:  # (a compound state: it has an initial transition)
+                self.executeContent(cast(Transition, node.initial).body)
             if s in defaultHistoryContent:
                 self.executeContent(defaultHistoryContent[s])
             if self._is_final[s]:
                 self._enteredFinalState(node)
-
-    def _entry_set(self, enabled: list[Transition]) -> EntrySet:
-        """computeEntrySet's answer for ``enabled``, as the accelerator keeps it (for a
-        single transition, a hit is read inline)."""
-        entry = self._entry_sets.get(enabled[0].index) if len(enabled) == 1 else None
-        if entry is None:
-            entry = self.accelerator.entry_set(enabled, self.computeEntrySet)
-        return entry
 
     def _change_configuration(
         self, changed: Iterable[int], atomic: tuple[int, ...], *, entering: bool
@@ -1177,7 +1170,7 @@ class Interpreter:
             self.running = False
             return
         parent = self.states[node.parent]
-        self._raise_done(Event("done.state." + parent.id, INTERNAL, self._donedata(node)[0]))
+        self._enqueue_internal(Event("done.state." + parent.id, INTERNAL, self._donedata(node)[0]))
         if parent.parent >= 0:
             grandparent = self.states[parent.parent]
             if self._clock is not None:
@@ -1185,12 +1178,12 @@ class Interpreter:
             if grandparent.kind == Kind.PARALLEL and all(
                 self.isInFinalState(c) for c in self.getChildStates(grandparent)
             ):
-                self._raise_done(Event("done.state." + grandparent.id, INTERNAL))
+                self._enqueue_internal(Event("done.state." + grandparent.id, INTERNAL))
 
-    def _raise_done(self, done: Event) -> None:
-        self.internal_queue.append(done)
+    def _enqueue_internal(self, event: Event) -> None:
+        self.internal_queue.append(event)
         if self.tracing:
-            self._emit(fx.TRACE_RAISED, event=done.to_dict())
+            self._emit(fx.TRACE_RAISED, event=event.to_dict())
 
     def computeEntrySet(
         self, transitions: list[Transition]
@@ -1224,52 +1217,59 @@ class Interpreter:
         statesForDefaultEntry: set[int],
         defaultHistoryContent: dict[int, Block],
     ) -> None:
+        sets = (statesToEnter, statesForDefaultEntry, defaultHistoryContent)
         node = self.states[state]
         if node.is_history:
             self._history_seen = True
             remembered = self.historyValue.get(state)
             if remembered:
-                for s in remembered:
-                    self.addDescendantStatesToEnter(
-                        s, statesToEnter, statesForDefaultEntry, defaultHistoryContent
-                    )
-                for s in remembered:
-                    self.addAncestorStatesToEnter(
-                        s, node.parent, statesToEnter, statesForDefaultEntry, defaultHistoryContent
-                    )
-            else:
-                default = node.initial
-                if default is None:
-                    return
-                defaultHistoryContent[node.parent] = default.body
-                for s in default.targets:
-                    self.addDescendantStatesToEnter(
-                        s, statesToEnter, statesForDefaultEntry, defaultHistoryContent
-                    )
-                for s in default.targets:
-                    self.addAncestorStatesToEnter(
-                        s, node.parent, statesToEnter, statesForDefaultEntry, defaultHistoryContent
-                    )
+                self._addTargetsToEnter(remembered, node.parent, *sets)
+            elif node.initial is not None:
+                defaultHistoryContent[node.parent] = node.initial.body
+                self._addTargetsToEnter(node.initial.targets, node.parent, *sets)
         else:
             statesToEnter.add(state)
             if node.kind == Kind.COMPOUND:
                 statesForDefaultEntry.add(state)
                 assert node.initial is not None
-                for s in node.initial.targets:
-                    self.addDescendantStatesToEnter(
-                        s, statesToEnter, statesForDefaultEntry, defaultHistoryContent
-                    )
-                for s in node.initial.targets:
-                    self.addAncestorStatesToEnter(
-                        s, state, statesToEnter, statesForDefaultEntry, defaultHistoryContent
-                    )
+                self._addTargetsToEnter(node.initial.targets, state, *sets)
             elif node.kind == Kind.PARALLEL:
-                timed = self._clock is not None
-                for child in self.getChildStates(node):
-                    if not self._enters_below(child, statesToEnter, timed):
-                        self.addDescendantStatesToEnter(
-                            child, statesToEnter, statesForDefaultEntry, defaultHistoryContent
-                        )
+                self._addRegionsToEnter(node, *sets)
+
+    def _addTargetsToEnter(
+        self,
+        targets: Iterable[int],
+        ancestor: int,
+        statesToEnter: set[int],
+        statesForDefaultEntry: set[int],
+        defaultHistoryContent: dict[int, Block],
+    ) -> None:
+        """The spec's pair of loops over a history value's or an initial transition's
+        targets: each one's descendants, then its ancestors up to ``ancestor``."""
+        for s in targets:
+            self.addDescendantStatesToEnter(
+                s, statesToEnter, statesForDefaultEntry, defaultHistoryContent
+            )
+        for s in targets:
+            self.addAncestorStatesToEnter(
+                s, ancestor, statesToEnter, statesForDefaultEntry, defaultHistoryContent
+            )
+
+    def _addRegionsToEnter(
+        self,
+        node: StateNode,
+        statesToEnter: set[int],
+        statesForDefaultEntry: set[int],
+        defaultHistoryContent: dict[int, Block],
+    ) -> None:
+        """The spec's loop over a parallel state's children: each one no state to enter is
+        already a descendant of is entered by default."""
+        timed = self._clock is not None
+        for child in self.getChildStates(node):
+            if not self._enters_below(child, statesToEnter, timed):
+                self.addDescendantStatesToEnter(
+                    child, statesToEnter, statesForDefaultEntry, defaultHistoryContent
+                )
 
     def addAncestorStatesToEnter(
         self,
@@ -1281,14 +1281,10 @@ class Interpreter:
     ) -> None:
         for anc in self.getProperAncestors(state, ancestor):
             statesToEnter.add(anc)
-            node = self.states[anc]
-            if node.kind == Kind.PARALLEL:
-                timed = self._clock is not None
-                for child in self.getChildStates(node):
-                    if not self._enters_below(child, statesToEnter, timed):
-                        self.addDescendantStatesToEnter(
-                            child, statesToEnter, statesForDefaultEntry, defaultHistoryContent
-                        )
+            if self.states[anc].kind == Kind.PARALLEL:
+                self._addRegionsToEnter(
+                    self.states[anc], statesToEnter, statesForDefaultEntry, defaultHistoryContent
+                )
 
     def _enters_below(self, state: int, statesToEnter: set[int], timed: bool) -> bool:
         """Whether some state of ``statesToEnter`` is a descendant of ``state`` (the spec's
@@ -1528,24 +1524,47 @@ class Interpreter:
         target = self._attribute(action.target, action.targetexpr)
         send_type = self._attribute(action.type, action.typeexpr)
         delay_ms = self._delay_ms(action)
-        if action.content is not None:
-            data = self._content_value(action.content)
-            payload = "content"  # (an I/O processor such as Basic HTTP sends it as the body)
-        else:
-            data = self._params_value(action.params, action.namelist)
-            payload = "params" if action.params or action.namelist else None
-        self.n_send += 1  # the send's ordinal (and its generated id)
-        send_id = action.id if action.id is not None else f"send_{self.n_send}"
-        if action.idlocation is not None:
-            self.dm.assign_value(action.idlocation, send_id)
+        data, payload = self._send_data(action)
+        send_id = self._send_id(action)
         if send_type is None or send_type in SCXML_SEND_TYPES:
             resolved = self._resolve_target(target, send_id, action)
         else:
             resolved = self._route_target(send_type, target, send_id, action)
         if resolved is None:
             return
+        event = self._send_event(action, name, data, send_id, resolved)
+        if resolved.kind is TargetKind.INTERNAL and delay_ms <= 0:
+            self._enqueue_internal(event)
+        elif delay_ms > 0:
+            self._send_delayed(action, block, resolved, event, send_id, payload, delay_ms)
+        else:
+            self._emit(
+                fx.SEND, target=resolved, event=event.to_dict(), send_id=send_id,
+                send_ordinal=self.n_send, payload=payload,
+            )
+
+    def _send_data(self, action: Send) -> tuple[Any, str | None]:
+        """The event's data, and how it was given (``content``: an I/O processor such as
+        Basic HTTP sends it as the body; ``params``; or None)."""
+        if action.content is not None:
+            return self._content_value(action.content), "content"
+        data = self._params_value(action.params, action.namelist)
+        return data, "params" if action.params or action.namelist else None
+
+    def _send_id(self, action: Send) -> str:
+        """The send's id (the author's, or one generated from its ordinal), stored at its
+        ``idlocation``."""
+        self.n_send += 1  # the send's ordinal (and its generated id)
+        send_id = action.id if action.id is not None else f"send_{self.n_send}"
+        if action.idlocation is not None:
+            self.dm.assign_value(action.idlocation, send_id)
+        return send_id
+
+    def _send_event(
+        self, action: Send, name: str, data: Any, send_id: str, resolved: Target
+    ) -> Event:
         author_id = action.id is not None or action.idlocation is not None
-        event = Event(
+        return Event(
             name,
             INTERNAL if resolved.kind is TargetKind.INTERNAL else EXTERNAL,
             data,
@@ -1554,17 +1573,6 @@ class Interpreter:
             origintype=SCXML_PROCESSOR,
             invokeid=self.invokeid if resolved.kind is TargetKind.PARENT else None,
         )
-        if resolved.kind is TargetKind.INTERNAL and delay_ms <= 0:
-            self.internal_queue.append(event)
-            if self.tracing:
-                self._emit(fx.TRACE_RAISED, event=event.to_dict())
-        elif delay_ms > 0:
-            self._send_delayed(action, block, resolved, event, send_id, payload, delay_ms)
-        else:
-            self._emit(
-                fx.SEND, target=resolved, event=event.to_dict(), send_id=send_id,
-                send_ordinal=self.n_send, payload=payload,
-            )
 
     def _attribute(self, value: str | None, expr: Any) -> str | None:
         """An attribute given as a value or as an expression (``event``/``eventexpr``...)."""
@@ -1622,24 +1630,9 @@ class Interpreter:
         payload: str | None,
         delay_ms: int,
     ) -> None:
-        if resolved.kind is TargetKind.ROUTE and not self._host.types.route_timers:
-            # No timer queue for delayed route sends here: refused, never dropped.
-            self._raise_error(
-                "error.communication",
-                f"<send> with a delay by {resolved.type!r}: this host has no timer queue for "
-                "delayed sends on routes",
-                send_id,
-                where=action,
-            )
-            return
-        if not self._host.types.timers:
-            # The host keeps no delayed sends: it cannot dispatch this one (spec 6.2).
-            self._raise_error(
-                "error.communication",
-                "<send> with a delay: this host has no timer queue for delayed sends",
-                send_id,
-                where=action,
-            )
+        refusal = self._delay_refusal(resolved)
+        if refusal is not None:  # refused, never dropped
+            self._raise_error("error.communication", refusal, send_id, where=action)
             return
         self.n_ordinal += 1
         self._emit(
@@ -1659,6 +1652,18 @@ class Interpreter:
             **({} if action.expires_ms is None else {"expires_ms": action.expires_ms}),
         )
 
+    def _delay_refusal(self, resolved: Target) -> str | None:
+        """Why the host cannot keep a delayed send to ``resolved`` (it cannot dispatch it:
+        spec 6.2), or None."""
+        if resolved.kind is TargetKind.ROUTE and not self._host.types.route_timers:
+            return (
+                f"<send> with a delay by {resolved.type!r}: this host has no timer queue for "
+                "delayed sends on routes"
+            )
+        if not self._host.types.timers:
+            return "<send> with a delay: this host has no timer queue for delayed sends"
+        return None
+
     def _resolve_target(self, target: str | None, send_id: str, action: Send) -> Target | None:
         """Where an SCXML send goes; None (with an error event raised) when it cannot go."""
         session_id = self.session_id
@@ -1668,68 +1673,47 @@ class Interpreter:
             return Target(TargetKind.INTERNAL, session_id=session_id)
         if target == "#_parent":
             if self.parent_session_id is None:
-                self._raise_error(
-                    "error.communication", "#_parent: this session has no parent", send_id,
-                    where=action,
-                )
+                self._undeliverable("#_parent: this session has no parent", send_id, action)
                 return None
             return Target(TargetKind.PARENT, session_id=self.parent_session_id)
         if target.startswith("#_scxml_"):
-            other = target[len("#_scxml_") :]
-            if other == session_id:
-                return Target(TargetKind.SELF, session_id=other)
-            if other == self.parent_session_id:
-                return Target(TargetKind.PARENT, session_id=other)
-            if not self._host.is_reachable(other):
-                self._raise_error(
-                    "error.communication", f"session {other!r} is unreachable", send_id,
-                    where=action,
-                )
-                return None
-            return Target(TargetKind.SESSION, session_id=other)
+            return self._session_target(target[len("#_scxml_") :], send_id, action)
         if target.startswith("#_") and len(target) > 2:
-            invokeid = target[2:]
-            if any(inv.invokeid == invokeid for inv in self.invocations):
-                return Target(TargetKind.INVOKE, invokeid=invokeid)
-            self._raise_error(
-                "error.communication", f"no active invocation {invokeid!r}", send_id,
-                where=action,
-            )
-            return None
+            return self._invocation_target(target[2:], send_id, action)
         self._raise_error(
             "error.execution", f"<send> target {target!r} is not a valid SCXML target", send_id,
             where=action,
         )
         raise _Stop()
 
+    def _session_target(self, other: str, send_id: str, action: Send) -> Target | None:
+        """``#_scxml_<other>``: this session, its parent, or another one the host reaches."""
+        if other == self.session_id:
+            return Target(TargetKind.SELF, session_id=other)
+        if other == self.parent_session_id:
+            return Target(TargetKind.PARENT, session_id=other)
+        if not self._host.is_reachable(other):
+            self._undeliverable(f"session {other!r} is unreachable", send_id, action)
+            return None
+        return Target(TargetKind.SESSION, session_id=other)
+
+    def _invocation_target(self, invokeid: str, send_id: str, action: Send) -> Target | None:
+        """``#_<invokeid>``: an active invocation of this session."""
+        if any(inv.invokeid == invokeid for inv in self.invocations):
+            return Target(TargetKind.INVOKE, invokeid=invokeid)
+        self._undeliverable(f"no active invocation {invokeid!r}", send_id, action)
+        return None
+
+    def _undeliverable(self, message: str, send_id: str, action: Send) -> None:
+        """A send that cannot be dispatched: ``error.communication``, and nothing sent."""
+        self._raise_error("error.communication", message, send_id, where=action)
+
     # ==== <invoke> (spec 6.4) ==================================================================
 
     def invoke(self, inv: Invoke) -> None:
         node = self.states[inv.state]
         try:
-            invoke_type = (
-                inv.type
-                if inv.type is not None
-                else (self._string(inv.typeexpr) if inv.typeexpr is not None else "scxml")
-            )
-            # Spec 6.4: a type the platform does not support is error.execution, checked
-            # against what the host registered for this step.
-            if invoke_type not in self._host.types.invoke:
-                raise DatamodelError(f"<invoke> type {invoke_type!r} is not supported")
-            src = (
-                inv.src
-                if inv.src is not None
-                else (self._string(inv.srcexpr) if inv.srcexpr is not None else None)
-            )
-            if inv.id is not None:
-                invokeid = inv.id
-            else:
-                self.n_invoke += 1
-                invokeid = f"{node.id}.{self.n_invoke}"
-                if inv.idlocation is not None:
-                    self.dm.assign_value(inv.idlocation, invokeid)
-            content = self._content_value(inv.content) if inv.content is not None else None
-            data = self._params_value(inv.params, inv.namelist)
+            invoke_type, src, invokeid, content, data = self._invoke_request(inv, node)
         except DatamodelError as exc:
             self._raise_error("error.execution", str(exc), reason=exc.reason, where=inv)
             return
@@ -1755,6 +1739,31 @@ class Interpreter:
             defined_at_run_time=(inv.content is not None and inv.content.expr is not None)
             or (inv.src is None and inv.srcexpr is not None),
         )
+
+    def _invoke_request(self, inv: Invoke, node: StateNode) -> tuple[str, Any, str, Any, Any]:
+        """The invocation's type, ``src``, id, content and data, evaluated in document order
+        (a DatamodelError when one fails: nothing is invoked)."""
+        invoke_type = self._attribute(inv.type, inv.typeexpr)
+        if invoke_type is None:
+            invoke_type = "scxml"
+        # Spec 6.4: a type the platform does not support is error.execution, checked
+        # against what the host registered for this step.
+        if invoke_type not in self._host.types.invoke:
+            raise DatamodelError(f"<invoke> type {invoke_type!r} is not supported")
+        src = self._attribute(inv.src, inv.srcexpr)
+        invokeid = self._invoke_id(inv, node)
+        content = self._content_value(inv.content) if inv.content is not None else None
+        return invoke_type, src, invokeid, content, self._params_value(inv.params, inv.namelist)
+
+    def _invoke_id(self, inv: Invoke, node: StateNode) -> str:
+        """The author's id, or one generated (``<state id>.<n>``), stored at ``idlocation``."""
+        if inv.id is not None:
+            return inv.id
+        self.n_invoke += 1
+        invokeid = f"{node.id}.{self.n_invoke}"
+        if inv.idlocation is not None:
+            self.dm.assign_value(inv.idlocation, invokeid)
+        return invokeid
 
     def cancelInvoke(self, inv: Invoke) -> None:
         for invocation in list(self.invocations):
