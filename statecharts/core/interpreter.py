@@ -8,7 +8,19 @@ produced alive; given any other state it rebuilds the engine from that state's s
 so results never depend on which states were seen before. The answers that depend on the
 chart alone (which transitions match an event name, a transition's domain or entry set, ...)
 are kept by its accelerator (``statecharts.core.accelerator``), which it consults through
-small hooks; the step budgets (``statecharts.core.budget``) are its own, and always on.
+one small call or dict lookup where a spec function needs an answer; the step budgets
+(``statecharts.core.budget``) are its own, and always on.
+
+The class is laid out as the spec: the entry points (``initialize`` is the spec's
+``interpret``), the working state, the main loop (``mainEventLoop``, split where it waits
+for an external event: ``_one_round`` is one pass of its inner loop, ``_finish_macrostep``
+the rest), then Appendix D's functions in the spec's order, from ``exitInterpreter`` to
+``getChildStates``. What is not the spec's is in small named functions beside them: the
+budgets (``_check_time``, ``_tick``, ``_append``), tracing (behind ``if self.tracing``, one
+attribute read when off), the configuration's bookkeeping (``_configuration_add`` and
+``_configuration_remove``: the sorted atomic states, the datamodel told), the snapshot
+(``_snapshot_step``, ``_new_state``), and the executable content, ``<send>`` and
+``<invoke>`` (their planning in ``_send_*``, ``_resolve_target``, ``_invoke_request``).
 """
 
 from __future__ import annotations
@@ -1033,47 +1045,6 @@ class Interpreter:
                 self.cancelInvoke(inv)
             self._configuration_remove(s)
 
-    def _configuration_remove(self, s: int) -> None:
-        """``configuration.delete(s)``, and what is kept of the configuration with it: the
-        sorted atomic states, kept up to date rather than recomputed (they are read only when
-        selecting transitions, never in between); the datamodel told (only one that tracks
-        the configuration: see configuration_unused)."""
-        configuration = self.configuration
-        atomics = self._atomics
-        if atomics is not None and self._is_atomic[s] and s in configuration:
-            atomics.remove(s)
-        configuration.discard(s)
-        if self._uses_in:
-            self.dm.configuration_changed()
-        self._config_tuple = None
-
-    def _configuration_add(self, s: int, node: StateNode) -> None:
-        """The spec's first lines for each state entered: ``configuration.add(s)``, with the
-        same bookkeeping as _configuration_remove; ``statesToInvoke.add(s)`` (a chart without
-        invokes has nothing to invoke: it stays empty); late binding, a state's data bound on
-        its first entry. Timed: counted against the step's clock first."""
-        if self._clock is not None:
-            self._tick_state()
-        configuration = self.configuration
-        atomics = self._atomics
-        if atomics is not None and self._is_atomic[s] and s not in configuration:
-            insort(atomics, s)
-        configuration.add(s)
-        self._config_tuple = None
-        if self._uses_in:
-            self.dm.configuration_changed()
-        if self._any_invokes:
-            self.statesToInvoke.add(s)
-        if s not in self.bound:
-            self.bound.add(s)
-            self._bind_data(node)
-
-    def _tick_state(self) -> None:
-        """Count one state entered or exited against the step's clock (keeping the atomic
-        states sorted is a list operation per state)."""
-        atomics = self._atomics
-        self._tick(1 + (len(atomics) >> 6 if atomics else 0))
-
     def _remember_history(self, node: StateNode) -> None:
         """The spec's exitStates, first loop: the history values of ``node``'s history states."""
         if node.history and self._clock is not None:
@@ -1140,28 +1111,6 @@ class Interpreter:
                 self.executeContent(defaultHistoryContent[s])
             if self._is_final[s]:
                 self._enteredFinalState(node)
-
-    def _change_configuration(
-        self, changed: Iterable[int], atomic: tuple[int, ...], *, entering: bool
-    ) -> None:
-        """Enter or exit ``changed`` (``atomic``: the atomic states among them) at once: what
-        the spec's loops do for states with nothing to run on the way (no executable content,
-        invocation, ``<data>`` or final state), in one set operation. The sorted atomic
-        states are then worked out again when next read (a selection the accelerator keeps
-        does not read them)."""
-        if self._clock is not None:
-            self._tick(len(atomic) + 1)
-        if entering:
-            self.configuration.update(changed)
-            if self._any_invokes:
-                self.statesToInvoke.update(changed)
-            self.bound.update(changed)  # (none holds <data>: nothing to bind)
-        else:
-            self.configuration.difference_update(changed)
-        self._atomics = None
-        self._config_tuple = None
-        if self._uses_in:
-            self.dm.configuration_changed()
 
     def _enteredFinalState(self, node: StateNode) -> None:
         """The end of the spec's enterStates for a final state: the chart stops, or its
@@ -1367,6 +1316,71 @@ class Interpreter:
 
     def getChildStates(self, node: StateNode) -> list[int]:
         return [c for c in node.children if not self.states[c].is_history]
+
+    # ==== the configuration's bookkeeping (not the spec's: what is kept beside it) ==========
+
+    def _configuration_remove(self, s: int) -> None:
+        """``configuration.delete(s)``, and what is kept of the configuration with it: the
+        sorted atomic states, kept up to date rather than recomputed (they are read only when
+        selecting transitions, never in between); the datamodel told (only one that tracks
+        the configuration: see configuration_unused)."""
+        configuration = self.configuration
+        atomics = self._atomics
+        if atomics is not None and self._is_atomic[s] and s in configuration:
+            atomics.remove(s)
+        configuration.discard(s)
+        if self._uses_in:
+            self.dm.configuration_changed()
+        self._config_tuple = None
+
+    def _configuration_add(self, s: int, node: StateNode) -> None:
+        """The spec's first lines for each state entered: ``configuration.add(s)``, with the
+        same bookkeeping as _configuration_remove; ``statesToInvoke.add(s)`` (a chart without
+        invokes has nothing to invoke: it stays empty); late binding, a state's data bound on
+        its first entry. Timed: counted against the step's clock first."""
+        if self._clock is not None:
+            self._tick_state()
+        configuration = self.configuration
+        atomics = self._atomics
+        if atomics is not None and self._is_atomic[s] and s not in configuration:
+            insort(atomics, s)
+        configuration.add(s)
+        self._config_tuple = None
+        if self._uses_in:
+            self.dm.configuration_changed()
+        if self._any_invokes:
+            self.statesToInvoke.add(s)
+        if s not in self.bound:
+            self.bound.add(s)
+            self._bind_data(node)
+
+    def _tick_state(self) -> None:
+        """Count one state entered or exited against the step's clock (keeping the atomic
+        states sorted is a list operation per state)."""
+        atomics = self._atomics
+        self._tick(1 + (len(atomics) >> 6 if atomics else 0))
+
+    def _change_configuration(
+        self, changed: Iterable[int], atomic: tuple[int, ...], *, entering: bool
+    ) -> None:
+        """Enter or exit ``changed`` (``atomic``: the atomic states among them) at once: what
+        the spec's loops do for states with nothing to run on the way (no executable content,
+        invocation, ``<data>`` or final state), in one set operation. The sorted atomic
+        states are then worked out again when next read (a selection the accelerator keeps
+        does not read them)."""
+        if self._clock is not None:
+            self._tick(len(atomic) + 1)
+        if entering:
+            self.configuration.update(changed)
+            if self._any_invokes:
+                self.statesToInvoke.update(changed)
+            self.bound.update(changed)  # (none holds <data>: nothing to bind)
+        else:
+            self.configuration.difference_update(changed)
+        self._atomics = None
+        self._config_tuple = None
+        if self._uses_in:
+            self.dm.configuration_changed()
 
     # ==== datamodel initialisation, donedata ==================================================
 
