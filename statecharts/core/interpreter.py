@@ -8,26 +8,36 @@ produced alive; given any other state it rebuilds the engine from that state's s
 so results never depend on which states were seen before. The answers that depend on the
 chart alone (which transitions match an event name, a transition's domain or entry set, ...)
 are kept by its accelerator (``statecharts.core.accelerator``), which it consults through
-small hooks; the step budgets (``statecharts.core.budget``) are its own, and always on.
+one small call or dict lookup where a spec function needs an answer; the step budgets
+(``statecharts.core.budget``) are its own, and always on.
+
+The class is laid out as the spec: the entry points (``initialize`` is the spec's
+``interpret``), the working state, the main loop (``mainEventLoop``, split where it waits
+for an external event: ``_one_round`` is one pass of its inner loop, ``_finish_macrostep``
+the rest), then Appendix D's functions in the spec's order, from ``exitInterpreter`` to
+``getChildStates``. What is not the spec's is in small named functions beside them: the
+budgets (``_check_time``, ``_tick``, ``_append``), tracing (behind ``if self.tracing``, one
+attribute read when off), the configuration's bookkeeping (``_configuration_add`` and
+``_configuration_remove``: the sorted atomic states, the datamodel told), the snapshot
+(``_snapshot_step``, ``_new_state``). The executable content, ``<send>`` and ``<invoke>``
+(spec 4 and 6, not Appendix D) are in ``statecharts.core.content``, the class's base.
 """
 
 from __future__ import annotations
 
-import json
 from bisect import insort
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from statecharts.core import effects as fx
 from statecharts.core.accelerator import accelerator_for
 from statecharts.core.budget import DEFAULT_ROUND_BUDGET, BudgetExceeded, StepBudgets
-from statecharts.core.datamodel import Datamodel, Limits, create_datamodel, plain, tagged
-from statecharts.core.delays import parse_time, time_problem
+from statecharts.core.content import ExecutableContent, json_bytes
+from statecharts.core.datamodel import Datamodel, Limits, create_datamodel, tagged
 from statecharts.core.effects import Effect
 from statecharts.core.errors import DatamodelError, NotRunningError, SnapshotLimitError
 from statecharts.core.events import (
-    EXTERNAL,
     INTERNAL,
     PLATFORM,
     SCXML_PROCESSOR,
@@ -40,7 +50,6 @@ from statecharts.core.host import (
     SCXML_INVOKE_TYPES,
     SCXML_SEND_TYPES,
     Host,
-    RouteVerdict,
 )
 from statecharts.core.model import (
     Action,
@@ -48,7 +57,6 @@ from statecharts.core.model import (
     Block,
     Cancel,
     Chart,
-    Content,
     Data,
     DoneData,
     Foreach,
@@ -56,7 +64,6 @@ from statecharts.core.model import (
     Invoke,
     Kind,
     Log,
-    Param,
     Raise,
     Script,
     Send,
@@ -70,7 +77,6 @@ from statecharts.core.state import (
     new_state,
     positional_constructor,
 )
-from statecharts.core.targets import Target, TargetKind
 
 # Units of the interpreter's own work (about one set operation each) between two reads of
 # the step's clock in loops that run no chart code (see Interpreter._tick): a read every few
@@ -108,22 +114,12 @@ _CARRYING = frozenset(
 )
 
 
-def _json_bytes(value: Any) -> int:
-    """The bytes ``value`` takes as UTF-8 JSON (what a history, timer or outbox row holds)."""
-    text = json.dumps(value, default=str, ensure_ascii=False)
-    return len(text) if text.isascii() else len(text.encode("utf-8", "replace"))
-
-
 # What an error event can point at: the failing element, with its line and column.
 _Where = Action | Transition | Data | Invoke | DoneData
 _ACTION_TAGS: dict[type[Action], str] = {
     Raise: "raise", Log: "log", Assign: "assign", Script: "script", If: "if",
     Foreach: "foreach", Send: "send", Cancel: "cancel",
 }
-
-
-class _Stop(Exception):
-    """An element of executable content failed; the rest of its block is skipped."""
 
 
 def ioprocessors(session_id: str, extra: dict[str, str] | None = None) -> dict[str, Any]:
@@ -135,7 +131,12 @@ def ioprocessors(session_id: str, extra: dict[str, str] | None = None) -> dict[s
     return processors
 
 
-class Interpreter:
+def _code_mentions(chart: Chart, name: str) -> bool:
+    """Whether some code of ``chart`` (not of the null datamodel) contains ``name``."""
+    return chart.datamodel != "null" and any(name in e.source for e in chart.expressions)
+
+
+class Interpreter(ExecutableContent):
     """Steps one chart. Create one per session you drive; share the Chart between them."""
 
     def __init__(
@@ -153,17 +154,7 @@ class Interpreter:
         self.chart = chart
         self.states = chart.states
         self.tracing = tracing
-        # What one step may use (statecharts.core.budget); round_budget is the older way to
-        # give the rounds budget alone.
-        self.budgets = budgets or StepBudgets(rounds=round_budget)
-        self.round_budget = self.budgets.rounds
-        self._timed = self.budgets.time_ms is not None  # whether steps read the host's clock
-        self._effects_budget = self.budgets.effects
-        self._rounds_budget = self.budgets.rounds
-        self.limits = limits
-        # The datamodel's own per-evaluation limit, and whether this step lowered it.
-        self._eval_limit_ms = (limits or Limits()).time_ms
-        self._eval_capped = False
+        self._set_budgets(budgets or StepBudgets(rounds=round_budget), limits)
         # What the host tells the core (statecharts.core.host): its registered types and the
         # answer to "can session X be reached?". The default for every entry point; a host
         # that steps several sessions passes its own per call (``host=``).
@@ -174,20 +165,8 @@ class Interpreter:
         self._live: State | None = None
         self._dm: Datamodel | None = None
         self._starting = False  # in a start, until its snapshot (datamodel_init)
-        # What is worked out once and kept (statecharts.core.accelerator); ``accelerated``
-        # False, or None with STATECHARTS_ACCELERATOR=off: everything computed when needed.
-        self.accelerator = accelerator_for(chart.states, accelerated)
-        self._eventless = self.accelerator.eventless(self._eventless_of)
-        self._domains = self.accelerator.domains
-        self._entry_sets = self.accelerator.entry_sets
-        self._matching = self.accelerator.tables
-        self._selections = self.accelerator.selections
-        self._is_atomic = [node.is_atomic for node in chart.states]
-        self._is_final = [node.kind == Kind.FINAL for node in chart.states]
-        # Charts without eventless transitions or invokes skip those per-macrostep scans.
-        self._any_eventless = any(t.eventless for node in chart.states for t in node.transitions)
-        self._any_invokes = any(node.invokes for node in chart.states)
-        self._any_history = any(node.history for node in chart.states)
+        self._consult_accelerator(accelerated)
+        self._learn_chart(chart)
         # Executable content, by element (spec 4.2-4.6, 5.9, 6.2-6.3): see _run_action.
         self._performers: dict[type[Action], Callable[[Any, Block], None]] = {
             Raise: self._raise, Assign: self._assign, Log: self._log, If: self._if,
@@ -197,18 +176,47 @@ class Interpreter:
         self._bound_cache: tuple[int, ...] = ()  # sorted self.bound (it only ever grows)
         self._atomics: list[int] | None = None  # atomic active states, doc order; None = stale
         self._config_tuple: tuple[int, ...] | None = None  # sorted configuration, or None
+
+    def _set_budgets(self, budgets: StepBudgets, limits: Limits | None) -> None:
+        """What one step may use (statecharts.core.budget; ``round_budget`` is the older way
+        to give the rounds budget alone), and the datamodel's limits."""
+        self.budgets = budgets
+        self.round_budget = budgets.rounds
+        self._timed = budgets.time_ms is not None  # whether steps read the host's clock
+        self._effects_budget = budgets.effects
+        self._rounds_budget = budgets.rounds
+        self.limits = limits
+        # The datamodel's own per-evaluation limit, and whether this step lowered it.
+        self._eval_limit_ms = (limits or Limits()).time_ms
+        self._eval_capped = False
+
+    def _consult_accelerator(self, accelerated: bool | None) -> None:
+        """What is worked out once and kept (statecharts.core.accelerator); ``accelerated``
+        False, or None with STATECHARTS_ACCELERATOR=off: everything computed when needed.
+        Its tables are read directly where a hit is one dict lookup."""
+        self.accelerator = accelerator_for(self.chart.states, accelerated)
+        self._eventless = self.accelerator.eventless(self._eventless_of)
+        self._domains = self.accelerator.domains
+        self._entry_sets = self.accelerator.entry_sets
+        self._matching = self.accelerator.tables
+        self._selections = self.accelerator.selections
+
+    def _learn_chart(self, chart: Chart) -> None:
+        """Facts of the chart the steps read: what kind each state is, and what the chart
+        never does (a chart without eventless transitions, invokes or history states skips
+        those per-macrostep scans; a datamodel is told the system variables its code never
+        names are unused)."""
+        self._is_atomic = [node.is_atomic for node in chart.states]
+        self._is_final = [node.kind == Kind.FINAL for node in chart.states]
+        self._any_eventless = any(t.eventless for node in chart.states for t in node.transitions)
+        self._any_invokes = any(node.invokes for node in chart.states)
+        self._any_history = any(node.history for node in chart.states)
         # _event, and the configuration In() reads, are only pushed into the datamodel when
-        # some code of the chart mentions them (docs/embedding.md, "The ECMAScript sandbox").
-        self._uses_event = chart.datamodel != "null" and any(
-            "_event" in e.source for e in chart.expressions
-        )
-        self._uses_in = chart.datamodel != "null" and any(
-            "In" in e.source for e in chart.expressions
-        )
+        # some code of the chart mentions them (docs/embedding.md, "The ECMAScript sandbox");
         # _x (the host's chart facts, which it may read rows for): only for code that names it.
-        self._uses_x = chart.datamodel != "null" and any(
-            "_x" in e.source for e in chart.expressions
-        )
+        self._uses_event = _code_mentions(chart, "_event")
+        self._uses_in = _code_mentions(chart, "In")
+        self._uses_x = _code_mentions(chart, "_x")
 
     # ==== entry points =========================================================================
 
@@ -398,6 +406,8 @@ class Interpreter:
         self.dm = self._new_datamodel()
 
     def _begin(self, state: State) -> None:
+        """Take up ``state`` for a step: the live engine when ``state`` is the one it last
+        produced, else the state restored into a fresh one (_restore)."""
         self._starting = False
         if state is self._live and self._dm is not None:
             # The working fields still hold exactly what produced this state (nothing touches
@@ -416,8 +426,12 @@ class Interpreter:
             else:  # (no time budget: the clock stays None, nothing else to reset)
                 self._foreach_iterations = self._log_bytes = 0
                 self._output_bytes = self._host.output_bytes_spent
-            self._previous_snapshot = state.datamodel_json
-            return
+        else:
+            self._restore(state)
+        self._previous_snapshot = state.datamodel_json
+
+    def _restore(self, state: State) -> None:
+        """The working fields from ``state``, its datamodel restored into a new engine."""
         self.session_id = state.session_id
         self.name = state.name
         self.parent_session_id = state.parent_session_id
@@ -426,14 +440,9 @@ class Interpreter:
         self.configuration = set(state.configuration)
         self._atomics = None
         self._config_tuple = None
-        if state is self._live and self._dm is not None:
-            dm = self._dm
-        else:
-            self._discard_live()
-            dm = self._new_datamodel(name=state.name)
-            dm.restore(state.datamodel_json)
-        self._live = None  # until this step finishes, no state is "live"
-        self._dm = None
+        self._discard_live()  # (until this step finishes, no state is "live")
+        dm = self._new_datamodel(name=state.name)
+        dm.restore(state.datamodel_json)
         self.dm = dm
         dm.configuration_changed()
         self.statesToInvoke = set()
@@ -451,7 +460,6 @@ class Interpreter:
         self.effects = []
         self.rounds_this_macrostep = 0
         self._start_budgets()
-        self._previous_snapshot = state.datamodel_json
 
     def _new_datamodel(self, name: str | None = None) -> Datamodel:
         dm = create_datamodel(self.chart.engine or self.chart.datamodel, self.limits)
@@ -560,7 +568,7 @@ class Interpreter:
         return index is not None and index in self.configuration
 
     def _emit(self, kind: str, **data: Any) -> None:
-        self._append(kind, data, _json_bytes(data) if kind in _CARRYING else 0)
+        self._append(kind, data, json_bytes(data) if kind in _CARRYING else 0)
 
     def _append(self, kind: str, data: dict[str, Any], size: int) -> None:
         """Emit one effect carrying ``size`` bytes, within the step's ``effects`` and
@@ -636,32 +644,26 @@ class Interpreter:
             return "invoke", where.line, where.column
         return "donedata", where.line, where.column
 
-    # ==== the main loop (spec: mainEventLoop), split at the external-queue wait ===============
+    # ==== the main loop (spec: mainEventLoop), split at the external-queue wait ================
 
     def _one_round(self) -> bool:
-        """One iteration of the inner macrostep loop. Returns False when the macrostep is done.
+        """One iteration of the inner macrostep loop: the eventless transitions, else those
+        of the next internal event. Returns False when the macrostep is done.
 
         The step's time budget is checked before the round's guards run (the eventless ones,
         else those of the internal event dequeued); a round that runs no guard (nothing
-        eventless in the chart, an empty queue) only ends the loop, and reads no clock."""
+        eventless in the chart, an empty queue) only ends the loop, and reads no clock. The
+        rounds budget is counted here, always."""
         any_eventless = self._any_eventless
-        if any_eventless:
-            if self._clock is not None:
-                self._check_time()  # before this round's guards run
-            enabled = self.selectEventlessTransitions()
-        else:
-            enabled = None
+        if not any_eventless and not self.internal_queue:
+            return False
+        if self._clock is not None:
+            self._check_time()  # before this round's guards run
+        enabled = self.selectEventlessTransitions() if any_eventless else None
         if not enabled:
             if not self.internal_queue:
                 return False
-            if self._clock is not None and not any_eventless:
-                self._check_time()  # before this round's guards run
-            event = self.internal_queue.pop(0)
-            if self.tracing:
-                self._emit(fx.TRACE_EVENT, event=event.to_dict())
-            if self._uses_event:
-                self._set_event(event)
-            enabled = self.selectTransitions(event)
+            enabled = self.selectTransitions(self._dequeue_internal())
         self.n_round += 1
         self.rounds_this_macrostep += 1
         if self.rounds_this_macrostep > self._rounds_budget:
@@ -670,7 +672,19 @@ class Interpreter:
             self.microstep(enabled)
         return True
 
+    def _dequeue_internal(self) -> Event:
+        """The next internal event, bound to ``_event`` (spec mainEventLoop)."""
+        event = self.internal_queue.pop(0)
+        if self.tracing:
+            self._emit(fx.TRACE_EVENT, event=event.to_dict())
+        if self._uses_event:
+            self._set_event(event)
+        return event
+
     def _finish_macrostep(self) -> Step:
+        """The rest of the spec's mainEventLoop, up to its wait for the next external event:
+        rounds until none is left (``macrostepDone``), then the invocations of the states
+        entered, again while they raised internal events; then the snapshot of the step."""
         while self.running:
             # (a round with no internal event and nothing eventless in the chart would only
             # return False: it is not called)
@@ -683,16 +697,19 @@ class Interpreter:
             if not self.running:
                 break
             if self._any_invokes:
-                for s in sorted(self.statesToInvoke):
-                    for inv in self.states[s].invokes:
-                        self.invoke(inv)
-                self.statesToInvoke.clear()
-            if self.internal_queue:
-                continue
-            break
+                self._invoke_entered_states()
+            if not self.internal_queue:
+                break
         if not self.running:
             self.exitInterpreter()
         return self._snapshot_step()
+
+    def _invoke_entered_states(self) -> None:
+        """``<invoke>`` for each state entered in the macrostep, in entry order."""
+        for s in sorted(self.statesToInvoke):
+            for inv in self.states[s].invokes:
+                self.invoke(inv)
+        self.statesToInvoke.clear()
 
     def _snapshot_over_budget(self, exc: SnapshotLimitError) -> BudgetExceeded:
         clock = self._clock
@@ -712,42 +729,66 @@ class Interpreter:
         return self._bound_cache
 
     def _snapshot_step(self) -> Step:
+        """The step's result: the datamodel's snapshot (and the effects that report it), the
+        new state; the engine is kept alive for that state while it runs."""
         if self._clock is not None:
             self._check_time()  # (the snapshot's time is the step's: capped at what is left)
         try:
             snapshot = self.dm.snapshot()
-        except SnapshotLimitError as exc:
+        except (SnapshotLimitError, DatamodelError) as exc:
+            snapshot = self._snapshot_failed(exc)
+        if self._starting or snapshot != self._previous_snapshot:
+            self._report_datamodel(snapshot)
+        if self.tracing and self.running:
+            self._emit(fx.TRACE_STABLE, configuration=self._ids(sorted(self.configuration)))
+        state = self._new_state(snapshot)
+        if state.running:
+            self._live = state
+            self._dm = self.dm
+        else:
+            self.dm.close()
+        step: Step = _new_step(state, tuple(self.effects), self._output_bytes, False)
+        return step
+
+    def _snapshot_failed(self, exc: DatamodelError) -> str:
+        """A datamodel past its limits is a step over budget; one that can no longer be
+        captured stops the session, with the last good snapshot (which is returned)."""
+        if isinstance(exc, SnapshotLimitError):
             # What the datamodel holds is past its limits (too big, too deep, too slow to
             # write): not chart code's failure but a step over budget. It is rolled back.
             raise self._snapshot_over_budget(exc) from None
-        except DatamodelError as exc:
-            # The datamodel can no longer be captured for a reason that is not one of its
-            # limits (a datamodel of another kind, or one already closed): the session cannot
-            # be resumed, so it stops here, with the last good datamodel.
-            snapshot = self._previous_snapshot
-            if self.running:
-                self.running = False
-                self.outcome = "datamodel_error"
-                self.internal_queue.clear()
-                self._emit(fx.DONE, final=None, donedata=None, donedata_error=False,
-                           reason="datamodel_error", error=str(exc))
+        # The datamodel can no longer be captured for a reason that is not one of its limits
+        # (a datamodel of another kind, or one already closed): the session cannot be
+        # resumed, so it stops here, with the last good datamodel.
+        if self.running:
+            self.running = False
+            self.outcome = "datamodel_error"
+            self.internal_queue.clear()
+            self._emit(fx.DONE, final=None, donedata=None, donedata_error=False,
+                       reason="datamodel_error", error=str(exc))
+        return self._previous_snapshot
+
+    def _report_datamodel(self, snapshot: str) -> None:
+        """``datamodel_init`` at the start, ``datamodel_change`` when the snapshot changed."""
         if self._starting:
             # The observers' baseline, once per session: the datamodel as the start left it.
             # (Taken with the step's own snapshot: a snapshot in the middle of a step is not
             # free of effects on the values it reads.)
             self._starting = False
             self._emit(fx.DATAMODEL_INIT, datamodel=self.dm.snapshot_value(snapshot))
-        effects = self.effects
         if snapshot != self._previous_snapshot:
-            # (_emit, inlined: one per step)
+            # (_emit, inlined: no bytes counted, as for every datamodel effect)
+            effects = self.effects
             if len(effects) >= self._effects_budget:
                 raise BudgetExceeded("effects", self._effects_budget, len(effects) + 1)
             effects.append(_new_effect(
                 fx.DATAMODEL_CHANGE, {"datamodel": self.dm.snapshot_value(snapshot)},
                 self.n_macrostep, self.n_microstep, self.n_round,
             ))
-        if self.tracing and self.running:
-            self._emit(fx.TRACE_STABLE, configuration=self._ids(sorted(self.configuration)))
+
+    def _new_state(self, snapshot: str) -> State:
+        """The state the step leaves (positional, in State's field order: cheaper than
+        keywords on this per-step path). Its history is shared until the next change."""
         queue = self.internal_queue
         invocations = self.invocations
         configuration = self._config_tuple
@@ -757,38 +798,19 @@ class Interpreter:
         if len(bound) != len(self.bound):
             bound = self._bound_tuple()
         self._history_shared = True
-        # Positional, in State's field order (cheaper than keywords on this per-step path).
         state: State = new_state(
-            self.session_id,
-            self.name,
-            configuration,
+            self.session_id, self.name, configuration,
             tuple([e.to_dict() for e in queue]) if queue else (),
-            self.historyValue,
-            snapshot,
+            self.historyValue, snapshot,
             tuple(invocations) if invocations else (),
-            self.running,
-            bound,
+            self.running, bound,
             new_counters(
-                self.n_send,
-                self.n_invoke,
-                self.n_ordinal,
-                self.n_macrostep,
-                self.n_microstep,
-                self.n_round,
-                self.n_invocation,
+                self.n_send, self.n_invoke, self.n_ordinal, self.n_macrostep,
+                self.n_microstep, self.n_round, self.n_invocation,
             ),
-            self.parent_session_id,
-            self.invokeid,
-            self.outcome,
-            self.io_processors,
+            self.parent_session_id, self.invokeid, self.outcome, self.io_processors,
         )
-        if state.running:
-            self._live = state
-            self._dm = self.dm
-        else:
-            self.dm.close()
-        step: Step = _new_step(state, tuple(effects), self._output_bytes, False)
-        return step
+        return state
 
     # ==== spec functions =======================================================================
 
@@ -842,20 +864,10 @@ class Interpreter:
         return atomics
 
     def selectEventlessTransitions(self) -> list[Transition]:
-        enabled: list[Transition] = []
         if not self._any_eventless:
-            return enabled
+            return []
         candidatesOf = self._eventless  # (the accelerator's: state -> _eventless_of(state))
-        timed = self._clock is not None
-        for state in self._atomic_states():
-            if timed:
-                self._tick(len(enabled) + 1)
-            for t in candidatesOf[state]:
-                if t in enabled:
-                    break
-                if self.conditionMatch(t):
-                    enabled.append(t)
-                    break
+        enabled = self._first_enabled([candidatesOf[s] for s in self._atomic_states()])
         return enabled if len(enabled) < 2 else self.removeConflictingTransitions(enabled)
 
     def _eventless_of(self, state: int) -> tuple[Transition, ...]:
@@ -864,25 +876,37 @@ class Interpreter:
                      if t.eventless)
 
     def selectTransitions(self, event: Event) -> list[Transition]:
-        # (the accelerator's selection for this name and configuration: a hit read inline)
-        key = (event.name, self._configuration_tuple())
+        # (the accelerator's selection for this name and configuration: the transitions, a
+        # Guarded selection's candidates, or None when not kept yet)
+        configuration = self._config_tuple
+        if configuration is None:
+            configuration = self._configuration_tuple()
+        key = (event.name, configuration)
         kept = self._selections.get(key)
         if type(kept) is tuple:
             return list(kept)
+        candidates = self._candidates(event) if kept is None else kept.candidates
+        enabled = self._first_enabled(candidates)
+        if len(enabled) > 1:
+            enabled = self.removeConflictingTransitions(enabled)
         if kept is None:
-            # (state -> _matching_of(state, event); the accelerator's, a hit inline)
-            candidatesOf = self._matching.get(event.name)
-            if candidatesOf is None:
-                candidatesOf = self.accelerator.matching(event, self._matching_of)
-            atomicStates = self._atomics
-            if atomicStates is None:
-                atomicStates = self._atomic_states()
-            candidates = [candidatesOf[state] for state in atomicStates]
-        else:  # (the accelerator's: those of the atomic states that have any, a guard among them)
-            candidates = kept.candidates
+            self.accelerator.keep_selection(key, enabled, candidates)
+        return enabled
+
+    def _candidates(self, event: Event) -> list[tuple[Transition, ...]]:
+        """For each atomic state, in document order: the transitions of it and its ancestors
+        whose descriptors match ``event`` (the accelerator's table for the name)."""
+        candidatesOf = self._matching.get(event.name)
+        if candidatesOf is None:
+            candidatesOf = self.accelerator.matching(event, self._matching_of)
+        return [candidatesOf[state] for state in self._atomic_states()]
+
+    def _first_enabled(self, candidates: Iterable[tuple[Transition, ...]]) -> list[Transition]:
+        """The spec's selection loop: for each atomic state's candidates (in document order),
+        the first whose condition holds, unless one of them is already enabled."""
         enabled: list[Transition] = []
         timed = self._clock is not None
-        for transitions in candidates:  # (those of each atomic state, in document order)
+        for transitions in candidates:
             if timed:
                 self._tick(len(enabled) + 1)
             for t in transitions:
@@ -891,10 +915,6 @@ class Interpreter:
                 if self.conditionMatch(t):
                     enabled.append(t)
                     break
-        if len(enabled) > 1:
-            enabled = self.removeConflictingTransitions(enabled)
-        if kept is None:
-            self.accelerator.keep_selection(key, enabled, candidates)
         return enabled
 
     def _matching_of(self, state: int, event: Event) -> tuple[Transition, ...]:
@@ -962,23 +982,26 @@ class Interpreter:
     def microstep(self, enabled: list[Transition]) -> None:
         self.n_microstep += 1
         if self.tracing:
-            self._emit(
-                fx.TRACE_TRANSITIONS,
-                transitions=[
-                    {
-                        "index": t.index,
-                        "source": self.states[t.source].id,
-                        "event": t.event_text,
-                        "targets": self._ids(t.targets),
-                    }
-                    for t in enabled
-                ],
-            )
+            self._trace_transitions(enabled)
         self.exitStates(enabled)
         self.executeTransitionContent(enabled)
         self.enterStates(enabled)
         if self.tracing:
             self._emit(fx.TRACE_MICROSTEP, configuration=self._ids(sorted(self.configuration)))
+
+    def _trace_transitions(self, enabled: list[Transition]) -> None:
+        self._emit(
+            fx.TRACE_TRANSITIONS,
+            transitions=[
+                {
+                    "index": t.index,
+                    "source": self.states[t.source].id,
+                    "event": t.event_text,
+                    "targets": self._ids(t.targets),
+                }
+                for t in enabled
+            ],
+        )
 
     def exitStates(self, enabled: list[Transition]) -> None:
         # (statesToExit, and the same in exit order: the accelerator's, kept per configuration)
@@ -995,30 +1018,16 @@ class Interpreter:
         if quiet is not None:  # (the accelerator's: nothing runs on the way out)
             self._change_configuration(statesToExit, quiet, entering=False)
             return
-        states = self.states
-        configuration = self.configuration
-        # (told only to a datamodel that tracks the configuration: see configuration_unused)
-        configuration_changed = self.dm.configuration_changed if self._uses_in else None
-        # The sorted atomic states are kept up to date rather than recomputed (they are read
-        # only when selecting transitions, never in between).
-        atomics = self._atomics
-        is_atomic = self._is_atomic
-        self._config_tuple = None
         timed = self._clock is not None
         for s in ordered:
-            node = states[s]
-            if timed:  # (keeping atomics sorted is a list operation per state)
-                self._tick(1 + (len(atomics) >> 6 if atomics else 0))
+            node = self.states[s]
+            if timed:
+                self._tick_state()
             for block in node.onexit:
                 self.executeContent(block)
             for inv in node.invokes:
                 self.cancelInvoke(inv)
-            if is_atomic[s] and atomics is not None and s in configuration:
-                atomics.remove(s)
-            configuration.discard(s)
-            if configuration_changed is not None:
-                configuration_changed()
-            self._config_tuple = None
+            self._configuration_remove(s)
 
     def _remember_history(self, node: StateNode) -> None:
         """The spec's exitStates, first loop: the history values of ``node``'s history states."""
@@ -1026,21 +1035,25 @@ class Interpreter:
             self._tick(len(self.configuration) * len(node.history))
         for h in node.history:
             hnode = self.states[h]
-            if hnode.kind == Kind.HISTORY_DEEP:
-                remembered = tuple(sorted(
-                    s0 for s0 in self.configuration
-                    if self.states[s0].is_atomic and s0 in node.descendants
-                ))
-            else:
-                remembered = tuple(sorted(
-                    s0 for s0 in self.configuration if self.states[s0].parent == node.index
-                ))
+            remembered = self._history_states(node, hnode)
             if self._history_shared:  # copy on write: returned states never change
                 self.historyValue = dict(self.historyValue)
                 self._history_shared = False
             self.historyValue[h] = remembered
             if self.tracing:
                 self._emit(fx.TRACE_HISTORY, history=hnode.id, states=self._ids(remembered))
+
+    def _history_states(self, node: StateNode, history: StateNode) -> tuple[int, ...]:
+        """What a history state of ``node`` remembers: the active atomic descendants (deep),
+        or the active children (shallow), in document order."""
+        if history.kind == Kind.HISTORY_DEEP:
+            return tuple(sorted(
+                s0 for s0 in self.configuration
+                if self.states[s0].is_atomic and s0 in node.descendants
+            ))
+        return tuple(sorted(
+            s0 for s0 in self.configuration if self.states[s0].parent == node.index
+        ))
 
     def computeExitSet(self, transitions: list[Transition]) -> set[int]:
         statesToExit: set[int] = set()
@@ -1060,7 +1073,8 @@ class Interpreter:
             self.executeContent(t.body)
 
     def enterStates(self, enabled: list[Transition]) -> None:
-        # (the accelerator's entry set of a single transition, kept: a hit read inline)
+        # (the accelerator's entry set, computeEntrySet's answer: for a single transition, a
+        # hit is read inline)
         entry = self._entry_sets.get(enabled[0].index) if len(enabled) == 1 else None
         if entry is None:
             entry = self.accelerator.entry_set(enabled, self.computeEntrySet)
@@ -1070,60 +1084,17 @@ class Interpreter:
         if quiet is not None:  # (the accelerator's: nothing runs on the way in)
             self._change_configuration(statesToEnter, quiet, entering=True)
             return
-        states = self.states
-        configuration = self.configuration
-        configuration_changed = self.dm.configuration_changed if self._uses_in else None
-        # (a chart without invokes has nothing to invoke: statesToInvoke stays empty)
-        statesToInvoke = self.statesToInvoke if self._any_invokes else None
-        bound = self.bound
-        atomics = self._atomics  # kept up to date, as in exitStates
-        is_atomic = self._is_atomic
-        timed = self._clock is not None
         for s in statesToEnter:
-            node = states[s]
-            if timed:  # (keeping atomics sorted is a list operation per state)
-                self._tick(1 + (len(atomics) >> 6 if atomics else 0))
-            if is_atomic[s] and atomics is not None and s not in configuration:
-                insort(atomics, s)
-            configuration.add(s)
-            self._config_tuple = None
-            if configuration_changed is not None:
-                configuration_changed()
-            if statesToInvoke is not None:
-                statesToInvoke.add(s)
-            if s not in bound:  # (late binding: a state's data is bound on its first entry)
-                bound.add(s)
-                self._bind_data(node)
+            node = self.states[s]
+            self._configuration_add(s, node)
             for block in node.onentry:
                 self.executeContent(block)
-            if s in statesForDefaultEntry and node.initial is not None:
-                self.executeContent(node.initial.body)
+            if s in statesForDefaultEntry:  # (a compound state: it has an initial transition)
+                self.executeContent(cast(Transition, node.initial).body)
             if s in defaultHistoryContent:
                 self.executeContent(defaultHistoryContent[s])
             if self._is_final[s]:
                 self._enteredFinalState(node)
-
-    def _change_configuration(
-        self, changed: Iterable[int], atomic: tuple[int, ...], *, entering: bool
-    ) -> None:
-        """Enter or exit ``changed`` (``atomic``: the atomic states among them) at once: what
-        the spec's loops do for states with nothing to run on the way (no executable content,
-        invocation, ``<data>`` or final state), in one set operation. The sorted atomic
-        states are then worked out again when next read (a selection the accelerator keeps
-        does not read them)."""
-        if self._clock is not None:
-            self._tick(len(atomic) + 1)
-        if entering:
-            self.configuration.update(changed)
-            if self._any_invokes:
-                self.statesToInvoke.update(changed)
-            self.bound.update(changed)  # (none holds <data>: nothing to bind)
-        else:
-            self.configuration.difference_update(changed)
-        self._atomics = None
-        self._config_tuple = None
-        if self._uses_in:
-            self.dm.configuration_changed()
 
     def _enteredFinalState(self, node: StateNode) -> None:
         """The end of the spec's enterStates for a final state: the chart stops, or its
@@ -1132,7 +1103,7 @@ class Interpreter:
             self.running = False
             return
         parent = self.states[node.parent]
-        self._raise_done(Event("done.state." + parent.id, INTERNAL, self._donedata(node)[0]))
+        self._enqueue_internal(Event("done.state." + parent.id, INTERNAL, self._donedata(node)[0]))
         if parent.parent >= 0:
             grandparent = self.states[parent.parent]
             if self._clock is not None:
@@ -1140,12 +1111,12 @@ class Interpreter:
             if grandparent.kind == Kind.PARALLEL and all(
                 self.isInFinalState(c) for c in self.getChildStates(grandparent)
             ):
-                self._raise_done(Event("done.state." + grandparent.id, INTERNAL))
+                self._enqueue_internal(Event("done.state." + grandparent.id, INTERNAL))
 
-    def _raise_done(self, done: Event) -> None:
-        self.internal_queue.append(done)
+    def _enqueue_internal(self, event: Event) -> None:
+        self.internal_queue.append(event)
         if self.tracing:
-            self._emit(fx.TRACE_RAISED, event=done.to_dict())
+            self._emit(fx.TRACE_RAISED, event=event.to_dict())
 
     def computeEntrySet(
         self, transitions: list[Transition]
@@ -1179,52 +1150,59 @@ class Interpreter:
         statesForDefaultEntry: set[int],
         defaultHistoryContent: dict[int, Block],
     ) -> None:
+        sets = (statesToEnter, statesForDefaultEntry, defaultHistoryContent)
         node = self.states[state]
         if node.is_history:
             self._history_seen = True
             remembered = self.historyValue.get(state)
             if remembered:
-                for s in remembered:
-                    self.addDescendantStatesToEnter(
-                        s, statesToEnter, statesForDefaultEntry, defaultHistoryContent
-                    )
-                for s in remembered:
-                    self.addAncestorStatesToEnter(
-                        s, node.parent, statesToEnter, statesForDefaultEntry, defaultHistoryContent
-                    )
-            else:
-                default = node.initial
-                if default is None:
-                    return
-                defaultHistoryContent[node.parent] = default.body
-                for s in default.targets:
-                    self.addDescendantStatesToEnter(
-                        s, statesToEnter, statesForDefaultEntry, defaultHistoryContent
-                    )
-                for s in default.targets:
-                    self.addAncestorStatesToEnter(
-                        s, node.parent, statesToEnter, statesForDefaultEntry, defaultHistoryContent
-                    )
+                self._addTargetsToEnter(remembered, node.parent, *sets)
+            elif node.initial is not None:
+                defaultHistoryContent[node.parent] = node.initial.body
+                self._addTargetsToEnter(node.initial.targets, node.parent, *sets)
         else:
             statesToEnter.add(state)
             if node.kind == Kind.COMPOUND:
                 statesForDefaultEntry.add(state)
                 assert node.initial is not None
-                for s in node.initial.targets:
-                    self.addDescendantStatesToEnter(
-                        s, statesToEnter, statesForDefaultEntry, defaultHistoryContent
-                    )
-                for s in node.initial.targets:
-                    self.addAncestorStatesToEnter(
-                        s, state, statesToEnter, statesForDefaultEntry, defaultHistoryContent
-                    )
+                self._addTargetsToEnter(node.initial.targets, state, *sets)
             elif node.kind == Kind.PARALLEL:
-                timed = self._clock is not None
-                for child in self.getChildStates(node):
-                    if not self._enters_below(child, statesToEnter, timed):
-                        self.addDescendantStatesToEnter(
-                            child, statesToEnter, statesForDefaultEntry, defaultHistoryContent
-                        )
+                self._addRegionsToEnter(node, *sets)
+
+    def _addTargetsToEnter(
+        self,
+        targets: Iterable[int],
+        ancestor: int,
+        statesToEnter: set[int],
+        statesForDefaultEntry: set[int],
+        defaultHistoryContent: dict[int, Block],
+    ) -> None:
+        """The spec's pair of loops over a history value's or an initial transition's
+        targets: each one's descendants, then its ancestors up to ``ancestor``."""
+        for s in targets:
+            self.addDescendantStatesToEnter(
+                s, statesToEnter, statesForDefaultEntry, defaultHistoryContent
+            )
+        for s in targets:
+            self.addAncestorStatesToEnter(
+                s, ancestor, statesToEnter, statesForDefaultEntry, defaultHistoryContent
+            )
+
+    def _addRegionsToEnter(
+        self,
+        node: StateNode,
+        statesToEnter: set[int],
+        statesForDefaultEntry: set[int],
+        defaultHistoryContent: dict[int, Block],
+    ) -> None:
+        """The spec's loop over a parallel state's children: each one no state to enter is
+        already a descendant of is entered by default."""
+        timed = self._clock is not None
+        for child in self.getChildStates(node):
+            if not self._enters_below(child, statesToEnter, timed):
+                self.addDescendantStatesToEnter(
+                    child, statesToEnter, statesForDefaultEntry, defaultHistoryContent
+                )
 
     def addAncestorStatesToEnter(
         self,
@@ -1236,14 +1214,10 @@ class Interpreter:
     ) -> None:
         for anc in self.getProperAncestors(state, ancestor):
             statesToEnter.add(anc)
-            node = self.states[anc]
-            if node.kind == Kind.PARALLEL:
-                timed = self._clock is not None
-                for child in self.getChildStates(node):
-                    if not self._enters_below(child, statesToEnter, timed):
-                        self.addDescendantStatesToEnter(
-                            child, statesToEnter, statesForDefaultEntry, defaultHistoryContent
-                        )
+            if self.states[anc].kind == Kind.PARALLEL:
+                self._addRegionsToEnter(
+                    self.states[anc], statesToEnter, statesForDefaultEntry, defaultHistoryContent
+                )
 
     def _enters_below(self, state: int, statesToEnter: set[int], timed: bool) -> bool:
         """Whether some state of ``statesToEnter`` is a descendant of ``state`` (the spec's
@@ -1327,7 +1301,72 @@ class Interpreter:
     def getChildStates(self, node: StateNode) -> list[int]:
         return [c for c in node.children if not self.states[c].is_history]
 
-    # ==== datamodel initialisation, donedata ==================================================
+    # ==== the configuration's bookkeeping (not the spec's: what is kept beside it) =============
+
+    def _configuration_remove(self, s: int) -> None:
+        """``configuration.delete(s)``, and what is kept of the configuration with it: the
+        sorted atomic states, kept up to date rather than recomputed (they are read only when
+        selecting transitions, never in between); the datamodel told (only one that tracks
+        the configuration: see configuration_unused)."""
+        configuration = self.configuration
+        atomics = self._atomics
+        if atomics is not None and self._is_atomic[s] and s in configuration:
+            atomics.remove(s)
+        configuration.discard(s)
+        if self._uses_in:
+            self.dm.configuration_changed()
+        self._config_tuple = None
+
+    def _configuration_add(self, s: int, node: StateNode) -> None:
+        """The spec's first lines for each state entered: ``configuration.add(s)``, with the
+        same bookkeeping as _configuration_remove; ``statesToInvoke.add(s)`` (a chart without
+        invokes has nothing to invoke: it stays empty); late binding, a state's data bound on
+        its first entry. Timed: counted against the step's clock first."""
+        if self._clock is not None:
+            self._tick_state()
+        configuration = self.configuration
+        atomics = self._atomics
+        if atomics is not None and self._is_atomic[s] and s not in configuration:
+            insort(atomics, s)
+        configuration.add(s)
+        self._config_tuple = None
+        if self._uses_in:
+            self.dm.configuration_changed()
+        if self._any_invokes:
+            self.statesToInvoke.add(s)
+        if s not in self.bound:
+            self.bound.add(s)
+            self._bind_data(node)
+
+    def _tick_state(self) -> None:
+        """Count one state entered or exited against the step's clock (keeping the atomic
+        states sorted is a list operation per state)."""
+        atomics = self._atomics
+        self._tick(1 + (len(atomics) >> 6 if atomics else 0))
+
+    def _change_configuration(
+        self, changed: Iterable[int], atomic: tuple[int, ...], *, entering: bool
+    ) -> None:
+        """Enter or exit ``changed`` (``atomic``: the atomic states among them) at once: what
+        the spec's loops do for states with nothing to run on the way (no executable content,
+        invocation, ``<data>`` or final state), in one set operation. The sorted atomic
+        states are then worked out again when next read (a selection the accelerator keeps
+        does not read them)."""
+        if self._clock is not None:
+            self._tick(len(atomic) + 1)
+        if entering:
+            self.configuration.update(changed)
+            if self._any_invokes:
+                self.statesToInvoke.update(changed)
+            self.bound.update(changed)  # (none holds <data>: nothing to bind)
+        else:
+            self.configuration.difference_update(changed)
+        self._atomics = None
+        self._config_tuple = None
+        if self._uses_in:
+            self.dm.configuration_changed()
+
+    # ==== datamodel initialisation, donedata ===================================================
 
     def _initialize_data(
         self, node: StateNode, *, bind: bool, overrides: dict[str, Any] | None
@@ -1360,367 +1399,3 @@ class Interpreter:
         except DatamodelError as exc:
             self._raise_error("error.execution", str(exc), reason=exc.reason, where=dd)
             return None, str(exc)
-
-    def _content_value(self, content: Content) -> Any:
-        if content.expr is not None:
-            return self.dm.evaluate(content.expr)
-        return tagged(content.body) if content.has_body else None
-
-    def _params_value(self, params: tuple[Param, ...], namelist: tuple[Any, ...]) -> Any:
-        if not params and not namelist:
-            return None
-        values: dict[str, Any] = {}
-        for expr in namelist:
-            values[expr.source] = self.dm.evaluate(expr)
-        for p in params:
-            source = p.expr if p.expr is not None else p.location
-            assert source is not None
-            values[p.name] = self.dm.evaluate(source)
-        return values
-
-    # ==== executable content ===================================================================
-
-    def executeContent(self, block: Block) -> None:
-        if not block.actions:
-            return
-        performers = self._performers
-        try:  # (a plain try: contextlib.suppress costs more on this per-transition path)
-            for action in block.actions:
-                try:  # (_run_action, inline: one call less per element)
-                    performers[type(action)](action, block)
-                except DatamodelError as exc:
-                    self._raise_error("error.execution", str(exc), reason=exc.reason, where=action)
-                    return  # (the rest of the block is skipped)
-        except _Stop:  # (an element inside an <if> or <foreach> failed)
-            pass
-
-    def _run_actions(self, actions: tuple[Action, ...], block: Block) -> None:
-        for action in actions:
-            self._run_action(action, block)
-
-    def _run_action(self, action: Action, block: Block) -> None:
-        """Run one element of executable content; a failing one raises ``error.execution``
-        and skips the rest of its block (spec 4.9)."""
-        try:
-            self._performers[type(action)](action, block)
-        except DatamodelError as exc:
-            self._raise_error("error.execution", str(exc), reason=exc.reason, where=action)
-            raise _Stop() from None
-
-    def _raise(self, action: Raise, block: Block) -> None:
-        event = self.accelerator.raised(action)
-        self.internal_queue.append(event)
-        if self.tracing:
-            self._emit(fx.TRACE_RAISED, event=event.to_dict())
-
-    def _assign(self, action: Assign, block: Block) -> None:
-        if action.expr is not None:
-            self.dm.assign(action.location, action.expr)
-        else:
-            self.dm.assign_value(action.location, tagged(action.body))
-
-    def _log(self, action: Log, block: Block) -> None:
-        value = plain(self.dm.evaluate(action.expr)) if action.expr is not None else None
-        size = _json_bytes(action.label) + _json_bytes(value)
-        self._log_bytes += size
-        if self._log_bytes > self.budgets.log_bytes:
-            raise BudgetExceeded("log_bytes", self.budgets.log_bytes, self._log_bytes)
-        # (measured once, for both budgets)
-        self._append(fx.LOG, {"label": action.label, "value": value}, size)
-
-    def _if(self, action: If, block: Block) -> None:
-        for cond, branch in action.branches:
-            if cond is None or self.dm.evaluate_cond(cond):
-                self._run_actions(branch, block)
-                return
-
-    def _cancel(self, action: Cancel, block: Block) -> None:
-        sendid = action.sendid if action.sendid is not None else self._string(action.sendidexpr)
-        self.n_ordinal += 1
-        self._emit(
-            fx.CANCEL,
-            send_id=sendid,
-            ordinal=self.n_ordinal,
-            content_index=action.content_index,
-            owner=block.owner,
-        )
-
-    def _script(self, action: Script, block: Block) -> None:
-        self.dm.run_script(action.script)
-
-    def _foreach(self, action: Foreach, block: Block) -> None:
-        failed: list[_Stop] = []
-
-        def body() -> bool:
-            self._foreach_iterations += 1
-            if self._foreach_iterations > self.budgets.foreach_iterations:
-                raise BudgetExceeded(
-                    "foreach_iterations", self.budgets.foreach_iterations,
-                    self._foreach_iterations,
-                )
-            if self._clock is not None:
-                self._check_time()
-            try:
-                self._run_actions(action.actions, block)
-            except _Stop as stop:
-                failed.append(stop)
-                return False
-            return True
-
-        self.dm.foreach(action.array, action.item, action.index, body)
-        if failed:
-            raise failed[0]
-
-    def _string(self, expr: Any) -> str:
-        value = self.dm.evaluate(expr)
-        return value if isinstance(value, str) else json.dumps(plain(value))
-
-    # ==== <send> (spec 6.2) ====================================================================
-
-    def send(self, action: Send, block: Block) -> None:
-        # Evaluate everything first: a failure sends nothing (spec 6.2, test 553).
-        name = self._attribute(action.event, action.eventexpr) or ""
-        target = self._attribute(action.target, action.targetexpr)
-        send_type = self._attribute(action.type, action.typeexpr)
-        delay_ms = self._delay_ms(action)
-        if action.content is not None:
-            data = self._content_value(action.content)
-            payload = "content"  # (an I/O processor such as Basic HTTP sends it as the body)
-        else:
-            data = self._params_value(action.params, action.namelist)
-            payload = "params" if action.params or action.namelist else None
-        self.n_send += 1  # the send's ordinal (and its generated id)
-        send_id = action.id if action.id is not None else f"send_{self.n_send}"
-        if action.idlocation is not None:
-            self.dm.assign_value(action.idlocation, send_id)
-        if send_type is None or send_type in SCXML_SEND_TYPES:
-            resolved = self._resolve_target(target, send_id, action)
-        else:
-            resolved = self._route_target(send_type, target, send_id, action)
-        if resolved is None:
-            return
-        author_id = action.id is not None or action.idlocation is not None
-        event = Event(
-            name,
-            INTERNAL if resolved.kind is TargetKind.INTERNAL else EXTERNAL,
-            data,
-            sendid=send_id if author_id else None,
-            origin=f"#_scxml_{self.session_id}",
-            origintype=SCXML_PROCESSOR,
-            invokeid=self.invokeid if resolved.kind is TargetKind.PARENT else None,
-        )
-        if resolved.kind is TargetKind.INTERNAL and delay_ms <= 0:
-            self.internal_queue.append(event)
-            if self.tracing:
-                self._emit(fx.TRACE_RAISED, event=event.to_dict())
-        elif delay_ms > 0:
-            self._send_delayed(action, block, resolved, event, send_id, payload, delay_ms)
-        else:
-            self._emit(
-                fx.SEND, target=resolved, event=event.to_dict(), send_id=send_id,
-                send_ordinal=self.n_send, payload=payload,
-            )
-
-    def _attribute(self, value: str | None, expr: Any) -> str | None:
-        """An attribute given as a value or as an expression (``event``/``eventexpr``...)."""
-        if value is not None:
-            return value
-        return self._string(expr) if expr is not None else None
-
-    def _delay_ms(self, action: Send) -> int:
-        if action.delayexpr is None:
-            return action.delay_ms or 0
-        delay_text = self._string(action.delayexpr)
-        delay_ms = parse_time(delay_text)
-        if delay_ms is None:
-            raise DatamodelError(f"<send> delayexpr: {time_problem(delay_text)}")
-        return delay_ms
-
-    def _route_target(
-        self, send_type: str, target: str | None, send_id: str, action: Send
-    ) -> Target | None:
-        """Where a send of a host type goes (a route); None (with an error event raised) when
-        it cannot be dispatched."""
-        route = self._host.types.route_for(send_type)
-        if route is None:  # spec 6.2.4: a type the platform does not support
-            self._raise_error(
-                "error.execution", f"<send> type {send_type!r} is not supported", send_id,
-                where=action,
-            )
-            raise _Stop()
-        answer = self._host.check_route(route, send_type, target)
-        if answer.verdict is RouteVerdict.INVALID:  # spec 6.2.4: an invalid target
-            self._raise_error(
-                "error.execution",
-                f"<send> target {target!r} is not valid for {send_type!r}: {answer.reason}",
-                send_id,
-                where=action,
-            )
-            raise _Stop()
-        if answer.verdict is RouteVerdict.UNREACHABLE:  # it cannot be dispatched
-            self._raise_error(
-                "error.communication",
-                f"<send> to {target!r} by {send_type!r} cannot be dispatched: {answer.reason}",
-                send_id,
-                where=action,
-            )
-            return None
-        return Target(TargetKind.ROUTE, route=route, type=send_type, address=target)
-
-    def _send_delayed(
-        self,
-        action: Send,
-        block: Block,
-        resolved: Target,
-        event: Event,
-        send_id: str,
-        payload: str | None,
-        delay_ms: int,
-    ) -> None:
-        if resolved.kind is TargetKind.ROUTE and not self._host.types.route_timers:
-            # No timer queue for delayed route sends here: refused, never dropped.
-            self._raise_error(
-                "error.communication",
-                f"<send> with a delay by {resolved.type!r}: this host has no timer queue for "
-                "delayed sends on routes",
-                send_id,
-                where=action,
-            )
-            return
-        if not self._host.types.timers:
-            # The host keeps no delayed sends: it cannot dispatch this one (spec 6.2).
-            self._raise_error(
-                "error.communication",
-                "<send> with a delay: this host has no timer queue for delayed sends",
-                send_id,
-                where=action,
-            )
-            return
-        self.n_ordinal += 1
-        self._emit(
-            fx.SEND_DELAYED,
-            target=resolved,
-            event=event.to_dict(),
-            send_id=send_id,
-            send_ordinal=self.n_send,
-            payload=payload,
-            delay_ms=delay_ms,
-            ordinal=self.n_ordinal,
-            content_index=action.content_index,
-            owner=block.owner,
-            id_from_author=action.id is not None,
-            # ds:expires (statecharts.core.expiry): only when set, so the effects of charts
-            # without it are what they always were
-            **({} if action.expires_ms is None else {"expires_ms": action.expires_ms}),
-        )
-
-    def _resolve_target(self, target: str | None, send_id: str, action: Send) -> Target | None:
-        """Where an SCXML send goes; None (with an error event raised) when it cannot go."""
-        session_id = self.session_id
-        if target is None or target == "":
-            return Target(TargetKind.SELF, session_id=session_id)
-        if target == "#_internal":
-            return Target(TargetKind.INTERNAL, session_id=session_id)
-        if target == "#_parent":
-            if self.parent_session_id is None:
-                self._raise_error(
-                    "error.communication", "#_parent: this session has no parent", send_id,
-                    where=action,
-                )
-                return None
-            return Target(TargetKind.PARENT, session_id=self.parent_session_id)
-        if target.startswith("#_scxml_"):
-            other = target[len("#_scxml_") :]
-            if other == session_id:
-                return Target(TargetKind.SELF, session_id=other)
-            if other == self.parent_session_id:
-                return Target(TargetKind.PARENT, session_id=other)
-            if not self._host.is_reachable(other):
-                self._raise_error(
-                    "error.communication", f"session {other!r} is unreachable", send_id,
-                    where=action,
-                )
-                return None
-            return Target(TargetKind.SESSION, session_id=other)
-        if target.startswith("#_") and len(target) > 2:
-            invokeid = target[2:]
-            if any(inv.invokeid == invokeid for inv in self.invocations):
-                return Target(TargetKind.INVOKE, invokeid=invokeid)
-            self._raise_error(
-                "error.communication", f"no active invocation {invokeid!r}", send_id,
-                where=action,
-            )
-            return None
-        self._raise_error(
-            "error.execution", f"<send> target {target!r} is not a valid SCXML target", send_id,
-            where=action,
-        )
-        raise _Stop()
-
-    # ==== <invoke> (spec 6.4) ==================================================================
-
-    def invoke(self, inv: Invoke) -> None:
-        node = self.states[inv.state]
-        try:
-            invoke_type = (
-                inv.type
-                if inv.type is not None
-                else (self._string(inv.typeexpr) if inv.typeexpr is not None else "scxml")
-            )
-            # Spec 6.4: a type the platform does not support is error.execution, checked
-            # against what the host registered for this step.
-            if invoke_type not in self._host.types.invoke:
-                raise DatamodelError(f"<invoke> type {invoke_type!r} is not supported")
-            src = (
-                inv.src
-                if inv.src is not None
-                else (self._string(inv.srcexpr) if inv.srcexpr is not None else None)
-            )
-            if inv.id is not None:
-                invokeid = inv.id
-            else:
-                self.n_invoke += 1
-                invokeid = f"{node.id}.{self.n_invoke}"
-                if inv.idlocation is not None:
-                    self.dm.assign_value(inv.idlocation, invokeid)
-            content = self._content_value(inv.content) if inv.content is not None else None
-            data = self._params_value(inv.params, inv.namelist)
-        except DatamodelError as exc:
-            self._raise_error("error.execution", str(exc), reason=exc.reason, where=inv)
-            return
-        self.n_invocation += 1
-        ordinal = self.n_invocation
-        self.invocations.append(
-            Invocation(invokeid, inv.state, inv.index, inv.autoforward, ordinal)
-        )
-        if isinstance(content, dict) and content.get("$sc") == "xml":
-            content = content["v"]
-        self._emit(
-            fx.INVOKE,
-            invokeid=invokeid,
-            invoke_ordinal=ordinal,
-            type="scxml" if invoke_type in SCXML_INVOKE_TYPES else invoke_type,
-            src=src,
-            content=content,
-            data=data,
-            autoforward=inv.autoforward,
-            state=node.id,
-            base_path=self.chart.base_path,
-            # <content expr> or srcexpr: a chart defined at run time (a host may refuse it)
-            defined_at_run_time=(inv.content is not None and inv.content.expr is not None)
-            or (inv.src is None and inv.srcexpr is not None),
-        )
-
-    def cancelInvoke(self, inv: Invoke) -> None:
-        for invocation in list(self.invocations):
-            if invocation.invoke == inv.index and invocation.state == inv.state:
-                self.invocations.remove(invocation)
-                self._emit(
-                    fx.CANCEL_INVOKE,
-                    invokeid=invocation.invokeid,
-                    invoke_ordinal=invocation.ordinal,
-                )
-
-    def applyFinalize(self, inv: Invoke, event: Event) -> None:
-        if inv.finalize.actions:
-            self.executeContent(inv.finalize)
