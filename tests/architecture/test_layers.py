@@ -9,6 +9,7 @@ checker and never run.
 from __future__ import annotations
 
 import ast
+import functools
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -75,7 +76,10 @@ def _project_module(name: str) -> str | None:
     return name or None
 
 
-def _graph() -> dict[str, set[str]]:
+@functools.cache
+def graph() -> dict[str, set[str]]:
+    """The project's import graph, read once per process when a test first asks (not at
+    collection: every xdist worker collects this module, and most never run its tests)."""
     edges: dict[str, set[str]] = defaultdict(set)
     for module, path in MODULES.items():
         for name in imported_names(module, path):
@@ -84,8 +88,6 @@ def _graph() -> dict[str, set[str]]:
                 edges[module].add(target)
     return edges
 
-
-GRAPH = _graph()
 
 
 def _third_party(module: str) -> set[str]:
@@ -99,8 +101,8 @@ def _third_party(module: str) -> set[str]:
 def test_the_graph_was_read() -> None:
     # (a guard: a reader that found nothing would pass every rule below)
     assert len(MODULES) > 50
-    assert "statecharts.core.plan" in GRAPH["statecharts.drivers.memory"]
-    assert "statecharts.stepper" in GRAPH["timers.firing"]
+    assert "statecharts.core.plan" in graph()["statecharts.drivers.memory"]
+    assert "statecharts.stepper" in graph()["timers.firing"]
 
 
 def test_the_core_imports_no_django_and_nothing_above_it() -> None:
@@ -108,7 +110,7 @@ def test_the_core_imports_no_django_and_nothing_above_it() -> None:
     for module in MODULES:
         if not module.startswith("statecharts.core"):
             continue
-        above = sorted(t for t in GRAPH[module] if not t.startswith("statecharts.core"))
+        above = sorted(t for t in graph()[module] if not t.startswith("statecharts.core"))
         frameworks = sorted(_third_party(module) & {"django", "rest_framework", "django_q"})
         if above or frameworks:
             problems.append(f"{module}: {above + frameworks}")
@@ -121,7 +123,7 @@ def test_the_drivers_stand_on_the_core_alone() -> None:
         if not module.startswith("statecharts.drivers"):
             continue
         inside = ("statecharts.core", "statecharts.drivers")
-        outside = sorted(t for t in GRAPH[module] if not t.startswith(inside))
+        outside = sorted(t for t in graph()[module] if not t.startswith(inside))
         if outside or "django" in _third_party(module):
             problems.append(f"{module}: {outside}")
     assert problems == []
@@ -132,7 +134,7 @@ def test_statecharts_imports_none_of_the_apps_built_on_it() -> None:
         f"{module} -> {target}"
         for module in MODULES
         if module.split(".")[0] == "statecharts"
-        for target in sorted(GRAPH[module])
+        for target in sorted(graph()[module])
         if target.split(".")[0] in ("timers", "invocations", "routes")
     ]
     assert problems == []
@@ -155,7 +157,7 @@ def test_the_apps_use_each_other_only_where_allowed() -> None:
         f"{module} -> {target}"
         for module in MODULES
         if module.split(".")[0] in apps
-        for target in sorted(GRAPH[module])
+        for target in sorted(graph()[module])
         if target.split(".")[0] in apps
         and target.split(".")[0] != module.split(".")[0]
         and (module, target.split(".")[0]) not in ALLOWED_BETWEEN_APPS
@@ -303,7 +305,7 @@ def test_apps_use_only_the_public_stepper_surface() -> None:
         f"{module} -> {target}"
         for module in MODULES
         if module.split(".")[0] in ("timers", "invocations", "routes")
-        for target in sorted(GRAPH[module])
+        for target in sorted(graph()[module])
         if target.startswith(PRIVATE_TO_STATECHARTS)
     ]
     assert problems == []
@@ -314,7 +316,7 @@ def test_models_do_not_import_the_stepper() -> None:
         f"{module} -> {target}"
         for module in MODULES
         if module.startswith("statecharts.models")
-        for target in sorted(GRAPH[module])
+        for target in sorted(graph()[module])
         if target.startswith("statecharts.stepper")
     ]
     assert problems == []
@@ -386,7 +388,7 @@ def _arrows(sources: tuple[str, ...], targets: tuple[str, ...]) -> list[str]:
         f"{module} -> {target}"
         for module in MODULES
         if module.startswith(sources)
-        for target in sorted(GRAPH[module])
+        for target in sorted(graph()[module])
         if target.startswith(targets)
     ]
 
@@ -442,7 +444,7 @@ def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_there_is_no_import_cycle() -> None:
-    assert _cycles(GRAPH) == []
+    assert _cycles(graph()) == []
 
 
 @pytest.mark.parametrize(
