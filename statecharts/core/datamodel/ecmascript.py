@@ -148,6 +148,10 @@ _ENGINE_FUNCTIONS = (
     "isIdentifier", "loopBegin", "loopSet", "loopEnd", "snapshot", "restore", "setGlobals",
 )
 _MAX_COMPILED = 4096  # chart functions an engine keeps compiled, across the sessions it serves
+_MAX_RESTORABLE = 4096  # names an engine remembers a restore accepted
+# The longest snapshot whose restore into the engine may be deferred: a small scalar datamodel
+# (a restore this size cannot meet the memory cap or the time limit).
+_DEFERRABLE_BYTES = 4096
 
 
 class _Engine:
@@ -168,6 +172,10 @@ class _Engine:
         # (wrapper name or "", text) -> compiled chart function; each is frozen and stateless,
         # so sessions share them.
         self.compiled: dict[tuple[str, str], Any] = {}
+        # Names a restore into this engine has accepted as datamodel variables (none of the
+        # realm's own globals, which the prelude fixed before any chart code ran): a restore
+        # of scalars under these names cannot be refused, so it may be deferred.
+        self.restorable: set[str] = set()
 
     def release(self) -> bool:
         """Make the engine ready for another session; False if it cannot be (drop it)."""
@@ -178,6 +186,8 @@ class _Engine:
             return False
         if len(self.compiled) > _MAX_COMPILED:
             self.compiled.clear()
+        if len(self.restorable) > _MAX_RESTORABLE:
+            self.restorable.clear()
         return True
 
 
@@ -194,13 +204,24 @@ def _take_engine(limits: Limits) -> _Engine:
     return _Engine(limits)
 
 
-def _give_back(engine: _Engine) -> None:
+def _give_back(engine: _Engine, used: bool = True) -> None:
+    """Keep ``engine`` for the thread's next session; ``used`` False: no call reached it
+    since it was taken (it is as it was given: reset, or new), so it is not reset again."""
     spares: dict[Limits, list[_Engine]] | None = getattr(_spare_engines, "by_limits", None)
     if spares is None:
         spares = _spare_engines.by_limits = {}
     kept = spares.setdefault(engine.limits, [])
-    if len(kept) < _SPARES_PER_THREAD and engine.release():
-        kept.append(engine)
+    if len(kept) >= _SPARES_PER_THREAD:
+        return
+    if used:
+        if engine.release():
+            kept.append(engine)
+        return
+    try:  # (a lowered per-evaluation limit is not the next session's)
+        engine.context.set_time_limit(engine.limits.time_ms / 1000)
+    except _JS_ERRORS:
+        return
+    kept.append(engine)
 
 
 class EcmascriptDatamodel(Datamodel):
@@ -261,6 +282,17 @@ class EcmascriptDatamodel(Datamodel):
         # written (one call) before the next call into the engine.
         self._scalars: dict[int, Program | None] | None = None
         self._unsynced: dict[str, Any] = {}
+        # A snapshot given to restore and not yet written into the engine: it held scalars
+        # only, under names this engine has accepted before, so the mirror answers from it
+        # and the engine is restored (one call) just before the first call that needs it. A
+        # step that only reads and assigns scalars then makes no call into QuickJS at all.
+        self._deferred: str | None = None
+        # The system variables (install's arguments) not yet given to the engine: installed
+        # with the first call into it. Until then nothing has reached the engine, which goes
+        # back to the thread's spares without a reset if nothing ever does.
+        self._system: tuple[str, str | None, str, str | None] | None = None
+        self._pending = True  # install or a deferred restore to do before the next call
+        self._opened = False  # a call reached the engine since this datamodel took it
         functions = engine.functions
         self._install = functions["install"]
         self._wrappers = {
@@ -333,6 +365,8 @@ class EcmascriptDatamodel(Datamodel):
     def _before_call(self) -> None:
         """Push what the next evaluation may read: the globals set from the mirror, the
         configuration for In(), _event."""
+        if self._pending:
+            self._open()
         if self._unsynced:
             self._sync()
         if self._configuration_dirty and self._uses_configuration:
@@ -353,6 +387,13 @@ class EcmascriptDatamodel(Datamodel):
             self._check_open()
         try:
             self._before_call()
+            return call()
+        except _JS_ERRORS as exc:
+            raise self._error(what, exc) from None
+
+    def _compile_call(self, what: str, call: Callable[[], Any]) -> Any:
+        self._check_open()
+        try:
             return call()
         except _JS_ERRORS as exc:
             raise self._error(what, exc) from None
@@ -388,6 +429,8 @@ class EcmascriptDatamodel(Datamodel):
         ``_event``, and return the configuration's text for In() if it changed (else None)."""
         self._check_open()
         self._prepare = False
+        if self._pending:
+            self._open()
         if self._unsynced:
             self._sync()
         configuration = None
@@ -433,10 +476,13 @@ class EcmascriptDatamodel(Datamodel):
             if function is None:
                 if not _is_one_function(text):
                     raise DatamodelError(f"{what}: not a single expression")
-                compiled = self._call_js(what, lambda: self._compile_js(text))
+                # (compiling runs no chart code and reads nothing of the session: nothing is
+                # pushed into the engine for it, a deferred restore included)
+                compiled = self._compile_call(what, lambda: self._compile_js(text))
                 wrapper = self._wrappers.get(wrap_name)
                 function = (
-                    compiled if wrapper is None else self._call_js(what, lambda: wrapper(compiled))
+                    compiled if wrapper is None
+                    else self._compile_call(what, lambda: wrapper(compiled))
                 )
                 self._compiled[shared] = function
             cache[key] = function
@@ -472,11 +518,27 @@ class EcmascriptDatamodel(Datamodel):
         platform: dict[str, Any] | None = None,
     ) -> None:
         self._active_ids = active_ids
-        x = None if platform is None else json.dumps(platform)
-        self._call_js(
-            "system variables",
-            lambda: self._install(session_id, name, json.dumps(ioprocessors), x),
-        )
+        try:
+            x = None if platform is None else json.dumps(platform)
+            self._system = (session_id, name, json.dumps(ioprocessors), x)
+        except _JS_ERRORS as exc:
+            raise self._error("system variables", exc) from None
+        self._pending = self._prepare = True  # (installed before the first call into QuickJS)
+
+    def _open(self) -> None:
+        """Before the first call into the engine: the system variables, then a deferred
+        restore."""
+        self._opened = True
+        system = self._system
+        if system is not None:
+            try:
+                self._install(*system)
+            except _JS_ERRORS as exc:
+                raise self._error("system variables", exc) from None
+            self._system = None
+        if self._deferred is not None:
+            self._restore_deferred()
+        self._pending = False
 
     def declare(self, data: Data, *, bind: bool) -> None:
         self._changed(keys=True, impure=False)
@@ -717,6 +779,8 @@ class EcmascriptDatamodel(Datamodel):
             self._prepare = True
         if self._dirty:
             self._check_open()
+            if self._pending:
+                self._open()
             if self._unsynced:
                 try:
                     self._sync()
@@ -790,21 +854,75 @@ class EcmascriptDatamodel(Datamodel):
         return value
 
     def restore(self, snapshot: str) -> None:
-        from statecharts.core.position import DamagedDatamodelError
-
         self._mirror = None
         self._unsynced.clear()  # (what the engine held is replaced)
+        self._deferred = None
         self._check_open()
+        scalars = None if self._scalars is None else self._scalar_snapshot(snapshot)
+        engine: _Engine = self._engine  # type: ignore[assignment]
+        if scalars is not None and engine.restorable.issuperset(scalars[0]):
+            # Nothing the engine could refuse: restored when first needed (see _deferred).
+            self._deferred = snapshot
+            self._pending = self._prepare = True
+            self._hooks = False  # (scalars hold no function)
+        else:
+            if self._pending:
+                self._open()  # (the system variables first, as the engine expects)
+            self._restore_engine(snapshot)
+            if scalars is not None:
+                engine.restorable.update(scalars[0])
+        self._mirror_stale = False
+        if scalars is not None and self._mirror_allowed:
+            self._mirror = scalars[0]
+            self._mirror_pieces = scalars[1]
+        self._last_snapshot = self._restored_text = snapshot
+        self._restored_as = None
+        self._dirty = False
+        self._keys_dirty = True
+
+    def _restore_engine(self, snapshot: str) -> None:
+        from statecharts.core.position import DamagedDatamodelError
+
         try:
             self._hooks = bool(self._restore(snapshot))
         except _JS_ERRORS as exc:
             raise DamagedDatamodelError(
                 f"the datamodel snapshot cannot be restored: {self._error('restore', exc)}"
             ) from None
-        self._last_snapshot = self._restored_text = snapshot
-        self._restored_as = None
-        self._dirty = False
-        self._keys_dirty = True
+
+    def _restore_deferred(self) -> None:
+        """Write the deferred snapshot into the engine (before anything else reaches it)."""
+        snapshot = self._deferred
+        assert snapshot is not None
+        # (the restore's own answer is False, scalars; what an event set since is kept)
+        hooks = self._hooks
+        self._restore_engine(snapshot)  # (raises, and stays deferred, if the engine refuses)
+        self._hooks = hooks
+        self._deferred = None
+
+    @staticmethod
+    def _scalar_snapshot(snapshot: str) -> tuple[dict[str, Any], dict[str, str]] | None:
+        """The snapshot's globals and their snapshot pieces when it holds scalars only (the
+        mirror's kind of value), under plain identifiers, and is written exactly as the
+        sandbox writes those values (so no number, escape or spacing reads differently in
+        the engine); else None."""
+        if len(snapshot) > _DEFERRABLE_BYTES or snapshot[:1] != "{":
+            return None
+        try:
+            value = loads_snapshot(snapshot)
+        except ValueError:
+            return None  # (the engine's restore says why)
+        if type(value) is not dict:
+            return None
+        pieces: dict[str, str] = {}
+        for name, item in value.items():
+            piece = _piece(item)
+            if piece is None or _IDENTIFIER.fullmatch(name) is None:
+                return None
+            pieces[name] = f'"{name}":{piece}'
+        if "{" + ",".join(pieces.values()) + "}" != snapshot:
+            return None
+        return value, pieces
 
     def close(self) -> None:
         """Done with this session: its engine is reset and kept for the next session the
@@ -817,10 +935,11 @@ class EcmascriptDatamodel(Datamodel):
         self._setters.clear()
         self._mirror = None  # (nothing is answered from it any more)
         self._unsynced.clear()
+        self._deferred = self._system = None  # (the engine is reset anyway, if it was used)
         engine, self._engine = self._engine, None
         self._prepare = True  # (the next evaluation finds it closed)
         if engine is not None:
-            _give_back(engine)
+            _give_back(engine, self._opened)
 
     def _check_open(self) -> None:
         if self._engine is None:
