@@ -671,6 +671,8 @@ class EcmascriptDatamodel(Datamodel):
                     self._unsynced[name] = value
                     self._prepare = True  # (the engine is written before its next call)
                     return
+        if function is None:  # (compiled when QuickJS first runs this pair)
+            function = self._assign_function(location, expr)
         if self._hooks or not pure:
             self._changed(keys=True)
         mirror = self._mirror
@@ -702,22 +704,32 @@ class EcmascriptDatamodel(Datamodel):
     def _assign_record(
         self, location: Expr, expr: Expr
     ) -> tuple[int, Any, str | None, bool, str]:
-        """What ``assign`` needs of a (location, expression) pair: the compiled function, the
-        global it sets when the mirror can follow it (a plain identifier, a pure expression),
-        whether the expression is pure, and the snapshot's text before that global's value."""
-        key = (location.index, expr.index)
-        self._check_location(location)
-        function = self._function(
-            self._assign_functions, key,
-            f'(function () {{ "use strict"; return ({location.source} = ({_js(expr)}\n)); }})',
-            f"<assign location={location.source!r}>", "assign",
-        )
+        """What ``assign`` needs of a (location, expression) pair: the compiled function
+        (None until QuickJS first runs the pair: an assignment the mirror answers needs none),
+        the global it sets when the mirror can follow it (a plain identifier, a pure
+        expression), whether the expression is pure, and the snapshot's text before that
+        global's value."""
         name = location.source.strip()
         pure = _is_pure(expr.source)
         plain_name = name if pure and _IDENTIFIER.fullmatch(name) is not None else None
+        function = None if plain_name is not None else self._assign_function(location, expr)
         record = (expr.index, function, plain_name, pure, f'"{name}":')
         self._assigns[location.index] = record
         return record
+
+    def _assign_function(self, location: Expr, expr: Expr) -> Any:
+        """The pair's compiled function (refused first if the location is a system
+        variable), kept in its record."""
+        self._check_location(location)
+        function = self._function(
+            self._assign_functions, (location.index, expr.index),
+            f'(function () {{ "use strict"; return ({location.source} = ({_js(expr)}\n)); }})',
+            f"<assign location={location.source!r}>", "assign",
+        )
+        record = self._assigns.get(location.index)
+        if record is not None and record[0] == expr.index:
+            self._assigns[location.index] = (record[0], function, *record[2:])
+        return function
 
     def assign_value(self, location: Expr, value: Any) -> None:
         self._changed(impure=False)
