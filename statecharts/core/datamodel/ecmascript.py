@@ -529,15 +529,24 @@ class EcmascriptDatamodel(Datamodel):
         """Before the first call into the engine: the system variables, then a deferred
         restore."""
         self._opened = True
-        system = self._system
-        if system is not None:
-            try:
-                self._install(*system)
-            except _JS_ERRORS as exc:
-                raise self._error("system variables", exc) from None
-            self._system = None
-        if self._deferred is not None:
-            self._restore_deferred()
+        # (under the per-evaluation limit they had when they were not deferred, even if the
+        # step has lowered it since for what is left of its budget)
+        lowered = self._time_limit_ms != self.limits.time_ms
+        if lowered:
+            self.context.set_time_limit(self.limits.time_ms / 1000)
+        try:
+            system = self._system
+            if system is not None:
+                try:
+                    self._install(*system)
+                except _JS_ERRORS as exc:
+                    raise self._error("system variables", exc) from None
+                self._system = None
+            if self._deferred is not None:
+                self._restore_deferred()
+        finally:
+            if lowered:
+                self.context.set_time_limit(self._time_limit_ms / 1000)
         self._pending = False
 
     def declare(self, data: Data, *, bind: bool) -> None:
