@@ -80,6 +80,10 @@ _UNSEEN: Any = object()
 _MIN_SAFE_INT = -_MAX_SAFE_INT
 _ESCAPED = re.compile(r'["\\]')  # what JSON.stringify escapes in printable ASCII
 _IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
+# Plain identifiers met in restored snapshots -> their snapshot prefix ('"name":'), so that a
+# restore does not match each name again (names come from outside: bounded).
+_prefixes: dict[str, str] = {}
+_MAX_PREFIXES = 4096
 
 
 def _piece(value: Any) -> str | None:
@@ -936,11 +940,22 @@ class EcmascriptDatamodel(Datamodel):
         if type(value) is not dict:
             return None
         pieces: dict[str, str] = {}
+        prefixes = _prefixes
         for name, item in value.items():
-            piece = _piece(item)
-            if piece is None or _IDENTIFIER.fullmatch(name) is None:
-                return None
-            pieces[name] = f'"{name}":{piece}'
+            if type(item) is int and _MIN_SAFE_INT <= item <= _MAX_SAFE_INT:
+                piece: str | None = str(item)  # (the commonest: a counter; what _piece writes)
+            else:
+                piece = _piece(item)
+                if piece is None:
+                    return None
+            prefix = prefixes.get(name)
+            if prefix is None:
+                if _IDENTIFIER.fullmatch(name) is None:
+                    return None
+                if len(prefixes) >= _MAX_PREFIXES:
+                    prefixes.clear()
+                prefix = prefixes[name] = f'"{name}":'
+            pieces[name] = prefix + piece
         if "{" + ",".join(pieces.values()) + "}" != snapshot:
             return None
         return value, pieces
