@@ -18,6 +18,9 @@ Guarantees (see docs/embedding.md, "The ECMAScript datamodel"):
   So a step gives the same result whether the engine was kept alive or rebuilt.
 - A snapshot only writes what restore reads (a function is re-created before it is written);
   restore refuses what it cannot read with DamagedDatamodelError (a PositionError).
+- The engine is given the system variables, and a restore of scalars it cannot refuse, only
+  with the first call that needs it, before anything of that call runs and under the
+  per-evaluation limits: a step the mirror answers whole never calls into QuickJS.
 """
 
 from __future__ import annotations
