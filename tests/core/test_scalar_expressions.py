@@ -263,3 +263,121 @@ def test_a_chart_at_the_edges_steps_the_same_with_the_accelerator_off() -> None:
     assert runs[0] == runs[1]
     assert "-inf" in repr(runs[0])  # (z held -0: 1 / z saw it)
     assert "9007199254740992" in repr(runs[0])  # (n went past 2**53 - 1)
+
+
+# ---- a restore of scalars waits for the first call that needs the engine -------------------
+
+
+class Calls:
+    """Counts the calls a datamodel makes into its engine's machinery, by function name."""
+
+    def __init__(self, datamodel: EcmascriptDatamodel, *names: str) -> None:
+        self.counts = dict.fromkeys(names, 0)
+        for name in names:
+            original = getattr(datamodel, name)
+
+            def counted(*args: Any, _name: str = name, _original: Any = original) -> Any:
+                self.counts[_name] += 1
+                return _original(*args)
+
+            setattr(datamodel, name, counted)
+
+
+def restored_counter(snapshot: str) -> tuple[EcmascriptDatamodel, Calls]:
+    datamodel = EcmascriptDatamodel()
+    calls = Calls(datamodel, "_install", "_restore", "_run_script")
+    datamodel.use_scalar_programs({})
+    datamodel.bind_system("s", None, {}, lambda _id: False, list)
+    datamodel.restore(snapshot)
+    return datamodel, calls
+
+
+def test_a_restore_of_scalars_reaches_the_engine_only_when_a_call_needs_it() -> None:
+    # A first restore under these names is written at once (the engine accepts the names).
+    first, calls = restored_counter('{"count":1,"flag":true,"label":"x"}')
+    assert calls.counts == {"_install": 1, "_restore": 1, "_run_script": 0}
+    first.close()
+    # The next session on the same engine: the mirror answers, nothing reaches QuickJS.
+    datamodel, calls = restored_counter('{"count":5,"flag":false,"label":"y"}')
+    assert datamodel.evaluate_cond(expr(3, "count === 5 && !flag")) is True
+    datamodel.assign(expr(1, "count"), expr(2, "count + 1"))
+    assert datamodel.snapshot() == '{"count":6,"flag":false,"label":"y"}'
+    assert calls.counts == {"_install": 0, "_restore": 0, "_run_script": 0}
+    # The first call that needs the engine installs the system variables, restores, then
+    # writes what the mirror assigned since: QuickJS sees the step as it is.
+    assert datamodel.evaluate(expr(4, "String(count) + label + _sessionid")) == "6ys"
+    assert calls.counts == {"_install": 1, "_restore": 1, "_run_script": 0}
+    assert datamodel.evaluate(expr(7, "String(count)")) == "6"
+    assert calls.counts["_restore"] == 1
+    datamodel.close()
+
+
+@pytest.mark.parametrize(
+    "snapshot",
+    [
+        '{"count": 5}',  # (spacing)
+        '{"count":5.0}',  # (a float's text)
+        '{"count":-0}',
+        '{"label":"\\u0079"}',  # (an escape)
+        '{"count":9007199254740993}',  # (past 2**53 - 1)
+        '{"count":5,"count":6}',
+        '{"nested":{"count":5}}',
+    ],
+)
+def test_a_snapshot_not_written_as_the_sandbox_writes_it_is_restored_at_once(
+    snapshot: str,
+) -> None:
+    warm, _ = restored_counter('{"count":1,"label":"x","nested":1}')
+    warm.close()
+    datamodel, calls = restored_counter(snapshot)
+    assert calls.counts["_restore"] == 1
+    reference = EcmascriptDatamodel()  # (no scalar programs: the plain restore)
+    reference.bind_system("s", None, {}, lambda _id: False, list)
+    reference.restore(snapshot)
+    probe = expr(8, "JSON.stringify([typeof count, Object.is(globalThis.count, -0),"
+                    " globalThis.count, globalThis.label, globalThis.nested])")
+    assert datamodel.evaluate(probe) == reference.evaluate(probe)
+    assert datamodel.snapshot() == reference.snapshot()
+    datamodel.close()
+    reference.close()
+
+
+def test_a_restore_under_a_name_of_the_realm_is_refused_at_once() -> None:
+    from statecharts.core.position import DamagedDatamodelError
+
+    warm, _ = restored_counter('{"count":1}')
+    warm.close()
+    for snapshot in ('{"Math":1}', '{"count":1,"_event":2}', '{"In":true}'):
+        datamodel = EcmascriptDatamodel()
+        datamodel.use_scalar_programs({})
+        datamodel.bind_system("s", None, {}, lambda _id: False, list)
+        with pytest.raises(DamagedDatamodelError):
+            datamodel.restore(snapshot)
+        datamodel.close()
+
+
+def test_an_engine_nothing_reached_goes_back_without_a_reset() -> None:
+    first, _ = restored_counter('{"count":1}')
+    engine = first._engine
+    assert engine is not None
+    first.close()  # (used: reset)
+    resets = []
+    reset = engine.functions["reset"]
+    engine.functions["reset"] = lambda: resets.append(1) or reset()
+    try:
+        datamodel, calls = restored_counter('{"count":2}')
+        assert datamodel._engine is engine
+        datamodel.set_evaluation_time_limit(5)
+        assert datamodel.evaluate_cond(expr(3, "count === 2")) is True
+        datamodel.close()
+        assert resets == [] and calls.counts["_install"] == 0
+        # Given back as it was taken, its own time limit again: the next session runs on it.
+        again, _ = restored_counter('{"count":3}')
+        assert again._engine is engine
+        loop = "(function () { let i = 0; while (i < 2e6) i++; return i; })()"
+        assert again.evaluate(expr(9, loop)) == 2000000
+        assert again.evaluate(expr(4, "String(count)")) == "3"
+        again.close()
+        assert resets == [1]
+    finally:
+        engine.functions["reset"] = reset

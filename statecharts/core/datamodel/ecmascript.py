@@ -18,6 +18,9 @@ Guarantees (see docs/embedding.md, "The ECMAScript datamodel"):
   So a step gives the same result whether the engine was kept alive or rebuilt.
 - A snapshot only writes what restore reads (a function is re-created before it is written);
   restore refuses what it cannot read with DamagedDatamodelError (a PositionError).
+- The engine is given the system variables, and a restore of scalars it cannot refuse, only
+  with the first call that needs it, before anything of that call runs and under the
+  per-evaluation limits: a step the mirror answers whole never calls into QuickJS.
 """
 
 from __future__ import annotations
@@ -80,6 +83,10 @@ _UNSEEN: Any = object()
 _MIN_SAFE_INT = -_MAX_SAFE_INT
 _ESCAPED = re.compile(r'["\\]')  # what JSON.stringify escapes in printable ASCII
 _IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
+# Plain identifiers met in restored snapshots -> their snapshot prefix ('"name":'), so that a
+# restore does not match each name again (names come from outside: bounded).
+_prefixes: dict[str, str] = {}
+_MAX_PREFIXES = 4096
 
 
 def _piece(value: Any) -> str | None:
@@ -148,6 +155,10 @@ _ENGINE_FUNCTIONS = (
     "isIdentifier", "loopBegin", "loopSet", "loopEnd", "snapshot", "restore", "setGlobals",
 )
 _MAX_COMPILED = 4096  # chart functions an engine keeps compiled, across the sessions it serves
+_MAX_RESTORABLE = 4096  # names an engine remembers a restore accepted
+# The longest snapshot whose restore into the engine may be deferred: a small scalar datamodel
+# (a restore this size cannot meet the memory cap or the time limit).
+_DEFERRABLE_BYTES = 4096
 
 
 class _Engine:
@@ -168,6 +179,10 @@ class _Engine:
         # (wrapper name or "", text) -> compiled chart function; each is frozen and stateless,
         # so sessions share them.
         self.compiled: dict[tuple[str, str], Any] = {}
+        # Names a restore into this engine has accepted as datamodel variables (none of the
+        # realm's own globals, which the prelude fixed before any chart code ran): a restore
+        # of scalars under these names cannot be refused, so it may be deferred.
+        self.restorable: set[str] = set()
 
     def release(self) -> bool:
         """Make the engine ready for another session; False if it cannot be (drop it)."""
@@ -178,6 +193,8 @@ class _Engine:
             return False
         if len(self.compiled) > _MAX_COMPILED:
             self.compiled.clear()
+        if len(self.restorable) > _MAX_RESTORABLE:
+            self.restorable.clear()
         return True
 
 
@@ -194,13 +211,24 @@ def _take_engine(limits: Limits) -> _Engine:
     return _Engine(limits)
 
 
-def _give_back(engine: _Engine) -> None:
+def _give_back(engine: _Engine, used: bool = True) -> None:
+    """Keep ``engine`` for the thread's next session; ``used`` False: no call reached it
+    since it was taken (it is as it was given: reset, or new), so it is not reset again."""
     spares: dict[Limits, list[_Engine]] | None = getattr(_spare_engines, "by_limits", None)
     if spares is None:
         spares = _spare_engines.by_limits = {}
     kept = spares.setdefault(engine.limits, [])
-    if len(kept) < _SPARES_PER_THREAD and engine.release():
-        kept.append(engine)
+    if len(kept) >= _SPARES_PER_THREAD:
+        return
+    if used:
+        if engine.release():
+            kept.append(engine)
+        return
+    try:  # (a lowered per-evaluation limit is not the next session's)
+        engine.context.set_time_limit(engine.limits.time_ms / 1000)
+    except _JS_ERRORS:
+        return
+    kept.append(engine)
 
 
 class EcmascriptDatamodel(Datamodel):
@@ -261,6 +289,17 @@ class EcmascriptDatamodel(Datamodel):
         # written (one call) before the next call into the engine.
         self._scalars: dict[int, Program | None] | None = None
         self._unsynced: dict[str, Any] = {}
+        # A snapshot given to restore and not yet written into the engine: it held scalars
+        # only, under names this engine has accepted before, so the mirror answers from it
+        # and the engine is restored (one call) just before the first call that needs it. A
+        # step that only reads and assigns scalars then makes no call into QuickJS at all.
+        self._deferred: str | None = None
+        # The system variables (install's arguments) not yet given to the engine: installed
+        # with the first call into it. Until then nothing has reached the engine, which goes
+        # back to the thread's spares without a reset if nothing ever does.
+        self._system: tuple[str, str | None, str, str | None] | None = None
+        self._pending = True  # install or a deferred restore to do before the next call
+        self._opened = False  # a call reached the engine since this datamodel took it
         functions = engine.functions
         self._install = functions["install"]
         self._wrappers = {
@@ -333,6 +372,8 @@ class EcmascriptDatamodel(Datamodel):
     def _before_call(self) -> None:
         """Push what the next evaluation may read: the globals set from the mirror, the
         configuration for In(), _event."""
+        if self._pending:
+            self._open()
         if self._unsynced:
             self._sync()
         if self._configuration_dirty and self._uses_configuration:
@@ -353,6 +394,13 @@ class EcmascriptDatamodel(Datamodel):
             self._check_open()
         try:
             self._before_call()
+            return call()
+        except _JS_ERRORS as exc:
+            raise self._error(what, exc) from None
+
+    def _compile_call(self, what: str, call: Callable[[], Any]) -> Any:
+        self._check_open()
+        try:
             return call()
         except _JS_ERRORS as exc:
             raise self._error(what, exc) from None
@@ -388,6 +436,8 @@ class EcmascriptDatamodel(Datamodel):
         ``_event``, and return the configuration's text for In() if it changed (else None)."""
         self._check_open()
         self._prepare = False
+        if self._pending:
+            self._open()
         if self._unsynced:
             self._sync()
         configuration = None
@@ -433,10 +483,13 @@ class EcmascriptDatamodel(Datamodel):
             if function is None:
                 if not _is_one_function(text):
                     raise DatamodelError(f"{what}: not a single expression")
-                compiled = self._call_js(what, lambda: self._compile_js(text))
+                # (compiling runs no chart code and reads nothing of the session: nothing is
+                # pushed into the engine for it, a deferred restore included)
+                compiled = self._compile_call(what, lambda: self._compile_js(text))
                 wrapper = self._wrappers.get(wrap_name)
                 function = (
-                    compiled if wrapper is None else self._call_js(what, lambda: wrapper(compiled))
+                    compiled if wrapper is None
+                    else self._compile_call(what, lambda: wrapper(compiled))
                 )
                 self._compiled[shared] = function
             cache[key] = function
@@ -472,11 +525,36 @@ class EcmascriptDatamodel(Datamodel):
         platform: dict[str, Any] | None = None,
     ) -> None:
         self._active_ids = active_ids
-        x = None if platform is None else json.dumps(platform)
-        self._call_js(
-            "system variables",
-            lambda: self._install(session_id, name, json.dumps(ioprocessors), x),
-        )
+        try:
+            x = None if platform is None else json.dumps(platform)
+            self._system = (session_id, name, json.dumps(ioprocessors), x)
+        except _JS_ERRORS as exc:
+            raise self._error("system variables", exc) from None
+        self._pending = self._prepare = True  # (installed before the first call into QuickJS)
+
+    def _open(self) -> None:
+        """Before the first call into the engine: the system variables, then a deferred
+        restore."""
+        self._opened = True
+        # (under the per-evaluation limit they had when they were not deferred, even if the
+        # step has lowered it since for what is left of its budget)
+        lowered = self._time_limit_ms != self.limits.time_ms
+        if lowered:
+            self.context.set_time_limit(self.limits.time_ms / 1000)
+        try:
+            system = self._system
+            if system is not None:
+                try:
+                    self._install(*system)
+                except _JS_ERRORS as exc:
+                    raise self._error("system variables", exc) from None
+                self._system = None
+            if self._deferred is not None:
+                self._restore_deferred()
+        finally:
+            if lowered:
+                self.context.set_time_limit(self._time_limit_ms / 1000)
+        self._pending = False
 
     def declare(self, data: Data, *, bind: bool) -> None:
         self._changed(keys=True, impure=False)
@@ -609,6 +687,8 @@ class EcmascriptDatamodel(Datamodel):
                     self._unsynced[name] = value
                     self._prepare = True  # (the engine is written before its next call)
                     return
+        if function is None:  # (compiled when QuickJS first runs this pair)
+            function = self._assign_function(location, expr)
         if self._hooks or not pure:
             self._changed(keys=True)
         mirror = self._mirror
@@ -640,22 +720,32 @@ class EcmascriptDatamodel(Datamodel):
     def _assign_record(
         self, location: Expr, expr: Expr
     ) -> tuple[int, Any, str | None, bool, str]:
-        """What ``assign`` needs of a (location, expression) pair: the compiled function, the
-        global it sets when the mirror can follow it (a plain identifier, a pure expression),
-        whether the expression is pure, and the snapshot's text before that global's value."""
-        key = (location.index, expr.index)
-        self._check_location(location)
-        function = self._function(
-            self._assign_functions, key,
-            f'(function () {{ "use strict"; return ({location.source} = ({_js(expr)}\n)); }})',
-            f"<assign location={location.source!r}>", "assign",
-        )
+        """What ``assign`` needs of a (location, expression) pair: the compiled function
+        (None until QuickJS first runs the pair: an assignment the mirror answers needs none),
+        the global it sets when the mirror can follow it (a plain identifier, a pure
+        expression), whether the expression is pure, and the snapshot's text before that
+        global's value."""
         name = location.source.strip()
         pure = _is_pure(expr.source)
         plain_name = name if pure and _IDENTIFIER.fullmatch(name) is not None else None
+        function = None if plain_name is not None else self._assign_function(location, expr)
         record = (expr.index, function, plain_name, pure, f'"{name}":')
         self._assigns[location.index] = record
         return record
+
+    def _assign_function(self, location: Expr, expr: Expr) -> Any:
+        """The pair's compiled function (refused first if the location is a system
+        variable), kept in its record."""
+        self._check_location(location)
+        function = self._function(
+            self._assign_functions, (location.index, expr.index),
+            f'(function () {{ "use strict"; return ({location.source} = ({_js(expr)}\n)); }})',
+            f"<assign location={location.source!r}>", "assign",
+        )
+        record = self._assigns.get(location.index)
+        if record is not None and record[0] == expr.index:
+            self._assigns[location.index] = (record[0], function, *record[2:])
+        return function
 
     def assign_value(self, location: Expr, value: Any) -> None:
         self._changed(impure=False)
@@ -717,6 +807,8 @@ class EcmascriptDatamodel(Datamodel):
             self._prepare = True
         if self._dirty:
             self._check_open()
+            if self._pending:
+                self._open()
             if self._unsynced:
                 try:
                     self._sync()
@@ -790,21 +882,86 @@ class EcmascriptDatamodel(Datamodel):
         return value
 
     def restore(self, snapshot: str) -> None:
-        from statecharts.core.position import DamagedDatamodelError
-
         self._mirror = None
         self._unsynced.clear()  # (what the engine held is replaced)
+        self._deferred = None
         self._check_open()
+        scalars = None if self._scalars is None else self._scalar_snapshot(snapshot)
+        engine: _Engine = self._engine  # type: ignore[assignment]
+        if scalars is not None and engine.restorable.issuperset(scalars[0]):
+            # Nothing the engine could refuse: restored when first needed (see _deferred).
+            self._deferred = snapshot
+            self._pending = self._prepare = True
+            self._hooks = False  # (scalars hold no function)
+        else:
+            if self._pending:
+                self._open()  # (the system variables first, as the engine expects)
+            self._restore_engine(snapshot)
+            if scalars is not None:
+                engine.restorable.update(scalars[0])
+        self._mirror_stale = False
+        if scalars is not None and self._mirror_allowed:
+            self._mirror = scalars[0]
+            self._mirror_pieces = scalars[1]
+        self._last_snapshot = self._restored_text = snapshot
+        self._restored_as = None
+        self._dirty = False
+        self._keys_dirty = True
+
+    def _restore_engine(self, snapshot: str) -> None:
+        from statecharts.core.position import DamagedDatamodelError
+
         try:
             self._hooks = bool(self._restore(snapshot))
         except _JS_ERRORS as exc:
             raise DamagedDatamodelError(
                 f"the datamodel snapshot cannot be restored: {self._error('restore', exc)}"
             ) from None
-        self._last_snapshot = self._restored_text = snapshot
-        self._restored_as = None
-        self._dirty = False
-        self._keys_dirty = True
+
+    def _restore_deferred(self) -> None:
+        """Write the deferred snapshot into the engine (before anything else reaches it)."""
+        snapshot = self._deferred
+        assert snapshot is not None
+        # (the restore's own answer is False, scalars; what an event set since is kept)
+        hooks = self._hooks
+        self._restore_engine(snapshot)  # (raises, and stays deferred, if the engine refuses)
+        self._hooks = hooks
+        self._deferred = None
+
+    @staticmethod
+    def _scalar_snapshot(snapshot: str) -> tuple[dict[str, Any], dict[str, str]] | None:
+        """The snapshot's globals and their snapshot pieces when it holds scalars only (the
+        mirror's kind of value), under plain identifiers, and is written exactly as the
+        sandbox writes those values (so no number, escape or spacing reads differently in
+        the engine); else None."""
+        if len(snapshot) > _DEFERRABLE_BYTES or snapshot[:1] != "{":
+            return None
+        try:
+            value = loads_snapshot(snapshot)
+        except ValueError:
+            return None  # (the engine's restore says why)
+        if type(value) is not dict:
+            return None
+        pieces: dict[str, str] = {}
+        prefixes = _prefixes
+        for name, item in value.items():
+            if type(item) is int and _MIN_SAFE_INT <= item <= _MAX_SAFE_INT:
+                piece: str | None = str(item)  # (the commonest: a counter; what _piece writes)
+            else:
+                piece = _piece(item)
+                if piece is None:
+                    return None
+            prefix = prefixes.get(name)
+            if prefix is None:
+                if _IDENTIFIER.fullmatch(name) is None:
+                    return None
+                if len(prefixes) >= _MAX_PREFIXES:
+                    prefixes.clear()
+                prefix = prefixes[name] = f'"{name}":'
+            pieces[name] = prefix + piece
+        if "{" + ",".join(pieces.values()) + "}" != snapshot:
+            return None
+        return value, pieces
 
     def close(self) -> None:
         """Done with this session: its engine is reset and kept for the next session the
@@ -817,10 +974,11 @@ class EcmascriptDatamodel(Datamodel):
         self._setters.clear()
         self._mirror = None  # (nothing is answered from it any more)
         self._unsynced.clear()
+        self._deferred = self._system = None  # (the engine is reset anyway, if it was used)
         engine, self._engine = self._engine, None
         self._prepare = True  # (the next evaluation finds it closed)
         if engine is not None:
-            _give_back(engine)
+            _give_back(engine, self._opened)
 
     def _check_open(self) -> None:
         if self._engine is None:
