@@ -22,7 +22,7 @@ from django.db import connection
 from django.test import SimpleTestCase
 
 from statecharts.testing import statecharts  # noqa: F401  (the fixture, without installing)
-from tests import flush
+from tests import flush, template_db
 from tests.conformance import suite as w3c
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,6 +51,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     flush.install()  # the transactional tests' flush, made cheap (tests/flush.py)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist starts the workers
+def pytest_sessionstart(session: pytest.Session) -> None:
+    template_db.forget_earlier_template(session.config)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    template_db.drop_template(session.config)
 
 
 # The longest tests (a wheel installed into a new project, the W3C suite run durably, a
@@ -172,6 +181,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "postgres" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(
+    django_db_modify_db_settings: None, request: pytest.FixtureRequest
+) -> Iterator[None]:
+    """(pytest-django's hook, run just before it creates the test database) With xdist, each
+    worker's test database is a clone of one template migrated once per run
+    (tests/template_db.py), not a database migrated by each worker at the same time."""
+    with template_db.cloned_for_this_worker(request.config):
+        yield
 
 
 @pytest.fixture(scope="session")
