@@ -64,9 +64,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 # The longest tests (a wheel installed into a new project, the W3C suite run durably, a
 # browser, the demo site's processes, the timer races on PostgreSQL: 5-20 s each, the hostile
-# property tests: 10-30 s each) start first, spread over the workers (spread_longest_first):
-# with pytest-xdist a worker that began one of them as the others finished would hold the
-# whole run for its length.
+# property tests: 10-30 s each, the template's own pytest run on two workers: 7-15 s) start
+# first, spread over the workers (spread_longest_first): with pytest-xdist a worker that began
+# one of them as the others finished would hold the whole run for its length.
 LONGEST_FIRST = (
     "tests/packaging/",
     "tests/drivers/test_instruction_parity.py",
@@ -75,6 +75,7 @@ LONGEST_FIRST = (
     "tests/demo/test_demo_site.py",
     "tests/timers/test_timer_races.py",
     "tests/hostile/test_hostile_property.py",
+    "tests/project/test_template_db.py",
 )
 # Whose tests share a module-scoped fixture (the wheel and its project): kept on one worker.
 KEPT_TOGETHER = ("tests/packaging/",)
