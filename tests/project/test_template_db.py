@@ -111,3 +111,17 @@ def test_each_worker_gets_a_migrated_clone_and_the_template_is_dropped(
     assert not template_exists(template)
     with template_db.template_lock(connection, template) as lock:
         assert lock.built_by() == ""
+
+
+def test_each_test_database_has_its_own_template_and_lock() -> None:
+    # Two runs side by side (DATABASE_TEST_NAME) never wait for, nor use, each other's.
+    mine = template_db.worker_template_name("test_mine_gw0", "gw0")
+    theirs = template_db.worker_template_name("test_theirs_gw3", "gw3")
+    assert (mine, theirs) == ("test_mine_template", "test_theirs_template")
+    assert template_db.worker_template_name("test_mine_gw1", "gw1") == mine
+    assert template_db.lock_path(connection, mine) != template_db.lock_path(connection, theirs)
+
+
+def test_a_database_not_named_by_pytest_django_for_the_worker_is_refused() -> None:
+    with pytest.raises(ValueError, match="not the database of xdist worker gw1"):
+        template_db.worker_template_name("test_mine_gw0", "gw1")
