@@ -118,15 +118,22 @@ def template_lock(database: BaseDatabaseWrapper, template: str) -> Iterator[Temp
 
 
 def build_template(
-    database: BaseDatabaseWrapper, create_test_db: CreateTestDb, template: str, verbosity: int
+    database: BaseDatabaseWrapper,
+    create_test_db: CreateTestDb,
+    template: str,
+    verbosity: int,
+    serialize: bool | None,
 ) -> None:
     """Django's own creation of a test database (an old one of the same name dropped first,
-    the migrations, ``createcachetable``), under the template's name."""
+    the migrations, ``createcachetable``), under the template's name. Never serialized:
+    Django 5.2 serializes unless told not to; 6.0 deprecates the argument (its
+    ``setup_databases`` no longer passes it, ``serialize`` is None) and does not."""
+    not_serialized = {} if serialize is None else {"serialize": False}
     test_settings = database.settings_dict["TEST"]
     chosen = test_settings["NAME"]
     test_settings["NAME"] = template
     try:
-        create_test_db(verbosity=verbosity, autoclobber=True, serialize=False, keepdb=False)
+        create_test_db(verbosity=verbosity, autoclobber=True, keepdb=False, **not_serialized)
     finally:
         test_settings["NAME"] = chosen
     # Closed: PostgreSQL copies a database only when no session is connected to it, and the
@@ -167,7 +174,7 @@ def create_from_template(
     run_id: str,
     worker_id: str,
     verbosity: int,
-    serialize: bool,
+    serialize: bool | None,
 ) -> str:
     """What Django's ``create_test_db`` leaves (the worker's database, migrated, its name in
     the settings and on the connection, serialized if asked), from the run's template."""
@@ -176,7 +183,7 @@ def create_from_template(
     with template_lock(database, template) as lock:
         if lock.built_by() != run_id:
             lock.record("")  # until the build is complete
-            build_template(database, create_test_db, template, verbosity)
+            build_template(database, create_test_db, template, verbosity, serialize)
             lock.record(run_id)
         clone(database, template, worker_database)
     database.close()
@@ -199,11 +206,15 @@ def cloned_for_this_worker(config: pytest.Config) -> Iterator[None]:
     create_test_db = connection.creation.create_test_db
 
     def create_test_db_from_template(
-        verbosity: int = 1, autoclobber: bool = False, serialize: bool = True, keepdb: bool = False
+        verbosity: int = 1,
+        autoclobber: bool = False,
+        serialize: bool | None = None,
+        keepdb: bool = False,
     ) -> str:
         if keepdb:  # --reuse-db: the worker's own database, kept from run to run
+            given = {} if serialize is None else {"serialize": serialize}
             return create_test_db(
-                verbosity=verbosity, autoclobber=autoclobber, serialize=serialize, keepdb=True
+                verbosity=verbosity, autoclobber=autoclobber, keepdb=True, **given
             )
         return create_from_template(
             connection,
