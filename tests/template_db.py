@@ -17,7 +17,9 @@ copy on SQLite (what Django's own ``clone_test_db`` does for ``manage.py test --
   is complete: a worker of another run, or of this run after a build that failed midway,
   builds it again (Django drops the old one first). The controller (the ``pytest`` process
   the workers report to) forgets the id when the run starts and drops the template when it
-  ends; a run killed midway leaves one behind, which the next run replaces.
+  ends; a run killed midway leaves one behind, which the next run replaces. The lock file
+  stays (a few bytes per test database name): removed while another process waits on it,
+  the next to come would lock a new file beside the old one, and two would build at once.
 - **Without xdist nothing changes** (``-n 0``, ``-p no:xdist``): the test database is
   created and migrated as before. Nor with ``--reuse-db``, or an in-memory SQLite database.
 
