@@ -22,7 +22,7 @@ from django.db import connection
 from django.test import SimpleTestCase
 
 from statecharts.testing import statecharts  # noqa: F401  (the fixture, without installing)
-from tests import flush
+from tests import flush, template_db
 from tests.conformance import suite as w3c
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,11 +53,20 @@ def pytest_configure(config: pytest.Config) -> None:
     flush.install()  # the transactional tests' flush, made cheap (tests/flush.py)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist starts the workers
+def pytest_sessionstart(session: pytest.Session) -> None:
+    template_db.forget_earlier_template(session.config)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    template_db.drop_template(session.config)
+
+
 # The longest tests (a wheel installed into a new project, the W3C suite run durably, a
 # browser, the demo site's processes, the timer races on PostgreSQL: 5-20 s each, the hostile
-# property tests: 10-30 s each) start first, spread over the workers (spread_longest_first):
-# with pytest-xdist a worker that began one of them as the others finished would hold the
-# whole run for its length.
+# property tests: 10-30 s each, the template's own pytest run on two workers: 7-15 s) start
+# first, spread over the workers (spread_longest_first): with pytest-xdist a worker that began
+# one of them as the others finished would hold the whole run for its length.
 LONGEST_FIRST = (
     "tests/packaging/",
     "tests/drivers/test_instruction_parity.py",
@@ -66,6 +75,7 @@ LONGEST_FIRST = (
     "tests/demo/test_demo_site.py",
     "tests/timers/test_timer_races.py",
     "tests/hostile/test_hostile_property.py",
+    "tests/project/test_template_db.py",
 )
 # Whose tests share a module-scoped fixture (the wheel and its project): kept on one worker.
 KEPT_TOGETHER = ("tests/packaging/",)
@@ -172,6 +182,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "postgres" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(
+    django_db_modify_db_settings: None, request: pytest.FixtureRequest
+) -> Iterator[None]:
+    """(pytest-django's hook, run just before it creates the test database) With xdist, each
+    worker's test database is a clone of one template migrated once per run
+    (tests/template_db.py), not a database migrated by each worker at the same time."""
+    with template_db.cloned_for_this_worker(request.config):
+        yield
 
 
 @pytest.fixture(scope="session")
