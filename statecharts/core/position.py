@@ -3,9 +3,18 @@
 A durable host stores one blob per execution and hands it back on the next step. The blob is
 compact UTF-8 JSON (never pickle: decoding runs no code) of this shape::
 
-    {"format": "scxml-position", "version": 2,
+    {"format": "scxml-position", "version": 3,
      "chart": {"sha256": "...", "name": "order", "version": "3"},
-     "state": {...}}                       # State.to_dict()
+     "state": {...}}                       # State.to_dict(), see below
+
+Version 3 writes the state's fields as version 2 did (``State.to_dict``), but leaves out those
+that hold their default (an empty internal queue, which a blob always has; no history, no
+invocations, no parent, no outcome) and puts the fields a step changes last, in the order
+they change least to most: ``datamodel``, ``configuration``, ``counters`` (one advances at
+every step). A database that logs an updated row as what changed after the bytes it shares
+with the old one (PostgreSQL's WAL for an update that stays on its page) logs only that
+tail. Blobs of versions 1 and 2 still decode; :func:`encode` can still write version 2
+(``version=2``), which replay uses to check history recorded before version 3.
 
 Decoding refuses, with a typed error for each case, anything it cannot resume safely: bytes
 that are not a position blob, a format version it does not know, a blob written for another
@@ -27,7 +36,9 @@ from statecharts.core.model import Chart
 from statecharts.core.state import State
 
 FORMAT = "scxml-position"
-VERSION = 2
+VERSION = 3
+# The versions encode can write (replay re-encodes a recorded step as it was written).
+WRITABLE_VERSIONS = (2, 3)
 
 
 class PositionError(StatechartError):
@@ -112,9 +123,39 @@ def _upgrade_from_1(payload: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
+def _upgrade_from_2(payload: dict[str, Any]) -> dict[str, Any]:
+    """Version 3 only writes less (defaults left out, fields reordered): a version-2 state,
+    which has every field, is a version-3 state as it is."""
+    return payload
+
+
+# What a version-3 state leaves out when it holds it (State's defaults), filled back in on
+# read before anything checks the state. The internal queue is always empty in a blob
+# (encode refuses a state with events pending).
+_STATE_DEFAULTS: dict[str, Any] = {
+    "name": None,
+    "internal_queue": [],
+    "history": {},
+    "invocations": [],
+    "parent_session_id": None,
+    "invokeid": None,
+    "outcome": None,
+}
+
+
+def _with_defaults(payload: dict[str, Any]) -> dict[str, Any]:
+    state = payload.get("state")
+    if isinstance(state, dict) and any(key not in state for key in _STATE_DEFAULTS):
+        payload = {**payload, "state": {**_STATE_DEFAULTS, **state}}
+    return payload
+
+
 # Readers of older format versions upgrade their payload to the current shape, one version at
 # a time: a blob written by any earlier release decodes as if written today.
-_UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _upgrade_from_1}
+_UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    1: _upgrade_from_1,
+    2: _upgrade_from_2,
+}
 
 
 def _is_int(value: object) -> bool:
@@ -255,20 +296,56 @@ def _nests_deeper_than(blob: bytes, limit: int) -> bool:
     return bool(brackets)
 
 
-def encode(state: State, chart: ChartIdentity | Chart) -> bytes:
-    """The blob for ``state``. Refuses a state that is not quiescent: it could not be resumed."""
+def encode(state: State, chart: ChartIdentity | Chart, *, version: int = VERSION) -> bytes:
+    """The blob for ``state``. Refuses a state that is not quiescent: it could not be resumed.
+
+    ``version``: the format to write, :data:`VERSION` unless told (2: the bytes a release
+    before version 3 wrote for the same state, for checking what it recorded)."""
     if not state.quiescent:
         raise NotQuiescentError(
             f"session {state.session_id}: {len(state.internal_queue)} internal event(s) pending"
         )
+    if version not in WRITABLE_VERSIONS:
+        raise UnsupportedVersionError(version)
     identity = chart if isinstance(chart, ChartIdentity) else ChartIdentity(chart.source_hash)
     payload = {
         "format": FORMAT,
-        "version": VERSION,
+        "version": version,
         "chart": identity.to_dict(),
-        "state": state.to_dict(),
+        "state": _compact_state(state) if version == 3 else state.to_dict(),
     }
     return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _compact_state(state: State) -> dict[str, Any]:
+    """``state.to_dict()`` as version 3 writes it: defaults left out, what a step changes
+    last (see the module docstring). The internal queue is empty (encode checked)."""
+    raw: dict[str, Any] = {"session_id": state.session_id}
+    if state.name is not None:
+        raw["name"] = state.name
+    raw["bound"] = list(state.bound)
+    raw["running"] = state.running
+    if state.parent_session_id is not None:
+        raw["parent_session_id"] = state.parent_session_id
+    if state.invokeid is not None:
+        raw["invokeid"] = state.invokeid
+    if state.io_processors is not None:
+        raw["io_processors"] = dict(state.io_processors)
+    if state.outcome is not None:
+        raw["outcome"] = state.outcome
+    if state.history:
+        raw["history"] = {str(k): list(v) for k, v in sorted(state.history.items())}
+    if state.invocations:
+        raw["invocations"] = [
+            [i.invokeid, i.state, i.invoke, i.autoforward, i.ordinal] for i in state.invocations
+        ]
+    c = state.counters
+    raw["datamodel"] = state.datamodel
+    raw["configuration"] = list(state.configuration)
+    raw["counters"] = [
+        c.send, c.invoke, c.ordinal, c.macrostep, c.microstep, c.round, c.invocation
+    ]
+    return raw
 
 
 def decode(
@@ -305,6 +382,8 @@ def decode(
         raise UnsupportedVersionError(version)
     if version > VERSION or version < 1:
         raise UnsupportedVersionError(version)
+    if version >= 3:
+        payload = _with_defaults(payload)
     while version < VERSION:
         payload = _UPGRADES[version](payload)
         version += 1

@@ -47,6 +47,18 @@ from statecharts.stepper.applying import chart_facts
 LEGACY_TYPES = RegisteredTypes.of(invoke=SCXML_INVOKE_TYPES, timers=True)
 
 
+def recorded_encoding(state: State, identity: ChartIdentity, sha256: str) -> bytes:
+    """The blob of ``state`` in the position format whose hash was recorded: the current one,
+    or, for a step recorded by a release before position format 3, version 2 (the state is
+    the same; only its encoding changed). The current format when neither matches."""
+    blob = encode(state, identity)
+    if hashlib.sha256(blob).hexdigest() != sha256:
+        older = encode(state, identity, version=2)
+        if hashlib.sha256(older).hexdigest() == sha256:
+            return older
+    return blob
+
+
 def recorded_host(registered_types: dict[str, Any], reachability: dict[str, bool]) -> Host:
     """The host a step had, as its history row recorded it."""
     types = RegisteredTypes.from_dict(registered_types) if registered_types else LEGACY_TYPES
@@ -177,7 +189,7 @@ def replay(execution: Execution | int) -> ReplayReport:
             host=host,
         )
         state = outcome.state
-        blob = encode(state, identity)
+        blob = recorded_encoding(state, identity, entry.position_sha256)
         replayed += 1
         if hashlib.sha256(blob).hexdigest() != entry.position_sha256:
             states = compiled.states

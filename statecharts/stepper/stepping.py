@@ -32,6 +32,7 @@ from statecharts.stepper.recording import (
     _record_unapplied,
     _refusal,
     _unsteppable,
+    stored_form,
 )
 from statecharts.stepper.transaction import StepResult, lock, phase
 
@@ -112,7 +113,8 @@ def _earlier_with_key(pk: int, key: str, step_input: Input) -> HistoryEntry | No
     )
     if earlier is None:
         return None
-    if codecs.decode_input(earlier.input, earlier.codec) != step_input.to_dict():
+    given = stored_form(step_input.to_dict())
+    if stored_form(codecs.decode_input(earlier.input, earlier.codec)) != given:
         raise IdempotencyConflict(
             f"idempotency key {key!r} was used for another input of this execution "
             f"(step {earlier.seq}); nothing was applied"

@@ -468,3 +468,71 @@ def test_on_postgresql_the_first_step_of_executions_on_filled_pages_is_hot() -> 
     assert upd == len(firsts), (upd, hot)
     assert hot == upd, f"{upd} first updates on filled pages, {hot} of them HOT"
     assert_consistent()
+
+
+# A constant datamodel value a step does not change, longer than everything a step does.
+_LONG = "x" * 600
+STILL = f"""<scxml {NS} datamodel="ecmascript" initial="a">
+  <datamodel><data id="settings" expr="'{_LONG}'"/></datamodel>
+  <state id="a"><transition event="next" target="b"/></state>
+  <state id="b"><transition event="next" target="a"/></state>
+</scxml>"""
+
+
+def _execution_update_bytes(monkeypatch: pytest.MonkeyPatch, version: int) -> list[int]:
+    """The WAL bytes (without full-page images) of each HOT update of the execution row, in
+    6 steps of two fresh executions of STILL, their positions written in format ``version``."""
+    from functools import partial
+
+    from statecharts.core import position
+    from statecharts.stepper import applying
+
+    monkeypatch.setattr(applying, "encode", partial(position.encode, version=version))
+    _fresh_pages()
+    chart = Chart.objects.load(STILL)
+    executions = [stepper.start(chart) for _ in range(2)]
+    for execution in executions:  # (both rows now written in ``version``)
+        stepper.send(execution, "next")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT oid FROM pg_database WHERE datname = current_database()")
+        (database,) = cursor.fetchone()
+        cursor.execute("SELECT pg_relation_filenode('statecharts_execution')")
+        (node,) = cursor.fetchone()
+        cursor.execute("SELECT pg_current_wal_insert_lsn()")
+        (start,) = cursor.fetchone()
+    for _ in range(3):
+        for execution in executions:
+            stepper.send(execution, "next")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_current_wal_insert_lsn()")
+        (end,) = cursor.fetchone()
+        cursor.execute(  # (as above: pg_walinspect reads only flushed WAL)
+            "SELECT count(*) FROM generate_series(1, 50) WHERE pg_current_wal_flush_lsn() < %s"
+            " AND pg_sleep(0.1) IS NOT NULL",
+            [end],
+        )
+        cursor.execute("SELECT least(%s::pg_lsn, pg_current_wal_flush_lsn())", [end])
+        (end,) = cursor.fetchone()
+        cursor.execute(
+            "SELECT record_length - fpi_length FROM pg_get_wal_records_info(%s, %s)"
+            " WHERE record_type = 'HOT_UPDATE' AND fpi_length = 0 AND block_ref LIKE %s",
+            [start, end, f"%/{database}/{node} %"],
+        )
+        return [length for (length,) in cursor.fetchall()]
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_on_postgresql_a_step_logs_the_changed_tail_of_its_position_not_all_of_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Position format 3 writes what a step changes last: PostgreSQL logs a HOT update as the
+    bytes after those the new row shares with the old one, so a step that changes only the
+    configuration and counters does not log the 600-byte datamodel value it leaves alone
+    (format 2, whose configuration came before the datamodel, logged it at every step)."""
+    if not _walinspect():
+        pytest.skip("pg_walinspect is not available")
+    compact = _execution_update_bytes(monkeypatch, 3)
+    whole = _execution_update_bytes(monkeypatch, 2)
+    assert len(compact) >= 4 and len(whole) >= 4, (compact, whole)  # (a checkpoint: fewer)
+    assert max(compact) < 300 < len(_LONG) < min(whole), (compact, whole)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import pytest
@@ -522,6 +524,38 @@ def test_replay_reproduces_every_recorded_position() -> None:
         report = replay(execution.pk)
         assert report.ok, str(report)
         assert report.steps_replayed == execution.history.count()
+
+
+def test_replay_reads_history_recorded_in_the_previous_position_format(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Steps recorded by a release that wrote position format 2 (their hashes are of version-2
+    blobs), then steps of this release (version 3): each step still reads the stored
+    position, and replay checks every recorded step, old and new, and the stored position."""
+    from statecharts.core import position
+    from statecharts.stepper import applying
+
+    monkeypatch.setattr(applying, "encode", partial(position.encode, version=2))
+    order = Execution.objects.start(load(ORDER))
+    order.send("add", {"sku": "A"})
+    order.refresh_from_db()
+    assert json.loads(bytes(order.position))["version"] == 2
+    assert replay(order.pk).ok
+    monkeypatch.setattr(applying, "encode", position.encode)
+    for sku in "BC":
+        order.send("add", {"sku": sku})
+    order.send("checkout")
+    order.refresh_from_db()
+    assert json.loads(bytes(order.position))["version"] == 3
+    report = replay(order.pk)
+    assert report.ok, str(report)
+    assert report.steps_replayed == order.history.count() == 5
+    # The old steps are checked, not skipped: a changed input of one is found.
+    entry = order.history.get(seq=2)
+    entry.input = {**entry.input, "event": {**entry.input["event"], "name": "checkout"}}
+    entry.save()
+    report = replay(order.pk)
+    assert report.mismatch is not None and report.mismatch.seq == 2
 
 
 def test_replay_reports_the_first_step_that_differs() -> None:
