@@ -279,6 +279,23 @@ def _stats() -> tuple[int, int]:
     return upd, hot
 
 
+def _flush_wal(cursor: Any) -> None:
+    """Have PostgreSQL write its WAL to disk up to now, as pg_walinspect reads only flushed
+    WAL. The test database commits without waiting for the disk (tests/conftest.py), so the
+    steps' records may not be yet: a commit of a transaction that wrote WAL, made with
+    ``synchronous_commit`` on, returns once its commit record and all before it are (one that
+    only took an xid commits asynchronously). The write changes nothing: a row set to itself,
+    after the range the test reads."""
+    cursor.execute("SET synchronous_commit = on")
+    try:
+        cursor.execute(  # (autocommit: its own transaction)
+            "UPDATE django_migrations SET applied = applied"
+            " WHERE id = (SELECT min(id) FROM django_migrations)"
+        )
+    finally:
+        cursor.execute("RESET synchronous_commit")
+
+
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_on_postgresql_a_step_updates_its_execution_row_hot() -> None:
@@ -342,13 +359,7 @@ def test_on_postgresql_a_step_writes_no_index_entry_of_the_execution_table() -> 
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_current_wal_insert_lsn()")
         (end,) = cursor.fetchone()
-        # (pg_walinspect reads only flushed WAL: the commits are, a trailing record may not
-        # be yet; the WAL writer flushes it within wal_writer_delay)
-        cursor.execute(
-            "SELECT count(*) FROM generate_series(1, 50) WHERE pg_current_wal_flush_lsn() < %s"
-            " AND pg_sleep(0.1) IS NOT NULL",
-            [end],
-        )
+        _flush_wal(cursor)
         cursor.execute("SELECT least(%s::pg_lsn, pg_current_wal_flush_lsn())", [end])
         (end,) = cursor.fetchone()
         cursor.execute(
@@ -506,11 +517,7 @@ def _execution_update_bytes(monkeypatch: pytest.MonkeyPatch, version: int) -> li
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_current_wal_insert_lsn()")
         (end,) = cursor.fetchone()
-        cursor.execute(  # (as above: pg_walinspect reads only flushed WAL)
-            "SELECT count(*) FROM generate_series(1, 50) WHERE pg_current_wal_flush_lsn() < %s"
-            " AND pg_sleep(0.1) IS NOT NULL",
-            [end],
-        )
+        _flush_wal(cursor)
         cursor.execute("SELECT least(%s::pg_lsn, pg_current_wal_flush_lsn())", [end])
         (end,) = cursor.fetchone()
         cursor.execute(
