@@ -279,13 +279,15 @@ def _stats() -> tuple[int, int]:
     return upd, hot
 
 
-def _flush_wal(cursor: Any) -> None:
-    """Have PostgreSQL write its WAL to disk up to now, as pg_walinspect reads only flushed
-    WAL. The test database commits without waiting for the disk (tests/conftest.py), so the
+def _flushed_wal_end(cursor: Any) -> Any:
+    """The WAL's end now, once PostgreSQL has written it to disk, as pg_walinspect reads only
+    flushed WAL. The test database commits without waiting for the disk (tests/conftest.py), so the
     steps' records may not be yet: a commit of a transaction that wrote WAL, made with
     ``synchronous_commit`` on, returns once its commit record and all before it are (one that
     only took an xid commits asynchronously). The write changes nothing: a row set to itself,
     after the range the test reads."""
+    cursor.execute("SELECT pg_current_wal_insert_lsn()")
+    (end,) = cursor.fetchone()
     cursor.execute("SET synchronous_commit = on")
     try:
         cursor.execute(  # (autocommit: its own transaction)
@@ -294,6 +296,7 @@ def _flush_wal(cursor: Any) -> None:
         )
     finally:
         cursor.execute("RESET synchronous_commit")
+    return end
 
 
 @pytest.mark.postgres
@@ -357,11 +360,7 @@ def test_on_postgresql_a_step_writes_no_index_entry_of_the_execution_table() -> 
             stepper.send(execution, "next")
             steps += 1
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_current_wal_insert_lsn()")
-        (end,) = cursor.fetchone()
-        _flush_wal(cursor)
-        cursor.execute("SELECT least(%s::pg_lsn, pg_current_wal_flush_lsn())", [end])
-        (end,) = cursor.fetchone()
+        end = _flushed_wal_end(cursor)
         cursor.execute(
             "SELECT resource_manager, record_type, coalesce(block_ref, '')"
             " FROM pg_get_wal_records_info(%s, %s)",
@@ -515,11 +514,7 @@ def _execution_update_bytes(monkeypatch: pytest.MonkeyPatch, version: int) -> li
         for execution in executions:
             stepper.send(execution, "next")
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_current_wal_insert_lsn()")
-        (end,) = cursor.fetchone()
-        _flush_wal(cursor)
-        cursor.execute("SELECT least(%s::pg_lsn, pg_current_wal_flush_lsn())", [end])
-        (end,) = cursor.fetchone()
+        end = _flushed_wal_end(cursor)
         cursor.execute(
             "SELECT record_length - fpi_length FROM pg_get_wal_records_info(%s, %s)"
             " WHERE record_type = 'HOT_UPDATE' AND fpi_length = 0 AND block_ref LIKE %s",
